@@ -1,0 +1,181 @@
+// Backend: the seam between the model code and a device (design.md §2, §4).
+//
+// One interface, two peers: backend/cpu (the reference: plain loops + OpenBLAS, f32 math) and
+// backend/cuda (kernels + cuBLASLt). Model code only sees this header and never includes a
+// device header.
+//
+// Conventions for every op below:
+//  * Tensors are contiguous row-major views (core/tensor.h). `data` is memory of this backend
+//    (host memory for CPU, device memory for CUDA) unless the parameter says "host".
+//  * Activations are [tokens, features] with tokens = B*T (batch-major). Float tensors may be
+//    f32 or bf16 (storage); math is f32 (accumulate in f32, round once on store).
+//  * Ops enqueue on the compute stream and do not block the host, unless stated.
+//  * Deterministic: the same inputs give the same bits, run after run (no order-dependent
+//    atomics). Bit-identical streaming and exact resume rely on this.
+//  * Outputs never alias inputs unless the op says "in place".
+//  * Ops CHECK shapes and dtypes (programmer errors), they do not return Status.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "core/status.h"
+#include "core/tensor.h"
+
+namespace st {
+
+enum class DeviceKind { kCpu, kCuda };
+const char* device_kind_name(DeviceKind k);
+
+enum class StreamId { kCompute = 0, kH2D = 1, kD2H = 2 };
+
+// An ordering event (no timing). Created by Backend::create_event; owned by the caller.
+class Event {
+ public:
+  virtual ~Event() = default;
+};
+
+enum class Trans { kNo, kYes };
+enum class Accum { kOverwrite, kAdd };  // C = op   |   C += op
+
+struct GemmOpts {
+  Trans trans_a = Trans::kNo;
+  Trans trans_b = Trans::kNo;
+  float alpha = 1.0f;
+  Accum accum = Accum::kOverwrite;
+};
+
+// Position and document layout of a micro-batch; all arrays are backend memory, [B*T] int32.
+struct SeqLayout {
+  int64_t batch = 1;    // B
+  int64_t seq = 0;      // T (padded length)
+  const int32_t* positions = nullptr;  // RoPE position of each token (restarts per packed document)
+  // Document id of each token; attention is causal *and* restricted to equal ids. nullptr means
+  // one document per row. Padding tokens may carry any id (their outputs are never used).
+  const int32_t* doc_ids = nullptr;
+};
+
+struct AttnShape {
+  int64_t num_heads = 0;     // NH
+  int64_t num_kv_heads = 0;  // KVH, NH % KVH == 0 (GQA: head h reads kv head h / (NH/KVH))
+  int64_t head_dim = 0;      // D
+  float scale = 0.0f;        // usually 1/sqrt(D)
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual DeviceKind kind() const = 0;
+  virtual std::string description() const = 0;  // "cpu (16 threads, OpenBLAS)", "cuda:0 NVIDIA H200"
+
+  // ---- memory ---------------------------------------------------------------------------
+  // Device memory. Arenas are carved out of a few big allocations made before training starts;
+  // allocation inside a step is a bug. Returns ResourceExhausted on OOM (never aborts).
+  virtual StatusOr<void*> alloc(size_t bytes) = 0;
+  virtual void free(void* p) = 0;
+  // Host memory the device can copy from asynchronously (pinned on CUDA; plain on CPU).
+  // ResourceExhausted if pinning fails: the caller falls back to pageable memory loudly.
+  virtual StatusOr<void*> alloc_host_pinned(size_t bytes) = 0;
+  virtual void free_host_pinned(void* p) = 0;
+  // Pin an existing host range (cudaHostRegister); no-op on CPU.
+  virtual Status register_host(void* p, size_t bytes) = 0;
+  virtual void unregister_host(void* p) = 0;
+
+  // Copies enqueued on `stream`. Host pointers must stay valid until the copy completes.
+  virtual void copy_h2d(void* dst, const void* host_src, size_t bytes, StreamId stream) = 0;
+  virtual void copy_d2h(void* host_dst, const void* src, size_t bytes, StreamId stream) = 0;
+  virtual void copy_d2d(void* dst, const void* src, size_t bytes, StreamId stream) = 0;
+  virtual void memset_zero(void* dst, size_t bytes, StreamId stream) = 0;
+
+  // ---- streams and events ------------------------------------------------------------------
+  virtual std::unique_ptr<Event> create_event() = 0;
+  virtual void record(Event& e, StreamId stream) = 0;
+  virtual void wait(StreamId stream, Event& e) = 0;   // stream waits for e (host does not block)
+  virtual void sync_event(Event& e) = 0;              // host blocks until e has fired
+  virtual bool event_done(Event& e) = 0;              // poll, non-blocking
+  virtual void sync_stream(StreamId stream) = 0;      // host blocks until stream is idle
+  virtual void sync_all() = 0;
+
+  // ---- ops ---------------------------------------------------------------------------------
+  // C[M,N] (=|+=) alpha * op(A) · op(B). op(A) is [M,K], op(B) is [K,N]. A and B must have the
+  // same dtype (f32 or bf16); C may be f32 or bf16. f32 accumulation.
+  virtual void gemm(Tensor c, Tensor a, Tensor b, const GemmOpts& o) = 0;
+
+  // y[R,N] += bias[N] (in place). bias may be f32 or bf16.
+  virtual void add_bias(Tensor y, Tensor bias) = 0;
+  // y = a + b (elementwise, y may alias a or b: in-place allowed for this op).
+  virtual void add(Tensor y, Tensor a, Tensor b) = 0;
+  // y = x * s (y may alias x).
+  virtual void scale(Tensor y, Tensor x, float s) = 0;
+  // dst = src with dtype conversion (same numel).
+  virtual void convert(Tensor dst, Tensor src) = 0;
+
+  // out[T,H] = table[ids[t], :]. ids: int32 backend memory [T]. Caller validated ids < V.
+  virtual void embedding(Tensor out, Tensor table, const int32_t* ids) = 0;
+
+  // RMSNorm over the last dim: y = x * rsqrt(mean(x²) + eps) * w.  x,y [R,N], w [N].
+  // rstd [R] f32 receives rsqrt(mean(x²)+eps) (for backward).
+  virtual void rmsnorm(Tensor y, Tensor rstd, Tensor x, Tensor w, float eps) = 0;
+  // dx[R,N] = ∂/∂x given dy, x, w and the saved rstd. (w is frozen: no dw.)
+  virtual void rmsnorm_backward(Tensor dx, Tensor dy, Tensor x, Tensor w, Tensor rstd) = 0;
+
+  // RoPE (HF rotate-half) in place on x [tokens, heads, D]: for i < D/2, with
+  // a = pos*inv_freq[i] (f32), c = cos(a), s = sin(a):
+  //   x'[i] = x[i]*c - x[i+D/2]*s ;  x'[i+D/2] = x[i+D/2]*c + x[i]*s.
+  // inverse=true applies the transpose rotation (the backward). inv_freq: f32 [D/2] backend memory.
+  virtual void rope(Tensor x, const int32_t* positions, Tensor inv_freq, bool inverse) = 0;
+
+  // Causal (and same-document) GQA attention, never materialising [T,T] on CUDA.
+  // q [B*T, NH, D], k/v [B*T, KVH, D], out [B*T, NH, D]; lse f32 [B, NH, T] saved for backward.
+  virtual void attention(Tensor out, Tensor lse, Tensor q, Tensor k, Tensor v, const SeqLayout& L,
+                         const AttnShape& s) = 0;
+  // Gradients dq, dk, dv (overwritten) from dout, the forward inputs, out and lse.
+  virtual void attention_backward(Tensor dq, Tensor dk, Tensor dv, Tensor dout, Tensor q, Tensor k,
+                                  Tensor v, Tensor out, Tensor lse, const SeqLayout& L,
+                                  const AttnShape& s) = 0;
+
+  // h = silu(gate) * up, all [R,F].
+  virtual void swiglu(Tensor h, Tensor gate, Tensor up) = 0;
+  // dgate, dup from dh (dgate/dup may not alias inputs).
+  virtual void swiglu_backward(Tensor dgate, Tensor dup, Tensor dh, Tensor gate, Tensor up) = 0;
+
+  // Softmax cross-entropy on a chunk of logits, fused with its gradient, in place:
+  //   logits [R,V] (f32 or bf16) is overwritten with grad_scale * (softmax - onehot(label));
+  //   rows whose label == ignore_index (-100) get zero gradient and no loss.
+  //   loss_sum f32 [1] (backend memory) += sum over counted rows of -log softmax[label]
+  //   (accumulated in a fixed order: deterministic). labels int32 [R].
+  virtual void cross_entropy(Tensor logits, Tensor loss_sum, const int32_t* labels, float grad_scale) = 0;
+
+  // Inverted dropout with a counter-based RNG: keep element i iff uniform(seed, i) >= p;
+  // kept elements are scaled by 1/(1-p). The same (seed, p, shape) gives the same mask on every
+  // backend, so backward re-derives it instead of storing it. y may alias x.
+  virtual void dropout(Tensor y, Tensor x, float p, uint64_t seed) = 0;
+
+  // AdamW (torch semantics, decoupled weight decay) on f32 param/grad/m/v [N], step t >= 1:
+  //   p -= lr*wd*p; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g²;
+  //   p -= lr * (m / (1-b1^t)) / (sqrt(v / (1-b2^t)) + eps)
+  struct AdamW {
+    float lr, beta1, beta2, eps, weight_decay;
+    int64_t step;
+  };
+  virtual void adamw(Tensor param, Tensor grad, Tensor m, Tensor v, const AdamW& h) = 0;
+
+  // out f32 [1] (backend memory) += sum(x²) over x (f32), fixed reduction order.
+  virtual void sum_squares(Tensor out, Tensor x) = 0;
+};
+
+struct BackendOptions {
+  int device_index = 0;
+  int num_threads = 0;  // CPU: 0 = all cores
+};
+
+// Makes the backend for `kind`. Unimplemented if this build has no CUDA; NotFound if no GPU.
+StatusOr<std::unique_ptr<Backend>> make_backend(DeviceKind kind, const BackendOptions& opts = {});
+// True when this build has CUDA and a GPU is visible.
+bool cuda_available();
+// "cpu" or "cpu, cuda (sm_80 sm_86 sm_89 sm_90)".
+std::string compiled_backends();
+
+}  // namespace st

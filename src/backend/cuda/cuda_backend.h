@@ -1,0 +1,13 @@
+// The CUDA backend (cuBLASLt GEMMs, fused kernels, fused attention). Built only with nvcc.
+#pragma once
+
+#include <memory>
+
+#include "backend/backend.h"
+
+namespace st {
+
+StatusOr<std::unique_ptr<Backend>> make_cuda_backend(const BackendOptions& opts);
+int cuda_device_count();  // 0 when no driver / no GPU
+
+}  // namespace st

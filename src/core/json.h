@@ -1,0 +1,27 @@
+// JSON parsing for config.json, safetensors headers, tokenizer.json, JSONL. A thin wrapper
+// over nlohmann::json (Debian: nlohmann-json3-dev) that turns parse exceptions into a Status
+// naming the source and byte offset, so no exception crosses a module boundary.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+
+#include "core/status.h"
+
+namespace st {
+
+using Json = nlohmann::json;
+// Keys keep file order (needed where order matters, e.g. writing adapter_config.json).
+using OrderedJson = nlohmann::ordered_json;
+
+// `what` names the source in errors ("config.json", "data.jsonl line 17").
+StatusOr<Json> parse_json(std::string_view text, const std::string& what);
+StatusOr<Json> read_json_file(const std::string& path);
+
+// Typed getters with errors naming the key and `what`.
+StatusOr<int64_t> json_int(const Json& j, const char* key, const std::string& what);
+StatusOr<double> json_number(const Json& j, const char* key, const std::string& what);
+StatusOr<std::string> json_string(const Json& j, const char* key, const std::string& what);
+
+}  // namespace st

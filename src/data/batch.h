@@ -1,0 +1,25 @@
+// A micro-batch as the trainer consumes it: host memory, B rows of T tokens (padded).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace st {
+
+constexpr int32_t kIgnoreIndex = -100;
+
+struct Batch {
+  int64_t batch = 0;  // B
+  int64_t seq = 0;    // T
+  // All [B*T], row-major. labels are already aligned with inputs the HF way: labels[t] is the
+  // target *of the token at t* (i.e. the next-token shift is done by the trainer, as HF does:
+  // the loss at position t compares logits[t] with labels[t+1]). kIgnoreIndex masks a target.
+  std::vector<int32_t> input_ids;
+  std::vector<int32_t> labels;
+  std::vector<int32_t> positions;  // restart at 0 for each packed document
+  std::vector<int32_t> doc_ids;    // distinct per document within a row
+  // Number of target tokens that count in the loss (labels[t+1] != ignore within each row / doc).
+  int64_t num_targets = 0;
+};
+
+}  // namespace st

@@ -1,0 +1,61 @@
+// HF config.json -> ModelConfig for the Llama family (llama, mistral, qwen2, qwen3).
+// Both transformers v5 (`rope_parameters`) and v4 (`rope_theta` / `rope_scaling`) layouts.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/json.h"
+#include "core/status.h"
+
+namespace st {
+
+enum class Arch { kLlama, kMistral, kQwen2, kQwen3 };
+const char* arch_name(Arch a);  // "llama", "mistral", "qwen2", "qwen3"
+
+enum class RopeScaling { kNone, kLlama3, kLinear };
+
+struct ModelConfig {
+  Arch arch = Arch::kLlama;
+  int64_t vocab_size = 0;
+  int64_t hidden_size = 0;         // H
+  int64_t intermediate_size = 0;   // F
+  int64_t num_layers = 0;          // L
+  int64_t num_heads = 0;           // NH
+  int64_t num_kv_heads = 0;        // KVH (GQA: NH % KVH == 0)
+  int64_t head_dim = 0;            // D (config `head_dim`, else H / NH)
+  double rms_norm_eps = 1e-6;
+  double rope_theta = 10000.0;
+  RopeScaling rope_scaling = RopeScaling::kNone;
+  // llama3 scaling parameters (rope_type "llama3") / linear factor.
+  double rope_factor = 1.0;
+  double rope_low_freq_factor = 1.0;
+  double rope_high_freq_factor = 4.0;
+  int64_t rope_original_max_pos = 8192;
+  int64_t max_position_embeddings = 0;
+  bool tie_word_embeddings = false;
+  bool attention_bias = false;     // q/k/v biases (Qwen2: always; llama: `attention_bias`)
+  bool qk_norm = false;            // Qwen3: RMSNorm on q and k per head before RoPE
+  std::string torch_dtype;         // as written in config.json ("bfloat16", ...), informative
+  int64_t bos_token_id = -1;
+  std::vector<int64_t> eos_token_ids;
+
+  int64_t q_dim() const { return num_heads * head_dim; }
+  int64_t kv_dim() const { return num_kv_heads * head_dim; }
+  // Parameter counts (for banners, planner and FLOP conventions).
+  int64_t layer_params() const;
+  int64_t total_params() const;
+};
+
+// Parses and validates (positive sizes, GQA divisibility, supported model_type).
+// `what` names the source in errors (usually the file path).
+StatusOr<ModelConfig> parse_hf_config(const Json& j, const std::string& what);
+StatusOr<ModelConfig> load_hf_config(const std::string& config_json_path);
+// HF-style config.json for writing (init-model, merge). Uses the v5 `rope_parameters` layout
+// plus v4's `rope_theta` so both transformers generations load it.
+Json hf_config_to_json(const ModelConfig& c);
+
+// Inverse frequencies for RoPE, float32 exactly as HF computes them (including llama3 scaling).
+std::vector<float> rope_inv_freq(const ModelConfig& c);
+
+}  // namespace st

@@ -1,0 +1,85 @@
+// Base-weight layout of one decoder layer, and views of it.
+//
+// Every layer's frozen weights live in one contiguous blob whose layout (tensor order, offsets,
+// dtype) is computed from the ModelConfig alone, so a blob can be copied byte for byte between
+// a shard file, a host arena, a pool slot and a resident buffer, and the same views work on all
+// of them (design.md §1: the layer code is stateless with respect to where weights live).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+#include "io/hf_config.h"
+
+namespace st {
+
+// The tensors of a decoder layer; optional ones are absent unless the config has them.
+enum class LayerTensor {
+  kInputNorm, kQ, kK, kV, kO, kQBias, kKBias, kVBias, kQNorm, kKNorm, kPostNorm, kGate, kUp, kDown,
+  kCount
+};
+
+struct LayerTensorSpec {
+  LayerTensor id;
+  std::string hf_suffix;        // "self_attn.q_proj.weight" (HF name after "model.layers.N.")
+  std::vector<int64_t> shape;   // HF shape, e.g. q_proj [NH*D, H]
+  size_t offset = 0;            // within the blob, aligned to kLayerAlign
+  size_t nbytes = 0;
+};
+
+constexpr size_t kLayerAlign = 256;
+
+struct LayerLayout {
+  DType dtype = DType::kBF16;
+  std::vector<LayerTensorSpec> tensors;  // in blob order
+  size_t bytes = 0;                      // blob size (multiple of kLayerAlign)
+  const LayerTensorSpec* find(LayerTensor id) const;  // nullptr if the config lacks it
+};
+
+LayerLayout make_layer_layout(const ModelConfig& c, DType dtype);
+
+// Views into one layer blob (device or host memory). Absent tensors are empty().
+struct LayerWeights {
+  Tensor input_norm;           // [H]
+  Tensor q, k, v, o;           // q [NH*D, H], k/v [KVH*D, H], o [H, NH*D]
+  Tensor q_bias, k_bias, v_bias;  // [NH*D], [KVH*D], [KVH*D]   (Qwen2)
+  Tensor q_norm, k_norm;       // [D]                           (Qwen3)
+  Tensor post_norm;            // [H]
+  Tensor gate, up, down;       // gate/up [F, H], down [H, F]
+};
+
+LayerWeights layer_weights_view(const LayerLayout& layout, void* blob);
+
+// The non-layer weights ("extras"): embedding, final norm and lm_head (absent when tied).
+struct ExtrasLayout {
+  DType dtype = DType::kBF16;
+  std::vector<LayerTensorSpec> tensors;  // hf_suffix holds the full HF name
+  size_t bytes = 0;
+};
+ExtrasLayout make_extras_layout(const ModelConfig& c, DType dtype);
+struct ExtrasWeights {
+  Tensor embed;       // [V, H]
+  Tensor final_norm;  // [H]
+  Tensor lm_head;     // [V, H] (== embed when tied)
+};
+ExtrasWeights extras_weights_view(const ExtrasLayout& layout, void* blob, bool tied);
+
+// Where the trainer gets a layer's weights for the next visit. Implementations: resident
+// (every blob on the device; model/) and streamed (LayerBufferPool + Prefetcher; stream/).
+//
+// Protocol for one step: begin_step(visits) with the whole visit sequence (layer indices in the
+// order compute will use them), then for each visit in order: acquire(layer) -> kernels reading
+// the views -> release(layer). acquire makes the compute stream wait until the weights are
+// there (it does not block the host in steady state); release marks, on the compute stream,
+// that the kernels reading them are enqueued (the slot may be refilled once they finish).
+class LayerSource {
+ public:
+  virtual ~LayerSource() = default;
+  virtual void begin_step(const std::vector<int>& visits) = 0;
+  virtual LayerWeights acquire(int layer) = 0;
+  virtual void release(int layer) = 0;
+  virtual void end_step() = 0;
+};
+
+}  // namespace st

@@ -1,0 +1,65 @@
+// Everything a training run is configured by. Filled by cli/ from YAML + --key=value overrides
+// (axolotl-style keys, same names as the fields), validated there, consumed by train/.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace st {
+
+struct DatasetSpec {
+  std::string path;
+  std::string type = "tokenized";  // tokenized | text | prompt_completion | messages
+};
+
+struct TrainConfig {
+  // model
+  std::string base_model;           // HF dir, store dir, or .gguf
+  std::string dtype = "bfloat16";   // bfloat16 | float32
+  std::string device = "auto";      // auto | cpu | cuda
+  // data
+  std::vector<DatasetSpec> datasets;
+  int64_t sequence_len = 2048;
+  bool shuffle = true;
+  bool sample_packing = false;
+  bool train_on_inputs = false;
+  std::string chat_template;        // "" = from tokenizer_config.json; chatml | llama3 | mistral
+  double val_set_size = 0.0;        // fraction (<1) or count (>=1) of samples held out
+  std::vector<DatasetSpec> eval_datasets;
+  int64_t eval_steps = 0;           // 0 = eval only at the end when there is an eval set
+  // adapter
+  std::string adapter = "lora";
+  int64_t lora_r = 8;
+  double lora_alpha = 16;
+  double lora_dropout = 0.0;
+  std::vector<std::string> lora_target_modules = {"q_proj", "v_proj"};
+  std::string lora_model_dir;       // continue from an existing PEFT adapter
+  // optimisation
+  double learning_rate = 2e-4;
+  std::string lr_scheduler = "cosine";  // constant | linear | cosine
+  int64_t warmup_steps = 0;
+  double weight_decay = 0.0;
+  double adam_beta1 = 0.9;
+  double adam_beta2 = 0.999;
+  double adam_epsilon = 1e-8;
+  double max_grad_norm = 1.0;       // 0 = off
+  int64_t micro_batch_size = 1;
+  int64_t gradient_accumulation_steps = 1;
+  int64_t max_steps = 0;            // 0 = from num_epochs
+  int64_t num_epochs = 1;
+  uint64_t seed = 42;
+  // output
+  std::string output_dir = "out";
+  int64_t save_steps = 0;           // 0 = only at the end
+  int64_t save_total_limit = 0;     // 0 = keep all
+  std::string resume_from_checkpoint;  // "" | path | "true" (latest in output_dir)
+  int64_t logging_steps = 1;
+  // streaming (design.md §3)
+  std::string stream = "ram";       // off | ram | disk
+  int64_t stream_buffers = 2;
+  std::string vram_budget;          // "" = auto (free device memory minus a margin); "4GiB", bytes
+  std::string cache_dir;            // "" = $XDG_CACHE_HOME/streamtune or ~/.cache/streamtune
+};
+
+}  // namespace st

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Installs what the build and tests need, skipping what is already there.
+# Debian packages through apt-get, Python packages through pip. Safe to run repeatedly.
+set -euo pipefail
+
+debs=(cmake g++ make pkg-config nlohmann-json3-dev libyaml-cpp-dev libopenblas-dev libgtest-dev libpng-dev python3 python3-pip)
+missing=()
+for p in "${debs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "install_deps: apt-get install ${missing[*]}"
+  SUDO=""
+  [[ $(id -u) -ne 0 ]] && SUDO="sudo"
+  $SUDO apt-get update -qq || true
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}"
+fi
+
+# Python packages used by tests as independent oracles (HF tokenizers, gguf's dequantizers).
+py=python3
+pips=(tokenizers gguf numpy)
+pmissing=()
+for p in "${pips[@]}"; do
+  $py -c "import $p" 2>/dev/null || pmissing+=("$p")
+done
+if ((${#pmissing[@]})); then
+  echo "install_deps: pip install ${pmissing[*]}"
+  $py -m pip install -q "${pmissing[@]}" || $py -m pip install -q --break-system-packages "${pmissing[@]}"
+fi
