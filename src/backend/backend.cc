@@ -32,7 +32,7 @@ std::string compiled_backends() {
   std::string pretty;
   size_t start = 0;
   while (start <= archs.size()) {
-    size_t end = archs.find(';', start);
+    size_t end = archs.find(',', start);
     if (end == std::string::npos) end = archs.size();
     if (end > start) pretty += (pretty.empty() ? "sm_" : " sm_") + archs.substr(start, end - start);
     start = end + 1;
