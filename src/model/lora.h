@@ -1,0 +1,117 @@
+// LoRA adapter state: for each layer and each targeted projection, A [r, in] and B [out, r]
+// (f32 master weights), their gradients and AdamW moments.
+//
+// Note [lora arena]: all of it lives in ONE backend allocation split into four equal f32
+// sections  params | grads | m | v  (each `numel()` floats, tensors at the same offsets in every
+// section, each tensor's start aligned to kLoraAlignFloats). The optimizer, the grad-norm and
+// checkpointing therefore work on four flat buffers; padding floats are zero and stay zero.
+//
+// Init (PEFT init_lora_weights=true): A ~ U(-1/sqrt(in), 1/sqrt(in)) (kaiming_uniform a=sqrt(5)),
+// B = 0. The RNG is our own (see lora.cc: splitmix64 per tensor, seeded by (seed, layer, target)),
+// so it does not reproduce torch's numbers; goldens load their initial adapter instead.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "io/hf_config.h"
+
+namespace st {
+
+enum class LoraTarget { kQ = 0, kK, kV, kO, kGate, kUp, kDown, kCount };
+constexpr int kNumLoraTargets = static_cast<int>(LoraTarget::kCount);
+const char* lora_target_name(LoraTarget t);           // "q_proj", ..., "down_proj"
+const char* lora_target_module(LoraTarget t);         // "self_attn.q_proj", "mlp.down_proj"
+// Parses "q_proj"/"q" (etc.) or "all-linear"; InvalidArgument naming an unknown module.
+StatusOr<std::vector<LoraTarget>> parse_lora_targets(const std::vector<std::string>& names);
+
+struct LoraConfig {
+  int64_t r = 8;
+  double alpha = 16;
+  double dropout = 0.0;
+  std::array<bool, kNumLoraTargets> targets{};  // which projections carry LoRA
+  float scaling() const { return static_cast<float>(alpha / static_cast<double>(r)); }
+  bool has(LoraTarget t) const { return targets[static_cast<int>(t)]; }
+};
+
+// [in, out] features of a projection.
+std::pair<int64_t, int64_t> lora_target_dims(const ModelConfig& c, LoraTarget t);
+
+constexpr int64_t kLoraAlignFloats = 64;  // 256 bytes
+
+// One adapted projection in one layer. Views into the arena (backend memory, f32).
+struct LoraPair {
+  Tensor a, b;    // A [r, in], B [out, r]
+  Tensor da, db;  // gradients, same shapes
+  bool present() const { return !a.empty(); }
+};
+struct LoraLayer {
+  std::array<LoraPair, kNumLoraTargets> t;
+  float scaling = 1.0f;
+  float dropout = 0.0f;
+  const LoraPair& operator[](LoraTarget x) const { return t[static_cast<int>(x)]; }
+};
+
+class Lora {
+ public:
+  // Allocates the arena on `be` (ResourceExhausted on OOM) and zero-fills it. Not initialised.
+  static StatusOr<std::unique_ptr<Lora>> create(Backend* be, const ModelConfig& mc, const LoraConfig& lc);
+  ~Lora();
+  Lora(const Lora&) = delete;
+  Lora& operator=(const Lora&) = delete;
+
+  // PEFT default init (see file comment); deterministic in `seed`. Zeroes grads and moments.
+  void init(uint64_t seed);
+
+  const LoraConfig& config() const { return lc_; }
+  const ModelConfig& model_config() const { return mc_; }
+  LoraLayer layer(int l) const;
+  int64_t numel() const { return section_; }            // floats per section (incl. padding)
+  size_t bytes() const { return 4 * section_ * sizeof(float); }  // whole arena
+  Tensor params() const { return section(0); }
+  Tensor grads() const { return section(1); }
+  Tensor adam_m() const { return section(2); }
+  Tensor adam_v() const { return section(3); }
+  void zero_grads();
+
+  // Offsets (floats within a section) of A and B of (layer, target); -1 when absent.
+  int64_t offset_a(int l, LoraTarget t) const { return off_[idx(l, t)].first; }
+  int64_t offset_b(int l, LoraTarget t) const { return off_[idx(l, t)].second; }
+
+  // Host copies of the parameter section (blocks: syncs the compute stream).
+  std::vector<float> params_to_host() const;
+  void params_from_host(const std::vector<float>& host);
+
+  // PEFT adapter I/O: adapter_model.safetensors (f32 A/B) + adapter_config.json in `dir`.
+  // save: writes atomically; base_model_name goes to base_model_name_or_path.
+  Status save_peft(const std::string& dir, const std::string& base_model_name) const;
+  // load: validates adapter_config.json against this Lora's rank/alpha/targets and refuses
+  // unsupported variants (use_dora, use_rslora, non-LORA peft_type, pissa/olora/... init, ...)
+  // by name; every expected A/B tensor must be present with the right shape (any float dtype).
+  Status load_peft(const std::string& dir);
+
+ private:
+  Lora(Backend* be, const ModelConfig& mc, const LoraConfig& lc) : be_(be), mc_(mc), lc_(lc) {}
+  size_t idx(int l, LoraTarget t) const { return static_cast<size_t>(l) * kNumLoraTargets + static_cast<int>(t); }
+  Tensor section(int i) const;
+  Tensor view(int64_t section_index, int64_t off, int64_t rows, int64_t cols) const;
+
+  Backend* be_;
+  ModelConfig mc_;
+  LoraConfig lc_;
+  int64_t section_ = 0;
+  std::vector<std::pair<int64_t, int64_t>> off_;  // per (layer, target)
+  float* base_ = nullptr;
+};
+
+// Reads adapter_config.json of a PEFT adapter dir into a LoraConfig, refusing unsupported
+// variants by name (see Lora::load_peft). Used by the loader and by cli to pick r/alpha/targets.
+StatusOr<LoraConfig> read_peft_config(const std::string& dir);
+// Name of a tensor in adapter_model.safetensors.
+std::string peft_tensor_name(int layer, LoraTarget t, bool is_b);
+
+}  // namespace st

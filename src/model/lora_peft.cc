@@ -1,0 +1,197 @@
+// PEFT adapter files (formats.md §3): adapter_config.json + adapter_model.safetensors.
+#include <cmath>
+
+#include "core/file.h"
+#include "core/json.h"
+#include "io/safetensors.h"
+#include "model/lora.h"
+
+namespace st {
+namespace {
+
+// init_lora_weights values that change the base weights or need data we do not have.
+constexpr const char* kRefusedInits[] = {"pissa", "olora", "loftq", "eva", "corda", "orthogonal", "mica"};
+
+Status check_flag_false(const Json& j, const char* key, const std::string& what) {
+  if (j.contains(key) && j[key].is_boolean() && j[key].get<bool>())
+    return Unimplemented(Str() << what << ": " << key << "=true is not supported");
+  return Status::OK();
+}
+
+Status check_null_or_empty(const Json& j, const char* key, const std::string& what) {
+  if (!j.contains(key) || j[key].is_null()) return Status::OK();
+  if ((j[key].is_object() || j[key].is_array()) && j[key].empty()) return Status::OK();
+  return Unimplemented(Str() << what << ": " << key << " is not supported (got " << j[key].dump() << ")");
+}
+
+Status check_init(const Json& j, const std::string& what) {
+  if (!j.contains("init_lora_weights")) return Status::OK();
+  const Json& v = j["init_lora_weights"];
+  if (v.is_boolean() || v.is_null()) return Status::OK();
+  if (!v.is_string()) return InvalidArgument(Str() << what << ": init_lora_weights has type " << v.type_name());
+  std::string s = v.get<std::string>();
+  if (s == "gaussian") return Status::OK();
+  for (const char* r : kRefusedInits)
+    if (s.rfind(r, 0) == 0)
+      return Unimplemented(Str() << what << ": init_lora_weights=\"" << s
+                                 << "\" is not supported (it changes the base weights)");
+  return Unimplemented(Str() << what << ": unknown init_lora_weights \"" << s << "\"");
+}
+
+StatusOr<std::vector<std::string>> target_list(const Json& j, const std::string& what) {
+  if (!j.contains("target_modules") || j["target_modules"].is_null())
+    return InvalidArgument(Str() << what << ": target_modules is missing");
+  const Json& t = j["target_modules"];
+  if (t.is_string()) {
+    if (t.get<std::string>() == "all-linear") return std::vector<std::string>{"all-linear"};
+    return Unimplemented(Str() << what << ": regex target_modules \"" << t.get<std::string>()
+                               << "\" is not supported (use a list)");
+  }
+  if (!t.is_array()) return InvalidArgument(Str() << what << ": target_modules must be a list");
+  std::vector<std::string> out;
+  for (const Json& e : t) {
+    if (!e.is_string()) return InvalidArgument(Str() << what << ": target_modules entries must be strings");
+    out.push_back(e.get<std::string>());
+  }
+  return out;
+}
+
+Status validate_variant(const Json& j, const std::string& what) {
+  if (!j.contains("peft_type") || !j["peft_type"].is_string())
+    return InvalidArgument(Str() << what << ": peft_type is missing");
+  const std::string pt = j["peft_type"].get<std::string>();
+  if (pt != "LORA") return Unimplemented(Str() << what << ": peft_type \"" << pt << "\" is not supported (only LORA)");
+  RETURN_IF_ERROR(check_flag_false(j, "use_dora", what));
+  RETURN_IF_ERROR(check_flag_false(j, "use_rslora", what));
+  RETURN_IF_ERROR(check_flag_false(j, "fan_in_fan_out", what));
+  RETURN_IF_ERROR(check_flag_false(j, "lora_bias", what));
+  RETURN_IF_ERROR(check_init(j, what));
+  if (j.contains("bias") && j["bias"].is_string() && j["bias"].get<std::string>() != "none")
+    return Unimplemented(Str() << what << ": bias=\"" << j["bias"].get<std::string>() << "\" is not supported");
+  for (const char* k : {"modules_to_save", "rank_pattern", "alpha_pattern", "layers_to_transform",
+                        "layer_replication", "trainable_token_indices", "target_parameters"})
+    RETURN_IF_ERROR(check_null_or_empty(j, k, what));
+  if (j.contains("task_type") && j["task_type"].is_string() && j["task_type"].get<std::string>() != "CAUSAL_LM")
+    return Unimplemented(Str() << what << ": task_type \"" << j["task_type"].get<std::string>()
+                               << "\" is not supported (CAUSAL_LM)");
+  return Status::OK();
+}
+
+}  // namespace
+
+StatusOr<LoraConfig> read_peft_config(const std::string& dir) {
+  const std::string path = path_join(dir, "adapter_config.json");
+  ASSIGN_OR_RETURN(Json j, read_json_file(path));
+  RETURN_IF_ERROR(validate_variant(j, path));
+  LoraConfig lc;
+  ASSIGN_OR_RETURN(lc.r, json_int(j, "r", path));
+  if (lc.r <= 0) return InvalidArgument(Str() << path << ": r must be > 0");
+  ASSIGN_OR_RETURN(lc.alpha, json_number(j, "lora_alpha", path));
+  if (j.contains("lora_dropout") && j["lora_dropout"].is_number()) lc.dropout = j["lora_dropout"].get<double>();
+  ASSIGN_OR_RETURN(auto names, target_list(j, path));
+  ASSIGN_OR_RETURN(auto targets, parse_lora_targets(names), path);
+  for (LoraTarget t : targets) lc.targets[static_cast<int>(t)] = true;
+  return lc;
+}
+
+Status Lora::save_peft(const std::string& dir, const std::string& base_model_name) const {
+  RETURN_IF_ERROR(make_dirs(dir));
+  std::vector<float> host = params_to_host();
+  std::vector<TensorToWrite> tensors;
+  OrderedJson targets = OrderedJson::array();
+  for (int t = 0; t < kNumLoraTargets; ++t)
+    if (lc_.targets[t]) targets.push_back(lora_target_name(static_cast<LoraTarget>(t)));
+  for (int l = 0; l < static_cast<int>(mc_.num_layers); ++l) {
+    for (int t = 0; t < kNumLoraTargets; ++t) {
+      auto o = off_[idx(l, static_cast<LoraTarget>(t))];
+      if (o.first < 0) continue;
+      auto [in, out] = lora_target_dims(mc_, static_cast<LoraTarget>(t));
+      tensors.push_back({peft_tensor_name(l, static_cast<LoraTarget>(t), false), DType::kF32, {lc_.r, in},
+                         host.data() + o.first});
+      tensors.push_back({peft_tensor_name(l, static_cast<LoraTarget>(t), true), DType::kF32, {out, lc_.r},
+                         host.data() + o.second});
+    }
+  }
+  RETURN_IF_ERROR(write_safetensors(path_join(dir, "adapter_model.safetensors"), tensors, {{"format", "pt"}}));
+
+  // Sorted keys, as PEFT's save_pretrained writes them; only the classic LoRA keys.
+  OrderedJson c;
+  c["alpha_pattern"] = OrderedJson::object();
+  c["base_model_name_or_path"] = base_model_name;
+  c["bias"] = "none";
+  c["fan_in_fan_out"] = false;
+  c["inference_mode"] = true;
+  c["init_lora_weights"] = true;
+  c["layers_pattern"] = nullptr;
+  c["layers_to_transform"] = nullptr;
+  if (lc_.alpha == std::floor(lc_.alpha) && std::fabs(lc_.alpha) < 1e15)
+    c["lora_alpha"] = static_cast<int64_t>(lc_.alpha);
+  else
+    c["lora_alpha"] = lc_.alpha;
+  c["lora_bias"] = false;
+  c["lora_dropout"] = lc_.dropout;
+  c["modules_to_save"] = nullptr;
+  c["peft_type"] = "LORA";
+  c["r"] = lc_.r;
+  c["rank_pattern"] = OrderedJson::object();
+  c["revision"] = nullptr;
+  c["target_modules"] = targets;
+  c["task_type"] = "CAUSAL_LM";
+  c["use_dora"] = false;
+  c["use_rslora"] = false;
+  return write_file_atomic(path_join(dir, "adapter_config.json"), c.dump(2) + "\n");
+}
+
+Status Lora::load_peft(const std::string& dir) {
+  ASSIGN_OR_RETURN(LoraConfig got, read_peft_config(dir));
+  const std::string what = path_join(dir, "adapter_config.json");
+  if (got.r != lc_.r)
+    return InvalidArgument(Str() << what << ": adapter rank r=" << got.r << " but the run uses lora_r=" << lc_.r);
+  if (std::fabs(got.scaling() - lc_.scaling()) > 1e-6f * std::fabs(lc_.scaling()))
+    return InvalidArgument(Str() << what << ": adapter lora_alpha=" << got.alpha << " but the run uses lora_alpha="
+                                 << lc_.alpha);
+  for (int t = 0; t < kNumLoraTargets; ++t)
+    if (got.targets[t] != lc_.targets[t])
+      return InvalidArgument(Str() << what << ": adapter targets differ from lora_target_modules at "
+                                   << lora_target_name(static_cast<LoraTarget>(t)));
+
+  const std::string st_path = path_join(dir, "adapter_model.safetensors");
+  ASSIGN_OR_RETURN(SafetensorsFile f, SafetensorsFile::open(st_path));
+  std::vector<float> host(static_cast<size_t>(section_), 0.0f);
+  size_t expected = 0;
+  for (int l = 0; l < static_cast<int>(mc_.num_layers); ++l) {
+    for (int t = 0; t < kNumLoraTargets; ++t) {
+      auto o = off_[idx(l, static_cast<LoraTarget>(t))];
+      if (o.first < 0) continue;
+      auto [in, out] = lora_target_dims(mc_, static_cast<LoraTarget>(t));
+      for (int is_b = 0; is_b < 2; ++is_b) {
+        const std::string name = peft_tensor_name(l, static_cast<LoraTarget>(t), is_b);
+        const TensorInfo* ti = f.find(name);
+        if (!ti) return NotFound(Str() << st_path << ": tensor '" << name << "' is missing");
+        std::vector<int64_t> shape = is_b ? std::vector<int64_t>{out, lc_.r} : std::vector<int64_t>{lc_.r, in};
+        if (ti->shape != shape)
+          return InvalidArgument(Str() << st_path << ": tensor '" << name << "' has the wrong shape for r="
+                                       << lc_.r << " and this model");
+        if (ti->dtype != DType::kF32 && ti->dtype != DType::kBF16 && ti->dtype != DType::kF16)
+          return Unimplemented(Str() << st_path << ": tensor '" << name << "' has dtype " << dtype_name(ti->dtype));
+        convert_elements(host.data() + (is_b ? o.second : o.first), DType::kF32, f.data(*ti), ti->dtype,
+                         static_cast<size_t>(ti->numel()));
+        ++expected;
+      }
+    }
+  }
+  if (f.tensors().size() != expected) {
+    for (const TensorInfo& ti : f.tensors()) {
+      bool known = false;
+      for (int l = 0; l < static_cast<int>(mc_.num_layers) && !known; ++l)
+        for (int t = 0; t < kNumLoraTargets && !known; ++t)
+          known = lc_.targets[t] && (ti.name == peft_tensor_name(l, static_cast<LoraTarget>(t), false) ||
+                                     ti.name == peft_tensor_name(l, static_cast<LoraTarget>(t), true));
+      if (!known) return Unimplemented(Str() << st_path << ": unexpected tensor '" << ti.name << "'");
+    }
+  }
+  params_from_host(host);
+  return Status::OK();
+}
+
+}  // namespace st
