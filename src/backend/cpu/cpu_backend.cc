@@ -1,8 +1,107 @@
-// Placeholder so the skeleton links; replaced by the CPU backend implementation.
+// CpuBackend: memory is plain 64-byte aligned host memory, "streams" run each call to
+// completion before returning (so every event is complete as soon as it is recorded), and the
+// ops are the reference implementations in detail/.
 #include "backend/cpu/cpu_backend.h"
 
+#include <omp.h>
+
+#include <cstdlib>
+#include <cstring>
+
+#include "backend/cpu/detail/kernels.h"
+
 namespace st {
-StatusOr<std::unique_ptr<Backend>> make_cpu_backend(const BackendOptions&) {
-  return Unimplemented("CPU backend not built yet");
+namespace {
+
+constexpr size_t kAlign = 64;
+
+StatusOr<void*> aligned_bytes(size_t bytes) {
+  // aligned_alloc wants a multiple of the alignment; 0 bytes still gets a unique pointer.
+  size_t rounded = bytes == 0 ? kAlign : (bytes + kAlign - 1) / kAlign * kAlign;
+  if (rounded < bytes) return ResourceExhausted(Str() << "cpu alloc of " << bytes << " bytes overflows");
+  void* p = std::aligned_alloc(kAlign, rounded);
+  if (p == nullptr) return ResourceExhausted(Str() << "cpu alloc of " << bytes << " bytes failed");
+  return p;
 }
+
+class CpuEvent : public Event {};
+
+class CpuBackend : public Backend {
+ public:
+  explicit CpuBackend(const BackendOptions& opts) {
+    if (opts.num_threads > 0) omp_set_num_threads(opts.num_threads);
+  }
+  DeviceKind kind() const override { return DeviceKind::kCpu; }
+  std::string description() const override {
+    return Str() << "cpu (" << omp_get_max_threads() << " threads, OpenBLAS)";
+  }
+
+  StatusOr<void*> alloc(size_t bytes) override { return aligned_bytes(bytes); }
+  void free(void* p) override { std::free(p); }
+  StatusOr<void*> alloc_host_pinned(size_t bytes) override { return aligned_bytes(bytes); }
+  void free_host_pinned(void* p) override { std::free(p); }
+  Status register_host(void*, size_t) override { return Status::OK(); }
+  void unregister_host(void*) override {}
+
+  void copy_h2d(void* dst, const void* src, size_t n, StreamId) override { copy(dst, src, n); }
+  void copy_d2h(void* dst, const void* src, size_t n, StreamId) override { copy(dst, src, n); }
+  void copy_d2d(void* dst, const void* src, size_t n, StreamId) override { copy(dst, src, n); }
+  void memset_zero(void* dst, size_t n, StreamId) override {
+    if (n) std::memset(dst, 0, n);
+  }
+
+  std::unique_ptr<Event> create_event() override { return std::make_unique<CpuEvent>(); }
+  void record(Event&, StreamId) override {}
+  void wait(StreamId, Event&) override {}
+  void sync_event(Event&) override {}
+  bool event_done(Event&) override { return true; }
+  void sync_stream(StreamId) override {}
+  void sync_all() override {}
+
+  void gemm(Tensor c, Tensor a, Tensor b, const GemmOpts& o) override { cpu::gemm(c, a, b, o); }
+  void add_bias(Tensor y, Tensor bias) override { cpu::add_bias(y, bias); }
+  void add(Tensor y, Tensor a, Tensor b) override { cpu::add(y, a, b); }
+  void scale(Tensor y, Tensor x, float s) override { cpu::scale(y, x, s); }
+  void convert(Tensor dst, Tensor src) override { cpu::convert(dst, src); }
+  void embedding(Tensor out, Tensor table, const int32_t* ids) override { cpu::embedding(out, table, ids); }
+  void rmsnorm(Tensor y, Tensor rstd, Tensor x, Tensor w, float eps) override { cpu::rmsnorm(y, rstd, x, w, eps); }
+  void rmsnorm_backward(Tensor dx, Tensor dy, Tensor x, Tensor w, Tensor rstd) override {
+    cpu::rmsnorm_backward(dx, dy, x, w, rstd);
+  }
+  void rope(Tensor x, const int32_t* positions, Tensor inv_freq, bool inverse) override {
+    cpu::rope(x, positions, inv_freq, inverse);
+  }
+  void attention(Tensor out, Tensor lse, Tensor q, Tensor k, Tensor v, const SeqLayout& L,
+                 const AttnShape& s) override {
+    cpu::attention(out, lse, q, k, v, L, s);
+  }
+  void attention_backward(Tensor dq, Tensor dk, Tensor dv, Tensor dout, Tensor q, Tensor k, Tensor v, Tensor out,
+                          Tensor lse, const SeqLayout& L, const AttnShape& s) override {
+    cpu::attention_backward(dq, dk, dv, dout, q, k, v, out, lse, L, s);
+  }
+  void swiglu(Tensor h, Tensor gate, Tensor up) override { cpu::swiglu(h, gate, up); }
+  void swiglu_backward(Tensor dgate, Tensor dup, Tensor dh, Tensor gate, Tensor up) override {
+    cpu::swiglu_backward(dgate, dup, dh, gate, up);
+  }
+  void cross_entropy(Tensor logits, Tensor loss_sum, const int32_t* labels, float grad_scale) override {
+    cpu::cross_entropy(logits, loss_sum, labels, grad_scale);
+  }
+  void dropout(Tensor y, Tensor x, float p, uint64_t seed) override { cpu::dropout(y, x, p, seed); }
+  void adamw(Tensor param, Tensor grad, Tensor m, Tensor v, const AdamW& h) override {
+    cpu::adamw(param, grad, m, v, h);
+  }
+  void sum_squares(Tensor out, Tensor x) override { cpu::sum_squares(out, x); }
+
+ private:
+  static void copy(void* dst, const void* src, size_t n) {
+    if (n) std::memmove(dst, src, n);
+  }
+};
+
+}  // namespace
+
+StatusOr<std::unique_ptr<Backend>> make_cpu_backend(const BackendOptions& opts) {
+  return std::unique_ptr<Backend>(std::make_unique<CpuBackend>(opts));
+}
+
 }  // namespace st
