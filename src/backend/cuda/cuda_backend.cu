@@ -1,0 +1,328 @@
+// CudaBackend: memory, the three streams, events, and op dispatch (validation + launch).
+// Kernels live in one file per op family (ops.h); GEMMs go through cuBLASLt (gemm.h).
+#include "backend/cuda/cuda_backend.h"
+
+#include <string>
+
+#include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/gemm.h"
+#include "backend/cuda/ops.h"
+#include "core/check.h"
+
+namespace st {
+namespace cuda {
+namespace {
+
+// Move-only owner of a non-blocking stream.
+class StreamOwner {
+ public:
+  StreamOwner() { CUDA_CHECK(cudaStreamCreateWithFlags(&s_, cudaStreamNonBlocking)); }
+  ~StreamOwner() {
+    if (s_) cudaStreamDestroy(s_);
+  }
+  StreamOwner(StreamOwner&& o) noexcept : s_(o.s_) { o.s_ = nullptr; }
+  StreamOwner(const StreamOwner&) = delete;
+  StreamOwner& operator=(const StreamOwner&) = delete;
+  cudaStream_t get() const { return s_; }
+
+ private:
+  cudaStream_t s_ = nullptr;
+};
+
+// An ordering event (timing disabled: cheaper record/wait).
+class CudaEvent final : public Event {
+ public:
+  CudaEvent() { CUDA_CHECK(cudaEventCreateWithFlags(&e_, cudaEventDisableTiming)); }
+  ~CudaEvent() override {
+    if (e_) cudaEventDestroy(e_);
+  }
+  CudaEvent(const CudaEvent&) = delete;
+  CudaEvent& operator=(const CudaEvent&) = delete;
+  cudaEvent_t get() const { return e_; }
+
+ private:
+  cudaEvent_t e_ = nullptr;
+};
+
+cudaEvent_t ev(Event& e) {
+  auto* ce = dynamic_cast<CudaEvent*>(&e);
+  CHECK(ce != nullptr, "event was not created by the CUDA backend");
+  return ce->get();
+}
+
+bool is_float(DType t) { return t == DType::kF32 || t == DType::kBF16 || t == DType::kF16; }
+
+constexpr size_t kInitialScratchFloats = 1u << 20;
+
+class CudaBackend final : public Backend {
+ public:
+  explicit CudaBackend(int dev) : dev_(dev) {
+    CUDA_CHECK(cudaSetDevice(dev_));
+    cudaDeviceProp prop{};
+    CUDA_CHECK(cudaGetDeviceProperties(&prop, dev_));
+    name_ = prop.name;
+    gemm_ = std::make_unique<GemmRunner>();
+    grow_scratch(kInitialScratchFloats);
+  }
+  ~CudaBackend() override {
+    bind();
+    cudaDeviceSynchronize();
+    gemm_.reset();
+    if (scratch_) cudaFree(scratch_);
+  }
+
+  DeviceKind kind() const override { return DeviceKind::kCuda; }
+  std::string description() const override { return "cuda:" + std::to_string(dev_) + " " + name_; }
+
+  // ---- memory ----
+  StatusOr<void*> alloc(size_t bytes) override {
+    bind();
+    void* p = nullptr;
+    const cudaError_t e = cudaMalloc(&p, bytes);
+    if (e != cudaSuccess) {
+      cudaGetLastError();  // clear the error so later calls do not see it
+      return ResourceExhausted(Str() << "cudaMalloc(" << bytes << " bytes) on cuda:" << dev_ << " failed: "
+                                     << cudaGetErrorString(e));
+    }
+    return p;
+  }
+  void free(void* p) override {
+    bind();
+    if (p) CUDA_CHECK(cudaFree(p));
+  }
+  StatusOr<void*> alloc_host_pinned(size_t bytes) override {
+    bind();
+    void* p = nullptr;
+    const cudaError_t e = cudaHostAlloc(&p, bytes, cudaHostAllocDefault);
+    if (e != cudaSuccess) {
+      cudaGetLastError();
+      return ResourceExhausted(Str() << "cudaHostAlloc(" << bytes << " bytes) failed: " << cudaGetErrorString(e));
+    }
+    return p;
+  }
+  void free_host_pinned(void* p) override {
+    bind();
+    if (p) CUDA_CHECK(cudaFreeHost(p));
+  }
+  Status register_host(void* p, size_t bytes) override {
+    bind();
+    const cudaError_t e = cudaHostRegister(p, bytes, cudaHostRegisterDefault);
+    if (e != cudaSuccess) {
+      cudaGetLastError();
+      return ResourceExhausted(Str() << "cudaHostRegister(" << bytes << " bytes) failed: " << cudaGetErrorString(e));
+    }
+    return Status();
+  }
+  void unregister_host(void* p) override {
+    bind();
+    if (p) CUDA_CHECK(cudaHostUnregister(p));
+  }
+
+  void copy_h2d(void* dst, const void* src, size_t bytes, StreamId s) override {
+    bind();
+    if (bytes) CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream(s)));
+  }
+  void copy_d2h(void* dst, const void* src, size_t bytes, StreamId s) override {
+    bind();
+    if (bytes) CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream(s)));
+  }
+  void copy_d2d(void* dst, const void* src, size_t bytes, StreamId s) override {
+    bind();
+    if (bytes) CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream(s)));
+  }
+  void memset_zero(void* dst, size_t bytes, StreamId s) override {
+    bind();
+    if (bytes) CUDA_CHECK(cudaMemsetAsync(dst, 0, bytes, stream(s)));
+  }
+
+  // ---- streams and events ----
+  std::unique_ptr<Event> create_event() override {
+    bind();
+    return std::make_unique<CudaEvent>();
+  }
+  void record(Event& e, StreamId s) override { bind(); CUDA_CHECK(cudaEventRecord(ev(e), stream(s))); }
+  void wait(StreamId s, Event& e) override { bind(); CUDA_CHECK(cudaStreamWaitEvent(stream(s), ev(e), 0)); }
+  void sync_event(Event& e) override { bind(); CUDA_CHECK(cudaEventSynchronize(ev(e))); }
+  bool event_done(Event& e) override {
+    bind();
+    const cudaError_t r = cudaEventQuery(ev(e));
+    if (r == cudaErrorNotReady) return false;
+    CUDA_CHECK(r);
+    return true;
+  }
+  void sync_stream(StreamId s) override { bind(); CUDA_CHECK(cudaStreamSynchronize(stream(s))); }
+  void sync_all() override {
+    bind();
+    for (auto& s : streams_) CUDA_CHECK(cudaStreamSynchronize(s.get()));
+  }
+
+  // ---- ops ----
+  void gemm(Tensor c, Tensor a, Tensor b, const GemmOpts& o) override {
+    bind();
+    CHECK(a.dtype == b.dtype && (a.dtype == DType::kF32 || a.dtype == DType::kBF16), "gemm: A/B dtype");
+    CHECK(c.dtype == DType::kF32 || c.dtype == DType::kBF16, "gemm: C dtype");
+    const bool ta = o.trans_a == Trans::kYes, tb = o.trans_b == Trans::kYes;
+    const int64_t M = ta ? a.cols() : a.rows(), K = ta ? a.rows() : a.cols();
+    const int64_t Kb = tb ? b.cols() : b.rows(), N = tb ? b.rows() : b.cols();
+    CHECK(K == Kb && c.rows() == M && c.cols() == N,
+          "gemm: shapes A " << a.shape_str() << " B " << b.shape_str() << " C " << c.shape_str());
+    if (a.dtype == DType::kF32 && c.dtype != DType::kF32) grow_scratch(static_cast<size_t>(M * N));
+    gemm_->run(c, a, b, o, compute(), scratch_, scratch_floats_);
+  }
+  void add_bias(Tensor y, Tensor bias) override {
+    bind();
+    CHECK(bias.numel() == y.cols() && is_float(y.dtype) && is_float(bias.dtype), "add_bias");
+    launch_add_bias(y, bias, compute());
+  }
+  void add(Tensor y, Tensor a, Tensor b) override {
+    bind();
+    CHECK(y.numel() == a.numel() && y.numel() == b.numel(), "add: numel");
+    launch_add(y, a, b, compute());
+  }
+  void scale(Tensor y, Tensor x, float s) override {
+    bind();
+    CHECK(y.numel() == x.numel(), "scale: numel");
+    launch_scale(y, x, s, compute());
+  }
+  void convert(Tensor dst, Tensor src) override {
+    bind();
+    CHECK(dst.numel() == src.numel() && is_float(dst.dtype) && is_float(src.dtype), "convert");
+    launch_convert(dst, src, compute());
+  }
+  void embedding(Tensor out, Tensor table, const int32_t* ids) override {
+    bind();
+    CHECK(out.cols() == table.cols(), "embedding: width");
+    launch_embedding(out, table, ids, compute());
+  }
+  void rmsnorm(Tensor y, Tensor rstd, Tensor x, Tensor w, float eps) override {
+    bind();
+    CHECK(y.numel() == x.numel() && w.numel() == x.cols() && rstd.numel() == x.rows() &&
+              rstd.dtype == DType::kF32, "rmsnorm: shapes");
+    launch_rmsnorm(y, rstd, x, w, eps, compute());
+  }
+  void rmsnorm_backward(Tensor dx, Tensor dy, Tensor x, Tensor w, Tensor rstd) override {
+    bind();
+    CHECK(dx.numel() == x.numel() && dy.numel() == x.numel() && w.numel() == x.cols() &&
+              rstd.numel() == x.rows(), "rmsnorm_backward: shapes");
+    launch_rmsnorm_backward(dx, dy, x, w, rstd, compute());
+  }
+  void rope(Tensor x, const int32_t* positions, Tensor inv_freq, bool inverse) override {
+    bind();
+    CHECK(x.ndim == 3 && x.dim(2) % 2 == 0 && inv_freq.numel() == x.dim(2) / 2 && inv_freq.dtype == DType::kF32,
+          "rope: x " << x.shape_str() << " inv_freq " << inv_freq.shape_str());
+    launch_rope(x, positions, inv_freq, inverse, compute());
+  }
+  void attention(Tensor out, Tensor lse, Tensor q, Tensor k, Tensor v, const SeqLayout& L,
+                 const AttnShape& s) override {
+    bind();
+    check_attn(q, k, v, L, s);
+    CHECK(out.numel() == q.numel() && lse.dtype == DType::kF32 && lse.numel() == L.batch * s.num_heads * L.seq,
+          "attention: out/lse shapes");
+    launch_attention(out, lse, q, k, v, L, s, compute());
+  }
+  void attention_backward(Tensor dq, Tensor dk, Tensor dv, Tensor dout, Tensor q, Tensor k, Tensor v, Tensor out,
+                          Tensor lse, const SeqLayout& L, const AttnShape& s) override {
+    bind();
+    check_attn(q, k, v, L, s);
+    CHECK(dq.numel() == q.numel() && dk.numel() == k.numel() && dv.numel() == v.numel() &&
+              dout.numel() == q.numel() && out.numel() == q.numel(), "attention_backward: shapes");
+    launch_attention_backward(dq, dk, dv, dout, q, k, v, out, lse, L, s, compute());
+  }
+  void swiglu(Tensor h, Tensor gate, Tensor up) override {
+    bind();
+    CHECK(h.numel() == gate.numel() && h.numel() == up.numel(), "swiglu: numel");
+    launch_swiglu(h, gate, up, compute());
+  }
+  void swiglu_backward(Tensor dgate, Tensor dup, Tensor dh, Tensor gate, Tensor up) override {
+    bind();
+    CHECK(dgate.numel() == dh.numel() && dup.numel() == dh.numel() && gate.numel() == dh.numel() &&
+              up.numel() == dh.numel(), "swiglu_backward: numel");
+    launch_swiglu_backward(dgate, dup, dh, gate, up, compute());
+  }
+  void cross_entropy(Tensor logits, Tensor loss_sum, const int32_t* labels, float grad_scale) override {
+    bind();
+    CHECK(loss_sum.dtype == DType::kF32 && loss_sum.numel() >= 1, "cross_entropy: loss_sum");
+    grow_scratch(static_cast<size_t>(logits.rows()));
+    launch_cross_entropy(logits, loss_sum, labels, grad_scale, scratch_, compute());
+  }
+  void dropout(Tensor y, Tensor x, float p, uint64_t seed) override {
+    bind();
+    CHECK(y.numel() == x.numel(), "dropout: numel");
+    launch_dropout(y, x, p, seed, compute());
+  }
+  void adamw(Tensor param, Tensor grad, Tensor m, Tensor v, const AdamW& h) override {
+    bind();
+    CHECK(param.dtype == DType::kF32 && grad.dtype == DType::kF32 && m.dtype == DType::kF32 &&
+              v.dtype == DType::kF32, "adamw: f32 only");
+    CHECK(grad.numel() == param.numel() && m.numel() == param.numel() && v.numel() == param.numel() && h.step >= 1,
+          "adamw: shapes/step");
+    launch_adamw(param, grad, m, v, h, compute());
+  }
+  void sum_squares(Tensor out, Tensor x) override {
+    bind();
+    CHECK(out.dtype == DType::kF32 && x.dtype == DType::kF32, "sum_squares: f32 only");
+    launch_sum_squares(out, x, scratch_, compute());
+  }
+
+ private:
+  cudaStream_t stream(StreamId s) const { return streams_[static_cast<int>(s)].get(); }
+  cudaStream_t compute() const { return stream(StreamId::kCompute); }
+
+  // CUDA's current device is per host thread: make sure this thread talks to our device.
+  void bind() const {
+    thread_local int current = -1;
+    if (current != dev_) {
+      CUDA_CHECK(cudaSetDevice(dev_));
+      current = dev_;
+    }
+  }
+
+  // Scratch (row losses, partial sums, f32 GEMM staging) is only used by compute-stream ops, which
+  // run in order, so one buffer serves them all. It grows (rarely, at first use of a bigger shape).
+  void grow_scratch(size_t floats) {
+    if (floats <= scratch_floats_) return;
+    if (scratch_) {
+      CUDA_CHECK(cudaStreamSynchronize(compute()));
+      CUDA_CHECK(cudaFree(scratch_));
+    }
+    CUDA_CHECK(cudaMalloc(&scratch_, floats * sizeof(float)));
+    scratch_floats_ = floats;
+  }
+
+  static void check_attn(Tensor q, Tensor k, Tensor v, const SeqLayout& L, const AttnShape& s) {
+    CHECK(s.num_heads > 0 && s.num_kv_heads > 0 && s.num_heads % s.num_kv_heads == 0 && s.head_dim > 0,
+          "attention: heads " << s.num_heads << "/" << s.num_kv_heads);
+    const int64_t tokens = L.batch * L.seq;
+    CHECK(q.numel() == tokens * s.num_heads * s.head_dim && k.numel() == tokens * s.num_kv_heads * s.head_dim &&
+              v.numel() == k.numel(), "attention: q " << q.shape_str() << " k " << k.shape_str());
+  }
+
+  int dev_;
+  std::string name_;
+  StreamOwner streams_[3];
+  std::unique_ptr<GemmRunner> gemm_;
+  float* scratch_ = nullptr;
+  size_t scratch_floats_ = 0;
+};
+
+}  // namespace
+}  // namespace cuda
+
+int cuda_device_count() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    cudaGetLastError();  // no driver / no device: not an error for the caller
+    return 0;
+  }
+  return n;
+}
+
+StatusOr<std::unique_ptr<Backend>> make_cuda_backend(const BackendOptions& opts) {
+  const int n = cuda_device_count();
+  if (n == 0) return NotFound("no CUDA GPU is visible (cudaGetDeviceCount found none)");
+  if (opts.device_index < 0 || opts.device_index >= n)
+    return NotFound(Str() << "CUDA device " << opts.device_index << " does not exist (" << n << " visible)");
+  return std::unique_ptr<Backend>(std::make_unique<cuda::CudaBackend>(opts.device_index));
+}
+
+}  // namespace st

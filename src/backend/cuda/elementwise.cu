@@ -1,0 +1,202 @@
+// Elementwise and small ops: bias, add, scale, convert, embedding, SwiGLU, dropout, AdamW, RoPE,
+// sum of squares. All are memory-bound: grid-stride loops, f32 math, one rounding on store.
+#include <cmath>
+
+#include "backend/cuda/cuda_common.cuh"
+#include "backend/dropout_rng.h"
+#include "backend/cuda/ops.h"
+
+namespace st::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+
+#define ST_GRID_STRIDE(i, n) \
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n); i += (int64_t)gridDim.x * blockDim.x)
+
+__global__ void add_bias_kernel(void* y, DType yt, const void* b, DType bt, int64_t n, int64_t cols) {
+  ST_GRID_STRIDE(i, n) st_elem(y, yt, i, ld(y, yt, i) + ld(b, bt, i % cols));
+}
+
+__global__ void add_kernel(void* y, DType yt, const void* a, DType at, const void* b, DType bt, int64_t n) {
+  ST_GRID_STRIDE(i, n) st_elem(y, yt, i, ld(a, at, i) + ld(b, bt, i));
+}
+
+__global__ void scale_kernel(void* y, DType yt, const void* x, DType xt, float f, int64_t n) {
+  ST_GRID_STRIDE(i, n) st_elem(y, yt, i, ld(x, xt, i) * f);
+}
+
+__global__ void convert_kernel(void* y, DType yt, const void* x, DType xt, int64_t n) {
+  ST_GRID_STRIDE(i, n) st_elem(y, yt, i, ld(x, xt, i));
+}
+
+__global__ void embedding_kernel(void* out, DType ot, const void* table, DType tt, const int32_t* ids,
+                                 int64_t n, int64_t cols) {
+  ST_GRID_STRIDE(i, n) {
+    const int64_t t = i / cols, c = i % cols;
+    st_elem(out, ot, i, ld(table, tt, static_cast<int64_t>(ids[t]) * cols + c));
+  }
+}
+
+__device__ __forceinline__ float sigmoidf_acc(float g) { return 1.0f / (1.0f + expf(-g)); }
+
+__global__ void swiglu_kernel(void* h, DType ht, const void* g, DType gt, const void* u, DType ut, int64_t n) {
+  ST_GRID_STRIDE(i, n) {
+    const float gv = ld(g, gt, i);
+    st_elem(h, ht, i, gv * sigmoidf_acc(gv) * ld(u, ut, i));
+  }
+}
+
+__global__ void swiglu_bwd_kernel(void* dg, DType dgt, void* du, DType dut, const void* dh, DType dht,
+                                  const void* g, DType gt, const void* u, DType ut, int64_t n) {
+  ST_GRID_STRIDE(i, n) {
+    const float gv = ld(g, gt, i), uv = ld(u, ut, i), d = ld(dh, dht, i);
+    const float sg = sigmoidf_acc(gv);
+    st_elem(dg, dgt, i, d * uv * sg * (1.0f + gv * (1.0f - sg)));
+    st_elem(du, dut, i, d * gv * sg);
+  }
+}
+
+__global__ void dropout_kernel(void* y, DType yt, const void* x, DType xt, float p, uint64_t seed, int64_t n) {
+  ST_GRID_STRIDE(i, n) st_elem(y, yt, i, dropout_apply(seed, static_cast<uint64_t>(i), p, ld(x, xt, i)));
+}
+
+__global__ void adamw_kernel(float* p, const float* g, float* m, float* v, float lr, float b1, float b2,
+                             float eps, float wd, float bc1, float bc2, int64_t n) {
+  ST_GRID_STRIDE(i, n) {
+    float pv = p[i];
+    const float gv = g[i];
+    pv -= lr * wd * pv;
+    const float mv = b1 * m[i] + (1.0f - b1) * gv;
+    const float vv = b2 * v[i] + (1.0f - b2) * gv * gv;
+    m[i] = mv;
+    v[i] = vv;
+    pv -= lr * (mv / bc1) / (sqrtf(vv / bc2) + eps);
+    p[i] = pv;
+  }
+}
+
+// x [tokens, heads, D]; one thread per (token, head, i < D/2).
+__global__ void rope_kernel(void* x, DType xt, const int32_t* pos, const float* inv_freq, int64_t tokens,
+                            int64_t heads, int64_t half, float sign) {
+  const int64_t n = tokens * heads * half;
+  ST_GRID_STRIDE(idx, n) {
+    const int64_t i = idx % half, th = idx / half, t = th / heads;
+    const float a = static_cast<float>(pos[t]) * inv_freq[i];
+    const float c = cosf(a), s = sign * sinf(a);
+    const int64_t base = th * 2 * half;
+    const float x0 = ld(x, xt, base + i), x1 = ld(x, xt, base + i + half);
+    st_elem(x, xt, base + i, x0 * c - x1 * s);
+    st_elem(x, xt, base + i + half, x1 * c + x0 * s);
+  }
+}
+
+__global__ void sum_squares_partial(float* partial, const float* x, int64_t n) {
+  __shared__ float red[32];
+  float acc = 0.0f;
+  ST_GRID_STRIDE(i, n) acc += x[i] * x[i];
+  acc = block_sum(acc, red);
+  if (threadIdx.x == 0) partial[blockIdx.x] = acc;
+}
+
+__global__ void sum_squares_final(float* out, const float* partial, int nparts) {
+  __shared__ float red[32];
+  float acc = 0.0f;
+  for (int i = threadIdx.x; i < nparts; i += blockDim.x) acc += partial[i];
+  acc = block_sum(acc, red);
+  if (threadIdx.x == 0) out[0] += acc;
+}
+
+}  // namespace
+
+void launch_add_bias(Tensor y, Tensor bias, cudaStream_t s) {
+  const int64_t n = y.numel();
+  if (n == 0) return;
+  add_bias_kernel<<<grid_for(n, kThreads), kThreads, 0, s>>>(y.data, y.dtype, bias.data, bias.dtype, n, y.cols());
+  CUDA_CHECK_LAUNCH();
+}
+
+void launch_add(Tensor y, Tensor a, Tensor b, cudaStream_t s) {
+  const int64_t n = y.numel();
+  if (n == 0) return;
+  add_kernel<<<grid_for(n, kThreads), kThreads, 0, s>>>(y.data, y.dtype, a.data, a.dtype, b.data, b.dtype, n);
+  CUDA_CHECK_LAUNCH();
+}
+
+void launch_scale(Tensor y, Tensor x, float f, cudaStream_t s) {
+  const int64_t n = y.numel();
+  if (n == 0) return;
+  scale_kernel<<<grid_for(n, kThreads), kThreads, 0, s>>>(y.data, y.dtype, x.data, x.dtype, f, n);
+  CUDA_CHECK_LAUNCH();
+}
+
+void launch_convert(Tensor dst, Tensor src, cudaStream_t s) {
+  const int64_t n = dst.numel();
+  if (n == 0) return;
+  convert_kernel<<<grid_for(n, kThreads), kThreads, 0, s>>>(dst.data, dst.dtype, src.data, src.dtype, n);
+  CUDA_CHECK_LAUNCH();
+}
+
+void launch_embedding(Tensor out, Tensor table, const int32_t* ids, cudaStream_t s) {
+  const int64_t n = out.numel();
+  if (n == 0) return;
+  embedding_kernel<<<grid_for(n, kThreads), kThreads, 0, s>>>(out.data, out.dtype, table.data, table.dtype, ids,
+                                                               n, out.cols());
+  CUDA_CHECK_LAUNCH();
+}
+
+void launch_swiglu(Tensor h, Tensor gate, Tensor up, cudaStream_t s) {
+  const int64_t n = h.numel();
+  if (n == 0) return;
+  swiglu_kernel<<<grid_for(n, kThreads), kThreads, 0, s>>>(h.data, h.dtype, gate.data, gate.dtype, up.data,
+                                                            up.dtype, n);
+  CUDA_CHECK_LAUNCH();
+}
+
+void launch_swiglu_backward(Tensor dgate, Tensor dup, Tensor dh, Tensor gate, Tensor up, cudaStream_t s) {
+  const int64_t n = dh.numel();
+  if (n == 0) return;
+  swiglu_bwd_kernel<<<grid_for(n, kThreads), kThreads, 0, s>>>(dgate.data, dgate.dtype, dup.data, dup.dtype,
+                                                                dh.data, dh.dtype, gate.data, gate.dtype,
+                                                                up.data, up.dtype, n);
+  CUDA_CHECK_LAUNCH();
+}
+
+void launch_dropout(Tensor y, Tensor x, float p, uint64_t seed, cudaStream_t s) {
+  const int64_t n = y.numel();
+  if (n == 0) return;
+  dropout_kernel<<<grid_for(n, kThreads), kThreads, 0, s>>>(y.data, y.dtype, x.data, x.dtype, p, seed, n);
+  CUDA_CHECK_LAUNCH();
+}
+
+void launch_adamw(Tensor param, Tensor grad, Tensor m, Tensor v, const Backend::AdamW& h, cudaStream_t s) {
+  const int64_t n = param.numel();
+  if (n == 0) return;
+  const float bc1 = static_cast<float>(1.0 - std::pow(static_cast<double>(h.beta1), static_cast<double>(h.step)));
+  const float bc2 = static_cast<float>(1.0 - std::pow(static_cast<double>(h.beta2), static_cast<double>(h.step)));
+  adamw_kernel<<<grid_for(n, kThreads), kThreads, 0, s>>>(param.ptr<float>(), grad.ptr<float>(), m.ptr<float>(),
+                                                           v.ptr<float>(), h.lr, h.beta1, h.beta2, h.eps,
+                                                           h.weight_decay, bc1, bc2, n);
+  CUDA_CHECK_LAUNCH();
+}
+
+void launch_rope(Tensor x, const int32_t* positions, Tensor inv_freq, bool inverse, cudaStream_t s) {
+  const int64_t tokens = x.dim(0), heads = x.dim(1), half = x.dim(2) / 2;
+  const int64_t n = tokens * heads * half;
+  if (n == 0) return;
+  rope_kernel<<<grid_for(n, kThreads), kThreads, 0, s>>>(x.data, x.dtype, positions, inv_freq.ptr<float>(), tokens,
+                                                          heads, half, inverse ? -1.0f : 1.0f);
+  CUDA_CHECK_LAUNCH();
+}
+
+void launch_sum_squares(Tensor out, Tensor x, float* scratch, cudaStream_t s) {
+  const int64_t n = x.numel();
+  // The grid depends on n only, so the reduction order (and the bits) is fixed per shape.
+  const unsigned blocks = grid_for(n, kThreads, kSumSquaresBlocks);
+  sum_squares_partial<<<blocks, kThreads, 0, s>>>(scratch, x.ptr<float>(), n);
+  CUDA_CHECK_LAUNCH();
+  sum_squares_final<<<1, 1024, 0, s>>>(out.ptr<float>(), scratch, static_cast<int>(blocks));
+  CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace st::cuda

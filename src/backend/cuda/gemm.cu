@@ -1,0 +1,132 @@
+// Row-major GEMM through cuBLASLt. cuBLASLt is column-major, and a row-major [R,C] matrix is the
+// column-major [C,R] matrix with the same bytes, so C = op(A)·op(B) is computed as the
+// column-major C^T = op(B)^T · op(A)^T: B goes in cuBLASLt's "A" slot and A in its "B" slot.
+#include "backend/cuda/gemm.h"
+
+#include <algorithm>
+
+#include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/ops.h"
+#include "core/check.h"
+
+namespace st::cuda {
+
+namespace {
+constexpr size_t kWorkspaceBytes = 32u << 20;
+
+cudaDataType_t cuda_type(DType t) {
+  switch (t) {
+    case DType::kBF16: return CUDA_R_16BF;
+    case DType::kF16: return CUDA_R_16F;
+    default: return CUDA_R_32F;
+  }
+}
+
+// Largest power of two <= 256 dividing the address: the alignment cuBLASLt may assume.
+int align_class(const void* p) {
+  const uintptr_t u = reinterpret_cast<uintptr_t>(p);
+  int a = 256;
+  while (a > 1 && (u % a) != 0) a >>= 1;
+  return a;
+}
+}  // namespace
+
+struct GemmRunner::Plan {
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t la = nullptr, lb = nullptr, lc = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+  ~Plan() {
+    if (la) cublasLtMatrixLayoutDestroy(la);
+    if (lb) cublasLtMatrixLayoutDestroy(lb);
+    if (lc) cublasLtMatrixLayoutDestroy(lc);
+    if (desc) cublasLtMatmulDescDestroy(desc);
+  }
+};
+
+GemmRunner::GemmRunner() {
+  cublasLtHandle_t h;
+  CUBLAS_CHECK(cublasLtCreate(&h));
+  handle_ = h;
+  CUDA_CHECK(cudaMalloc(&workspace_, kWorkspaceBytes));
+  workspace_bytes_ = kWorkspaceBytes;
+}
+
+GemmRunner::~GemmRunner() {
+  plans_.clear();
+  if (workspace_) cudaFree(workspace_);
+  if (handle_) cublasLtDestroy(static_cast<cublasLtHandle_t>(handle_));
+}
+
+GemmRunner::Plan& GemmRunner::plan_for(const Key& key) {
+  auto it = plans_.find(key);
+  if (it != plans_.end()) return *it->second;
+  const auto [M, N, K, ta, tb, abt_i, ct_i, beta_nz, align] = key;
+  const cudaDataType_t abt = cuda_type(static_cast<DType>(abt_i)), ct = cuda_type(static_cast<DType>(ct_i));
+  auto p = std::make_unique<Plan>();
+  // f32 inputs use plain f32 compute (no TF32) so f32 runs match the CPU reference closely.
+  CUBLAS_CHECK(cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  // Lt's A is our B; Lt's B is our A (see the file comment).
+  const cublasOperation_t op_a = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t op_b = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
+  CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a)));
+  CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)));
+  // Stored shapes (column-major view): B row-major [K,N] (or [N,K] when transposed).
+  if (tb) CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->la, abt, K, N, K));
+  else    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->la, abt, N, K, N));
+  if (ta) CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->lb, abt, M, K, M));
+  else    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->lb, abt, K, M, K));
+  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->lc, ct, N, M, N));
+
+  cublasLtMatmulPreference_t pref;
+  CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+  uint64_t ws = workspace_bytes_;
+  CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
+  const uint32_t al = static_cast<uint32_t>(align);
+  for (auto attr : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+                    CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, attr, &al, sizeof(al)));
+  cublasLtMatmulHeuristicResult_t res{};
+  int found = 0;
+  CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(static_cast<cublasLtHandle_t>(handle_), p->desc, p->la, p->lb, p->lc,
+                                              p->lc, pref, 1, &res, &found));
+  cublasLtMatmulPreferenceDestroy(pref);
+  CHECK(found > 0, "cuBLASLt found no algorithm for gemm M=" << M << " N=" << N << " K=" << K << " beta="
+                                                             << beta_nz << " align=" << align);
+  p->algo = res.algo;
+  return *plans_.emplace(key, std::move(p)).first->second;
+}
+
+void GemmRunner::matmul(void* c, DType ct, const void* a, const void* b, DType abt, int64_t M, int64_t N, int64_t K,
+                        const GemmOpts& o, cudaStream_t s) {
+  const float beta = o.accum == Accum::kAdd ? 1.0f : 0.0f;
+  const int align = std::min({align_class(a), align_class(b), align_class(c)});
+  const Key key{M, N, K, o.trans_a == Trans::kYes, o.trans_b == Trans::kYes, static_cast<int>(abt),
+                static_cast<int>(ct), beta != 0.0f, align};
+  Plan& p = plan_for(key);
+  CUBLAS_CHECK(cublasLtMatmul(static_cast<cublasLtHandle_t>(handle_), p.desc, &o.alpha, b, p.la, a, p.lb, &beta, c,
+                              p.lc, c, p.lc, &p.algo, workspace_, workspace_bytes_, s));
+}
+
+void GemmRunner::run(Tensor c, Tensor a, Tensor b, const GemmOpts& o, cudaStream_t s, float* tmp_f32,
+                     size_t tmp_elems) {
+  const bool ta = o.trans_a == Trans::kYes, tb = o.trans_b == Trans::kYes;
+  const int64_t M = ta ? a.cols() : a.rows(), K = ta ? a.rows() : a.cols();
+  const int64_t N = tb ? b.rows() : b.cols();
+  if (M == 0 || N == 0) return;
+  if (K == 0) {  // empty sum: C = 0 (or unchanged when accumulating)
+    if (o.accum == Accum::kOverwrite) CUDA_CHECK(cudaMemsetAsync(c.data, 0, c.bytes(), s));
+    return;
+  }
+  if (a.dtype == DType::kF32 && c.dtype != DType::kF32) {
+    // No f32 x f32 -> bf16 kernel in cuBLASLt: compute into f32 scratch, then round once.
+    CHECK(tmp_elems >= static_cast<size_t>(M * N), "gemm scratch too small");
+    Tensor t(tmp_f32, DType::kF32, {M, N});
+    if (o.accum == Accum::kAdd) launch_convert(t, c, s);
+    matmul(tmp_f32, DType::kF32, a.data, b.data, a.dtype, M, N, K, o, s);
+    launch_convert(c, t, s);
+    return;
+  }
+  matmul(c.data, c.dtype, a.data, b.data, a.dtype, M, N, K, o, s);
+}
+
+}  // namespace st::cuda

@@ -1,0 +1,43 @@
+// Launchers of the CUDA backend's kernels (one file per op family). Each takes the stream to
+// enqueue on and CHECKs nothing about shapes: CudaBackend validates before calling.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "backend/backend.h"
+
+namespace st::cuda {
+
+// elementwise.cu
+void launch_add_bias(Tensor y, Tensor bias, cudaStream_t s);
+void launch_add(Tensor y, Tensor a, Tensor b, cudaStream_t s);
+void launch_scale(Tensor y, Tensor x, float f, cudaStream_t s);
+void launch_convert(Tensor dst, Tensor src, cudaStream_t s);
+void launch_embedding(Tensor out, Tensor table, const int32_t* ids, cudaStream_t s);
+void launch_swiglu(Tensor h, Tensor gate, Tensor up, cudaStream_t s);
+void launch_swiglu_backward(Tensor dgate, Tensor dup, Tensor dh, Tensor gate, Tensor up, cudaStream_t s);
+void launch_dropout(Tensor y, Tensor x, float p, uint64_t seed, cudaStream_t s);
+void launch_adamw(Tensor param, Tensor grad, Tensor m, Tensor v, const Backend::AdamW& h, cudaStream_t s);
+void launch_rope(Tensor x, const int32_t* positions, Tensor inv_freq, bool inverse, cudaStream_t s);
+// scratch: at least kSumSquaresBlocks floats of device memory.
+constexpr int kSumSquaresBlocks = 1024;
+void launch_sum_squares(Tensor out, Tensor x, float* scratch, cudaStream_t s);
+
+// norm.cu
+void launch_rmsnorm(Tensor y, Tensor rstd, Tensor x, Tensor w, float eps, cudaStream_t s);
+void launch_rmsnorm_backward(Tensor dx, Tensor dy, Tensor x, Tensor w, Tensor rstd, cudaStream_t s);
+
+// cross_entropy.cu. scratch: at least R floats of device memory.
+void launch_cross_entropy(Tensor logits, Tensor loss_sum, const int32_t* labels, float grad_scale,
+                          float* scratch, cudaStream_t s);
+
+// attention.cu
+void launch_attention(Tensor out, Tensor lse, Tensor q, Tensor k, Tensor v, const SeqLayout& L,
+                      const AttnShape& a, cudaStream_t s);
+void launch_attention_backward(Tensor dq, Tensor dk, Tensor dv, Tensor dout, Tensor q, Tensor k, Tensor v,
+                               Tensor out, Tensor lse, const SeqLayout& L, const AttnShape& a,
+                               cudaStream_t s);
+
+}  // namespace st::cuda
