@@ -16,6 +16,18 @@
 namespace st::cpu {
 namespace {
 
+// Dot product: f32 products summed in 8 independent f32 lanes, combined in a fixed tree. The
+// lanes vectorise without reassociation, so the bits do not depend on vector width or threads;
+// D is short (<= 256), so f32 lanes lose nothing that matters next to bf16 storage.
+inline float dot(const float* a, const float* b, int64_t n) {
+  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int l = 0; l < 8; ++l) acc[l] += a[i + l] * b[i + l];
+  for (int l = 0; i < n; ++i, ++l) acc[l] += a[i] * b[i];
+  return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+}
+
 struct Attn {
   int64_t B, T, NH, KVH, D, group;
   float scale;
@@ -30,19 +42,9 @@ struct Attn {
     return j <= t && (doc == nullptr || doc[b * T + j] == doc[b * T + t]);
   }
   float score(int64_t b, int64_t h, int64_t t, int64_t j) const {
-    const float* qr = q + qi(b, t, h);
-    const float* kr = k + ki(b, j, h / group);
-    double s = 0.0;
-    for (int64_t d = 0; d < D; ++d) s += static_cast<double>(qr[d]) * kr[d];
-    return static_cast<float>(s) * scale;
+    return dot(q + qi(b, t, h), k + ki(b, j, h / group), D) * scale;
   }
 };
-
-double dot(const float* a, const float* b, int64_t n) {
-  double s = 0.0;
-  for (int64_t i = 0; i < n; ++i) s += static_cast<double>(a[i]) * b[i];
-  return s;
-}
 
 void check_attn(const Tensor& q, const Tensor& k, const Tensor& v, const SeqLayout& L, const AttnShape& s) {
   check_float(q, "attention q");
