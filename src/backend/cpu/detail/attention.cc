@@ -1,6 +1,7 @@
 // Causal, same-document GQA attention, materialising one score row at a time.
 //
-// Forward: one work item per query row (b, h, t). Backward, without atomics:
+// Forward: one work item per query row (b, h, t). Backward, without atomics (or, when there are
+// at least as many (b, kv-head) groups as threads, the same sums fused into one pass per group):
 //   pass 0, per (b, h, t):  Dt = rowsum(dO * O)
 //   pass 1, per (b, h, t):  dq_t = scale * sum_j dS_tj k_j
 //   pass 2, per (b, g, j):  dk_j = scale * sum_{h in group g} sum_t dS_tj q_t ;  dv_j = sum P_tj dO_t
@@ -10,6 +11,8 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+
+#include <omp.h>
 
 #include "backend/cpu/detail/kernels.h"
 
@@ -136,6 +139,52 @@ void attention_backward(Tensor dq, Tensor dk, Tensor dv, Tensor dout, Tensor q, 
     *p_out = p;
     return p * (dot(dO + a.qi(b, t, h), a.v + a.ki(b, j, h / a.group), D) - Dt[li]);
   };
+  if (a.B * a.KVH >= omp_get_max_threads()) {
+    // Enough (b, g) items for every thread: one fused pass, each dS computed once. The sums run
+    // in exactly the order of the two-pass path below, so both give the same bits.
+#pragma omp parallel
+    {
+      std::vector<double> acc(static_cast<size_t>(D)), acck(static_cast<size_t>(a.T * D)),
+          accv(static_cast<size_t>(a.T * D));
+      std::vector<float> row(static_cast<size_t>(D));
+#pragma omp for schedule(dynamic, 1)
+      for (int64_t it = 0; it < a.B * a.KVH; ++it) {
+        const int64_t g = it % a.KVH, b = it / a.KVH;
+        std::fill(acck.begin(), acck.end(), 0.0);
+        std::fill(accv.begin(), accv.end(), 0.0);
+        for (int64_t h = g * a.group; h < (g + 1) * a.group; ++h) {
+          for (int64_t t = 0; t < a.T; ++t) {
+            const float* qr = a.q + a.qi(b, t, h);
+            const float* gr = dO + a.qi(b, t, h);
+            std::fill(acc.begin(), acc.end(), 0.0);
+            for (int64_t j = 0; j <= t; ++j) {
+              if (!a.allowed(b, t, j)) continue;
+              double p;
+              const double ds = ds_of(b, h, t, j, &p);
+              const float* kr = a.k + a.ki(b, j, g);
+              double* dkj = acck.data() + j * D;
+              double* dvj = accv.data() + j * D;
+              for (int64_t d = 0; d < D; ++d) {
+                acc[d] += ds * kr[d];
+                dkj[d] += ds * qr[d];
+                dvj[d] += p * gr[d];
+              }
+            }
+            for (int64_t d = 0; d < D; ++d) row[d] = static_cast<float>(acc[d] * a.scale);
+            store_f32(dq, a.qi(b, t, h), D, row.data());
+          }
+        }
+        for (int64_t j = 0; j < a.T; ++j) {
+          for (int64_t d = 0; d < D; ++d) row[d] = static_cast<float>(acck[j * D + d] * a.scale);
+          store_f32(dk, a.ki(b, j, g), D, row.data());
+          for (int64_t d = 0; d < D; ++d) row[d] = static_cast<float>(accv[j * D + d]);
+          store_f32(dv, a.ki(b, j, g), D, row.data());
+        }
+      }
+    }
+    return;
+  }
+  // Otherwise two passes that parallelise over query rows, then over keys (dS computed twice).
 #pragma omp parallel
   {
     std::vector<double> acc(static_cast<size_t>(D));
