@@ -1,0 +1,139 @@
+#include "store/manifest.h"
+
+#include <sys/stat.h>
+
+#include <cstdio>
+#include <fstream>
+
+#include "core/file.h"
+#include "model/weights.h"
+
+namespace st {
+namespace {
+
+Json file_to_json(const StoreFile& f) {
+  return Json{{"name", f.name}, {"size", f.size}, {"data_start", f.data_start}, {"bytes", f.bytes}};
+}
+
+StatusOr<StoreFile> file_from_json(const Json& j, const std::string& what) {
+  if (!j.is_object()) return Corruption(what + ": a files entry is not an object");
+  StoreFile f;
+  ASSIGN_OR_RETURN(f.name, json_string(j, "name", what));
+  ASSIGN_OR_RETURN(int64_t size, json_int(j, "size", what));
+  ASSIGN_OR_RETURN(int64_t ds, json_int(j, "data_start", what));
+  ASSIGN_OR_RETURN(int64_t bytes, json_int(j, "bytes", what));
+  if (size < 0 || ds < 0 || bytes < 0) return Corruption(what + ": negative size for " + f.name);
+  f.size = static_cast<uint64_t>(size);
+  f.data_start = static_cast<uint64_t>(ds);
+  f.bytes = static_cast<uint64_t>(bytes);
+  return f;
+}
+
+// Reads the 8-byte safetensors header length of `path` (little-endian).
+StatusOr<uint64_t> read_header_len(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return ErrnoError("opening " + path);
+  unsigned char b[8];
+  if (!in.read(reinterpret_cast<char*>(b), 8)) return Corruption(path + ": truncated (no safetensors header)");
+  uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = (n << 8) | b[i];
+  return n;
+}
+
+Status check_file(const std::string& dir, const StoreFile& f, uint64_t want_bytes) {
+  std::string path = path_join(dir, f.name);
+  if (f.bytes != want_bytes)
+    return Corruption(Str() << path << ": manifest says " << f.bytes << " blob bytes, the layout needs " << want_bytes);
+  if (f.data_start % kStoreIoAlign != 0 || f.data_start + f.bytes != f.size)
+    return Corruption(Str() << path << ": manifest entry inconsistent (data_start " << f.data_start << ", bytes "
+                            << f.bytes << ", size " << f.size << ")");
+  struct stat sb;
+  if (::stat(path.c_str(), &sb) != 0) return Corruption("store file missing: " + path);
+  if (static_cast<uint64_t>(sb.st_size) != f.size)
+    return Corruption(Str() << path << ": " << sb.st_size << " bytes on disk, manifest says " << f.size
+                            << (static_cast<uint64_t>(sb.st_size) < f.size ? " (truncated)" : ""));
+  ASSIGN_OR_RETURN(uint64_t n, read_header_len(path));
+  if (n + 8 != f.data_start)
+    return Corruption(Str() << path << ": safetensors header ends at " << n + 8 << ", manifest says data_start "
+                            << f.data_start);
+  return Status::OK();
+}
+
+}  // namespace
+
+std::string layer_file_name(int layer) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "layer_%03d.safetensors", layer);
+  return buf;
+}
+
+Json manifest_to_json(const StoreManifest& m) {
+  Json files = Json::array();
+  for (const StoreFile& f : m.layers) files.push_back(file_to_json(f));
+  files.push_back(file_to_json(m.extras));
+  return Json{{"format", "streamtune-layer-store"},
+              {"version", m.version},
+              {"source", m.source},
+              {"fingerprint", m.fingerprint},
+              {"dtype", dtype_name(m.dtype)},
+              {"num_layers", m.num_layers},
+              {"layer_bytes", m.layer_bytes},
+              {"extras_bytes", m.extras_bytes},
+              {"config", hf_config_to_json(m.config)},
+              {"files", files}};
+}
+
+StatusOr<StoreManifest> manifest_from_json(const Json& j, const std::string& what) {
+  if (!j.is_object()) return Corruption(what + ": not a JSON object");
+  StoreManifest m;
+  ASSIGN_OR_RETURN(int64_t version, json_int(j, "version", what));
+  if (version != kStoreFormatVersion)
+    return Corruption(Str() << what << ": store format version " << version << ", this build reads "
+                            << kStoreFormatVersion << " (re-run streamtune shard)");
+  ASSIGN_OR_RETURN(m.source, json_string(j, "source", what));
+  ASSIGN_OR_RETURN(m.fingerprint, json_string(j, "fingerprint", what));
+  ASSIGN_OR_RETURN(std::string dt, json_string(j, "dtype", what));
+  ASSIGN_OR_RETURN(m.dtype, dtype_from_user(dt), what);
+  if (!j.contains("config")) return Corruption(what + ": missing key 'config'");
+  ASSIGN_OR_RETURN(m.config, parse_hf_config(j["config"], what + " (config)"));
+  ASSIGN_OR_RETURN(int64_t nl, json_int(j, "num_layers", what));
+  ASSIGN_OR_RETURN(int64_t lb, json_int(j, "layer_bytes", what));
+  ASSIGN_OR_RETURN(int64_t eb, json_int(j, "extras_bytes", what));
+  m.num_layers = static_cast<int>(nl);
+  m.layer_bytes = static_cast<uint64_t>(lb);
+  m.extras_bytes = static_cast<uint64_t>(eb);
+  if (nl != m.config.num_layers)
+    return Corruption(Str() << what << ": num_layers " << nl << " but the config has " << m.config.num_layers);
+  uint64_t want_lb = make_layer_layout(m.config, m.dtype).bytes;
+  uint64_t want_eb = make_extras_layout(m.config, m.dtype).bytes;
+  if (m.layer_bytes != want_lb || m.extras_bytes != want_eb)
+    return Corruption(Str() << what << ": blob sizes " << m.layer_bytes << "/" << m.extras_bytes
+                            << " do not match the layouts " << want_lb << "/" << want_eb);
+  if (!j.contains("files") || !j["files"].is_array()) return Corruption(what + ": missing array 'files'");
+  const Json& files = j["files"];
+  if (files.size() != static_cast<size_t>(nl) + 1)
+    return Corruption(Str() << what << ": " << files.size() << " files listed, expected " << nl + 1
+                            << " (layers + extras)");
+  for (int64_t i = 0; i < nl; ++i) {
+    ASSIGN_OR_RETURN(StoreFile f, file_from_json(files[i], what));
+    if (f.name != layer_file_name(static_cast<int>(i)))
+      return Corruption(Str() << what << ": files[" << i << "] is '" << f.name << "', expected "
+                              << layer_file_name(static_cast<int>(i)));
+    m.layers.push_back(f);
+  }
+  ASSIGN_OR_RETURN(m.extras, file_from_json(files[nl], what));
+  if (m.extras.name != kExtrasFileName) return Corruption(what + ": last file is not " + kExtrasFileName);
+  return m;
+}
+
+StatusOr<StoreManifest> open_store_manifest(const std::string& dir) {
+  std::string mpath = path_join(dir, kManifestName);
+  if (!file_exists(mpath)) return NotFound(dir + " is not a layer store (no " + kManifestName + ")");
+  ASSIGN_OR_RETURN(Json j, read_json_file(mpath));
+  ASSIGN_OR_RETURN(StoreManifest m, manifest_from_json(j, mpath));
+  for (const StoreFile& f : m.layers) RETURN_IF_ERROR(check_file(dir, f, m.layer_bytes), "store " << dir);
+  RETURN_IF_ERROR(check_file(dir, m.extras, m.extras_bytes), "store " << dir);
+  return m;
+}
+
+}  // namespace st

@@ -1,0 +1,74 @@
+#include "store/ram_store.h"
+
+#include <cstdio>
+#include <cstdlib>
+
+#include "core/check.h"
+#include "core/file.h"
+
+namespace st {
+
+StatusOr<std::unique_ptr<RamStore>> RamStore::open(const std::string& dir, Backend* be,
+                                                   const RamStoreOptions& opts) {
+  ASSIGN_OR_RETURN(StoreManifest m, open_store_manifest(dir));
+  std::unique_ptr<RamStore> s(new RamStore(dir, be, std::move(m)));
+  s->stride_ = round_up_io(s->m_.layer_bytes);
+  s->extras_offset_ = s->stride_ * static_cast<size_t>(s->m_.num_layers);
+  s->arena_bytes_ = s->extras_offset_ + round_up_io(s->m_.extras_bytes);
+  s->arena_ = static_cast<char*>(std::aligned_alloc(kStoreIoAlign, s->arena_bytes_));
+  if (s->arena_ == nullptr)
+    return ResourceExhausted(Str() << "allocating the " << s->arena_bytes_ << "-byte host arena for store " << dir);
+  std::unique_ptr<RangeReader> own;
+  RangeReader* reader = opts.reader;
+  if (reader == nullptr) {
+    own = make_file_reader(IoMode::kDirect);
+    reader = own.get();
+  }
+  RETURN_IF_ERROR(s->fill(*reader, opts), "loading store " << dir << " into RAM");
+  if (opts.pin) {
+    Status p = be->register_host(s->arena_, s->arena_bytes_);
+    s->pinned_ = p.ok();
+    if (!p.ok())
+      std::fprintf(stderr,
+                   "WARNING: could not pin the %zu-byte RAM store arena (%s); streaming from pageable "
+                   "memory is several times slower\n",
+                   s->arena_bytes_, p.to_string().c_str());
+  }
+  return s;
+}
+
+Status RamStore::fill(RangeReader& reader, const RamStoreOptions& opts) {
+  int total = m_.num_layers + 1;
+  for (int l = 0; l < m_.num_layers; ++l) {
+    const StoreFile& f = m_.layers[l];
+    RETURN_IF_ERROR(reader.read(path_join(dir_, f.name), f.data_start, f.bytes, arena_ + stride_ * l));
+    if (opts.progress) opts.progress(l + 1, total);
+  }
+  RETURN_IF_ERROR(reader.read(path_join(dir_, m_.extras.name), m_.extras.data_start, m_.extras.bytes,
+                              arena_ + extras_offset_));
+  if (opts.progress) opts.progress(total, total);
+  return Status::OK();
+}
+
+RamStore::~RamStore() {
+  if (pinned_) be_->unregister_host(arena_);
+  std::free(arena_);
+}
+
+const void* RamStore::layer_host(int layer) const {
+  CHECK(layer >= 0 && layer < m_.num_layers, "layer " << layer);
+  return arena_ + stride_ * static_cast<size_t>(layer);
+}
+
+Status RamStore::load_layer(int layer, void* dst) {
+  be_->copy_h2d(dst, layer_host(layer), m_.layer_bytes, StreamId::kH2D);
+  return Status::OK();
+}
+
+Status RamStore::load_extras(void* dst) {
+  be_->copy_h2d(dst, extras_host(), m_.extras_bytes, StreamId::kH2D);
+  be_->sync_stream(StreamId::kH2D);
+  return Status::OK();
+}
+
+}  // namespace st
