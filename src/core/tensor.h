@@ -55,8 +55,12 @@ struct Tensor {
   }
   std::string shape_str() const {
     std::string s = "[";
-    for (int i = 0; i < ndim; ++i) s += (i ? "," : "") + std::to_string(shape[i]);
-    return s + "]";
+    for (int i = 0; i < ndim; ++i) {
+      if (i) s.append(",");
+      s.append(std::to_string(shape[i]));
+    }
+    s.append("]");
+    return s;
   }
 };
 
