@@ -36,6 +36,11 @@ struct ModelConfig {
   bool tie_word_embeddings = false;
   bool attention_bias = false;     // q/k/v biases (Qwen2: always; llama: `attention_bias`)
   bool qk_norm = false;            // Qwen3: RMSNorm on q and k per head before RoPE
+  // HF's `attention_bias` on llama/mistral/qwen3 also gives o_proj a bias (Qwen2 never has one).
+  bool o_proj_bias = false;
+  // Sliding-window attention width (Mistral `sliding_window`, Qwen2 when `use_sliding_window`);
+  // 0 = full attention. Informative: equivalent to full attention for sequences <= the window.
+  int64_t sliding_window = 0;
   std::string torch_dtype;         // as written in config.json ("bfloat16", ...), informative
   int64_t bos_token_id = -1;
   std::vector<int64_t> eos_token_ids;

@@ -1,0 +1,305 @@
+#include "io/hf_config.h"
+
+#include <cmath>
+
+#include "core/file.h"
+
+namespace st {
+namespace {
+
+struct ArchInfo {
+  Arch arch;
+  const char* model_type;
+  const char* class_name;
+  int64_t default_max_pos;  // the config class default when the key is absent
+};
+
+constexpr ArchInfo kArchs[] = {
+    {Arch::kLlama, "llama", "LlamaForCausalLM", 2048},
+    {Arch::kMistral, "mistral", "MistralForCausalLM", 4096 * 32},
+    {Arch::kQwen2, "qwen2", "Qwen2ForCausalLM", 32768},
+    {Arch::kQwen3, "qwen3", "Qwen3ForCausalLM", 32768},
+};
+
+const ArchInfo& arch_info(Arch a) {
+  for (const ArchInfo& i : kArchs)
+    if (i.arch == a) return i;
+  return kArchs[0];
+}
+
+bool present(const Json& j, const char* key) {
+  auto it = j.find(key);
+  return it != j.end() && !it->is_null();
+}
+
+// Optional typed getters: absent or null keeps the default; a wrong type is an error naming the key.
+Status opt_int(const Json& j, const char* key, const std::string& what, int64_t* out) {
+  if (!present(j, key)) return Status::OK();
+  ASSIGN_OR_RETURN(*out, json_int(j, key, what));
+  return Status::OK();
+}
+
+Status opt_number(const Json& j, const char* key, const std::string& what, double* out) {
+  if (!present(j, key)) return Status::OK();
+  ASSIGN_OR_RETURN(*out, json_number(j, key, what));
+  return Status::OK();
+}
+
+Status opt_bool(const Json& j, const char* key, const std::string& what, bool* out) {
+  if (!present(j, key)) return Status::OK();
+  const Json& v = j.at(key);
+  if (!v.is_boolean()) return Corruption(Str() << what << ": key '" << key << "' is not a boolean");
+  *out = v.get<bool>();
+  return Status::OK();
+}
+
+Status parse_eos(const Json& j, const std::string& what, std::vector<int64_t>* out) {
+  if (!present(j, "eos_token_id")) return Status::OK();
+  const Json& v = j.at("eos_token_id");
+  if (v.is_number_integer()) {
+    out->push_back(v.get<int64_t>());
+    return Status::OK();
+  }
+  if (!v.is_array()) return Corruption(Str() << what << ": 'eos_token_id' is neither an integer nor a list");
+  for (const Json& e : v) {
+    if (!e.is_number_integer()) return Corruption(Str() << what << ": 'eos_token_id' list holds a non-integer");
+    out->push_back(e.get<int64_t>());
+  }
+  return Status::OK();
+}
+
+// transformers v5 lets a legacy `rope_scaling` dict win over `rope_parameters`; theta comes from
+// the chosen dict, else the top-level v4 `rope_theta`.
+Status parse_rope(const Json& j, const std::string& what, ModelConfig* c) {
+  const Json* rp = nullptr;
+  for (const char* key : {"rope_scaling", "rope_parameters"}) {
+    if (!present(j, key)) continue;
+    const Json& v = j.at(key);
+    if (!v.is_object()) return Corruption(Str() << what << ": '" << key << "' is not an object");
+    if (!v.empty()) {
+      rp = &v;
+      break;
+    }
+  }
+  RETURN_IF_ERROR(opt_number(j, "rope_theta", what, &c->rope_theta));
+  if (rp == nullptr) return Status::OK();
+  const std::string ctx = what + " rope parameters";
+  RETURN_IF_ERROR(opt_number(*rp, "rope_theta", ctx, &c->rope_theta));
+  std::string type = "default";
+  for (const char* key : {"rope_type", "type"}) {
+    if (!present(*rp, key)) continue;
+    ASSIGN_OR_RETURN(type, json_string(*rp, key, ctx));
+    break;
+  }
+  if (type == "default") return Status::OK();
+  if (type == "linear") {
+    c->rope_scaling = RopeScaling::kLinear;
+    ASSIGN_OR_RETURN(c->rope_factor, json_number(*rp, "factor", ctx));
+  } else if (type == "llama3") {
+    c->rope_scaling = RopeScaling::kLlama3;
+    ASSIGN_OR_RETURN(c->rope_factor, json_number(*rp, "factor", ctx));
+    ASSIGN_OR_RETURN(c->rope_low_freq_factor, json_number(*rp, "low_freq_factor", ctx));
+    ASSIGN_OR_RETURN(c->rope_high_freq_factor, json_number(*rp, "high_freq_factor", ctx));
+    c->rope_original_max_pos = c->max_position_embeddings;  // HF's fallback
+    RETURN_IF_ERROR(opt_int(*rp, "original_max_position_embeddings", ctx, &c->rope_original_max_pos));
+    if (!(c->rope_low_freq_factor > 0) || !(c->rope_high_freq_factor > c->rope_low_freq_factor) ||
+        c->rope_original_max_pos <= 0)
+      return InvalidArgument(Str() << ctx << ": llama3 rope needs 0 < low_freq_factor < high_freq_factor and "
+                                      "original_max_position_embeddings > 0");
+  } else {
+    return Unimplemented(Str() << what << ": rope_type '" << type << "' is not supported (default, linear, llama3)");
+  }
+  if (!(c->rope_factor > 0)) return InvalidArgument(Str() << ctx << ": rope factor must be positive");
+  return Status::OK();
+}
+
+Status parse_sizes(const Json& j, const std::string& what, ModelConfig* c) {
+  ASSIGN_OR_RETURN(c->vocab_size, json_int(j, "vocab_size", what));
+  ASSIGN_OR_RETURN(c->hidden_size, json_int(j, "hidden_size", what));
+  ASSIGN_OR_RETURN(c->intermediate_size, json_int(j, "intermediate_size", what));
+  ASSIGN_OR_RETURN(c->num_layers, json_int(j, "num_hidden_layers", what));
+  ASSIGN_OR_RETURN(c->num_heads, json_int(j, "num_attention_heads", what));
+  c->num_kv_heads = c->num_heads;
+  RETURN_IF_ERROR(opt_int(j, "num_key_value_heads", what, &c->num_kv_heads));
+  if (c->hidden_size > 0 && c->num_heads > 0) c->head_dim = c->hidden_size / c->num_heads;
+  RETURN_IF_ERROR(opt_int(j, "head_dim", what, &c->head_dim));
+  RETURN_IF_ERROR(opt_number(j, "rms_norm_eps", what, &c->rms_norm_eps));
+  c->max_position_embeddings = arch_info(c->arch).default_max_pos;
+  RETURN_IF_ERROR(opt_int(j, "max_position_embeddings", what, &c->max_position_embeddings));
+  return Status::OK();
+}
+
+Status validate(const ModelConfig& c, const std::string& what) {
+  const std::pair<const char*, int64_t> sizes[] = {
+      {"vocab_size", c.vocab_size},         {"hidden_size", c.hidden_size},
+      {"intermediate_size", c.intermediate_size}, {"num_hidden_layers", c.num_layers},
+      {"num_attention_heads", c.num_heads}, {"num_key_value_heads", c.num_kv_heads},
+      {"head_dim", c.head_dim},             {"max_position_embeddings", c.max_position_embeddings}};
+  for (const auto& [key, v] : sizes)
+    if (v <= 0) return InvalidArgument(Str() << what << ": '" << key << "' must be positive, got " << v);
+  if (c.num_heads % c.num_kv_heads != 0)
+    return InvalidArgument(Str() << what << ": num_attention_heads " << c.num_heads
+                                 << " is not a multiple of num_key_value_heads " << c.num_kv_heads);
+  if (c.head_dim % 2 != 0) return InvalidArgument(Str() << what << ": head_dim " << c.head_dim << " must be even");
+  if (!(c.rms_norm_eps > 0)) return InvalidArgument(Str() << what << ": rms_norm_eps must be positive");
+  if (!(c.rope_theta > 0)) return InvalidArgument(Str() << what << ": rope_theta must be positive");
+  return Status::OK();
+}
+
+// Family-specific flags: Qwen2 always has q/k/v biases and never an o_proj bias; llama/mistral/qwen3
+// read `attention_bias`, which in HF covers o_proj too.
+Status parse_family(const Json& j, const std::string& what, ModelConfig* c) {
+  if (c->arch == Arch::kQwen2) {
+    c->attention_bias = true;
+    bool sw = false;
+    RETURN_IF_ERROR(opt_bool(j, "use_sliding_window", what, &sw));
+    if (sw) RETURN_IF_ERROR(opt_int(j, "sliding_window", what, &c->sliding_window));
+  } else {
+    RETURN_IF_ERROR(opt_bool(j, "attention_bias", what, &c->attention_bias));
+    c->o_proj_bias = c->attention_bias;
+  }
+  if (c->arch == Arch::kMistral) RETURN_IF_ERROR(opt_int(j, "sliding_window", what, &c->sliding_window));
+  c->qk_norm = c->arch == Arch::kQwen3;
+  bool mlp_bias = false;
+  RETURN_IF_ERROR(opt_bool(j, "mlp_bias", what, &mlp_bias));
+  if (mlp_bias) return Unimplemented(Str() << what << ": mlp_bias = true is not supported");
+  if (present(j, "hidden_act")) {
+    ASSIGN_OR_RETURN(std::string act, json_string(j, "hidden_act", what));
+    if (act != "silu") return Unimplemented(Str() << what << ": hidden_act '" << act << "' (only silu)");
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+const char* arch_name(Arch a) { return arch_info(a).model_type; }
+
+int64_t ModelConfig::layer_params() const {
+  const int64_t H = hidden_size;
+  int64_t n = H * q_dim() + 2 * H * kv_dim() + q_dim() * H;  // q, k, v, o
+  n += 3 * H * intermediate_size;                           // gate, up, down
+  n += 2 * H;                                               // input / post-attention norms
+  if (attention_bias) n += q_dim() + 2 * kv_dim();
+  if (o_proj_bias) n += H;
+  if (qk_norm) n += 2 * head_dim;
+  return n;
+}
+
+int64_t ModelConfig::total_params() const {
+  int64_t n = num_layers * layer_params() + vocab_size * hidden_size + hidden_size;
+  if (!tie_word_embeddings) n += vocab_size * hidden_size;
+  return n;
+}
+
+StatusOr<ModelConfig> parse_hf_config(const Json& j, const std::string& what) {
+  if (!j.is_object()) return Corruption(Str() << what << ": config is not a JSON object");
+  ASSIGN_OR_RETURN(std::string model_type, json_string(j, "model_type", what));
+  ModelConfig c;
+  bool known = false;
+  for (const ArchInfo& i : kArchs) {
+    if (model_type == i.model_type) {
+      c.arch = i.arch;
+      known = true;
+    }
+  }
+  if (!known)
+    return Unimplemented(Str() << what << ": model_type '" << model_type
+                               << "' is not supported (llama, mistral, qwen2, qwen3)");
+  RETURN_IF_ERROR(parse_sizes(j, what, &c));
+  RETURN_IF_ERROR(parse_rope(j, what, &c));
+  RETURN_IF_ERROR(parse_family(j, what, &c));
+  RETURN_IF_ERROR(opt_bool(j, "tie_word_embeddings", what, &c.tie_word_embeddings));
+  for (const char* key : {"dtype", "torch_dtype"}) {
+    if (!present(j, key) || !c.torch_dtype.empty()) continue;
+    ASSIGN_OR_RETURN(c.torch_dtype, json_string(j, key, what));
+  }
+  RETURN_IF_ERROR(opt_int(j, "bos_token_id", what, &c.bos_token_id));
+  RETURN_IF_ERROR(parse_eos(j, what, &c.eos_token_ids));
+  RETURN_IF_ERROR(validate(c, what));
+  return c;
+}
+
+StatusOr<ModelConfig> load_hf_config(const std::string& config_json_path) {
+  ASSIGN_OR_RETURN(Json j, read_json_file(config_json_path));
+  return parse_hf_config(j, config_json_path);
+}
+
+Json hf_config_to_json(const ModelConfig& c) {
+  const ArchInfo& a = arch_info(c.arch);
+  Json j = Json::object();
+  j["architectures"] = Json::array({a.class_name});
+  j["model_type"] = a.model_type;
+  const std::string dt = c.torch_dtype.empty() ? "float32" : c.torch_dtype;
+  j["dtype"] = dt;
+  j["torch_dtype"] = dt;
+  j["vocab_size"] = c.vocab_size;
+  j["hidden_size"] = c.hidden_size;
+  j["intermediate_size"] = c.intermediate_size;
+  j["num_hidden_layers"] = c.num_layers;
+  j["num_attention_heads"] = c.num_heads;
+  j["num_key_value_heads"] = c.num_kv_heads;
+  j["head_dim"] = c.head_dim;
+  j["hidden_act"] = "silu";
+  j["rms_norm_eps"] = c.rms_norm_eps;
+  j["max_position_embeddings"] = c.max_position_embeddings;
+  j["tie_word_embeddings"] = c.tie_word_embeddings;
+  if (c.arch != Arch::kQwen2) j["attention_bias"] = c.attention_bias;
+  if (c.arch == Arch::kQwen2) j["use_sliding_window"] = c.sliding_window > 0;
+  if (c.sliding_window > 0) j["sliding_window"] = c.sliding_window;
+  if (c.bos_token_id >= 0) j["bos_token_id"] = c.bos_token_id;
+  if (c.eos_token_ids.size() == 1) j["eos_token_id"] = c.eos_token_ids[0];
+  if (c.eos_token_ids.size() > 1) j["eos_token_id"] = c.eos_token_ids;
+  j["rope_theta"] = c.rope_theta;
+  Json rp = {{"rope_type", "default"}, {"rope_theta", c.rope_theta}};
+  if (c.rope_scaling == RopeScaling::kLinear) {
+    rp["rope_type"] = "linear";
+    rp["factor"] = c.rope_factor;
+  } else if (c.rope_scaling == RopeScaling::kLlama3) {
+    rp["rope_type"] = "llama3";
+    rp["factor"] = c.rope_factor;
+    rp["low_freq_factor"] = c.rope_low_freq_factor;
+    rp["high_freq_factor"] = c.rope_high_freq_factor;
+    rp["original_max_position_embeddings"] = c.rope_original_max_pos;
+  }
+  j["rope_parameters"] = rp;
+  // v4 readers only know rope_scaling; v5 gives it priority, so it must match rope_parameters.
+  j["rope_scaling"] = c.rope_scaling == RopeScaling::kNone ? Json(nullptr) : rp;
+  return j;
+}
+
+std::vector<float> rope_inv_freq(const ModelConfig& c) {
+  const int64_t dim = c.head_dim;
+  const float theta = static_cast<float>(c.rope_theta);
+  std::vector<float> inv(static_cast<size_t>(dim / 2));
+  for (int64_t i = 0; i < dim / 2; ++i) {
+    // torch: arange(0, dim, 2).float() / dim in f32, then base ** that (f32 pow), then 1.0 / x.
+    const float e = static_cast<float>(2 * i) / static_cast<float>(dim);
+    const float p = static_cast<float>(std::pow(static_cast<double>(theta), static_cast<double>(e)));
+    inv[static_cast<size_t>(i)] = 1.0f / p;
+  }
+  if (c.rope_scaling == RopeScaling::kLinear) {
+    const float f = static_cast<float>(c.rope_factor);
+    for (float& v : inv) v /= f;
+  } else if (c.rope_scaling == RopeScaling::kLlama3) {
+    // transformers _compute_llama3_parameters; python scalars meet f32 tensors as f32 values.
+    const double old_ctx = static_cast<double>(c.rope_original_max_pos);
+    const float low_wl = static_cast<float>(old_ctx / c.rope_low_freq_factor);
+    const float high_wl = static_cast<float>(old_ctx / c.rope_high_freq_factor);
+    const float factor = static_cast<float>(c.rope_factor);
+    const float lowf = static_cast<float>(c.rope_low_freq_factor);
+    const float span = static_cast<float>(c.rope_high_freq_factor - c.rope_low_freq_factor);
+    const float two_pi = static_cast<float>(2.0 * M_PI);
+    const float ctx_f = static_cast<float>(old_ctx);
+    for (float& v : inv) {
+      const float wl = two_pi / v;
+      float llama = wl > low_wl ? v / factor : v;
+      const float s = (ctx_f / wl - lowf) / span;
+      const float smoothed = (1.0f - s) * llama / factor + s * llama;
+      const bool medium = !(wl < high_wl) && !(wl > low_wl);
+      v = medium ? smoothed : llama;
+    }
+  }
+  return inv;
+}
+
+}  // namespace st
