@@ -1,0 +1,115 @@
+// The encode pipeline: added tokens (raw) -> normalizer -> added tokens (normalized) ->
+// pre-tokenizer steps -> BPE per piece (cached).
+#include <cctype>
+
+#include "data/detail/tokenizer_impl.h"
+#include "data/detail/unicode.h"
+
+namespace st::tok {
+namespace {
+
+constexpr size_t kCacheMaxEntries = 1 << 18;
+constexpr size_t kCacheMaxPiece = 128;
+
+bool is_word_byte(std::string_view s, size_t i) {
+  unsigned char c = static_cast<unsigned char>(s[i]);
+  return c >= 0x80 || std::isalnum(c) || c == '_';
+}
+
+size_t ws_len_before(std::string_view s, size_t end, size_t floor) {
+  size_t k = end;
+  while (k > floor && std::isspace(static_cast<unsigned char>(s[k - 1]))) --k;
+  return end - k;
+}
+
+// A piece of text or an added token id (id >= 0).
+struct Seg {
+  std::string_view text;
+  int32_t id = -1;
+};
+
+// Splits `text` on added tokens whose `normalized` flag equals `normalized` (leftmost-longest).
+void split_added(const TokenizerImpl& tk, bool normalized, std::string_view text, std::vector<Seg>* out) {
+  const std::vector<AddedToken>& added = tk.added;
+  size_t start = 0;  // first byte not yet emitted
+  size_t i = 0;
+  while (i < text.size()) {
+    if (!tk.added_first[static_cast<uint8_t>(text[i])]) { ++i; continue; }
+    const AddedToken* hit = nullptr;
+    for (const AddedToken& t : added) {
+      if (t.normalized != normalized || t.content[0] != text[i] || text.compare(i, t.content.size(), t.content) != 0)
+        continue;
+      size_t e = i + t.content.size();
+      if (t.single_word && ((i > 0 && is_word_byte(text, i - 1)) || (e < text.size() && is_word_byte(text, e))))
+        continue;
+      hit = &t;
+      break;
+    }
+    if (!hit) { ++i; continue; }
+    size_t b = i, e = i + hit->content.size();
+    if (hit->lstrip) b -= ws_len_before(text, b, start);
+    if (hit->rstrip)
+      while (e < text.size() && std::isspace(static_cast<unsigned char>(text[e]))) ++e;
+    if (b > start) out->push_back({text.substr(start, b - start), -1});
+    out->push_back({{}, hit->id});
+    start = i = e;
+  }
+  if (start < text.size()) out->push_back({text.substr(start), -1});
+}
+
+}  // namespace
+
+void TokenizerImpl::encode(std::string_view text, std::vector<int32_t>* out) const {
+  std::vector<Seg> raw;
+  split_added(*this, false, text, &raw);
+  std::vector<std::string> pieces, next;
+  std::vector<std::string_view> views;
+  for (const Seg& s : raw) {
+    if (s.id >= 0) { out->push_back(s.id); continue; }
+    std::string norm = nfc ? tok::nfc(s.text) : std::string(s.text);
+    std::vector<Seg> segs;
+    split_added(*this, true, norm, &segs);
+    for (const Seg& seg : segs) {
+      if (seg.id >= 0) { out->push_back(seg.id); continue; }
+      pieces.assign(1, std::string(seg.text));
+      for (const PreStep& st : steps) {
+        if (st.kind == PreStep::Kind::kByteLevel && !st.use_regex && !st.add_prefix_space) continue;  // no-op
+        next.clear();
+        for (std::string& p : pieces) {
+          views.clear();
+          if (st.kind == PreStep::Kind::kByteLevel && st.add_prefix_space && (p.empty() || p[0] != ' ')) {
+            std::string q(1, ' ');  // not p.insert(0, ...): GCC 12 emits a bogus -Wrestrict there
+            q += p;
+            p.swap(q);
+          }
+          switch (st.kind) {
+            case PreStep::Kind::kSplitRegex: regex_split(st.regex, p, &views); break;
+            case PreStep::Kind::kSplitLiteral: literal_split(st.literal, p, &views); break;
+            case PreStep::Kind::kDigits: digits_split(st.individual_digits, p, &views); break;
+            case PreStep::Kind::kByteLevel:
+              if (st.use_regex) regex_split(SplitRegex::kGpt2, p, &views);
+              else views.push_back(p);
+              break;
+          }
+          for (std::string_view v : views) next.emplace_back(v);
+        }
+        pieces.swap(next);
+      }
+      for (const std::string& p : pieces) {
+        if (p.size() > kCacheMaxPiece) { bpe(p, out); continue; }
+        {
+          std::lock_guard<std::mutex> lock(cache_mu);
+          auto it = cache.find(p);
+          if (it != cache.end()) { out->insert(out->end(), it->second.begin(), it->second.end()); continue; }
+        }
+        size_t before = out->size();
+        bpe(p, out);
+        std::lock_guard<std::mutex> lock(cache_mu);
+        if (cache.size() >= kCacheMaxEntries) cache.clear();
+        cache.emplace(p, std::vector<int32_t>(out->begin() + before, out->end()));
+      }
+    }
+  }
+}
+
+}  // namespace st::tok

@@ -1,0 +1,38 @@
+// Unicode helpers for the tokenizer: UTF-8 <-> code points, the categories the pre-tokenizer
+// regexes use (\p{L} and its subcategories, \p{M}, \p{N}, \s) and NFC normalization.
+// Tables come from tools/tok/gen_unicode_tables.py (Python's unicodedata).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace st::tok {
+
+enum class Cat : uint8_t { kOther = 0, kLu, kLl, kLt, kLm, kLo, kM, kN };
+
+Cat category(uint32_t cp);
+inline bool is_letter(Cat c) { return c >= Cat::kLu && c <= Cat::kLo; }
+inline bool is_letter(uint32_t cp) { return is_letter(category(cp)); }
+inline bool is_number(uint32_t cp) { return category(cp) == Cat::kN; }
+// Oniguruma's Unicode \s: U+0009..U+000D, U+0085 and general categories Zs, Zl, Zp.
+bool is_space(uint32_t cp);
+
+// Decodes UTF-8. Invalid bytes decode to U+FFFD one byte at a time (never fails);
+// `byte_offsets` (optional) receives the start offset of each code point plus a final end offset.
+std::vector<uint32_t> utf8_decode(std::string_view s, std::vector<size_t>* byte_offsets = nullptr);
+void utf8_append(uint32_t cp, std::string* out);
+// True if `s` is well-formed UTF-8.
+bool utf8_valid(std::string_view s);
+
+// Unicode Normalization Form C. Pure ASCII input is returned unchanged without table lookups.
+std::string nfc(std::string_view s);
+
+}  // namespace st::tok
+
+namespace st::tok {
+// Decodes bytes as UTF-8 the way Rust's String::from_utf8_lossy does: each maximal invalid
+// subsequence becomes one U+FFFD.
+std::string utf8_lossy(std::string_view s);
+}  // namespace st::tok

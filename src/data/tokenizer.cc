@@ -1,0 +1,146 @@
+#include "data/tokenizer.h"
+
+#include "core/file.h"
+#include "core/json.h"
+#include "data/detail/tokenizer_json.h"
+#include "data/detail/unicode.h"
+
+namespace st {
+
+Tokenizer::Tokenizer() = default;
+Tokenizer::~Tokenizer() = default;
+Tokenizer::Tokenizer(const Tokenizer&) = default;
+Tokenizer& Tokenizer::operator=(const Tokenizer&) = default;
+Tokenizer::Tokenizer(Tokenizer&&) noexcept = default;
+Tokenizer& Tokenizer::operator=(Tokenizer&&) noexcept = default;
+
+StatusOr<Tokenizer> Tokenizer::from_json(std::string_view json_text, const std::string& what) {
+  ASSIGN_OR_RETURN(Json j, parse_json(json_text, what));
+  Tokenizer t;
+  ASSIGN_OR_RETURN(t.impl_, tok::impl_from_json(j, what));
+  if (t.impl_->prefix.size() == 1) t.bos_ = t.impl_->prefix[0];
+  return t;
+}
+
+StatusOr<Tokenizer> Tokenizer::from_file(const std::string& path) {
+  ASSIGN_OR_RETURN(std::string text, read_file_to_string(path));
+  return from_json(text, path);
+}
+
+namespace {
+
+// bos_token / eos_token / pad_token in tokenizer_config.json: a string or {"content": ...}.
+std::string config_token(const Json& cfg, const char* key) {
+  if (!cfg.contains(key)) return "";
+  const Json& v = cfg[key];
+  if (v.is_string()) return v.get<std::string>();
+  if (v.is_object() && v.contains("content") && v["content"].is_string()) return v["content"].get<std::string>();
+  return "";
+}
+
+std::string config_template(const Json& cfg) {
+  if (!cfg.contains("chat_template")) return "";
+  const Json& v = cfg["chat_template"];
+  if (v.is_string()) return v.get<std::string>();
+  if (v.is_array())  // [{"name": "default", "template": ...}, ...]
+    for (const Json& e : v)
+      if (e.is_object() && e.value("name", "") == "default" && e.contains("template") && e["template"].is_string())
+        return e["template"].get<std::string>();
+  return "";
+}
+
+}  // namespace
+
+StatusOr<Tokenizer> Tokenizer::from_dir(const std::string& dir) {
+  ASSIGN_OR_RETURN(Tokenizer t, from_file(path_join(dir, "tokenizer.json")));
+  std::string cfg_path = path_join(dir, "tokenizer_config.json");
+  if (file_exists(cfg_path)) {
+    ASSIGN_OR_RETURN(Json cfg, read_json_file(cfg_path));
+    auto id_of = [&](const char* key, int32_t dflt) {
+      auto id = t.token_to_id(config_token(cfg, key));
+      return id ? *id : dflt;
+    };
+    t.bos_ = id_of("bos_token", t.bos_);
+    t.eos_ = id_of("eos_token", t.eos_);
+    t.pad_ = id_of("pad_token", t.pad_);
+    t.chat_template_ = config_template(cfg);
+  }
+  std::string gen_path = path_join(dir, "generation_config.json");
+  if (t.eos_ < 0 && file_exists(gen_path)) {
+    ASSIGN_OR_RETURN(Json gen, read_json_file(gen_path));
+    const Json& e = gen.value("eos_token_id", Json());
+    if (e.is_number_integer()) t.eos_ = e.get<int32_t>();
+    if (e.is_array() && !e.empty() && e[0].is_number_integer()) t.eos_ = e[0].get<int32_t>();
+  }
+  return t;
+}
+
+StatusOr<Tokenizer> Tokenizer::from_gguf_parts(const GgufTokenizerParts& parts) {
+  Tokenizer t;
+  ASSIGN_OR_RETURN(t.impl_, tok::impl_from_gguf(parts));
+  t.bos_ = parts.bos_id;
+  t.eos_ = parts.eos_id;
+  t.pad_ = parts.pad_id;
+  t.chat_template_ = parts.chat_template;
+  return t;
+}
+
+std::vector<int32_t> Tokenizer::encode(std::string_view text, AddSpecial add) const {
+  std::vector<int32_t> ids;
+  if (!impl_) return ids;
+  if (add == AddSpecial::kYes) ids = impl_->prefix;
+  impl_->encode(text, &ids);
+  if (add == AddSpecial::kYes) ids.insert(ids.end(), impl_->suffix.begin(), impl_->suffix.end());
+  return ids;
+}
+
+std::string Tokenizer::decode(std::span<const int32_t> ids, SkipSpecial skip) const {
+  // Like HF: runs of model tokens go through the ByteLevel decoder (lossy UTF-8 per run);
+  // added tokens are inserted verbatim between runs.
+  std::string out, bytes;
+  if (!impl_) return out;
+  for (int32_t id : ids) {
+    if (id < 0 || static_cast<size_t>(id) >= impl_->id_to_bytes.size()) continue;
+    if (skip == SkipSpecial::kYes && impl_->id_special[id]) continue;
+    if (impl_->id_added[id]) {
+      out += tok::utf8_lossy(bytes);
+      bytes.clear();
+      out += impl_->id_to_bytes[id];
+    } else {
+      bytes += impl_->id_to_bytes[id];
+    }
+  }
+  return out + tok::utf8_lossy(bytes);
+}
+
+int64_t Tokenizer::vocab_size() const { return impl_ ? static_cast<int64_t>(impl_->id_to_str.size()) : 0; }
+
+std::optional<int32_t> Tokenizer::token_to_id(std::string_view token) const {
+  if (!impl_ || token.empty()) return std::nullopt;
+  auto it = impl_->str_to_id.find(std::string(token));
+  if (it == impl_->str_to_id.end()) return std::nullopt;
+  return it->second;
+}
+
+const std::string& Tokenizer::id_to_token(int32_t id) const {
+  static const std::string kEmpty;
+  if (!impl_ || id < 0 || static_cast<size_t>(id) >= impl_->id_to_str.size()) return kEmpty;
+  return impl_->id_to_str[id];
+}
+
+bool Tokenizer::is_special(int32_t id) const {
+  return impl_ && id >= 0 && static_cast<size_t>(id) < impl_->id_special.size() && impl_->id_special[id];
+}
+
+int32_t Tokenizer::bos_id() const { return bos_; }
+int32_t Tokenizer::eos_id() const { return eos_; }
+int32_t Tokenizer::pad_id() const { return pad_; }
+const std::string& Tokenizer::chat_template() const { return chat_template_; }
+void Tokenizer::set_special_ids(int32_t bos, int32_t eos, int32_t pad) {
+  bos_ = bos;
+  eos_ = eos;
+  pad_ = pad;
+}
+void Tokenizer::set_chat_template(std::string tmpl) { chat_template_ = std::move(tmpl); }
+
+}  // namespace st

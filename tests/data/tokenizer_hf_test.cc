@@ -1,0 +1,99 @@
+// Oracle: HF `tokenizers` ids/decodes for fixture tokenizers that mimic Llama-3, Qwen2 (NFC),
+// SmolLM2 (Digits + ByteLevel regex), GPT-2 (prefix space, legacy "a b" merges) and tekken.
+// Regenerate with tools/tok/make_tokenizer_fixtures.py.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <fstream>
+#include <string>
+
+#include "core/json.h"
+#include "data/tokenizer.h"
+
+namespace st {
+namespace {
+
+std::string fixture(const std::string& name) { return std::string(ST_SOURCE_DIR) + "/tests/fixtures/tokenizers/" + name; }
+
+std::vector<int32_t> ids_of(const Json& j) { return j.get<std::vector<int32_t>>(); }
+
+class HfFixture : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(HfFixture, IdsAndDecodeMatch) {
+  auto tok = Tokenizer::from_file(fixture(GetParam()) + "/tokenizer.json");
+  ASSERT_TRUE(tok.ok()) << tok.status().to_string();
+  std::ifstream in(fixture(GetParam()) + "/expected.jsonl");
+  ASSERT_TRUE(in) << "missing expected.jsonl";
+  std::string line;
+  int n = 0, bad = 0;
+  while (std::getline(in, line)) {
+    auto j = parse_json(line, "expected.jsonl");
+    ASSERT_TRUE(j.ok());
+    std::string text = (*j)["text"];
+    auto got = tok->encode(text);
+    auto got_sp = tok->encode(text, AddSpecial::kYes);
+    bool ok = got == ids_of((*j)["ids"]) && got_sp == ids_of((*j)["ids_special"]) &&
+              tok->decode(got) == (*j)["decoded"].get<std::string>() &&
+              tok->decode(got, SkipSpecial::kYes) == (*j)["decoded_skip"].get<std::string>();
+    if (!ok && bad++ < 5) {
+      std::string g;
+      for (int32_t id : got) g += std::to_string(id) + " ";
+      ADD_FAILURE() << GetParam() << " text " << Json(text).dump() << "\n got " << g << "\n want " << (*j)["ids"].dump()
+                    << "\n decoded " << Json(tok->decode(got)).dump();
+    }
+    ++n;
+  }
+  EXPECT_GT(n, 300);
+  EXPECT_EQ(bad, 0) << bad << " of " << n << " texts differ";
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, HfFixture, ::testing::Values("llama3", "qwen2", "smollm2", "gpt2", "tekken"));
+
+TEST(Tokenizer, SpecialIdsAndLookups) {
+  auto tok = Tokenizer::from_file(fixture("llama3") + "/tokenizer.json");
+  ASSERT_TRUE(tok.ok());
+  auto bot = tok->token_to_id("<|begin_of_text|>");
+  ASSERT_TRUE(bot.has_value());
+  EXPECT_EQ(tok->bos_id(), *bot);  // from the TemplateProcessing post-processor
+  EXPECT_TRUE(tok->is_special(*bot));
+  EXPECT_EQ(tok->id_to_token(*bot), "<|begin_of_text|>");
+  EXPECT_FALSE(tok->token_to_id("no such token").has_value());
+  EXPECT_EQ(tok->decode(std::vector<int32_t>{-1, 1 << 30}), "");
+}
+
+TEST(Tokenizer, Throughput) {
+  auto tok = Tokenizer::from_file(fixture("qwen2") + "/tokenizer.json");
+  ASSERT_TRUE(tok.ok());
+  std::string text;
+  std::ifstream in(fixture("qwen2") + "/expected.jsonl");
+  std::string line;
+  while (std::getline(in, line)) text += (*parse_json(line, "x"))["text"].get<std::string>() + "\n";
+  while (text.size() < (4u << 20)) text += text;
+  auto t0 = std::chrono::steady_clock::now();
+  auto ids = tok->encode(text);
+  double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  double mbps = text.size() / 1e6 / s;
+  std::printf("encode: %.1f MB in %.3f s = %.1f MB/s (%zu ids)\n", text.size() / 1e6, s, mbps, ids.size());
+  EXPECT_GT(mbps, 2.0);
+}
+
+TEST(Tokenizer, RejectsBadFiles) {
+  auto bad_merge = Tokenizer::from_json(
+      R"({"model":{"type":"BPE","vocab":{"a":0,"b":1},"merges":["a b"]},"pre_tokenizer":{"type":"ByteLevel"}})", "t.json");
+  ASSERT_FALSE(bad_merge.ok());
+  EXPECT_NE(bad_merge.status().message().find("merge 0"), std::string::npos) << bad_merge.status().to_string();
+  auto bad_re = Tokenizer::from_json(
+      R"({"model":{"type":"BPE","vocab":{"a":0},"merges":[]},"pre_tokenizer":{"type":"Sequence","pretokenizers":[
+          {"type":"Split","pattern":{"Regex":"\\w+"},"behavior":"Isolated","invert":false},{"type":"ByteLevel"}]}})", "t.json");
+  ASSERT_FALSE(bad_re.ok());
+  EXPECT_EQ(bad_re.status().code(), StatusCode::kUnimplemented);
+  EXPECT_NE(bad_re.status().message().find("\\w+"), std::string::npos);
+  auto bad_norm = Tokenizer::from_json(
+      R"({"model":{"type":"BPE","vocab":{"a":0},"merges":[]},"normalizer":{"type":"NFKC"},"pre_tokenizer":{"type":"ByteLevel"}})", "t.json");
+  ASSERT_FALSE(bad_norm.ok());
+  EXPECT_NE(bad_norm.status().message().find("NFKC"), std::string::npos);
+  EXPECT_FALSE(Tokenizer::from_json("{not json", "t.json").ok());
+}
+
+}  // namespace
+}  // namespace st
