@@ -5,16 +5,95 @@
 #include <string>
 
 #include "backend/backend.h"
+#include "cli/suggest.h"
 
 namespace st {
 
-int cli_main(int argc, char** argv) {
-  if (argc >= 2 && (std::strcmp(argv[1], "--version") == 0 || std::strcmp(argv[1], "version") == 0)) {
-    std::printf("streamtune %s\nbackends: %s\n", ST_VERSION, compiled_backends().c_str());
-    return 0;
+// One line per subcommand (defined in cmd_<name>.cc).
+extern const CommandSpec kCmdTrain;
+extern const CommandSpec kCmdInitModel;
+
+namespace {
+
+// The dispatch table: order is the order of `streamtune --help`.
+const CommandSpec* const kCommands[] = {
+    &kCmdTrain,
+    &kCmdInitModel,
+};
+
+void print_overview(std::FILE* to) {
+  std::fprintf(to,
+               "usage: streamtune <command> [args]\n"
+               "       streamtune <command> --help\n"
+               "       streamtune --version\n\ncommands:\n");
+  for (const CommandSpec* c : kCommands) std::fprintf(to, "  %-12s %s\n", c->name, c->summary);
+}
+
+const CommandSpec* find_command(const std::string& name) {
+  for (const CommandSpec* c : kCommands) {
+    if (name == c->name) return c;
   }
-  std::fprintf(stderr, "usage: streamtune <command> [args]\n");
-  return 2;
+  return nullptr;
+}
+
+int unknown_command(const std::string& name) {
+  std::vector<std::string> names;
+  for (const CommandSpec* c : kCommands) names.push_back(c->name);
+  std::fprintf(stderr, "streamtune: error: unknown command '%s'%s\nsee 'streamtune --help'\n", name.c_str(),
+               did_you_mean(name, names).c_str());
+  return kExitUsage;
+}
+
+bool is_help(const std::string& a) { return a == "--help" || a == "-h"; }
+
+}  // namespace
+
+int usage_error(const CommandSpec& cmd, const std::string& msg) {
+  std::fprintf(stderr, "streamtune: error: %s\nsee 'streamtune %s --help'\n", msg.c_str(), cmd.name);
+  return kExitUsage;
+}
+
+int runtime_error(const Status& s) {
+  std::fprintf(stderr, "streamtune: error: %s\n", s.message().c_str());
+  return kExitRuntime;
+}
+
+int cli_main(int argc, char** argv) {
+  if (argc < 2) {
+    print_overview(stderr);
+    return kExitUsage;
+  }
+  const std::string first = argv[1];
+  if (first == "--version" || first == "version") {
+    std::printf("streamtune %s\nbackends: %s\n", ST_VERSION, compiled_backends().c_str());
+    return kExitOk;
+  }
+  if (is_help(first) || first == "help") {
+    if (first == "help" && argc >= 3) {
+      const CommandSpec* c = find_command(argv[2]);
+      if (!c) return unknown_command(argv[2]);
+      std::fputs(c->usage, stdout);
+      return kExitOk;
+    }
+    print_overview(stdout);
+    return kExitOk;
+  }
+  const CommandSpec* cmd = find_command(first);
+  if (!cmd) {
+    if (first.rfind("-", 0) == 0) {
+      std::fprintf(stderr, "streamtune: error: unknown option '%s'\nsee 'streamtune --help'\n", first.c_str());
+      return kExitUsage;
+    }
+    return unknown_command(first);
+  }
+  std::vector<std::string> args(argv + 2, argv + argc);
+  for (const std::string& a : args) {
+    if (is_help(a)) {
+      std::fputs(cmd->usage, stdout);
+      return kExitOk;
+    }
+  }
+  return cmd->run(args);
 }
 
 }  // namespace st

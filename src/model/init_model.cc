@@ -44,6 +44,7 @@ std::vector<HfTensorSpec> hf_tensor_list(const ModelConfig& c) {
       t.push_back({p + "self_attn.k_norm.weight", {D}, Init::kOnes});
     }
     t.push_back({p + "self_attn.o_proj.weight", {H, QD}});
+    if (c.o_proj_bias) t.push_back({p + "self_attn.o_proj.bias", {H}});
     t.push_back({p + "post_attention_layernorm.weight", {H}, Init::kOnes});
     t.push_back({p + "mlp.gate_proj.weight", {F, H}});
     t.push_back({p + "mlp.up_proj.weight", {F, H}});

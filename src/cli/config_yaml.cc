@@ -1,0 +1,523 @@
+#include "cli/config_yaml.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <limits>
+#include <set>
+#include <variant>
+
+#include "cli/suggest.h"
+#include "core/file.h"
+
+namespace st {
+namespace {
+
+// ---- the key table ---------------------------------------------------------------------------
+
+using Member = std::variant<std::string TrainConfig::*, int64_t TrainConfig::*, uint64_t TrainConfig::*,
+                            double TrainConfig::*, bool TrainConfig::*, std::vector<DatasetSpec> TrainConfig::*,
+                            std::vector<std::string> TrainConfig::*>;
+
+enum class StrKind { kPlain, kPath, kByteSize };
+
+struct Field {
+  const char* name;
+  Member member;
+  std::vector<std::string> choices = {};  // strings: allowed values (empty = any)
+  StrKind str_kind = StrKind::kPlain;
+  double lo = -std::numeric_limits<double>::infinity();  // numbers: inclusive bounds
+  double hi = std::numeric_limits<double>::infinity();
+  bool lo_open = false, hi_open = false;  // exclusive bound
+};
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+const std::vector<Field>& fields() {
+  using C = TrainConfig;
+  static const std::vector<Field> kFields = {
+      {"base_model", &C::base_model, {}, StrKind::kPath},
+      {"dtype", &C::dtype, {"bfloat16", "float32"}},
+      {"device", &C::device, {"auto", "cpu", "cuda"}},
+      {"datasets", &C::datasets},
+      {"sequence_len", &C::sequence_len, {}, StrKind::kPlain, 1},
+      {"shuffle", &C::shuffle},
+      {"sample_packing", &C::sample_packing},
+      {"train_on_inputs", &C::train_on_inputs},
+      {"chat_template", &C::chat_template, {"", "chatml", "llama3", "mistral"}},
+      {"val_set_size", &C::val_set_size, {}, StrKind::kPlain, 0},
+      {"eval_datasets", &C::eval_datasets},
+      {"eval_steps", &C::eval_steps, {}, StrKind::kPlain, 0},
+      {"adapter", &C::adapter, {"lora", "qlora"}},
+      {"lora_r", &C::lora_r, {}, StrKind::kPlain, 1},
+      {"lora_alpha", &C::lora_alpha, {}, StrKind::kPlain, 0, kInf, true},
+      {"lora_dropout", &C::lora_dropout, {}, StrKind::kPlain, 0, 1, false, true},
+      {"lora_target_modules", &C::lora_target_modules},
+      {"lora_model_dir", &C::lora_model_dir, {}, StrKind::kPath},
+      {"learning_rate", &C::learning_rate, {}, StrKind::kPlain, 0, kInf, true},
+      {"lr_scheduler", &C::lr_scheduler, {"constant", "linear", "cosine"}},
+      {"warmup_steps", &C::warmup_steps, {}, StrKind::kPlain, 0},
+      {"weight_decay", &C::weight_decay, {}, StrKind::kPlain, 0},
+      {"adam_beta1", &C::adam_beta1, {}, StrKind::kPlain, 0, 1, false, true},
+      {"adam_beta2", &C::adam_beta2, {}, StrKind::kPlain, 0, 1, false, true},
+      {"adam_epsilon", &C::adam_epsilon, {}, StrKind::kPlain, 0, kInf, true},
+      {"max_grad_norm", &C::max_grad_norm, {}, StrKind::kPlain, 0},
+      {"micro_batch_size", &C::micro_batch_size, {}, StrKind::kPlain, 1},
+      {"gradient_accumulation_steps", &C::gradient_accumulation_steps, {}, StrKind::kPlain, 1},
+      {"max_steps", &C::max_steps, {}, StrKind::kPlain, 0},
+      {"num_epochs", &C::num_epochs, {}, StrKind::kPlain, 1},
+      {"seed", &C::seed},
+      {"output_dir", &C::output_dir, {}, StrKind::kPath},
+      {"save_steps", &C::save_steps, {}, StrKind::kPlain, 0},
+      {"save_total_limit", &C::save_total_limit, {}, StrKind::kPlain, 0},
+      {"resume_from_checkpoint", &C::resume_from_checkpoint, {}, StrKind::kPath},
+      {"logging_steps", &C::logging_steps, {}, StrKind::kPlain, 1},
+      {"stream", &C::stream, {"off", "ram", "disk"}},
+      {"stream_buffers", &C::stream_buffers, {}, StrKind::kPlain, 2},
+      {"vram_budget", &C::vram_budget, {}, StrKind::kByteSize},
+      {"cache_dir", &C::cache_dir, {}, StrKind::kPath},
+  };
+  return kFields;
+}
+
+const Field* find_field(const std::string& key) {
+  for (const Field& f : fields()) {
+    if (key == f.name) return &f;
+  }
+  return nullptr;
+}
+
+const std::vector<std::string> kDatasetTypes = {"tokenized", "text", "prompt_completion", "messages"};
+const std::vector<std::string> kLoraModules = {"q_proj", "k_proj", "v_proj", "o_proj",
+                                               "gate_proj", "up_proj", "down_proj"};
+
+// ---- where a value came from -----------------------------------------------------------------
+
+// One value to assign: a YAML node (file) or an override string (command line).
+struct Input {
+  const YAML::Node* node = nullptr;  // null for overrides
+  std::string scalar;                // the text (YAML scalar or override value)
+  std::string where;                 // "cfg.yaml:12:3" or "--lr=3"
+  std::string base_dir;              // for relative paths; "" = keep as written
+  std::string what;                  // the YAML file name (for marks of nested nodes)
+};
+
+std::string mark_str(const std::string& what, const YAML::Mark& m) {
+  return Str() << what << ":" << (m.line + 1) << ":" << (m.column + 1);
+}
+
+Status bad(const Input& in, const std::string& key, const std::string& problem) {
+  return InvalidArgument(Str() << in.where << ": key '" << key << "': " << problem);
+}
+
+std::string lower(std::string s) {
+  for (char& ch : s) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  return s;
+}
+
+std::string join(const std::vector<std::string>& v, const char* sep = ", ") {
+  std::string out;
+  for (const std::string& s : v) out += (out.empty() ? "" : sep) + (s.empty() ? std::string("\"\"") : s);
+  return out;
+}
+
+// ---- scalar parsing --------------------------------------------------------------------------
+
+std::optional<bool> parse_bool(const std::string& s) {
+  const std::string l = lower(s);
+  if (l == "true" || l == "yes" || l == "on" || l == "1") return true;
+  if (l == "false" || l == "no" || l == "off" || l == "0") return false;
+  return std::nullopt;
+}
+
+template <typename T>
+std::optional<T> parse_integer(const std::string& s) {
+  T v{};
+  const char* b = s.data();
+  const char* e = b + s.size();
+  if (b != e && *b == '+') ++b;
+  auto [p, ec] = std::from_chars(b, e, v);
+  if (ec != std::errc() || p != e || b == e) return std::nullopt;
+  return v;
+}
+
+std::optional<double> parse_real(const std::string& s) {
+  if (s.empty()) return std::nullopt;
+  char* end = nullptr;
+  const double v = std::strtod(s.c_str(), &end);
+  if (end != s.c_str() + s.size() || !std::isfinite(v)) return std::nullopt;
+  return v;
+}
+
+std::string resolve_path(const std::string& p, const std::string& base_dir) {
+  if (p.empty()) return p;
+  if (p == "~" || p.rfind("~/", 0) == 0) {
+    const char* home = std::getenv("HOME");
+    if (home) return std::string(home) + p.substr(1);
+  }
+  if (p[0] == '/' || base_dir.empty()) return p;
+  return std::filesystem::path(path_join(base_dir, p)).lexically_normal().string();
+}
+
+Status check_range(const Input& in, const Field& f, double v) {
+  const bool lo_ok = f.lo_open ? v > f.lo : v >= f.lo;
+  const bool hi_ok = f.hi_open ? v < f.hi : v <= f.hi;
+  if (lo_ok && hi_ok) return Status::OK();
+  Str want;
+  if (std::isinf(f.hi)) {
+    want << (f.lo_open ? "> " : ">= ") << f.lo;
+  } else {
+    want << "in " << (f.lo_open ? "(" : "[") << f.lo << ", " << f.hi << (f.hi_open ? ")" : "]");
+  }
+  return bad(in, f.name, Str() << "must be " << want.str() << ", got " << in.scalar);
+}
+
+Status set_string(const Input& in, const Field& f, std::string& dst) {
+  std::string v = in.scalar;
+  if (!f.choices.empty()) {
+    const std::string l = lower(v);
+    if (std::find(f.choices.begin(), f.choices.end(), l) == f.choices.end()) {
+      // Aliases a user is likely to type for the dtype.
+      if (std::string(f.name) == "dtype" && (l == "bf16" || l == "fp32" || l == "f32")) {
+        dst = l == "bf16" ? "bfloat16" : "float32";
+        return Status::OK();
+      }
+      return bad(in, f.name, Str() << "'" << v << "' is not one of: " << join(f.choices));
+    }
+    v = l;
+  }
+  if (f.str_kind == StrKind::kByteSize && !v.empty() && !parse_byte_size(v).ok()) {
+    return bad(in, f.name, Str() << "'" << v << "' is not a size (e.g. 4GiB, 512MB, or bytes)");
+  }
+  if (f.str_kind == StrKind::kPath) {
+    // resume_from_checkpoint also takes true/false ("latest in output_dir" / "no").
+    if (std::string(f.name) == "resume_from_checkpoint" && parse_bool(v).has_value() && v != "0" && v != "1") {
+      dst = *parse_bool(v) ? "true" : "";
+      return Status::OK();
+    }
+    v = resolve_path(v, in.base_dir);
+  }
+  dst = v;
+  return Status::OK();
+}
+
+Status set_datasets(const Input& in, const Field& f, std::vector<DatasetSpec>& dst);
+Status set_modules(const Input& in, const Field& f, std::vector<std::string>& dst);
+
+bool is_null(const Input& in) { return in.node && in.node->IsNull(); }
+
+Status set_field(const Input& in, const Field& f, TrainConfig& cfg) {
+  const bool list_field = std::holds_alternative<std::vector<DatasetSpec> TrainConfig::*>(f.member) ||
+                          std::holds_alternative<std::vector<std::string> TrainConfig::*>(f.member);
+  if (in.node && !list_field && !in.node->IsScalar() && !in.node->IsNull()) {
+    return bad(in, f.name, "expected a single value, got a list or mapping");
+  }
+  return std::visit(
+      [&](auto ptr) -> Status {
+        using T = std::remove_reference_t<decltype(cfg.*ptr)>;
+        T& dst = cfg.*ptr;
+        if constexpr (std::is_same_v<T, std::string>) {
+          if (is_null(in)) {
+            dst.clear();
+            return Status::OK();
+          }
+          return set_string(in, f, dst);
+        } else if constexpr (std::is_same_v<T, std::vector<DatasetSpec>>) {
+          return set_datasets(in, f, dst);
+        } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
+          return set_modules(in, f, dst);
+        } else if constexpr (std::is_same_v<T, bool>) {
+          auto v = parse_bool(in.scalar);
+          if (!v || is_null(in)) return bad(in, f.name, Str() << "expected true or false, got '" << in.scalar << "'");
+          dst = *v;
+          return Status::OK();
+        } else if constexpr (std::is_same_v<T, double>) {
+          auto v = parse_real(in.scalar);
+          if (!v || is_null(in)) return bad(in, f.name, Str() << "expected a number, got '" << in.scalar << "'");
+          RETURN_IF_ERROR(check_range(in, f, *v));
+          dst = *v;
+          return Status::OK();
+        } else {
+          auto v = parse_integer<T>(in.scalar);
+          if (!v || is_null(in)) {
+            return bad(in, f.name, Str() << "expected " << (std::is_signed_v<T> ? "an integer" : "a non-negative integer")
+                                         << ", got '" << in.scalar << "'");
+          }
+          RETURN_IF_ERROR(check_range(in, f, static_cast<double>(*v)));
+          dst = *v;
+          return Status::OK();
+        }
+      },
+      f.member);
+}
+
+// ---- list values -----------------------------------------------------------------------------
+
+Status set_one_dataset(const Input& in, const YAML::Node& item, const std::string& key, DatasetSpec& ds) {
+  if (item.IsScalar()) {  // "- data.jsonl": a path with the default type
+    ds.path = resolve_path(item.Scalar(), in.base_dir);
+    return Status::OK();
+  }
+  if (!item.IsMap()) return bad(in, key, "each entry must be a mapping {path, type} or a path");
+  for (const auto& kv : item) {
+    const std::string k = kv.first.Scalar();
+    const std::string where = mark_str(in.what, kv.first.Mark());
+    if (!kv.second.IsScalar()) return InvalidArgument(Str() << where << ": " << key << "." << k << ": expected a string");
+    if (k == "path") {
+      ds.path = resolve_path(kv.second.Scalar(), in.base_dir);
+    } else if (k == "type") {
+      ds.type = lower(kv.second.Scalar());
+      if (std::find(kDatasetTypes.begin(), kDatasetTypes.end(), ds.type) == kDatasetTypes.end()) {
+        return InvalidArgument(Str() << where << ": " << key << ".type: '" << kv.second.Scalar()
+                                     << "' is not one of: " << join(kDatasetTypes));
+      }
+    } else {
+      return InvalidArgument(Str() << where << ": unknown dataset key '" << k << "' in " << key
+                                   << did_you_mean(k, {"path", "type"}) << " (known: path, type)");
+    }
+  }
+  if (ds.path.empty()) return bad(in, key, "a dataset entry has no 'path'");
+  return Status::OK();
+}
+
+Status set_datasets(const Input& in, const Field& f, std::vector<DatasetSpec>& dst) {
+  if (!in.node) return bad(in, f.name, "is a list; set it in the YAML file, not on the command line");
+  dst.clear();
+  if (in.node->IsNull()) return Status::OK();
+  if (!in.node->IsSequence()) return bad(in, f.name, "expected a list of {path, type} entries");
+  for (const auto& item : *in.node) {
+    DatasetSpec ds;
+    RETURN_IF_ERROR(set_one_dataset(in, item, f.name, ds));
+    dst.push_back(std::move(ds));
+  }
+  return Status::OK();
+}
+
+Status set_modules(const Input& in, const Field& f, std::vector<std::string>& dst) {
+  std::vector<std::string> names;
+  if (in.node && in.node->IsSequence()) {
+    for (const auto& item : *in.node) {
+      if (!item.IsScalar()) return bad(in, f.name, "expected a list of module names");
+      names.push_back(item.Scalar());
+    }
+  } else if (!in.node || in.node->IsScalar()) {  // comma form: "q_proj,v_proj"
+    std::string cur;
+    for (char ch : in.scalar + ",") {
+      if (ch == ',') {
+        if (!cur.empty()) names.push_back(cur);
+        cur.clear();
+      } else if (!std::isspace(static_cast<unsigned char>(ch))) {
+        cur += ch;
+      }
+    }
+  } else {
+    return bad(in, f.name, "expected a list of module names or a comma-separated string");
+  }
+  dst.clear();
+  for (const std::string& n : names) {
+    if (n == "all-linear" || n == "all_linear") {
+      for (const std::string& m : kLoraModules) dst.push_back(m);
+      continue;
+    }
+    if (std::find(kLoraModules.begin(), kLoraModules.end(), n) == kLoraModules.end()) {
+      return bad(in, f.name, Str() << "unknown module '" << n << "'" << did_you_mean(n, kLoraModules)
+                                   << " (known: " << join(kLoraModules) << ", all-linear)");
+    }
+    if (std::find(dst.begin(), dst.end(), n) == dst.end()) dst.push_back(n);
+  }
+  if (dst.empty()) return bad(in, f.name, "needs at least one module");
+  return Status::OK();
+}
+
+// ---- LoRA variants we refuse by name ---------------------------------------------------------
+
+const std::vector<std::string> kVariantFlagKeys = {"use_dora", "lora_use_dora", "peft_use_dora",
+                                                   "use_rslora", "lora_use_rslora", "peft_use_rslora"};
+const std::vector<std::string> kInitKeys = {"lora_init", "init_lora_weights", "lora_init_weights",
+                                            "peft_init_lora_weights"};
+const std::vector<std::string> kOtherAdapters = {"dora", "vera", "loha", "lokr", "ia3", "adalora", "oft", "boft",
+                                                 "prefix_tuning", "prompt_tuning", "p_tuning", "fourierft"};
+
+// Returns true (with `st` set) when `key` is one of the variant keys. A variant key that asks
+// for plain LoRA (use_dora: false, peft_type: lora, lora_init: true) is accepted as a no-op.
+bool check_variant_key(const std::string& key, const Input& in, Status* st) {
+  const std::string v = lower(in.scalar);
+  const bool in_flags = std::find(kVariantFlagKeys.begin(), kVariantFlagKeys.end(), key) != kVariantFlagKeys.end();
+  const bool in_init = std::find(kInitKeys.begin(), kInitKeys.end(), key) != kInitKeys.end();
+  *st = Status::OK();
+  if (in_flags) {
+    auto b = parse_bool(v);
+    const char* what = key.find("rslora") != std::string::npos ? "rsLoRA" : "DoRA";
+    if (!b) *st = bad(in, key, Str() << "expected true or false, got '" << in.scalar << "'");
+    else if (*b) *st = Unimplemented(Str() << in.where << ": key '" << key << "': " << what << " is not supported (plain LoRA only)");
+    return true;
+  }
+  if (in_init) {
+    if (v != "true" && v != "default" && v != "kaiming" && !in.scalar.empty()) {
+      *st = Unimplemented(Str() << in.where << ": key '" << key << "': LoRA initialisation '" << in.scalar
+                                << "' is not supported (only the default: Kaiming-uniform A, zero B)");
+    }
+    return true;
+  }
+  if (key == "peft_type" || key == "lora_type" || key == "adapter_type") {
+    if (v != "lora") {
+      *st = Unimplemented(Str() << in.where << ": key '" << key << "': adapter type '" << in.scalar
+                                << "' is not supported (LoRA only)");
+    }
+    return true;
+  }
+  if (key == "adapter" && std::find(kOtherAdapters.begin(), kOtherAdapters.end(), v) != kOtherAdapters.end()) {
+    *st = Unimplemented(Str() << in.where << ": key 'adapter': '" << in.scalar << "' is not supported (lora, qlora)");
+    return true;
+  }
+  return false;
+}
+
+Status unknown_key(const std::string& key, const std::string& where) {
+  const std::vector<std::string> keys = train_config_keys();
+  std::string hint = did_you_mean(key, keys);
+  if (hint.empty()) hint = " (closest known key: '" + closest_match(key, keys) + "'; all keys are listed in README.md)";
+  return InvalidArgument(Str() << where << ": unknown key '" << key << "'" << hint);
+}
+
+Status apply_input(const std::string& key, const Input& in, TrainConfig& cfg) {
+  Status st;
+  if (check_variant_key(key, in, &st)) return st;
+  const Field* f = find_field(key);
+  if (!f) return unknown_key(key, in.where);
+  return set_field(in, *f, cfg);
+}
+
+std::string yaml_base_dir(const std::string& path) {
+  std::error_code ec;
+  auto abs = std::filesystem::absolute(path, ec);
+  if (ec) return path_dirname(path);
+  return abs.parent_path().string();
+}
+
+}  // namespace
+
+StatusOr<TrainConfig> parse_train_config_yaml(const std::string& yaml_text, const std::string& what,
+                                              const std::string& base_dir) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(yaml_text);
+  } catch (const YAML::Exception& e) {
+    return InvalidArgument(Str() << mark_str(what, e.mark) << ": malformed YAML: " << e.msg);
+  }
+  TrainConfig cfg;
+  if (root.IsNull()) return cfg;
+  if (!root.IsMap()) return InvalidArgument(Str() << what << ": expected a mapping of 'key: value' lines at the top level");
+  try {
+    std::set<std::string> seen;
+    for (const auto& kv : root) {
+      const std::string where = mark_str(what, kv.first.Mark());
+      if (!kv.first.IsScalar()) return InvalidArgument(Str() << where << ": keys must be plain names");
+      const std::string key = kv.first.Scalar();
+      if (!seen.insert(key).second) return InvalidArgument(Str() << where << ": key '" << key << "' is set twice");
+      Input in{&kv.second, kv.second.IsScalar() ? kv.second.Scalar() : "", where, base_dir, what};
+      RETURN_IF_ERROR(apply_input(key, in, cfg));
+    }
+  } catch (const YAML::Exception& e) {  // should not happen with the checks above; keep it inside
+    return InvalidArgument(Str() << mark_str(what, e.mark) << ": " << e.msg);
+  }
+  return cfg;
+}
+
+Status apply_train_override(TrainConfig& cfg, const std::string& arg) {
+  if (arg.rfind("--", 0) != 0 || arg.size() == 2) {
+    return InvalidArgument(Str() << "unexpected argument '" << arg << "' (overrides are --key=value)");
+  }
+  const size_t eq = arg.find('=');
+  std::string key = arg.substr(2, eq == std::string::npos ? std::string::npos : eq - 2);
+  std::replace(key.begin(), key.end(), '-', '_');
+  Input in{nullptr, eq == std::string::npos ? "" : arg.substr(eq + 1), arg, "", ""};
+  if (eq == std::string::npos) {
+    const Field* f = find_field(key);
+    if (f && !std::holds_alternative<bool TrainConfig::*>(f->member)) {
+      return InvalidArgument(Str() << arg << ": key '" << key << "' needs a value (--" << key << "=...)");
+    }
+    in.scalar = "true";
+  }
+  return apply_input(key, in, cfg);
+}
+
+Status validate_train_config(const TrainConfig& cfg) {
+  if (cfg.base_model.empty()) return InvalidArgument("missing required key 'base_model'");
+  if (cfg.datasets.empty()) return InvalidArgument("missing required key 'datasets' (a list of {path, type})");
+  if (cfg.output_dir.empty()) return InvalidArgument("key 'output_dir' must not be empty");
+  return Status::OK();
+}
+
+StatusOr<TrainConfig> load_train_config(const std::string& path, const std::vector<std::string>& overrides) {
+  ASSIGN_OR_RETURN(std::string text, read_file_to_string(path), "reading config " << path);
+  ASSIGN_OR_RETURN(TrainConfig cfg, parse_train_config_yaml(text, path, yaml_base_dir(path)));
+  for (const std::string& o : overrides) RETURN_IF_ERROR(apply_train_override(cfg, o));
+  RETURN_IF_ERROR(validate_train_config(cfg), path);
+  return cfg;
+}
+
+std::string train_config_to_yaml(const TrainConfig& cfg) {
+  YAML::Emitter out;
+  out << YAML::BeginMap;
+  for (const Field& f : fields()) {
+    out << YAML::Key << f.name << YAML::Value;
+    std::visit(
+        [&](auto ptr) {
+          using T = std::remove_cv_t<std::remove_reference_t<decltype(cfg.*ptr)>>;
+          const T& v = cfg.*ptr;
+          if constexpr (std::is_same_v<T, std::vector<DatasetSpec>>) {
+            out << YAML::BeginSeq;
+            for (const DatasetSpec& d : v) {
+              out << YAML::BeginMap << YAML::Key << "path" << YAML::Value << d.path << YAML::Key << "type"
+                  << YAML::Value << d.type << YAML::EndMap;
+            }
+            out << YAML::EndSeq;
+          } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
+            out << YAML::Flow << v;
+          } else if constexpr (std::is_same_v<T, double>) {
+            char buf[64];
+            auto r = std::to_chars(buf, buf + sizeof buf, v);  // shortest text that reads back exactly
+            out << std::string(buf, r.ptr);
+          } else if constexpr (std::is_same_v<T, bool>) {
+            out << (v ? "true" : "false");
+          } else if constexpr (std::is_same_v<T, std::string>) {
+            out << YAML::DoubleQuoted << v;
+          } else {
+            out << std::to_string(v);
+          }
+        },
+        f.member);
+  }
+  out << YAML::EndMap;
+  return std::string(out.c_str()) + "\n";
+}
+
+std::vector<std::string> train_config_keys() {
+  std::vector<std::string> out;
+  for (const Field& f : fields()) out.push_back(f.name);
+  return out;
+}
+
+StatusOr<uint64_t> parse_byte_size(const std::string& s) {
+  size_t i = 0;
+  while (i < s.size() && (std::isdigit(static_cast<unsigned char>(s[i])) || s[i] == '.')) ++i;
+  auto num = parse_real(s.substr(0, i));
+  std::string unit = lower(s.substr(i));
+  unit.erase(std::remove(unit.begin(), unit.end(), ' '), unit.end());
+  static const std::vector<std::pair<std::string, double>> kUnits = {
+      {"", 1},         {"b", 1},          {"kb", 1e3},        {"mb", 1e6},        {"gb", 1e9},
+      {"tb", 1e12},    {"kib", 1024.0},   {"mib", 1048576.0}, {"gib", 1073741824.0}, {"tib", 1099511627776.0},
+      {"k", 1024.0},   {"m", 1048576.0},  {"g", 1073741824.0}};
+  for (const auto& [name, mult] : kUnits) {
+    if (num && unit == name && *num * mult < 1.8e19) return static_cast<uint64_t>(*num * mult);
+  }
+  return InvalidArgument(Str() << "'" << s << "' is not a byte size (e.g. 4GiB, 512MB, 123456)");
+}
+
+}  // namespace st
