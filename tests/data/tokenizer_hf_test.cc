@@ -74,7 +74,7 @@ TEST(Tokenizer, Throughput) {
   double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   double mbps = text.size() / 1e6 / s;
   std::printf("encode: %.1f MB in %.3f s = %.1f MB/s (%zu ids)\n", text.size() / 1e6, s, mbps, ids.size());
-  EXPECT_GT(mbps, 2.0);
+  EXPECT_GT(mbps, 1.0);  // ~3.5 MB/s on this multilingual text on an idle core; margin for loaded CI
 }
 
 TEST(Tokenizer, RejectsBadFiles) {

@@ -7,6 +7,8 @@ Tables (all sorted by code point, for binary search):
   kDecomp      {cp, off, len} full canonical decomposition (Hangul syllables excluded: algorithmic)
   kDecompData  flat code points referenced by kDecomp
   kCompose     {first, second, composite} primary composites (NFC recomposition pairs), sorted by (first, second)
+  kNfcFlag     {lo, hi, 1}   code points that may change under NFC or interact with neighbours: nonzero
+                             combining class, NFC(c) != c, or second element of a composition (incl. Hangul V/T)
 Usage: python3 tools/tok/gen_unicode_tables.py > src/data/detail/unicode_tables.inc
 """
 import sys
@@ -73,6 +75,19 @@ def main():
     w("static const ComposeEntry kCompose[] = {\n")
     for a, b, c in compose:
         w("{0x%X,0x%X,0x%X},\n" % (a, b, c))
+    w("};\n")
+    seconds = {b for _, b, _ in compose}
+    seconds.update(range(0x1161, 0x1176))  # Hangul V jamo
+    seconds.update(range(0x11A8, 0x11C3))  # Hangul T jamo
+
+    def flag(cp):
+        if 0xD800 <= cp <= 0xDFFF:
+            return 0
+        ch = chr(cp)
+        return 1 if (ud.combining(ch) or ud.normalize("NFC", ch) != ch or cp in seconds) else 0
+    w("static const CatRange kNfcFlag[] = {\n")
+    for lo, hi, c in ranges(flag):
+        w("{0x%X,0x%X,%d},\n" % (lo, hi, c))
     w("};\n")
 
 

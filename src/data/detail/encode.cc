@@ -16,10 +16,26 @@ bool is_word_byte(std::string_view s, size_t i) {
   return c >= 0x80 || std::isalnum(c) || c == '_';
 }
 
+// Byte length of the Unicode whitespace run ending at `end` (not crossing `floor`).
 size_t ws_len_before(std::string_view s, size_t end, size_t floor) {
-  size_t k = end;
-  while (k > floor && std::isspace(static_cast<unsigned char>(s[k - 1]))) --k;
-  return end - k;
+  std::vector<size_t> offs;
+  std::vector<uint32_t> cps = utf8_decode(s.substr(floor, end - floor), &offs);
+  size_t k = cps.size();
+  while (k > 0 && is_space(cps[k - 1])) --k;
+  return end - (floor + offs[k]);
+}
+
+// Byte length of the Unicode whitespace run starting at `begin`.
+size_t ws_len_after(std::string_view s, size_t begin) {
+  size_t e = begin;
+  while (e < s.size()) {
+    size_t n = 1;
+    while (n < 4 && e + n < s.size() && (static_cast<uint8_t>(s[e + n]) & 0xC0) == 0x80) ++n;
+    std::vector<uint32_t> cp = utf8_decode(s.substr(e, n));
+    if (cp.size() != 1 || !is_space(cp[0])) break;
+    e += n;
+  }
+  return e - begin;
 }
 
 // A piece of text or an added token id (id >= 0).
@@ -48,8 +64,7 @@ void split_added(const TokenizerImpl& tk, bool normalized, std::string_view text
     if (!hit) { ++i; continue; }
     size_t b = i, e = i + hit->content.size();
     if (hit->lstrip) b -= ws_len_before(text, b, start);
-    if (hit->rstrip)
-      while (e < text.size() && std::isspace(static_cast<unsigned char>(text[e]))) ++e;
+    if (hit->rstrip) e += ws_len_after(text, e);
     if (b > start) out->push_back({text.substr(start, b - start), -1});
     out->push_back({{}, hit->id});
     start = i = e;

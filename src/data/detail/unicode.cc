@@ -147,12 +147,13 @@ bool utf8_valid(std::string_view s) {
   return true;
 }
 
-std::string nfc(std::string_view s) {
-  bool ascii = std::all_of(s.begin(), s.end(), [](char c) { return static_cast<uint8_t>(c) < 0x80; });
-  if (ascii) return std::string(s);
+namespace {
+
+// NFC of a region that starts at a starter and ends before an unflagged char.
+void nfc_region(const std::vector<uint32_t>& cps, std::string* r) {
   // 1. Full canonical decomposition.
   std::vector<uint32_t> d;
-  for (uint32_t cp : utf8_decode(s)) decompose(cp, &d);
+  for (uint32_t cp : cps) decompose(cp, &d);
   // 2. Canonical ordering: stable sort of each run of non-starters by combining class.
   for (size_t i = 0; i < d.size();) {
     if (ccc(d[i]) == 0) { ++i; continue; }
@@ -165,12 +166,11 @@ std::string nfc(std::string_view s) {
   std::vector<uint32_t> out;
   out.reserve(d.size());
   long starter = -1;
-  int last_ccc = -1;
+  int last_ccc = -1;  // -1: the starter is immediately before the current char
   for (uint32_t cp : d) {
     int c = ccc(cp);
     if (starter >= 0) {
       bool blocked = last_ccc != -1 && (last_ccc == 0 || last_ccc >= c);
-      // last_ccc == -1 means the starter is immediately before cp.
       if (!blocked) {
         uint32_t comp = compose_pair(out[starter], cp);
         if (comp) { out[starter] = comp; continue; }
@@ -180,9 +180,36 @@ std::string nfc(std::string_view s) {
     else { last_ccc = c; }
     out.push_back(cp);
   }
+  for (uint32_t cp : out) utf8_append(cp, r);
+}
+
+}  // namespace
+
+std::string nfc(std::string_view s) {
+  bool ascii = std::all_of(s.begin(), s.end(), [](char c) { return static_cast<uint8_t>(c) < 0x80; });
+  if (ascii) return std::string(s);
+  // Only regions around flagged chars (see kNfcFlag) can change. A region runs from the last
+  // unflagged char (a starter that nothing before it composes with) to the next unflagged one.
+  std::vector<size_t> offs;
+  std::vector<uint32_t> cps = utf8_decode(s, &offs);
   std::string r;
   r.reserve(s.size());
-  for (uint32_t cp : out) utf8_append(cp, &r);
+  size_t done = 0;       // code points before `done` are emitted
+  size_t last_safe = 0;  // index of the last unflagged code point at or after `done`
+  std::vector<uint32_t> region;
+  for (size_t i = 0; i < cps.size();) {
+    if (cps[i] < 0x300 || !range_lookup(kNfcFlag, cps[i])) { last_safe = i++; continue; }
+    size_t start = std::max(done, last_safe);
+    size_t end = i;
+    while (end < cps.size() && (cps[end] >= 0x300 && range_lookup(kNfcFlag, cps[end]))) ++end;
+    r.append(s.substr(offs[done], offs[start] - offs[done]));
+    region.assign(cps.begin() + start, cps.begin() + end);
+    nfc_region(region, &r);
+    done = end;
+    last_safe = end;
+    i = end;
+  }
+  r.append(s.substr(offs[done]));
   return r;
 }
 

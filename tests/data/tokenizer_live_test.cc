@@ -1,0 +1,62 @@
+// Live oracle: random strings from tools/tok/live_check.py, tokenized by HF `tokenizers` at test
+// time, compared id-for-id with ours for every fixture tokenizer; NFC compared with Python's.
+// Fails (never skips) when python3 or the `tokenizers` package is missing.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <string>
+
+#include "core/json.h"
+#include "data/detail/unicode.h"
+#include "data/tokenizer.h"
+
+namespace st {
+namespace {
+
+TEST(TokenizerLive, MatchesHfOnRandomStrings) {
+  const std::string root = ST_SOURCE_DIR;
+  const long seed = std::chrono::system_clock::now().time_since_epoch().count() % 1000000;
+  std::string cmd = "python3 " + root + "/tools/tok/live_check.py " + std::to_string(seed) + " 400 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  ASSERT_NE(p, nullptr) << "cannot run " << cmd;
+  std::string out;
+  char buf[65536];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  int rc = pclose(p);
+  ASSERT_EQ(rc, 0) << "live_check.py failed (python3 with the `tokenizers` package is required; run "
+                      "tools/install_deps.sh):\n" << out.substr(0, 2000);
+
+  std::map<std::string, Tokenizer> toks;
+  for (const char* name : {"llama3", "qwen2", "smollm2", "gpt2", "tekken"}) {
+    auto t = Tokenizer::from_file(root + "/tests/fixtures/tokenizers/" + name + "/tokenizer.json");
+    ASSERT_TRUE(t.ok()) << t.status().to_string();
+    toks.emplace(name, *t);
+  }
+  size_t pos = 0;
+  int lines = 0, bad = 0;
+  while (pos < out.size()) {
+    size_t e = out.find('\n', pos);
+    if (e == std::string::npos) e = out.size();
+    auto j = parse_json(std::string_view(out).substr(pos, e - pos), "live_check output");
+    pos = e + 1;
+    ASSERT_TRUE(j.ok()) << j.status().to_string();
+    std::string text = (*j)["text"];
+    ++lines;
+    if (tok::nfc(text) != (*j)["nfc"].get<std::string>() && bad++ < 5)
+      ADD_FAILURE() << "NFC differs for " << Json(text).dump() << " (seed " << seed << ")";
+    for (auto& [name, t] : toks) {
+      auto got = t.encode(text, AddSpecial::kYes);
+      if ((got != (*j)["ids"][name].get<std::vector<int32_t>>() ||
+           t.decode(got) != (*j)["decoded"][name].get<std::string>()) && bad++ < 5)
+        ADD_FAILURE() << name << ": ids differ for " << Json(text).dump() << " (seed " << seed << ")";
+    }
+  }
+  EXPECT_EQ(lines, 400);
+  EXPECT_EQ(bad, 0) << "seed " << seed;
+}
+
+}  // namespace
+}  // namespace st
