@@ -1,0 +1,281 @@
+#include "model/layer.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "model/carver.h"
+
+namespace st {
+namespace {
+
+// Views of the layer scratch (Note [layer scratch]). Shapes: N tokens; act = activation dtype.
+struct Scratch {
+  Tensor rstd1, rstd2, rstd_q, rstd_k, lse;   // f32 [N], [N], [N*NH], [N*KVH], [N*NH]
+  Tensor xn, h, hn;                           // [N,H]
+  Tensor q, k, v, qn, kn, att;                // [N,Q] [N,KV] [N,KV] [N,Q] [N,KV] [N,Q] (qn/kn: Qwen3)
+  Tensor g, u, m;                             // [N,F]
+  // backward
+  Tensor dm, du, dxn, da, dq, dk, dv, dq2, dk2;  // [N,F] [N,F] [N,H] [N,Q] [N,Q] [N,KV] [N,KV] [N,Q] [N,KV]
+  // LoRA, f32
+  Tensor t, dt;         // [N, r]
+  Tensor xd, dxd;       // [N, max_in]  (xd only when dropout > 0 or act != f32)
+  Tensor yf, dyf;       // [N, max_out] (only when act != f32)
+};
+
+Scratch carve(Carver& cv, const ModelConfig& c, int64_t N, const LoraConfig& lc, DType act) {
+  const int64_t H = c.hidden_size, Q = c.q_dim(), KV = c.kv_dim(), F = c.intermediate_size;
+  const DType f32 = DType::kF32;
+  Scratch s;
+  s.rstd1 = cv.take(f32, {N});
+  s.rstd2 = cv.take(f32, {N});
+  s.lse = cv.take(f32, {N * c.num_heads});
+  s.xn = cv.take(act, {N, H});
+  s.h = cv.take(act, {N, H});
+  s.hn = cv.take(act, {N, H});
+  s.q = cv.take(act, {N, Q});
+  s.k = cv.take(act, {N, KV});
+  s.v = cv.take(act, {N, KV});
+  s.att = cv.take(act, {N, Q});
+  if (c.qk_norm) {
+    s.rstd_q = cv.take(f32, {N * c.num_heads});
+    s.rstd_k = cv.take(f32, {N * c.num_kv_heads});
+    s.qn = cv.take(act, {N, Q});
+    s.kn = cv.take(act, {N, KV});
+    s.dq2 = cv.take(act, {N, Q});
+    s.dk2 = cv.take(act, {N, KV});
+  }
+  s.g = cv.take(act, {N, F});
+  s.u = cv.take(act, {N, F});
+  s.m = cv.take(act, {N, F});
+  s.dm = cv.take(act, {N, F});
+  s.du = cv.take(act, {N, F});
+  s.dxn = cv.take(act, {N, H});
+  s.da = cv.take(act, {N, Q});
+  s.dq = cv.take(act, {N, Q});
+  s.dk = cv.take(act, {N, KV});
+  s.dv = cv.take(act, {N, KV});
+  bool any = false;
+  for (bool b : lc.targets) any = any || b;
+  if (any) {
+    const int64_t max_in = std::max({H, Q, F}), max_out = std::max({H, Q, F});
+    s.t = cv.take(f32, {N, lc.r});
+    s.dt = cv.take(f32, {N, lc.r});
+    s.dxd = cv.take(f32, {N, max_in});
+    if (lc.dropout > 0 || act != f32) s.xd = cv.take(f32, {N, max_in});
+    if (act != f32) {
+      s.yf = cv.take(f32, {N, max_out});
+      s.dyf = cv.take(f32, {N, max_out});
+    }
+  }
+  return s;
+}
+
+// A [rows, cols] view at the start of a (larger) scratch buffer.
+Tensor prefix(Tensor buf, DType dt, int64_t rows, int64_t cols) {
+  CHECK(static_cast<size_t>(rows * cols) * dtype_size(dt) <= buf.bytes());
+  return Tensor(buf.data, dt, {rows, cols});
+}
+
+uint64_t target_seed(uint64_t layer_seed, LoraTarget t) {
+  return layer_seed ^ (0x9E3779B97F4A7C15ull * (static_cast<uint64_t>(t) + 1));
+}
+
+struct LinearArgs {
+  Tensor w, bias;     // W [out, in], optional bias [out]
+  const LoraPair* p;  // may be absent
+  LoraTarget target;
+};
+
+// The LoRA input: x itself (f32, no dropout), else converted to f32 and/or dropped out into xd.
+Tensor lora_input(const LayerCtx& ctx, const LoraLayer& lora, const Scratch& s, Tensor x, LoraTarget t) {
+  const bool drop = ctx.train && lora.dropout > 0.0f;
+  if (x.dtype == DType::kF32 && !drop) return x;
+  Tensor xd = prefix(s.xd, DType::kF32, x.rows(), x.cols());
+  Tensor src = x;
+  if (x.dtype != DType::kF32) {
+    ctx.be->convert(xd, x);
+    src = xd;
+  }
+  if (drop) ctx.be->dropout(xd, src, lora.dropout, target_seed(ctx.dropout_seed, t));
+  return xd;
+}
+
+// y[N,out] = x W^T (+ bias) + s (drop(x) A^T) B^T.
+void linear_forward(const LayerCtx& ctx, const LoraLayer& lora, const Scratch& s, const LinearArgs& a, Tensor x,
+                    Tensor y) {
+  Backend& be = *ctx.be;
+  be.gemm(y, x, a.w, {.trans_b = Trans::kYes});
+  if (!a.bias.empty()) be.add_bias(y, a.bias);
+  if (!a.p || !a.p->present()) return;
+  const int64_t N = x.rows(), r = a.p->a.dim(0), out = y.cols();
+  Tensor xl = lora_input(ctx, lora, s, x, a.target);
+  Tensor t = prefix(s.t, DType::kF32, N, r);
+  be.gemm(t, xl, a.p->a, {.trans_b = Trans::kYes});
+  if (y.dtype == DType::kF32) {
+    be.gemm(y, t, a.p->b, {.trans_b = Trans::kYes, .alpha = lora.scaling, .accum = Accum::kAdd});
+    return;
+  }
+  Tensor yf = prefix(s.yf, DType::kF32, N, out);
+  be.convert(yf, y);
+  be.gemm(yf, t, a.p->b, {.trans_b = Trans::kYes, .alpha = lora.scaling, .accum = Accum::kAdd});
+  be.convert(y, yf);
+}
+
+// dx[N,in] (= or +=) dy W + LoRA input-gradient; LoRA grads += (x: the forward input of this linear).
+void linear_backward(const LayerCtx& ctx, const LoraLayer& lora, const Scratch& s, const LinearArgs& a, Tensor x,
+                     Tensor dy, Tensor dx, Accum acc) {
+  Backend& be = *ctx.be;
+  be.gemm(dx, dy, a.w, {.accum = acc});
+  if (!a.p || !a.p->present()) return;
+  const int64_t N = x.rows(), in = x.cols(), r = a.p->a.dim(0), out = dy.cols();
+  const float sc = lora.scaling;
+  Tensor xl = lora_input(ctx, lora, s, x, a.target);
+  Tensor dyl = dy;
+  if (dy.dtype != DType::kF32) {
+    dyl = prefix(s.dyf, DType::kF32, N, out);
+    be.convert(dyl, dy);
+  }
+  Tensor t = prefix(s.t, DType::kF32, N, r), dt = prefix(s.dt, DType::kF32, N, r);
+  be.gemm(t, xl, a.p->a, {.trans_b = Trans::kYes});                                        // [N,r]
+  be.gemm(a.p->db, dyl, t, {.trans_a = Trans::kYes, .alpha = sc, .accum = Accum::kAdd});   // [out,r]
+  be.gemm(dt, dyl, a.p->b, {.alpha = sc});                                                 // [N,r]
+  be.gemm(a.p->da, dt, xl, {.trans_a = Trans::kYes, .accum = Accum::kAdd});                // [r,in]
+  Tensor dxd = prefix(s.dxd, DType::kF32, N, in);
+  be.gemm(dxd, dt, a.p->a, {});                                                            // [N,in]
+  if (ctx.train && lora.dropout > 0.0f) be.dropout(dxd, dxd, lora.dropout, target_seed(ctx.dropout_seed, a.target));
+  if (dx.dtype == DType::kF32) {
+    be.add(dx, dx, dxd);
+    return;
+  }
+  Tensor tmp = prefix(s.xd, dx.dtype, N, in);  // xd (the LoRA input) is no longer needed
+  be.convert(tmp, dxd);
+  be.add(dx, dx, tmp);
+}
+
+AttnShape attn_shape(const ModelConfig& c) {
+  return {.num_heads = c.num_heads, .num_kv_heads = c.num_kv_heads, .head_dim = c.head_dim,
+          .scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.head_dim)))};
+}
+
+Tensor heads(Tensor t, int64_t n_heads, int64_t d) { return t.reshape({t.rows(), n_heads, d}); }
+
+Scratch carve_ctx(const LayerCtx& ctx, const LoraConfig& lc) {
+  Carver cv(ctx.scratch, ctx.scratch_bytes);
+  return carve(cv, *ctx.cfg, ctx.tokens, lc, ctx.act);
+}
+
+LoraConfig lora_shape_of(const LoraLayer& lora) {
+  LoraConfig lc;
+  lc.r = 1;
+  lc.dropout = lora.dropout;
+  for (int t = 0; t < kNumLoraTargets; ++t) {
+    lc.targets[t] = lora.t[t].present();
+    if (lora.t[t].present()) lc.r = lora.t[t].a.dim(0);
+  }
+  return lc;
+}
+
+// Attention block up to h = x + o_proj(attention(...)); fills s.{xn,q,k,v,qn,kn,att,h,rstd*,lse}.
+void attention_forward(const LayerCtx& ctx, const LayerWeights& w, const LoraLayer& lora, const Scratch& s,
+                       Tensor x) {
+  Backend& be = *ctx.be;
+  const ModelConfig& c = *ctx.cfg;
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  const int64_t N = ctx.tokens, D = c.head_dim, NH = c.num_heads, KVH = c.num_kv_heads;
+  be.rmsnorm(s.xn, s.rstd1, x, w.input_norm, eps);
+  linear_forward(ctx, lora, s, {w.q, w.q_bias, &lora[LoraTarget::kQ], LoraTarget::kQ}, s.xn, s.q);
+  linear_forward(ctx, lora, s, {w.k, w.k_bias, &lora[LoraTarget::kK], LoraTarget::kK}, s.xn, s.k);
+  linear_forward(ctx, lora, s, {w.v, w.v_bias, &lora[LoraTarget::kV], LoraTarget::kV}, s.xn, s.v);
+  Tensor qa = s.q, ka = s.k;
+  if (c.qk_norm) {
+    be.rmsnorm(s.qn.reshape({N * NH, D}), s.rstd_q, s.q.reshape({N * NH, D}), w.q_norm, eps);
+    be.rmsnorm(s.kn.reshape({N * KVH, D}), s.rstd_k, s.k.reshape({N * KVH, D}), w.k_norm, eps);
+    qa = s.qn;
+    ka = s.kn;
+  }
+  be.rope(heads(qa, NH, D), ctx.seq.positions, ctx.inv_freq, false);
+  be.rope(heads(ka, KVH, D), ctx.seq.positions, ctx.inv_freq, false);
+  Tensor lse = s.lse.reshape({ctx.seq.batch, NH, ctx.seq.seq});
+  be.attention(heads(s.att, NH, D), lse, heads(qa, NH, D), heads(ka, KVH, D), heads(s.v, KVH, D), ctx.seq,
+               attn_shape(c));
+  linear_forward(ctx, lora, s, {w.o, {}, &lora[LoraTarget::kO], LoraTarget::kO}, s.att, s.h);
+  be.add(s.h, s.h, x);
+}
+
+// MLP up to m = silu(gate) * up; fills s.{hn,g,u,m,rstd2}.
+void mlp_forward(const LayerCtx& ctx, const LayerWeights& w, const LoraLayer& lora, const Scratch& s) {
+  Backend& be = *ctx.be;
+  be.rmsnorm(s.hn, s.rstd2, s.h, w.post_norm, static_cast<float>(ctx.cfg->rms_norm_eps));
+  linear_forward(ctx, lora, s, {w.gate, {}, &lora[LoraTarget::kGate], LoraTarget::kGate}, s.hn, s.g);
+  linear_forward(ctx, lora, s, {w.up, {}, &lora[LoraTarget::kUp], LoraTarget::kUp}, s.hn, s.u);
+  be.swiglu(s.m, s.g, s.u);
+}
+
+}  // namespace
+
+size_t layer_scratch_bytes(const ModelConfig& c, int64_t tokens, const LoraConfig& lc, DType act) {
+  Carver cv;
+  carve(cv, c, tokens, lc, act);
+  return cv.used();
+}
+
+void layer_forward(const LayerCtx& ctx, const LayerWeights& w, const LoraLayer& lora, Tensor x, Tensor out) {
+  CHECK(x.dtype == ctx.act && out.dtype == ctx.act && x.data != out.data);
+  Scratch s = carve_ctx(ctx, lora_shape_of(lora));
+  attention_forward(ctx, w, lora, s, x);
+  mlp_forward(ctx, w, lora, s);
+  linear_forward(ctx, lora, s, {w.down, {}, &lora[LoraTarget::kDown], LoraTarget::kDown}, s.m, out);
+  ctx.be->add(out, out, s.h);
+}
+
+void layer_backward(const LayerCtx& ctx, const LayerWeights& w, const LoraLayer& lora, Tensor x, Tensor dout,
+                    Tensor dx) {
+  CHECK(dx.data != dout.data && dx.data != x.data);
+  Backend& be = *ctx.be;
+  const ModelConfig& c = *ctx.cfg;
+  const int64_t N = ctx.tokens, D = c.head_dim, NH = c.num_heads, KVH = c.num_kv_heads;
+  Scratch s = carve_ctx(ctx, lora_shape_of(lora));
+  attention_forward(ctx, w, lora, s, x);  // recompute (only x was saved)
+  mlp_forward(ctx, w, lora, s);
+
+  // MLP. dg reuses m's memory (m is dead once down_proj's backward has read it).
+  linear_backward(ctx, lora, s, {w.down, {}, &lora[LoraTarget::kDown], LoraTarget::kDown}, s.m, dout, s.dm,
+                  Accum::kOverwrite);
+  Tensor dg = s.m;
+  be.swiglu_backward(dg, s.du, s.dm, s.g, s.u);
+  Tensor dhn = s.dxn;
+  linear_backward(ctx, lora, s, {w.gate, {}, &lora[LoraTarget::kGate], LoraTarget::kGate}, s.hn, dg, dhn,
+                  Accum::kOverwrite);
+  linear_backward(ctx, lora, s, {w.up, {}, &lora[LoraTarget::kUp], LoraTarget::kUp}, s.hn, s.du, dhn, Accum::kAdd);
+  Tensor dh = s.hn;  // hn is dead after gate/up backward
+  be.rmsnorm_backward(dh, dhn, s.h, w.post_norm, s.rstd2);
+  be.add(dh, dh, dout);
+
+  // Attention.
+  linear_backward(ctx, lora, s, {w.o, {}, &lora[LoraTarget::kO], LoraTarget::kO}, s.att, dh, s.da,
+                  Accum::kOverwrite);
+  Tensor qa = c.qk_norm ? s.qn : s.q, ka = c.qk_norm ? s.kn : s.k;
+  Tensor lse = s.lse.reshape({ctx.seq.batch, NH, ctx.seq.seq});
+  be.attention_backward(heads(s.dq, NH, D), heads(s.dk, KVH, D), heads(s.dv, KVH, D), heads(s.da, NH, D),
+                        heads(qa, NH, D), heads(ka, KVH, D), heads(s.v, KVH, D), heads(s.att, NH, D), lse, ctx.seq,
+                        attn_shape(c));
+  be.rope(heads(s.dq, NH, D), ctx.seq.positions, ctx.inv_freq, true);
+  be.rope(heads(s.dk, KVH, D), ctx.seq.positions, ctx.inv_freq, true);
+  Tensor dq = s.dq, dk = s.dk;
+  if (c.qk_norm) {
+    be.rmsnorm_backward(s.dq2.reshape({N * NH, D}), s.dq.reshape({N * NH, D}), s.q.reshape({N * NH, D}), w.q_norm,
+                        s.rstd_q);
+    be.rmsnorm_backward(s.dk2.reshape({N * KVH, D}), s.dk.reshape({N * KVH, D}), s.k.reshape({N * KVH, D}),
+                        w.k_norm, s.rstd_k);
+    dq = s.dq2;
+    dk = s.dk2;
+  }
+  linear_backward(ctx, lora, s, {w.q, {}, &lora[LoraTarget::kQ], LoraTarget::kQ}, s.xn, dq, s.dxn,
+                  Accum::kOverwrite);
+  linear_backward(ctx, lora, s, {w.k, {}, &lora[LoraTarget::kK], LoraTarget::kK}, s.xn, dk, s.dxn, Accum::kAdd);
+  linear_backward(ctx, lora, s, {w.v, {}, &lora[LoraTarget::kV], LoraTarget::kV}, s.xn, s.dv, s.dxn, Accum::kAdd);
+  be.rmsnorm_backward(dx, s.dxn, x, w.input_norm, s.rstd1);
+  be.add(dx, dx, dh);
+}
+
+}  // namespace st

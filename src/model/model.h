@@ -1,0 +1,112 @@
+// Model: runs micro-batches through embed -> layers -> head -> layers in reverse (design.md §1).
+//
+// Owns: the extras (embedding, final norm, lm_head) on the device, the LoRA arena (model/lora.h),
+// and one activation arena sized up front (model_arena_bytes) holding the per-layer checkpoints
+// ((L+1) x tokens x H: each layer's input, saved during the forward), two gradient buffers, one
+// layer's recompute scratch, the head scratch and the token/label buffers. Base layer weights are
+// NOT owned: each visit asks a LayerSource (resident or streamed) for views.
+//
+// Not thread-safe. The backend must outlive the Model.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "backend/backend.h"
+#include "data/batch.h"
+#include "io/hf_config.h"
+#include "io/safetensors.h"
+#include "model/lora.h"
+#include "model/weights.h"
+
+namespace st {
+
+// The visit sequence of one LayerSource step (design.md §3): which layer, for which micro-batch,
+// in which phase. micro_batch_major(L, k) is the standard order (per micro-batch: 0..L-1 forward,
+// then L-1..0 backward); a layer-major order can be added as another factory.
+enum class Phase { kForward, kBackward };
+struct Visit {
+  int layer;
+  int micro_batch;
+  Phase phase;
+};
+class StepSchedule {
+ public:
+  static StepSchedule micro_batch_major(int num_layers, int micro_batches);
+  static StepSchedule forward_only(int num_layers);
+  const std::vector<Visit>& visits() const { return visits_; }
+  std::vector<int> layers() const;  // what LayerSource::begin_step takes
+
+ private:
+  std::vector<Visit> visits_;
+};
+
+struct ModelOptions {
+  DType act_dtype = DType::kF32;       // activations AND base weights (layer/extras layouts)
+  int64_t max_tokens = 0;              // upper bound of B*T per micro-batch (arena sizing)
+  size_t logits_chunk_bytes = 64ull << 20;
+  uint64_t seed = 42;                  // LoRA dropout masks
+};
+
+// Every byte of the activation arena for these options (the planner's "activations" term).
+size_t model_arena_bytes(const ModelConfig& c, const LoraConfig& lc, const ModelOptions& o);
+
+class Model {
+ public:
+  // Allocates the LoRA arena (zeroed, not initialised), the activation arena and the extras.
+  static StatusOr<std::unique_ptr<Model>> create(const ModelConfig& c, Backend* be, const LoraConfig& lc,
+                                                 const ModelOptions& o);
+  ~Model();
+  Model(const Model&) = delete;
+  Model& operator=(const Model&) = delete;
+
+  // Extras blob in make_extras_layout(config, act_dtype), host memory (copied now; blocks).
+  void load_extras_from_host(const void* blob);
+  Status load_extras(const Checkpoint& ck);  // packs from an HF checkpoint dir
+  const ExtrasLayout& extras_layout() const { return extras_layout_; }
+  LayerLayout layer_layout() const { return make_layer_layout(cfg_, opts_.act_dtype); }
+
+  Lora& lora() { return *lora_; }
+  const ModelConfig& config() const { return cfg_; }
+  Backend* backend() const { return be_; }
+
+  // Forward + backward of `batches` (micro-batches of one accumulation window) in one LayerSource
+  // step (schedule micro_batch_major). LoRA grads ACCUMULATE (the caller zeroes them per window);
+  // each micro-batch's gradient is scaled by grad_scale. Returns each micro-batch's loss sum (sum
+  // of -log p over its targets). Blocks at the end to read the losses.
+  StatusOr<std::vector<double>> forward_backward(const std::vector<const Batch*>& batches, LayerSource& src,
+                                                 float grad_scale);
+  // Eval: the loss sum of one batch (no dropout, no gradient).
+  StatusOr<double> eval_loss_sum(const Batch& b, LayerSource& src);
+  // Logits [B*T, V] f32 of one batch (no dropout). Blocks.
+  StatusOr<std::vector<float>> forward_logits(const Batch& b, LayerSource& src);
+
+  // Dropout masks derive from (seed, micro-batch counter, layer); the counter is part of resume state.
+  uint64_t micro_batches_run() const { return micro_counter_; }
+  void set_micro_batches_run(uint64_t n) { micro_counter_ = n; }
+
+ private:
+  Model(const ModelConfig& c, Backend* be, const ModelOptions& o) : cfg_(c), be_(be), opts_(o) {}
+  struct Arena;
+  Status validate(const Batch& b) const;
+  void upload(const Batch& b);
+  void embed(const Batch& b);
+  void forward_layer(int l, LayerSource& src, bool train);
+  void backward_layer(int l, LayerSource& src);
+  void run_forward(LayerSource& src, bool train);
+
+  ModelConfig cfg_;
+  Backend* be_;
+  ModelOptions opts_;
+  std::unique_ptr<Lora> lora_;
+  ExtrasLayout extras_layout_;
+  void* extras_ = nullptr;
+  void* arena_ = nullptr;
+  size_t arena_bytes_ = 0;
+  std::unique_ptr<Arena> a_;
+  uint64_t micro_counter_ = 0;
+  // Host copies kept alive while their async uploads are in flight.
+  std::vector<int32_t> host_labels_;
+};
+
+}  // namespace st
