@@ -1,0 +1,290 @@
+#!/usr/bin/env python3
+"""Writes the reference fixtures under tests/fixtures/<name>/ with PyTorch + transformers + PEFT.
+
+Needs torch, transformers 5.x, peft and safetensors (run on the device machine; not installed on
+the CI machine). Everything is float32 on the CPU, eager attention, one thread, seeded, so the
+numbers are reproducible. See tests/fixtures/README.md for what each file holds.
+
+Usage: PYTHONHASHSEED=0 python3 tools/ref/make_goldens.py [--out tests/fixtures]
+"""
+import argparse
+import json
+import os
+import sys
+
+import torch
+
+TRAIN = {
+    "learning_rate": 1e-3,
+    "lr_scheduler": "constant",
+    "warmup_steps": 0,
+    "weight_decay": 0.01,
+    "adam_beta1": 0.9,
+    "adam_beta2": 0.999,
+    "adam_epsilon": 1e-8,
+    "max_grad_norm": 1.0,
+    "micro_batch_size": 1,
+    "gradient_accumulation_steps": 2,
+    "max_steps": 8,
+    "shuffle": False,
+    "lora_r": 4,
+    "lora_alpha": 8,
+    "lora_dropout": 0.0,
+}
+
+ALL_LINEAR = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+
+# name -> (model_type, config.json-style dict, LoRA target modules, seed)
+MODELS = {
+    "llama_gqa": ("llama", {
+        "architectures": ["LlamaForCausalLM"],
+        "vocab_size": 256, "hidden_size": 64, "intermediate_size": 160, "num_hidden_layers": 2,
+        "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 256,
+        "rms_norm_eps": 1e-5, "tie_word_embeddings": False, "attention_bias": False,
+        "bos_token_id": 1, "eos_token_id": 2, "initializer_range": 0.05,
+        # v4 spelling: the path every hub config takes, so transformers 5 must accept it.
+        "rope_theta": 500000.0,
+        "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                         "high_freq_factor": 4.0, "original_max_position_embeddings": 32},
+    }, ALL_LINEAR, 1001),
+    "qwen2_tied": ("qwen2", {
+        "architectures": ["Qwen2ForCausalLM"],
+        "vocab_size": 256, "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+        "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 256,
+        "rms_norm_eps": 1e-6, "tie_word_embeddings": True, "use_sliding_window": False,
+        "bos_token_id": 1, "eos_token_id": 2, "initializer_range": 0.05, "rope_theta": 1000000.0,
+    }, ["q_proj", "v_proj"], 1002),
+    "qwen3_qknorm": ("qwen3", {
+        "architectures": ["Qwen3ForCausalLM"],
+        "vocab_size": 256, "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+        "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 32,
+        "max_position_embeddings": 256, "rms_norm_eps": 1e-6, "tie_word_embeddings": True,
+        "attention_bias": False, "use_sliding_window": False,
+        "bos_token_id": 1, "eos_token_id": [2, 3], "initializer_range": 0.05, "rope_theta": 1000000.0,
+    }, ["q_proj", "k_proj", "v_proj", "o_proj"], 1003),
+}
+
+ROW_LENGTHS = [13, 17, 9, 11, 15, 7]
+LABELLED_ROW = 3  # this row carries explicit labels with -100 on its first 4 targets
+
+
+def log(*a):
+    print(*a, flush=True)
+
+
+def make_rows(seed, vocab):
+    g = torch.Generator().manual_seed(seed)
+    rows = []
+    for i, n in enumerate(ROW_LENGTHS):
+        ids = torch.randint(3, vocab, (n,), generator=g).tolist()
+        ids[0] = 1  # bos
+        row = {"input_ids": ids}
+        if i == LABELLED_ROW:
+            row["labels"] = [-100] * 4 + ids[4:]
+        rows.append(row)
+    return rows
+
+
+def plain_inv_freq(theta, dim):
+    return 1.0 / (theta ** (torch.arange(0, dim, 2, dtype=torch.int64).float() / dim))
+
+
+def rope_buffer(model):
+    for n, b in model.named_buffers():
+        if n.endswith("inv_freq") and "original" not in n:
+            return b.detach().clone().float().contiguous()
+    raise RuntimeError("no inv_freq buffer found")
+
+
+def rope_ok(model, cfg_dict):
+    """True when the built model uses the RoPE the fixture asks for (theta, llama3 scaling)."""
+    dim = cfg_dict.get("head_dim") or cfg_dict["hidden_size"] // cfg_dict["num_attention_heads"]
+    inv = rope_buffer(model)
+    plain = plain_inv_freq(cfg_dict["rope_theta"], dim)
+    if "rope_scaling" in cfg_dict:
+        return inv.shape == plain.shape and bool((inv < plain).any()) and inv[0].item() == plain[0].item()
+    return inv.shape == plain.shape and torch.allclose(inv, plain, rtol=1e-5, atol=0)
+
+
+def make_model(model_type, cfg_dict, seed):
+    """Builds the config from the v4 spelling (as hub files have it); falls back to v5's
+    rope_parameters if this transformers version ignored the legacy keys."""
+    import transformers
+    legacy = dict(cfg_dict)
+    v5 = {k: v for k, v in cfg_dict.items() if k not in ("rope_theta", "rope_scaling")}
+    v5["rope_parameters"] = dict(cfg_dict.get("rope_scaling") or {"rope_type": "default"},
+                                 rope_theta=cfg_dict["rope_theta"])
+    first = None
+    for attempt in (legacy, v5):
+        torch.manual_seed(seed)
+        config = transformers.AutoConfig.for_model(model_type, **attempt)
+        model = transformers.AutoModelForCausalLM.from_config(config, attn_implementation="eager").float().eval()
+        if rope_ok(model, cfg_dict):
+            return model, True
+        log("WARNING rope check failed with keys", sorted(attempt), "->", rope_buffer(model).tolist())
+        if first is None:
+            first = model
+    return first, False  # still write the fixture; trace.json records rope_check false
+
+
+def check_reload(model_dir, adapter_dir, ids, want):
+    """Reloads the saved base + adapter the way a user would and compares logits."""
+    import transformers
+    from peft import PeftModel
+    base = transformers.AutoModelForCausalLM.from_pretrained(model_dir, attn_implementation="eager").float()
+    pm = PeftModel.from_pretrained(base, adapter_dir).eval()
+    with torch.no_grad():
+        got = pm(input_ids=ids).logits[0].float()
+    diff = (got - want).abs().max().item()
+    if not diff < 1e-5:
+        log("WARNING reloaded logits differ by", diff)
+    return diff
+
+
+def perturb_base(model, seed):
+    """Non-trivial norms and biases, so a reader that ignores one of them fails the goldens."""
+    g = torch.Generator().manual_seed(seed + 7)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith("norm.weight"):  # every RMSNorm incl. q_norm / k_norm
+                p.copy_(1.0 + 0.2 * torch.randn(p.shape, generator=g))
+            elif name.endswith(".bias"):
+                p.copy_(0.1 * torch.randn(p.shape, generator=g))
+
+
+def lora_params(model):
+    return [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+
+
+def peft_name(param_name):
+    # "…q_proj.lora_A.default.weight" -> "…q_proj.lora_A.weight" (PEFT strips the adapter name on save)
+    return param_name.replace(".default.", ".")
+
+
+def batch(row):
+    ids = torch.tensor([row["input_ids"]], dtype=torch.long)
+    labels = torch.tensor([row.get("labels", row["input_ids"])], dtype=torch.long)
+    return ids, labels
+
+
+def build(name, out_root):
+    import transformers
+    from peft import LoraConfig, get_peft_model
+    from peft.utils import get_peft_model_state_dict
+    from safetensors.torch import save_file
+
+    model_type, cfg_dict, targets, seed = MODELS[name]
+    out = os.path.join(out_root, name)
+    os.makedirs(out, exist_ok=True)
+    model, rope_check = make_model(model_type, cfg_dict, seed)
+    perturb_base(model, seed)
+    inv_freq = rope_buffer(model)
+    model_dir = os.path.join(out, "model")
+    model.save_pretrained(model_dir)
+
+    rows = make_rows(seed + 1, cfg_dict["vocab_size"])
+    with open(os.path.join(out, "data.jsonl"), "w") as f:
+        for r in rows:
+            f.write(json.dumps(r) + "\n")
+
+    lcfg = LoraConfig(r=TRAIN["lora_r"], lora_alpha=TRAIN["lora_alpha"], lora_dropout=TRAIN["lora_dropout"],
+                      target_modules=list(targets), bias="none", task_type="CAUSAL_LM")
+    torch.manual_seed(seed + 2)
+    pm = get_peft_model(model, lcfg)
+    g = torch.Generator().manual_seed(seed + 3)
+    with torch.no_grad():
+        for n, p in pm.named_parameters():
+            if "lora_B" in n:
+                p.copy_(0.05 * torch.randn(p.shape, generator=g))  # B != 0: the adapter changes logits
+    pm.save_pretrained(os.path.join(out, "adapter"))
+    params = lora_params(pm)
+    assert params and all("lora_" in n for n, _ in params), [n for n, _ in params]
+
+    expected = {"rope_inv_freq": inv_freq.contiguous()}
+    pm.eval()  # dropout is 0 anyway; eval() keeps it explicit
+    ids0, labels0 = batch(rows[0])
+    with torch.no_grad():
+        expected["logits"] = pm(input_ids=ids0).logits[0].float().contiguous()
+        with pm.disable_adapter():
+            expected["base_logits"] = pm(input_ids=ids0).logits[0].float().contiguous()
+    assert not torch.equal(expected["logits"], expected["base_logits"]), "adapter has no effect"
+    # Gradient of the first micro-batch's (unscaled) loss.
+    pm.zero_grad(set_to_none=True)
+    loss0 = pm(input_ids=ids0, labels=labels0).loss
+    loss0.backward()
+    for n, p in params:
+        expected[peft_name(n)] = p.grad.detach().clone().contiguous()
+    pm.zero_grad(set_to_none=True)
+    save_file(expected, os.path.join(out, "expected.safetensors"), metadata={"format": "pt"})
+
+    trace = train(pm, params, rows)
+    final = {k: v.detach().clone().contiguous() for k, v in get_peft_model_state_dict(pm).items()}
+    save_file(final, os.path.join(out, "final_adapter.safetensors"), metadata={"format": "pt"})
+    trace.update({
+        "fixture": name,
+        "model_type": model_type,
+        "config": dict(TRAIN, lora_target_modules=list(targets)),
+        "first_microbatch_loss": loss0.item(),
+        "logits_row": 0,
+        "rope_check": rope_check,
+        "seed": seed,
+        "versions": {"torch": torch.__version__, "transformers": transformers.__version__,
+                     "peft": __import__("peft").__version__},
+    })
+    trace["reload_logits_max_abs_diff"] = check_reload(model_dir, os.path.join(out, "adapter"), ids0,
+                                                       expected["logits"])
+    with open(os.path.join(out, "trace.json"), "w") as f:
+        json.dump(trace, f, indent=1)
+    log(name, "loss0", loss0.item(), "steps", [round(s["loss"], 6) for s in trace["steps"]])
+
+
+def train(pm, params, rows):
+    pm.train()
+    ps = [p for _, p in params]
+    opt = torch.optim.AdamW(ps, lr=TRAIN["learning_rate"], betas=(TRAIN["adam_beta1"], TRAIN["adam_beta2"]),
+                            eps=TRAIN["adam_epsilon"], weight_decay=TRAIN["weight_decay"], foreach=False)
+    accum = TRAIN["gradient_accumulation_steps"]
+    steps, k = [], 0
+    for step in range(TRAIN["max_steps"]):
+        micro, used = [], []
+        for _ in range(accum):
+            ri = k % len(rows)
+            k += 1
+            ids, labels = batch(rows[ri])
+            loss = pm(input_ids=ids, labels=labels).loss
+            (loss / accum).backward()
+            micro.append(loss.item())
+            used.append(ri)
+        gn = torch.nn.utils.clip_grad_norm_(ps, TRAIN["max_grad_norm"], foreach=False)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        steps.append({"step": step + 1, "loss": sum(micro) / len(micro), "micro_losses": micro,
+                      "rows": used, "grad_norm": gn.item(), "learning_rate": TRAIN["learning_rate"]})
+    pm.eval()
+    return {"steps": steps}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "..", "..", "tests", "fixtures"))
+    ap.add_argument("--only", nargs="*", default=list(MODELS))
+    a = ap.parse_args()
+    torch.set_num_threads(1)
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    torch.use_deterministic_algorithms(True)
+    failed = []
+    for name in a.only:
+        try:
+            build(name, a.out)
+        except Exception as e:  # keep going: one broken fixture should not cost the others
+            import traceback
+            traceback.print_exc()
+            failed.append(name)
+            log("FAILED", name, repr(e))
+    if failed:
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
