@@ -1,0 +1,62 @@
+// `streamtune tokenize --model M [--text-file F | --text S] [--no-special] [--decode]`
+// Prints the token ids of the text (stdin when neither --text nor --text-file is given), space
+// separated on one line, as HF `tokenizer.encode(text)` would (BOS added when the tokenizer's
+// post-processor adds one, unless --no-special). --decode also prints the round trip on a second line.
+// M is a model directory holding tokenizer.json (GGUF files come with the gguf loader).
+#include <cstdio>
+#include <iostream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include "cli/cli_args.h"
+#include "core/file.h"
+#include "data/tokenizer.h"
+
+namespace st {
+
+namespace {
+constexpr const char* kTokenizeUsage =
+    "usage: streamtune tokenize --model DIR [--text-file F | --text S] [--no-special] [--decode]\n";
+}
+
+// argv[0] is the subcommand name ("tokenize"); flags follow. Returns 0 ok, 1 runtime error, 2 usage.
+int cmd_tokenize(int argc, char** argv) {
+  std::vector<std::string> args(argv + (argc > 0 ? 1 : 0), argv + argc);
+  StatusOr<ParsedArgs> a = parse_flags(args, {{"model"}, {"text-file"}, {"text"}, {"no-special", false}, {"decode", false}});
+  if (!a.ok()) {
+    std::fprintf(stderr, "tokenize: %s\n%s", a.status().message().c_str(), kTokenizeUsage);
+    return 2;
+  }
+  if (!a->has("model") || !a->positional.empty() || (a->has("text") && a->has("text-file"))) {
+    std::fprintf(stderr, "%s", kTokenizeUsage);
+    return 2;
+  }
+  std::string model = a->get("model");
+  StatusOr<Tokenizer> tok = is_directory(model) ? Tokenizer::from_dir(model) : Tokenizer::from_file(model);
+  if (!tok.ok()) {
+    std::fprintf(stderr, "tokenize: loading tokenizer from %s: %s\n", model.c_str(), tok.status().to_string().c_str());
+    return 1;
+  }
+  std::string text;
+  if (a->has("text")) {
+    text = a->get("text");
+  } else if (a->has("text-file")) {
+    StatusOr<std::string> t = read_file_to_string(a->get("text-file"));
+    if (!t.ok()) {
+      std::fprintf(stderr, "tokenize: %s\n", t.status().to_string().c_str());
+      return 1;
+    }
+    text = std::move(*t);
+  } else {
+    text.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
+  }
+  std::vector<int32_t> ids = tok->encode(text, a->has("no-special") ? AddSpecial::kNo : AddSpecial::kYes);
+  std::string line;
+  for (size_t i = 0; i < ids.size(); ++i) line += (i ? " " : "") + std::to_string(ids[i]);
+  std::printf("%s\n", line.c_str());
+  if (a->has("decode")) std::printf("%s\n", tok->decode(ids).c_str());
+  return 0;
+}
+
+}  // namespace st
