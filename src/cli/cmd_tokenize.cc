@@ -53,7 +53,10 @@ int cmd_tokenize(int argc, char** argv) {
   }
   std::vector<int32_t> ids = tok->encode(text, a->has("no-special") ? AddSpecial::kNo : AddSpecial::kYes);
   std::string line;
-  for (size_t i = 0; i < ids.size(); ++i) line += (i ? " " : "") + std::to_string(ids[i]);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (i) line += ' ';
+    line += std::to_string(ids[i]);
+  }
   std::printf("%s\n", line.c_str());
   if (a->has("decode")) std::printf("%s\n", tok->decode(ids).c_str());
   return 0;
