@@ -33,17 +33,18 @@ Status DiskStore::alloc_ring(int n) {
   bool warned = false;
   for (int i = 0; i < n; ++i) {
     Staging st;
-    StatusOr<void*> p = be_->alloc_host_pinned(staging_bytes_);
-    if (p.ok() && reinterpret_cast<uintptr_t>(*p) % kStoreIoAlign == 0) {
-      st.p = *p;
+    // Over-allocate so the buffer can be 4096-aligned whatever the backend's alignment is.
+    StatusOr<void*> p = be_->alloc_host_pinned(staging_bytes_ + kStoreIoAlign);
+    if (p.ok()) {
+      st.base = *p;
+      st.p = reinterpret_cast<void*>(round_up_io(reinterpret_cast<uintptr_t>(*p)));
       st.pinned = true;
     } else {
-      if (p.ok()) be_->free_host_pinned(*p);
       if (!warned)
         std::fprintf(stderr, "WARNING: disk store staging buffers are not pinned (%s); copies will be slow\n",
-                     p.ok() ? "pinned memory not 4096-aligned" : p.status().to_string().c_str());
+                     p.status().to_string().c_str());
       warned = true;
-      st.p = std::aligned_alloc(kStoreIoAlign, staging_bytes_);
+      st.base = st.p = std::aligned_alloc(kStoreIoAlign, staging_bytes_);
       if (st.p == nullptr) return ResourceExhausted(Str() << "allocating " << staging_bytes_ << " staging bytes");
     }
     st.done = be_->create_event();
@@ -55,8 +56,8 @@ Status DiskStore::alloc_ring(int n) {
 DiskStore::~DiskStore() {
   for (Staging& s : staging_) {
     if (s.in_flight) be_->sync_event(*s.done);
-    if (s.pinned) be_->free_host_pinned(s.p);
-    else std::free(s.p);
+    if (s.pinned) be_->free_host_pinned(s.base);
+    else std::free(s.base);
   }
 }
 

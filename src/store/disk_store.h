@@ -38,7 +38,8 @@ class DiskStore : public LayerStore {
 
  private:
   struct Staging {
-    void* p = nullptr;
+    void* base = nullptr;  // as allocated
+    void* p = nullptr;     // 4096-aligned within base
     bool pinned = false;
     std::unique_ptr<Event> done;  // h2d from this buffer finished
     bool in_flight = false;

@@ -1,0 +1,201 @@
+#include "stream/planner.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+
+#include "model/layer.h"
+#include "model/weights.h"
+#include "store/range_reader.h"
+
+namespace st {
+namespace {
+
+uint64_t lora_bytes(const ModelConfig& c, const LoraConfig& lc) {
+  uint64_t floats = 0;
+  for (int t = 0; t < kNumLoraTargets; ++t) {
+    if (!lc.targets[t]) continue;
+    auto [in, out] = lora_target_dims(c, static_cast<LoraTarget>(t));
+    // Each of A and B starts aligned to kLoraAlignFloats (model/lora.h Note [lora arena]).
+    auto up = [](uint64_t n) { return (n + kLoraAlignFloats - 1) / kLoraAlignFloats * kLoraAlignFloats; };
+    floats += up(static_cast<uint64_t>(lc.r * in)) + up(static_cast<uint64_t>(lc.r * out));
+  }
+  return 4 /* params, grads, m, v */ * 4 /* f32 */ * floats * static_cast<uint64_t>(c.num_layers);
+}
+
+struct Shape {
+  int64_t tokens;
+  int slots;
+  int resident;
+  bool lm_streamed;
+};
+
+std::vector<PlanTerm> plan_terms(const PlanInput& in, const Shape& s) {
+  const ModelConfig& c = in.model;
+  const uint64_t act = dtype_size(in.dtype);
+  const uint64_t T = static_cast<uint64_t>(s.tokens), H = static_cast<uint64_t>(c.hidden_size);
+  const uint64_t lb = make_layer_layout(c, in.dtype).bytes;
+  const uint64_t extras = make_extras_layout(c, in.dtype).bytes;
+  const uint64_t lm_head = c.tie_word_embeddings ? 0 : static_cast<uint64_t>(c.vocab_size) * H * act;
+  const uint64_t vchunk = static_cast<uint64_t>(std::min<int64_t>(c.vocab_size, kLogitsChunkCols));
+  std::vector<PlanTerm> t = {
+      {"resident layers", lb * static_cast<uint64_t>(s.resident)},
+      {"pool slots", lb * static_cast<uint64_t>(s.slots)},
+      {s.lm_streamed ? "embedding + final norm" : "embedding + final norm + lm_head",
+       s.lm_streamed ? extras - lm_head : extras},
+      {"lm_head stream buffers", s.lm_streamed ? 2 * vchunk * H * act : 0},
+      {"activation checkpoints", static_cast<uint64_t>(c.num_layers) * T * H * act},
+      {"hidden/gradient buffers", 4 * T * H * act},
+      {"layer recompute scratch", layer_scratch_bytes(c, s.tokens, in.lora, in.dtype)},
+      {"logits chunk", T * vchunk * 4 + T * H * 4},
+      {"LoRA params+grads+AdamW", lora_bytes(c, in.lora)},
+      {"workspaces + batch", (in.device == DeviceKind::kCuda ? kCudaWorkspaceBytes : 0) + 4 * T * 4},
+  };
+  return t;
+}
+
+uint64_t total(const std::vector<PlanTerm>& t) {
+  uint64_t s = 0;
+  for (const PlanTerm& x : t) s += x.bytes;
+  return s;
+}
+
+uint64_t default_budget(const PlanInput& in) {
+  if (in.vram_budget > 0) return in.vram_budget;
+  if (in.device_free_bytes == 0) return UINT64_MAX / 4;  // CPU: no device limit
+  uint64_t margin = std::max<uint64_t>(512ull << 20, in.device_free_bytes / 20);
+  return in.device_free_bytes > margin ? in.device_free_bytes - margin : 0;
+}
+
+// Why the minimal plan does not fit, and what would.
+Status refuse(const PlanInput& in, const Shape& min, uint64_t budget) {
+  std::vector<PlanTerm> t = plan_terms(in, min);
+  const PlanTerm& big = *std::max_element(t.begin(), t.end(), [](auto& a, auto& b) { return a.bytes < b.bytes; });
+  Str msg;
+  msg << "the training plan needs " << format_bytes(total(t)) << " of device memory even with every layer streamed "
+      << "through " << min.slots << " buffer(s), but vram_budget is " << format_bytes(budget) << "; the largest term is "
+      << big.name << " (" << format_bytes(big.bytes) << ")";
+  auto fits = [&](int64_t mbs, int64_t seq, int slots) {
+    Shape s = min;
+    s.tokens = mbs * seq;
+    s.slots = slots;
+    return total(plan_terms(in, s)) <= budget;
+  };
+  int64_t lo = 0, hi = in.sequence_len;  // largest sequence_len that fits: binary search
+  while (lo < hi) {
+    int64_t mid = (lo + hi + 1) / 2;
+    if (fits(in.micro_batch_size, mid, min.slots)) lo = mid;
+    else hi = mid - 1;
+  }
+  std::vector<std::string> fixes;
+  if (lo >= 1) fixes.push_back(Str() << "sequence_len <= " << lo);
+  if (in.micro_batch_size > 1 && fits(1, in.sequence_len, min.slots))
+    fixes.push_back("micro_batch_size: 1 (raise gradient_accumulation_steps instead)");
+  if (min.slots > 2 && fits(in.micro_batch_size, in.sequence_len, 2)) fixes.push_back("stream_buffers: 2");
+  if (fixes.empty()) fixes.push_back("a larger vram_budget (this model does not fit at any sequence length)");
+  msg << ". To fit: ";
+  for (size_t i = 0; i < fixes.size(); ++i) msg << (i ? ", or " : "") << fixes[i];
+  return ResourceExhausted(msg);
+}
+
+std::vector<int> spread_layers(int k, int L) {
+  std::vector<int> out;
+  for (int i = 0; i < k; ++i) out.push_back(static_cast<int>((static_cast<int64_t>(2 * i + 1) * L) / (2 * k)));
+  return out;
+}
+
+}  // namespace
+
+StatusOr<uint64_t> parse_byte_size(const std::string& s) {
+  size_t i = 0;
+  while (i < s.size() && (std::isdigit(static_cast<unsigned char>(s[i])) || s[i] == '.')) ++i;
+  std::string num = s.substr(0, i), unit;
+  for (size_t j = i; j < s.size(); ++j)
+    if (s[j] != ' ') unit += static_cast<char>(std::tolower(static_cast<unsigned char>(s[j])));
+  char* end = nullptr;
+  double v = num.empty() ? -1 : std::strtod(num.c_str(), &end);
+  if (num.empty() || end != num.c_str() + num.size() || v < 0)
+    return InvalidArgument("'" + s + "' is not a byte size (examples: 4GiB, 512MiB, 1.5GB, 1073741824)");
+  static const std::pair<const char*, double> kUnits[] = {
+      {"", 1}, {"b", 1}, {"kb", 1e3}, {"mb", 1e6}, {"gb", 1e9}, {"tb", 1e12},
+      {"k", 1024.0}, {"m", 1048576.0}, {"g", 1073741824.0}, {"t", 1099511627776.0},
+      {"kib", 1024.0}, {"mib", 1048576.0}, {"gib", 1073741824.0}, {"tib", 1099511627776.0}};
+  for (const auto& [name, mult] : kUnits)
+    if (unit == name) {
+      double b = std::floor(v * mult);
+      if (b > 1.8e19) return InvalidArgument("byte size '" + s + "' is too large");
+      return static_cast<uint64_t>(b);
+    }
+  return InvalidArgument("'" + s + "': unknown unit '" + unit + "' (B, KB, MB, GB, TB, KiB, MiB, GiB, TiB)");
+}
+
+std::string format_bytes(uint64_t b) {
+  char buf[64];
+  if (b >= (1ull << 30)) std::snprintf(buf, sizeof(buf), "%.2f GiB", b / 1073741824.0);
+  else if (b >= (1ull << 20)) std::snprintf(buf, sizeof(buf), "%.1f MiB", b / 1048576.0);
+  else if (b >= 1024) std::snprintf(buf, sizeof(buf), "%.1f KiB", b / 1024.0);
+  else std::snprintf(buf, sizeof(buf), "%llu B", static_cast<unsigned long long>(b));
+  return buf;
+}
+
+StatusOr<Plan> make_plan(const PlanInput& in) {
+  const ModelConfig& c = in.model;
+  const int L = static_cast<int>(c.num_layers);
+  if (in.tier != "off" && in.tier != "ram" && in.tier != "disk")
+    return InvalidArgument("stream must be off, ram or disk (got '" + in.tier + "')");
+  if (in.num_slots < 1) return InvalidArgument("stream_buffers must be at least 1");
+  if (in.micro_batch_size < 1 || in.sequence_len < 1) return InvalidArgument("micro_batch_size and sequence_len must be >= 1");
+  const uint64_t budget = default_budget(in);
+  const int64_t tokens = in.micro_batch_size * in.sequence_len;
+  const uint64_t lm_head = c.tie_word_embeddings ? 0 : static_cast<uint64_t>(c.vocab_size * c.hidden_size) * dtype_size(in.dtype);
+  bool stream = in.tier != "off";
+  Shape s{tokens, stream ? std::min(in.num_slots, L) : 0, stream ? 0 : L, false};
+  if (stream && lm_head > 0 && (lm_head > budget / 8 || total(plan_terms(in, s)) > budget)) s.lm_streamed = true;
+  if (total(plan_terms(in, s)) > budget) return refuse(in, s, budget);
+  // Keep layers resident while they fit; the pool never needs more slots than streamed layers.
+  for (int k = L; stream && k >= 0; --k) {
+    Shape t = s;
+    t.resident = k;
+    t.slots = std::min(in.num_slots, L - k);
+    if (total(plan_terms(in, t)) <= budget) {
+      s = t;
+      break;
+    }
+  }
+  const uint64_t lb = make_layer_layout(c, in.dtype).bytes;
+  Plan p;
+  p.tier = in.tier;
+  p.num_layers = L;
+  p.num_slots = s.slots;
+  p.resident_layers = stream ? spread_layers(s.resident, L) : spread_layers(L, L);
+  p.lm_head_streamed = s.lm_streamed;
+  p.layer_bytes = lb;
+  p.budget = budget;
+  p.vram = plan_terms(in, s);
+  p.vram_total = total(p.vram);
+  const uint64_t extras = make_extras_layout(c, in.dtype).bytes;
+  if (in.tier == "ram") p.host_bytes = round_up_io(lb) * static_cast<uint64_t>(L) + round_up_io(extras);
+  if (in.tier == "disk") p.host_bytes = 2 * round_up_io(lb);
+  return p;
+}
+
+std::string Plan::banner() const {
+  Str b;
+  b << "plan: stream " << tier << ", " << resident_layers.size() << " of " << num_layers << " layers resident, "
+    << streamed_layers() << " streamed through " << num_slots << " buffer(s) of " << format_bytes(layer_bytes)
+    << (lm_head_streamed ? ", lm_head streamed" : "") << "\n";
+  b << "  device memory " << format_bytes(vram_total) << " of "
+    << (budget >= UINT64_MAX / 4 ? std::string("unlimited") : format_bytes(budget)) << ":\n";
+  for (const PlanTerm& t : vram) {
+    if (t.bytes == 0) continue;
+    char line[128];
+    std::snprintf(line, sizeof(line), "    %-34s %12s\n", t.name.c_str(), format_bytes(t.bytes).c_str());
+    b << line;
+  }
+  b << "  host memory " << format_bytes(host_bytes)
+    << (tier == "ram" ? " (RAM store arena)" : tier == "disk" ? " (disk staging ring)" : "") << "\n";
+  return b.str();
+}
+
+}  // namespace st

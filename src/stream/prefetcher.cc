@@ -1,0 +1,166 @@
+#include "stream/prefetcher.h"
+
+#include <limits>
+
+#include "core/check.h"
+
+namespace st {
+
+int belady_victim(const std::vector<int>& slot_layers, const std::vector<int>& visits, size_t c, size_t p) {
+  constexpr size_t kEmpty = std::numeric_limits<size_t>::max();
+  constexpr size_t kNever = kEmpty - 1;
+  int best = -1;
+  size_t best_next = 0;
+  for (size_t s = 0; s < slot_layers.size(); ++s) {
+    size_t next = slot_layers[s] < 0 ? kEmpty : kNever;
+    for (size_t i = c; i < visits.size() && next == kNever; ++i)
+      if (visits[i] == slot_layers[s]) next = i;
+    if (next <= p) continue;  // needed before (or at) the visit being issued
+    if (best < 0 || next > best_next) {
+      best = static_cast<int>(s);
+      best_next = next;
+    }
+  }
+  return best;
+}
+
+Prefetcher::Prefetcher(LayerBufferPool* pool, LayerStore* store, CopyMode mode)
+    : pool_(pool), store_(store), mode_(mode) {
+  CHECK(store->manifest().layer_bytes <= pool->slot_bytes(), "pool slots smaller than a layer blob");
+  if (mode_ == CopyMode::kThread) thread_ = std::thread([this] { copy_loop(); });
+}
+
+Prefetcher::~Prefetcher() {
+  if (thread_.joinable()) {
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+}
+
+std::vector<int> Prefetcher::slot_layers() const {
+  std::vector<int> v(pool_->num_slots());
+  for (int s = 0; s < pool_->num_slots(); ++s) v[s] = pool_->tag(s).layer;
+  return v;
+}
+
+void Prefetcher::begin_step(const std::vector<int>& visits) {
+  CHECK(c_ == visits_.size() && !held_, "begin_step before the previous step was consumed");
+  visits_ = visits;
+  visit_slot_.assign(visits.size(), -1);
+  visit_tag_.assign(visits.size(), SlotTag{});
+  c_ = p_ = 0;
+  pump();
+}
+
+// Issues visits from p_ on while a slot can take them (Note [prefetch rule]).
+void Prefetcher::pump() {
+  while (p_ < visits_.size()) {
+    int layer = visits_[p_];
+    std::vector<int> occ = slot_layers();
+    int hit = -1;
+    for (size_t s = 0; s < occ.size() && hit < 0; ++s)
+      if (occ[s] == layer) hit = static_cast<int>(s);
+    if (hit >= 0) {
+      visit_slot_[p_] = hit;
+      visit_tag_[p_] = pool_->tag(hit);
+      ++stats_.reuse_hits;
+    } else {
+      int victim = belady_victim(occ, visits_, c_, p_);
+      if (victim < 0) return;
+      issue(victim, layer);
+    }
+    ++p_;
+  }
+}
+
+void Prefetcher::issue(int slot, int layer) {
+  Job j{slot, pool_->begin_fill(slot, layer)};
+  visit_slot_[p_] = slot;
+  visit_tag_[p_] = j.tag;
+  ++stats_.loads;
+  stats_.bytes += static_cast<int64_t>(store_->manifest().layer_bytes);
+  if (mode_ == CopyMode::kInline) {
+    run_job(j);
+    return;
+  }
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    queue_.push_back(j);
+  }
+  cv_.notify_all();
+}
+
+void Prefetcher::run_job(const Job& j) {
+  Status st;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    st = error_;
+  }
+  if (st.ok()) {
+    pool_->copy_wait_free(j.slot);
+    st = store_->load_layer(j.tag.layer, pool_->data(j.slot));
+    if (!st.ok()) {
+      std::lock_guard<std::mutex> lk(mu_);
+      if (error_.ok()) error_ = st;
+    }
+  }
+  pool_->finish_fill(j.slot, j.tag, st);
+}
+
+void Prefetcher::copy_loop() {
+  for (;;) {
+    Job j;
+    {
+      std::unique_lock<std::mutex> lk(mu_);
+      cv_.wait(lk, [&] { return stop_ || !queue_.empty(); });
+      if (queue_.empty()) return;  // stop_ and drained
+      j = queue_.front();
+      queue_.pop_front();
+    }
+    run_job(j);
+  }
+}
+
+StatusOr<void*> Prefetcher::acquire(int layer) {
+  CHECK(!held_, "acquire(" << layer << ") while another layer is held");
+  CHECK(c_ < visits_.size() && visits_[c_] == layer,
+        "acquire(" << layer << ") out of order: visit " << c_ << " expects layer "
+                   << (c_ < visits_.size() ? visits_[c_] : -1));
+  CHECK(c_ < p_, "visit " << c_ << " was never issued");
+  held_ = true;
+  ++stats_.visits;
+  int s = visit_slot_[c_];
+  Status st = pool_->acquire(s, visit_tag_[c_]);
+  if (!st.ok()) return st;
+  return pool_->data(s);
+}
+
+void Prefetcher::release(int layer) {
+  CHECK(held_ && visits_[c_] == layer, "release(" << layer << ") without a matching acquire");
+  pool_->release(visit_slot_[c_]);
+  held_ = false;
+  ++c_;
+  pump();
+}
+
+Status Prefetcher::end_step() {
+  CHECK(c_ == visits_.size() && !held_, "end_step with " << visits_.size() - c_ << " visits not consumed");
+  return status();
+}
+
+PrefetchStats Prefetcher::stats() const {
+  PrefetchStats s = stats_;
+  s.compute_wait_ns = pool_->compute_wait_ns();
+  return s;
+}
+
+Status Prefetcher::status() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return error_;
+}
+
+}  // namespace st

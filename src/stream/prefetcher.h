@@ -1,0 +1,102 @@
+// Prefetcher: walks a step's visit sequence ahead of compute, loading layers into the
+// LayerBufferPool on a copy stream (design.md §3).
+//
+// Note [prefetch rule]
+// Compute is at visit c (the next to be acquired, or the one it holds); the prefetcher has issued
+// every visit before p (p >= c). To issue visit p (layer l):
+//   - if some slot's tag is l, it is a reuse hit (no copy); that slot will not be evicted before
+//     p because its next use is <= p;
+//   - otherwise pick a victim by Belady among the slots whose occupant is not needed in [c, p]:
+//     the one needed furthest in the future (or never; empty slots first); ties to the lowest
+//     slot index. If every occupant is needed in [c, p], wait: compute must release one first.
+// Decisions are made on the compute thread only (in begin_step and release), so the load
+// sequence is a pure function of (visits, slots, previous contents): deterministic and testable.
+// Slot contents persist across steps (frozen weights): layer 0 at the end of a backward is a
+// hit at the start of the next forward.
+//
+// Copies run on a copy thread standing in for the copy stream (CopyMode::kThread: CPU runs get
+// real concurrency; disk reads never block compute's enqueue) or inline on the compute thread
+// (kInline: for debugging, and CUDA RAM tiers where enqueueing is cheap). A failed load is
+// sticky: later loads are skipped, every acquire returns the error, nothing hangs.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "stream/layer_buffer_pool.h"
+#include "store/layer_store.h"
+
+namespace st {
+
+// Belady victim for issuing visit p with compute at visit c (Note [prefetch rule]).
+// slot_layers[s] is slot s's layer (-1 empty). Returns the slot, or -1 if none may be evicted yet.
+int belady_victim(const std::vector<int>& slot_layers, const std::vector<int>& visits, size_t c, size_t p);
+
+enum class CopyMode { kThread, kInline };
+
+struct PrefetchStats {
+  int64_t visits = 0;
+  int64_t loads = 0;
+  int64_t reuse_hits = 0;
+  int64_t bytes = 0;
+  int64_t compute_wait_ns = 0;  // host-side time compute blocked in acquire
+};
+
+class Prefetcher {
+ public:
+  // pool, store and the backend behind them must outlive the prefetcher.
+  Prefetcher(LayerBufferPool* pool, LayerStore* store, CopyMode mode);
+  ~Prefetcher();  // drains and joins the copy thread
+  Prefetcher(const Prefetcher&) = delete;
+  Prefetcher& operator=(const Prefetcher&) = delete;
+
+  // `visits`: the streamed layers in the order compute will acquire them. Starts loading.
+  void begin_step(const std::vector<int>& visits);
+  // The next visit must be `layer` (CHECK). Waits for its copy; returns the slot's device
+  // pointer, or the (sticky) load error naming the file.
+  StatusOr<void*> acquire(int layer);
+  void release(int layer);
+  // CHECKs every visit was consumed; returns the sticky error (OK if none).
+  Status end_step();
+
+  PrefetchStats stats() const;
+  Status status() const;
+  // Slot of the visit compute holds (valid between acquire and release, even after a failed load).
+  int held_slot() const { return visit_slot_[c_]; }
+  // Slot of each visit of the current step (for tests).
+  const std::vector<int>& visit_slots() const { return visit_slot_; }
+
+ private:
+  struct Job {
+    int slot;
+    SlotTag tag;
+  };
+  void pump();
+  void issue(int slot, int layer);
+  void run_job(const Job& j);
+  void copy_loop();
+  std::vector<int> slot_layers() const;
+
+  LayerBufferPool* pool_;
+  LayerStore* store_;
+  CopyMode mode_;
+  std::vector<int> visits_;
+  std::vector<int> visit_slot_;
+  std::vector<SlotTag> visit_tag_;
+  size_t c_ = 0, p_ = 0;
+  bool held_ = false;
+  PrefetchStats stats_;
+
+  mutable std::mutex mu_;  // guards queue_, stop_, error_
+  std::condition_variable cv_;
+  std::deque<Job> queue_;
+  bool stop_ = false;
+  Status error_;
+  std::thread thread_;
+};
+
+}  // namespace st

@@ -1,0 +1,89 @@
+#include "stream/streamed_layer_source.h"
+
+#include <algorithm>
+
+#include "core/check.h"
+
+namespace st {
+
+StatusOr<std::unique_ptr<StreamedLayerSource>> StreamedLayerSource::create(Backend* be, LayerStore* store,
+                                                                           const StreamedSourceOptions& opts) {
+  const StoreManifest& m = store->manifest();
+  LayerLayout layout = make_layer_layout(m.config, m.dtype);
+  CHECK(layout.bytes == m.layer_bytes, "store layout disagrees with make_layer_layout");
+  std::unique_ptr<StreamedLayerSource> src(new StreamedLayerSource(be, store, std::move(layout)));
+  src->resident_index_.assign(m.num_layers, -1);
+  std::vector<int> resident;
+  for (int l : opts.resident_layers) {
+    if (l < 0 || l >= m.num_layers) return InvalidArgument(Str() << "resident layer " << l << " out of range");
+    if (src->resident_index_[l] < 0) {
+      src->resident_index_[l] = static_cast<int>(resident.size());
+      resident.push_back(l);
+    }
+  }
+  RETURN_IF_ERROR(src->load_resident(resident));
+  int streamed = m.num_layers - static_cast<int>(resident.size());
+  if (streamed > 0) {
+    if (opts.num_slots < 1) return InvalidArgument("stream_buffers must be at least 1");
+    ASSIGN_OR_RETURN(src->pool_, LayerBufferPool::create(be, std::min(opts.num_slots, streamed), m.layer_bytes));
+    src->prefetcher_ = std::make_unique<Prefetcher>(src->pool_.get(), store, opts.copy_mode);
+  }
+  return src;
+}
+
+Status StreamedLayerSource::load_resident(const std::vector<int>& layers) {
+  if (layers.empty()) return Status::OK();
+  size_t lb = layout_.bytes;
+  ASSIGN_OR_RETURN(resident_, be_->alloc(lb * layers.size()), "resident layers (" << layers.size() << " x " << lb << " bytes)");
+  for (size_t i = 0; i < layers.size(); ++i)
+    RETURN_IF_ERROR(store_->load_layer(layers[i], static_cast<char*>(resident_) + i * lb));
+  be_->sync_stream(StreamId::kH2D);
+  return Status::OK();
+}
+
+StreamedLayerSource::~StreamedLayerSource() {
+  prefetcher_.reset();
+  pool_.reset();
+  if (resident_) {
+    be_->sync_all();
+    be_->free(resident_);
+  }
+}
+
+void StreamedLayerSource::begin_step(const std::vector<int>& visits) {
+  std::vector<int> streamed;
+  for (int l : visits) {
+    CHECK(l >= 0 && l < static_cast<int>(resident_index_.size()), "visit of layer " << l);
+    if (resident_index_[l] < 0) streamed.push_back(l);
+  }
+  if (prefetcher_) prefetcher_->begin_step(streamed);
+}
+
+LayerWeights StreamedLayerSource::acquire(int layer) {
+  if (resident_index_[layer] >= 0)
+    return layer_weights_view(layout_, static_cast<char*>(resident_) + resident_index_[layer] * layout_.bytes);
+  StatusOr<void*> p = prefetcher_->acquire(layer);
+  if (p.ok()) return layer_weights_view(layout_, *p);
+  if (error_.ok()) error_ = p.status();
+  // Keep the protocol going without blocking: the slot's stale bytes, the step is discarded.
+  return layer_weights_view(layout_, pool_->data(prefetcher_->held_slot()));
+}
+
+void StreamedLayerSource::release(int layer) {
+  if (resident_index_[layer] < 0) prefetcher_->release(layer);
+}
+
+void StreamedLayerSource::end_step() {
+  if (!prefetcher_) return;
+  Status s = prefetcher_->end_step();
+  if (!s.ok() && error_.ok()) error_ = s;
+}
+
+Status StreamedLayerSource::status() const {
+  if (!error_.ok()) return error_;
+  return prefetcher_ ? prefetcher_->status() : Status::OK();
+}
+
+PrefetchStats StreamedLayerSource::stats() const { return prefetcher_ ? prefetcher_->stats() : PrefetchStats{}; }
+
+}  // namespace st

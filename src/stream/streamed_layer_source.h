@@ -1,0 +1,61 @@
+// StreamedLayerSource: model/weights.h's LayerSource over a LayerStore tier (RAM or disk).
+//
+// Layers the planner keeps resident are copied to one device buffer at construction and served
+// from it; the rest go through a LayerBufferPool + Prefetcher. Same bytes, same views, same
+// kernels as ResidentLayerSource: losses must be bit-identical (design.md §1).
+//
+// Errors: LayerSource::acquire cannot return a Status. A failed load (IOError/Corruption naming
+// the file) is sticky: acquire then returns views of the slot (stale bytes), nothing blocks, and
+// status() / end_step_status() report the error. The trainer must check status() after
+// end_step() and discard the step if it is not OK.
+//
+// Not thread-safe (the compute thread drives it); the backend and store must outlive it.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "model/weights.h"
+#include "stream/prefetcher.h"
+
+namespace st {
+
+struct StreamedSourceOptions {
+  int num_slots = 2;                 // pool buffers (capped at the number of streamed layers)
+  std::vector<int> resident_layers;  // kept on the device, never streamed
+  CopyMode copy_mode = CopyMode::kThread;
+};
+
+class StreamedLayerSource : public LayerSource {
+ public:
+  static StatusOr<std::unique_ptr<StreamedLayerSource>> create(Backend* be, LayerStore* store,
+                                                                const StreamedSourceOptions& opts);
+  ~StreamedLayerSource() override;
+
+  void begin_step(const std::vector<int>& visits) override;
+  LayerWeights acquire(int layer) override;
+  void release(int layer) override;
+  void end_step() override;
+
+  Status status() const;
+  PrefetchStats stats() const;
+  const LayerLayout& layout() const { return layout_; }
+  int num_slots() const { return pool_ ? pool_->num_slots() : 0; }
+  bool is_resident(int layer) const { return resident_index_[layer] >= 0; }
+
+ private:
+  StreamedLayerSource(Backend* be, LayerStore* store, LayerLayout layout)
+      : be_(be), store_(store), layout_(std::move(layout)) {}
+  Status load_resident(const std::vector<int>& layers);
+
+  Backend* be_;
+  LayerStore* store_;
+  LayerLayout layout_;
+  std::vector<int> resident_index_;  // per layer: index into the resident buffer, or -1
+  void* resident_ = nullptr;
+  std::unique_ptr<LayerBufferPool> pool_;
+  std::unique_ptr<Prefetcher> prefetcher_;
+  Status error_;
+};
+
+}  // namespace st
