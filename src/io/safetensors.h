@@ -56,8 +56,10 @@ struct TensorToWrite {
   const void* data = nullptr;
 };
 
-// Writes atomically (temp + rename). Tensors are laid out in the given order, each data offset
-// aligned to `align` bytes (header padded with spaces so the data section starts aligned).
+// Writes atomically (temp + rename). Tensors are laid out back to back in the given order (the
+// reference reader rejects holes, so there is no padding between tensors); the header is padded
+// with spaces so the data section starts `align`-aligned (align: a multiple of 8). Metadata always
+// gets "format": "pt" (transformers requires it).
 Status write_safetensors(const std::string& path, const std::vector<TensorToWrite>& tensors,
                          const std::map<std::string, std::string>& metadata = {}, size_t align = 64);
 
