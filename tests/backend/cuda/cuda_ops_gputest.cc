@@ -1,0 +1,258 @@
+// CUDA backend vs the CPU reference backend: GEMM, elementwise ops, RMSNorm, RoPE, SwiGLU,
+// cross-entropy, dropout, AdamW, sum of squares; plus memory/stream/event behaviour.
+#include <gtest/gtest.h>
+
+#include <random>
+#include <string>
+
+#include "gpu_harness.h"
+
+namespace st::test {
+namespace {
+
+Backend& G() { return gpu_backend(); }
+Backend& C() { return cpu_backend(); }
+
+std::string tag(const char* op, DType t, int64_t a, int64_t b = 0, int64_t c = 0) {
+  return std::string(op) + " " + dtype_name(t) + " " + std::to_string(a) + "x" + std::to_string(b) + "x" +
+         std::to_string(c);
+}
+
+TEST(CudaOps, GemmMatchesCpu) {
+  std::mt19937 rng(1);
+  struct Shape { int64_t M, N, K; };
+  const Shape shapes[] = {{1, 1, 1}, {17, 33, 65}, {129, 64, 200}, {256, 512, 384}, {3, 1000, 17}};
+  struct Types { DType ab, c; };
+  const Types types[] = {{DType::kF32, DType::kF32}, {DType::kBF16, DType::kBF16},
+                         {DType::kBF16, DType::kF32}, {DType::kF32, DType::kBF16}};
+  for (const auto& s : shapes)
+    for (const auto& ty : types)
+      for (int tr = 0; tr < 4; ++tr)
+        for (int acc = 0; acc < 2; ++acc) {
+          GemmOpts o;
+          o.trans_a = (tr & 1) ? Trans::kYes : Trans::kNo;
+          o.trans_b = (tr & 2) ? Trans::kYes : Trans::kNo;
+          o.alpha = acc ? 0.5f : 1.0f;
+          o.accum = acc ? Accum::kAdd : Accum::kOverwrite;
+          Twin a(ty.ab, o.trans_a == Trans::kYes ? std::vector<int64_t>{s.K, s.M} : std::vector<int64_t>{s.M, s.K}, rng);
+          Twin b(ty.ab, o.trans_b == Trans::kYes ? std::vector<int64_t>{s.N, s.K} : std::vector<int64_t>{s.K, s.N}, rng);
+          Twin c(ty.c, {s.M, s.N}, rng, acc ? 1.0f : 0.0f);
+          C().gemm(c.cpu(), a.cpu(), b.cpu(), o);
+          G().gemm(c.gpu(), a.gpu(), b.gpu(), o);
+          const double lim = ty.c == DType::kF32 && ty.ab == DType::kF32 ? 1e-10 : 1e-4;
+          EXPECT_TWIN_CLOSE(c, lim, tag("gemm", ty.ab, s.M, s.N, s.K) + " tr=" + std::to_string(tr) +
+                                        " acc=" + std::to_string(acc) + " c=" + dtype_name(ty.c));
+        }
+}
+
+TEST(CudaOps, ElementwiseMatchCpu) {
+  std::mt19937 rng(2);
+  for (DType t : {DType::kF32, DType::kBF16})
+    for (int64_t rows : {1, 17, 129})
+      for (int64_t cols : {1, 33, 896}) {
+        const std::string w = tag("elementwise", t, rows, cols);
+        Twin y(t, {rows, cols}, rng), bias(DType::kBF16, {cols}, rng);
+        C().add_bias(y.cpu(), bias.cpu());
+        G().add_bias(y.gpu(), bias.gpu());
+        EXPECT_TWIN_CLOSE(y, limit_for(t, 1e-5, 1e-14), "add_bias " + w);
+        Twin a(t, {rows, cols}, rng), b(DType::kF32, {rows, cols}, rng), s(t, {rows, cols}, rng, 0.0f);
+        C().add(s.cpu(), a.cpu(), b.cpu());
+        G().add(s.gpu(), a.gpu(), b.gpu());
+        EXPECT_TWIN_CLOSE(s, limit_for(t, 1e-5, 1e-14), "add " + w);
+        C().add(a.cpu(), a.cpu(), b.cpu());  // in place
+        G().add(a.gpu(), a.gpu(), b.gpu());
+        EXPECT_TWIN_CLOSE(a, limit_for(t, 1e-5, 1e-14), "add in place " + w);
+        C().scale(a.cpu(), a.cpu(), -0.37f);
+        G().scale(a.gpu(), a.gpu(), -0.37f);
+        EXPECT_TWIN_CLOSE(a, limit_for(t, 1e-5, 1e-14), "scale " + w);
+        for (DType dt : {DType::kF32, DType::kBF16, DType::kF16}) {
+          Twin d(dt, {rows, cols}, rng, 0.0f);
+          C().convert(d.cpu(), a.cpu());
+          G().convert(d.gpu(), a.gpu());
+          EXPECT_TWIN_CLOSE(d, 0.0, std::string("convert to ") + dtype_name(dt) + " " + w);
+        }
+        Twin gate(t, {rows, cols}, rng, 2.0f), up(t, {rows, cols}, rng), h(t, {rows, cols}, rng, 0.0f);
+        C().swiglu(h.cpu(), gate.cpu(), up.cpu());
+        G().swiglu(h.gpu(), gate.gpu(), up.gpu());
+        EXPECT_TWIN_CLOSE(h, limit_for(t, 1e-4, 1e-12), "swiglu " + w);
+        Twin dh(t, {rows, cols}, rng), dg(t, {rows, cols}, rng, 0.0f), du(t, {rows, cols}, rng, 0.0f);
+        C().swiglu_backward(dg.cpu(), du.cpu(), dh.cpu(), gate.cpu(), up.cpu());
+        G().swiglu_backward(dg.gpu(), du.gpu(), dh.gpu(), gate.gpu(), up.gpu());
+        EXPECT_TWIN_CLOSE(dg, limit_for(t, 1e-4, 1e-12), "swiglu dgate " + w);
+        EXPECT_TWIN_CLOSE(du, limit_for(t, 1e-4, 1e-12), "swiglu dup " + w);
+        for (float p : {0.0f, 0.1f, 0.5f, 1.0f}) {
+          Twin x(t, {rows, cols}, rng), yd(t, {rows, cols}, rng, 0.0f);
+          C().dropout(yd.cpu(), x.cpu(), p, 1234567ull + rows);
+          G().dropout(yd.gpu(), x.gpu(), p, 1234567ull + rows);
+          EXPECT_TWIN_CLOSE(yd, limit_for(t, 1e-5, 1e-14), "dropout p=" + std::to_string(p) + " " + w);
+        }
+      }
+}
+
+TEST(CudaOps, EmbeddingMatchesCpu) {
+  std::mt19937 rng(3);
+  for (DType t : {DType::kF32, DType::kBF16}) {
+    const int64_t V = 1001, H = 65, T = 129;
+    Twin table(DType::kBF16, {V, H}, rng), out(t, {T, H}, rng, 0.0f);
+    std::vector<int32_t> ids(T);
+    for (auto& i : ids) i = static_cast<int32_t>(rng() % V);
+    TwinI32 tid(ids);
+    C().embedding(out.cpu(), table.cpu(), tid.cpu());
+    G().embedding(out.gpu(), table.gpu(), tid.gpu());
+    EXPECT_TWIN_CLOSE(out, 0.0, std::string("embedding ") + dtype_name(t));
+  }
+}
+
+TEST(CudaOps, RmsNormMatchesCpu) {
+  std::mt19937 rng(4);
+  for (DType t : {DType::kF32, DType::kBF16})
+    for (int64_t R : {1, 17, 129})
+      for (int64_t N : {64, 896, 4099}) {
+        const std::string w = tag("rmsnorm", t, R, N);
+        Twin x(t, {R, N}, rng, 3.0f), wt(DType::kBF16, {N}, rng), y(t, {R, N}, rng, 0.0f);
+        Twin rstd(DType::kF32, {R}, rng, 0.0f);
+        C().rmsnorm(y.cpu(), rstd.cpu(), x.cpu(), wt.cpu(), 1e-6f);
+        G().rmsnorm(y.gpu(), rstd.gpu(), x.gpu(), wt.gpu(), 1e-6f);
+        EXPECT_TWIN_CLOSE(y, limit_for(t, 1e-4, 1e-12), w);
+        EXPECT_TWIN_CLOSE(rstd, 1e-12, w + " rstd");
+        Twin dy(t, {R, N}, rng), dx(t, {R, N}, rng, 0.0f);
+        C().rmsnorm_backward(dx.cpu(), dy.cpu(), x.cpu(), wt.cpu(), rstd.cpu());
+        G().rmsnorm_backward(dx.gpu(), dy.gpu(), x.gpu(), wt.gpu(), rstd.gpu());
+        EXPECT_TWIN_CLOSE(dx, limit_for(t, 1e-4, 1e-11), w + " backward");
+      }
+}
+
+TEST(CudaOps, RopeMatchesCpu) {
+  std::mt19937 rng(5);
+  for (DType t : {DType::kF32, DType::kBF16})
+    for (int64_t D : {32, 64, 128})
+      for (bool inverse : {false, true}) {
+        const int64_t T = 17, H = 3;
+        Twin x(t, {T, H, D}, rng), inv(DType::kF32, {D / 2}, rng);
+        std::vector<float> f(D / 2);
+        for (int64_t i = 0; i < D / 2; ++i) f[i] = std::pow(10000.0f, -2.0f * i / D);
+        inv.set(f);
+        std::vector<int32_t> pos(T);
+        for (auto& p : pos) p = static_cast<int32_t>(rng() % 4096);
+        TwinI32 tp(pos);
+        C().rope(x.cpu(), tp.cpu(), inv.cpu(), inverse);
+        G().rope(x.gpu(), tp.gpu(), inv.gpu(), inverse);
+        EXPECT_TWIN_CLOSE(x, limit_for(t, 1e-4, 1e-11), tag("rope", t, D, inverse));
+      }
+}
+
+TEST(CudaOps, CrossEntropyMatchesCpu) {
+  std::mt19937 rng(6);
+  for (DType t : {DType::kF32, DType::kBF16})
+    for (int64_t R : {1, 17, 129})
+      for (int64_t V : {1000, 32001}) {
+        const std::string w = tag("cross_entropy", t, R, V);
+        Twin logits(t, {R, V}, rng, 4.0f), loss(DType::kF32, {1}, rng);
+        loss.set({2.0f});
+        std::vector<int32_t> labels(R);
+        for (int64_t r = 0; r < R; ++r) labels[r] = (r % 5 == 3) ? -100 : static_cast<int32_t>(rng() % V);
+        TwinI32 tl(labels);
+        C().cross_entropy(logits.cpu(), loss.cpu(), tl.cpu(), 1.0f / 7.0f);
+        G().cross_entropy(logits.gpu(), loss.gpu(), tl.gpu(), 1.0f / 7.0f);
+        EXPECT_TWIN_CLOSE(logits, limit_for(t, 1e-4, 1e-10), w + " grad");
+        EXPECT_TWIN_CLOSE(loss, 1e-11, w + " loss");
+      }
+}
+
+TEST(CudaOps, AdamWAndSumSquaresMatchCpu) {
+  std::mt19937 rng(7);
+  for (int64_t n : {1, 1000, (1 << 20) + 3}) {
+    Twin p(DType::kF32, {n}, rng), m(DType::kF32, {n}, rng, 0.1f), v(DType::kF32, {n}, rng, 0.1f);
+    std::vector<float> vv = v.cpu_vals();
+    for (auto& x : vv) x = x * x;
+    v.set(vv);
+    for (int64_t step = 1; step <= 3; ++step) {
+      Twin g(DType::kF32, {n}, rng);
+      const Backend::AdamW h{1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, step};
+      C().adamw(p.cpu(), g.cpu(), m.cpu(), v.cpu(), h);
+      G().adamw(p.gpu(), g.gpu(), m.gpu(), v.gpu(), h);
+    }
+    EXPECT_TWIN_CLOSE(p, 1e-12, "adamw p n=" + std::to_string(n));
+    EXPECT_TWIN_CLOSE(m, 1e-12, "adamw m n=" + std::to_string(n));
+    EXPECT_TWIN_CLOSE(v, 1e-12, "adamw v n=" + std::to_string(n));
+    Twin out(DType::kF32, {1}, rng);
+    out.set({1.5f});
+    C().sum_squares(out.cpu(), p.cpu());
+    G().sum_squares(out.gpu(), p.gpu());
+    EXPECT_TWIN_CLOSE(out, 1e-11, "sum_squares n=" + std::to_string(n));
+  }
+}
+
+TEST(CudaOps, DeterministicBits) {
+  std::mt19937 rng(8);
+  Twin a(DType::kBF16, {512, 768}, rng), b(DType::kBF16, {768, 1024}, rng);
+  Twin c1(DType::kF32, {512, 1024}, rng, 0.0f), c2(DType::kF32, {512, 1024}, rng, 0.0f);
+  G().gemm(c1.gpu(), a.gpu(), b.gpu(), {});
+  G().gemm(c2.gpu(), a.gpu(), b.gpu(), {});
+  EXPECT_EQ(c1.gpu_bytes(), c2.gpu_bytes()) << "gemm";
+  Twin x(DType::kF32, {3 << 20}, rng), s1(DType::kF32, {1}, rng), s2(DType::kF32, {1}, rng);
+  s1.set({0.0f});
+  s2.set({0.0f});
+  G().sum_squares(s1.gpu(), x.gpu());
+  G().sum_squares(s2.gpu(), x.gpu());
+  EXPECT_EQ(s1.gpu_bytes(), s2.gpu_bytes()) << "sum_squares";
+  std::vector<int32_t> labels(64);
+  for (auto& l : labels) l = static_cast<int32_t>(rng() % 5000);
+  TwinI32 tl(labels);
+  Twin l1(DType::kBF16, {64, 5000}, rng), l2(DType::kBF16, {64, 5000}, rng);
+  l2.set(l1.cpu_vals());
+  Twin ls1(DType::kF32, {1}, rng), ls2(DType::kF32, {1}, rng);
+  ls1.set({0.0f});
+  ls2.set({0.0f});
+  G().cross_entropy(l1.gpu(), ls1.gpu(), tl.gpu(), 1.0f);
+  G().cross_entropy(l2.gpu(), ls2.gpu(), tl.gpu(), 1.0f);
+  EXPECT_EQ(l1.gpu_bytes(), l2.gpu_bytes()) << "cross_entropy grad";
+  EXPECT_EQ(ls1.gpu_bytes(), ls2.gpu_bytes()) << "cross_entropy loss";
+}
+
+TEST(CudaMemory, OomIsResourceExhaustedAndRecoverable) {
+  auto r = G().alloc(size_t{1} << 50);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kResourceExhausted);
+  auto ok = G().alloc(1 << 20);  // the sticky error was cleared
+  ASSERT_TRUE(ok.ok());
+  G().free(*ok);
+}
+
+TEST(CudaMemory, PinnedStreamsAndEvents) {
+  const size_t n = 1 << 22;
+  auto pin = G().alloc_host_pinned(n);
+  ASSERT_TRUE(pin.ok());
+  auto* hp = static_cast<uint8_t*>(*pin);
+  for (size_t i = 0; i < n; ++i) hp[i] = static_cast<uint8_t>(i * 7);
+  std::vector<uint8_t> reg(n, 0);
+  ASSERT_TRUE(G().register_host(reg.data(), n).ok());
+  auto d1 = G().alloc(n), d2 = G().alloc(n);
+  ASSERT_TRUE(d1.ok() && d2.ok());
+  auto e1 = G().create_event(), e2 = G().create_event();
+  G().copy_h2d(*d1, hp, n, StreamId::kH2D);
+  G().record(*e1, StreamId::kH2D);
+  G().wait(StreamId::kCompute, *e1);
+  G().copy_d2d(*d2, *d1, n, StreamId::kCompute);
+  G().record(*e2, StreamId::kCompute);
+  G().wait(StreamId::kD2H, *e2);
+  G().copy_d2h(reg.data(), *d2, n, StreamId::kD2H);
+  G().sync_stream(StreamId::kD2H);
+  EXPECT_TRUE(G().event_done(*e1));
+  G().sync_event(*e2);
+  EXPECT_TRUE(G().event_done(*e2));
+  EXPECT_EQ(std::memcmp(reg.data(), hp, n), 0);
+  G().memset_zero(*d2, n, StreamId::kCompute);
+  G().sync_all();
+  G().copy_d2h(reg.data(), *d2, n, StreamId::kD2H);
+  G().sync_all();
+  EXPECT_EQ(reg[12345], 0);
+  G().unregister_host(reg.data());
+  G().free(*d1);
+  G().free(*d2);
+  G().free_host_pinned(hp);
+  EXPECT_NE(G().description().find("cuda:0"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace st::test
