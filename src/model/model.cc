@@ -105,6 +105,8 @@ StatusOr<std::unique_ptr<Model>> Model::create(const ModelConfig& c, Backend* be
   return m;
 }
 
+Model::Model(const ModelConfig& c, Backend* be, const ModelOptions& o) : cfg_(c), be_(be), opts_(o) {}
+
 Model::~Model() {
   be_->sync_all();
   if (arena_) be_->free(arena_);
@@ -239,7 +241,8 @@ static HeadCtx make_head_ctx(const ModelConfig& c, Backend* be, const ModelOptio
 }
 
 StatusOr<std::vector<double>> Model::forward_backward(const std::vector<const Batch*>& batches, LayerSource& src,
-                                                      float grad_scale) {
+                                                      const std::vector<float>& grad_scales) {
+  CHECK(grad_scales.size() == batches.size());
   for (const Batch* b : batches) RETURN_IF_ERROR(validate(*b));
   const int L = static_cast<int>(cfg_.num_layers);
   StepSchedule sched = StepSchedule::micro_batch_major(L, static_cast<int>(batches.size()));
@@ -259,7 +262,7 @@ StatusOr<std::vector<double>> Model::forward_backward(const std::vector<const Ba
       if (v.layer == L - 1) {
         // d(final output) goes to grad[L % 2], which backward_layer(L-1) reads as dout.
         head_forward_backward(make_head_ctx(cfg_, be_, opts_, a.n, a.head_scratch), ew, rows_of(a.ckpt[L], a.n),
-                              a.labels.ptr<int32_t>(), grad_scale, a.loss, rows_of(a.grad[L % 2], a.n));
+                              a.labels.ptr<int32_t>(), grad_scales[v.micro_batch], a.loss, rows_of(a.grad[L % 2], a.n));
       }
     } else {
       backward_layer(v.layer, src);

@@ -72,10 +72,10 @@ class Model {
 
   // Forward + backward of `batches` (micro-batches of one accumulation window) in one LayerSource
   // step (schedule micro_batch_major). LoRA grads ACCUMULATE (the caller zeroes them per window);
-  // each micro-batch's gradient is scaled by grad_scale. Returns each micro-batch's loss sum (sum
-  // of -log p over its targets). Blocks at the end to read the losses.
+  // micro-batch i's gradient is that of grad_scales[i] * (its loss sum). Returns each micro-batch's
+  // loss sum (sum of -log p over its targets). Blocks at the end to read the losses.
   StatusOr<std::vector<double>> forward_backward(const std::vector<const Batch*>& batches, LayerSource& src,
-                                                 float grad_scale);
+                                                 const std::vector<float>& grad_scales);
   // Eval: the loss sum of one batch (no dropout, no gradient).
   StatusOr<double> eval_loss_sum(const Batch& b, LayerSource& src);
   // Logits [B*T, V] f32 of one batch (no dropout). Blocks.
@@ -86,7 +86,7 @@ class Model {
   void set_micro_batches_run(uint64_t n) { micro_counter_ = n; }
 
  private:
-  Model(const ModelConfig& c, Backend* be, const ModelOptions& o) : cfg_(c), be_(be), opts_(o) {}
+  Model(const ModelConfig& c, Backend* be, const ModelOptions& o);
   struct Arena;
   Status validate(const Batch& b) const;
   void upload(const Batch& b);
