@@ -1,0 +1,154 @@
+#include "data/chat_template.h"
+
+namespace st {
+namespace {
+
+constexpr const char* kSmolSystem = "You are a helpful AI assistant named SmolLM, trained by Hugging Face";
+constexpr const char* kQwen25System = "You are Qwen, created by Alibaba Cloud. You are a helpful assistant.";
+constexpr const char* kQwen2System = "You are a helpful assistant.";
+constexpr const char* kLlama31Dates = "Cutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\n";
+
+std::string strip(const std::string& s) {
+  size_t b = s.find_first_not_of(" \t\n\r"), e = s.find_last_not_of(" \t\n\r");
+  return b == std::string::npos ? "" : s.substr(b, e - b + 1);
+}
+
+void add(std::vector<ChatSegment>* out, std::string text, bool trained) {
+  if (!text.empty()) out->push_back({std::move(text), trained});
+}
+
+void render_chatml(const ChatTemplate& t, const std::vector<ChatMessage>& m, std::vector<ChatSegment>* out) {
+  if (!t.default_system.empty() && m[0].role != "system")
+    add(out, "<|im_start|>system\n" + t.default_system + "<|im_end|>\n", false);
+  for (const ChatMessage& msg : m) {
+    bool a = msg.role == "assistant";
+    add(out, "<|im_start|>" + msg.role + "\n", false);
+    add(out, msg.content, a);
+    add(out, "<|im_end|>", a);
+    add(out, "\n", false);
+  }
+}
+
+void render_llama3(const ChatTemplate& t, const std::vector<ChatMessage>& m, std::vector<ChatSegment>* out) {
+  add(out, "<|begin_of_text|>", false);
+  size_t first = 0;
+  if (t.llama31_dates) {
+    std::string sys = m[0].role == "system" ? strip(m[0].content) : "";
+    if (m[0].role == "system") first = 1;
+    add(out, "<|start_header_id|>system<|end_header_id|>\n\n" + std::string(kLlama31Dates) + sys + "<|eot_id|>", false);
+  }
+  for (size_t i = first; i < m.size(); ++i) {
+    bool a = m[i].role == "assistant";
+    add(out, "<|start_header_id|>" + m[i].role + "<|end_header_id|>\n\n", false);
+    add(out, strip(m[i].content), a);
+    add(out, "<|eot_id|>", a);
+  }
+}
+
+// System text is prepended to the first user message (the Mistral templates have no system role).
+void render_mistral(const std::vector<ChatMessage>& m, std::vector<ChatSegment>* out) {
+  add(out, "<s>", false);
+  std::string system;
+  for (const ChatMessage& msg : m) {
+    if (msg.role == "system") {
+      system = msg.content;
+    } else if (msg.role == "user") {
+      std::string c = system.empty() ? msg.content : system + "\n\n" + msg.content;
+      system.clear();
+      add(out, "[INST] " + c + " [/INST]", false);
+    } else {
+      add(out, msg.content, true);
+      add(out, "</s>", true);
+    }
+  }
+}
+
+}  // namespace
+
+std::string ChatTemplate::name() const {
+  switch (format) {
+    case ChatFormat::kChatML: return "chatml";
+    case ChatFormat::kLlama3: return "llama3";
+    case ChatFormat::kMistral: return "mistral";
+  }
+  return "?";
+}
+
+StatusOr<ChatTemplate> chat_template_by_name(const std::string& name) {
+  ChatTemplate t;
+  if (name == "chatml") t.format = ChatFormat::kChatML;
+  else if (name == "llama3") t.format = ChatFormat::kLlama3;
+  else if (name == "mistral") t.format = ChatFormat::kMistral;
+  else return InvalidArgument(Str() << "chat_template '" << name << "': expected chatml, llama3 or mistral");
+  return t;
+}
+
+StatusOr<ChatTemplate> chat_template_from_jinja(const std::string& j) {
+  ChatTemplate t;
+  if (j.find("<|im_start|>") != std::string::npos) {
+    t.format = ChatFormat::kChatML;
+    for (const char* s : {kSmolSystem, kQwen25System, kQwen2System})
+      if (j.find(s) != std::string::npos) { t.default_system = s; break; }
+  } else if (j.find("<|start_header_id|>") != std::string::npos) {
+    t.format = ChatFormat::kLlama3;
+    t.llama31_dates = j.find("Cutting Knowledge Date") != std::string::npos;
+  } else if (j.find("[INST]") != std::string::npos) {
+    t.format = ChatFormat::kMistral;
+  } else {
+    return Unimplemented("chat template not recognised (no <|im_start|>, <|start_header_id|> or [INST]); "
+                         "set chat_template: chatml | llama3 | mistral");
+  }
+  return t;
+}
+
+StatusOr<ChatTemplate> resolve_chat_template(const std::string& name, const Tokenizer& tok) {
+  ChatTemplate t;
+  if (!name.empty()) {
+    ASSIGN_OR_RETURN(t, chat_template_by_name(name));
+  } else if (!tok.chat_template().empty()) {
+    ASSIGN_OR_RETURN(t, chat_template_from_jinja(tok.chat_template()), "tokenizer_config.json chat_template");
+  } else {
+    return InvalidArgument("the tokenizer has no chat_template; set chat_template: chatml | llama3 | mistral");
+  }
+  std::vector<const char*> need;
+  if (t.format == ChatFormat::kChatML) need = {"<|im_start|>", "<|im_end|>"};
+  if (t.format == ChatFormat::kLlama3) need = {"<|begin_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"};
+  if (t.format == ChatFormat::kMistral) need = {"<s>", "</s>"};
+  for (const char* s : need)
+    if (!tok.token_to_id(s)) return InvalidArgument(Str() << "chat template " << t.name() << " needs token " << s << ", which the tokenizer lacks");
+  return t;
+}
+
+StatusOr<std::vector<ChatSegment>> render_chat(const ChatTemplate& t, const std::vector<ChatMessage>& msgs,
+                                               const std::string& what) {
+  if (msgs.empty()) return InvalidArgument(Str() << what << ": empty conversation");
+  bool any_assistant = false;
+  for (size_t i = 0; i < msgs.size(); ++i) {
+    const std::string& r = msgs[i].role;
+    if (r != "system" && r != "user" && r != "assistant")
+      return InvalidArgument(Str() << what << ": message " << i << " has unknown role '" << r << "' (system, user, assistant)");
+    any_assistant |= r == "assistant";
+  }
+  if (!any_assistant) return InvalidArgument(Str() << what << ": conversation has no assistant message");
+  std::vector<ChatSegment> out;
+  switch (t.format) {
+    case ChatFormat::kChatML: render_chatml(t, msgs, &out); break;
+    case ChatFormat::kLlama3: render_llama3(t, msgs, &out); break;
+    case ChatFormat::kMistral: render_mistral(msgs, &out); break;
+  }
+  return out;
+}
+
+StatusOr<std::string> render_generation_prompt(const ChatTemplate& t, const std::vector<ChatMessage>& msgs) {
+  std::vector<ChatMessage> m = msgs;
+  m.push_back({"assistant", ""});
+  ASSIGN_OR_RETURN(std::vector<ChatSegment> segs, render_chat(t, m, "generation prompt"));
+  // Drop the empty assistant turn's end: keep everything up to and including its header.
+  std::string s;
+  for (const ChatSegment& g : segs) s += g.text;
+  const char* tail = t.format == ChatFormat::kChatML ? "<|im_end|>\n" : t.format == ChatFormat::kLlama3 ? "<|eot_id|>" : "</s>";
+  s.resize(s.size() - std::string(tail).size());
+  return s;
+}
+
+}  // namespace st

@@ -1,0 +1,53 @@
+// Chat templates for SFT: ChatML (Qwen2/2.5/3, SmolLM2), Llama-3(.1) and Mistral ([INST]).
+// A conversation is rendered into segments, each marked trained or not; the dataset code
+// tokenizes each segment separately (segment borders sit at special tokens or newlines, where the
+// real templates' tokenization also breaks) and builds the loss mask from the flags.
+// Trained: assistant content plus its end token (<|im_end|>, <|eot_id|>, </s>).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "data/tokenizer.h"
+
+namespace st {
+
+enum class ChatFormat { kChatML, kLlama3, kMistral };
+
+struct ChatTemplate {
+  ChatFormat format = ChatFormat::kChatML;
+  // ChatML: system block inserted when the first message is not a system message ("" = none).
+  std::string default_system;
+  // Llama-3.1+: the system block always starts with the knowledge-cutoff / date lines.
+  bool llama31_dates = false;
+  std::string name() const;  // "chatml" | "llama3" | "mistral"
+};
+
+struct ChatMessage {
+  std::string role;  // system | user | assistant
+  std::string content;
+};
+
+struct ChatSegment {
+  std::string text;
+  bool trained = false;
+};
+
+// "chatml" | "llama3" | "mistral"; InvalidArgument otherwise.
+StatusOr<ChatTemplate> chat_template_by_name(const std::string& name);
+// Recognises a tokenizer_config.json chat_template (Jinja) by its markers; Unimplemented when
+// none of the supported formats is recognised.
+StatusOr<ChatTemplate> chat_template_from_jinja(const std::string& jinja);
+// name if non-empty, else the tokenizer's own template. Checks that the tokenizer has the
+// format's special tokens (InvalidArgument naming the missing token).
+StatusOr<ChatTemplate> resolve_chat_template(const std::string& name, const Tokenizer& tok);
+
+// Renders a conversation. InvalidArgument for an empty conversation, an unknown role, or an
+// assistant-free conversation (nothing to train on); `what` names the source ("f.jsonl line 3").
+StatusOr<std::vector<ChatSegment>> render_chat(const ChatTemplate& t, const std::vector<ChatMessage>& msgs,
+                                               const std::string& what);
+// Text for generation: the conversation followed by the assistant header (add_generation_prompt).
+StatusOr<std::string> render_generation_prompt(const ChatTemplate& t, const std::vector<ChatMessage>& msgs);
+
+}  // namespace st

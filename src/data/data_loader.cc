@@ -1,0 +1,73 @@
+#include "data/data_loader.h"
+
+#include <algorithm>
+#include <random>
+
+#include "data/packing.h"
+
+namespace st {
+
+DataLoader::DataLoader(std::shared_ptr<const std::vector<Sample>> samples, const LoaderOptions& opt)
+    : samples_(std::move(samples)), opt_(opt) {}
+
+std::vector<int64_t> DataLoader::order_for(int64_t epoch) const {
+  int64_t n = num_samples();
+  std::vector<int64_t> order(n);
+  for (int64_t i = 0; i < n; ++i) order[i] = i;
+  if (opt_.shuffle) {
+    std::mt19937_64 rng(opt_.seed * 0x100000001b3ULL + static_cast<uint64_t>(epoch) + 1);
+    for (int64_t i = n - 1; i > 0; --i) std::swap(order[i], order[rng() % static_cast<uint64_t>(i + 1)]);
+  }
+  return order;
+}
+
+StatusOr<bool> DataLoader::next(Batch* out) {
+  while (pos_.epoch < opt_.num_epochs) {
+    if (order_epoch_ != pos_.epoch) {
+      order_ = order_for(pos_.epoch);
+      order_epoch_ = pos_.epoch;
+    }
+    if (pos_.index < num_samples()) break;
+    ++pos_.epoch;
+    pos_.index = 0;
+  }
+  if (pos_.epoch >= opt_.num_epochs || num_samples() == 0) return false;
+  std::vector<std::vector<int64_t>> rows;
+  int64_t end = take_rows(*samples_, order_, pos_.index, opt_.micro_batch_size, opt_.sequence_len,
+                          opt_.sample_packing, &rows);
+  int64_t seq = 0;
+  for (const auto& row : rows) {
+    int64_t len = 0;
+    for (int64_t idx : row) len += static_cast<int64_t>((*samples_)[idx].input_ids.size());
+    if (len > opt_.sequence_len)
+      return InvalidArgument(Str() << "sample " << row[0] << " has " << len << " tokens, more than sequence_len "
+                                   << opt_.sequence_len);
+    seq = std::max(seq, len);
+  }
+  if (opt_.sample_packing) seq = opt_.sequence_len;
+  build_batch(*samples_, rows, seq, opt_.pad_id, out);
+  pos_.index = end;
+  return true;
+}
+
+Status DataLoader::seek(const LoaderPosition& p) {
+  if (p.epoch < 0 || p.epoch > opt_.num_epochs || p.index < 0 || p.index > num_samples())
+    return InvalidArgument(Str() << "data position (epoch " << p.epoch << ", index " << p.index << ") is outside "
+                                 << opt_.num_epochs << " epochs of " << num_samples() << " samples");
+  pos_ = p;
+  return Status::OK();
+}
+
+int64_t DataLoader::batches_in_epoch(int64_t epoch) const {
+  std::vector<int64_t> order = order_for(epoch);
+  std::vector<std::vector<int64_t>> rows;
+  int64_t n = 0;
+  for (int64_t i = 0; i < num_samples(); ++n) {
+    int64_t j = take_rows(*samples_, order, i, opt_.micro_batch_size, opt_.sequence_len, opt_.sample_packing, &rows);
+    if (j == i) break;  // a sample longer than sequence_len: next() reports it
+    i = j;
+  }
+  return n;
+}
+
+}  // namespace st

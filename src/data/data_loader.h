@@ -1,0 +1,64 @@
+// DataLoader: turns tokenized samples into micro-batches for the trainer, epoch after epoch,
+// with a position (epoch, index) that can be saved and restored for an exact resume.
+//
+// Order: each epoch visits every sample once, in a permutation drawn from (seed, epoch) when
+// shuffling (identical on every platform: mt19937_64 + our own Fisher-Yates), else in file order.
+// `index` counts samples of that order already handed out. Batches are a pure function of
+// (samples, options, position), so seek(position()) after a restart reproduces the same stream.
+// Not thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "core/status.h"
+#include "data/batch.h"
+#include "data/datasets.h"
+
+namespace st {
+
+struct LoaderOptions {
+  int64_t sequence_len = 2048;  // T with packing; rows without packing are padded to the longest
+  int64_t micro_batch_size = 1; // rows per batch (the last batch of an epoch may have fewer)
+  bool sample_packing = false;
+  bool shuffle = true;
+  uint64_t seed = 42;
+  int64_t num_epochs = 1;       // next() returns false after this many epochs
+  int32_t pad_id = 0;           // input id of padding (tokenizer pad, else eos, else 0)
+};
+
+struct LoaderPosition {
+  int64_t epoch = 0;
+  int64_t index = 0;  // samples of this epoch's order already consumed
+  bool operator==(const LoaderPosition&) const = default;
+};
+
+class DataLoader {
+ public:
+  // `samples` are shared (not copied) and must outlive nothing: the loader holds a reference.
+  DataLoader(std::shared_ptr<const std::vector<Sample>> samples, const LoaderOptions& opt);
+
+  // Fills `out` with the next micro-batch and returns true; returns false when every epoch is
+  // done (and leaves `out` untouched). InvalidArgument if a sample exceeds sequence_len.
+  StatusOr<bool> next(Batch* out);
+
+  LoaderPosition position() const { return pos_; }
+  // InvalidArgument if the position is outside [0, num_epochs] x [0, num_samples].
+  Status seek(const LoaderPosition& p);
+  int64_t epoch() const { return pos_.epoch; }
+  int64_t num_samples() const { return static_cast<int64_t>(samples_->size()); }
+  // Micro-batches in epoch `epoch` (packing makes it depend on the epoch's order).
+  int64_t batches_in_epoch(int64_t epoch) const;
+
+ private:
+  std::vector<int64_t> order_for(int64_t epoch) const;
+
+  std::shared_ptr<const std::vector<Sample>> samples_;
+  LoaderOptions opt_;
+  LoaderPosition pos_;
+  int64_t order_epoch_ = -1;
+  std::vector<int64_t> order_;
+};
+
+}  // namespace st

@@ -1,0 +1,154 @@
+#include "data/datasets.h"
+
+#include <algorithm>
+#include <random>
+
+#include "core/file.h"
+#include "core/json.h"
+#include "data/batch.h"
+
+namespace st {
+namespace {
+
+StatusOr<std::string> field(const Json& j, const char* key, const std::string& what) {
+  if (!j.is_object() || !j.contains(key)) return InvalidArgument(Str() << what << ": missing field '" << key << "'");
+  if (!j[key].is_string()) return InvalidArgument(Str() << what << ": field '" << key << "' is not a string");
+  return j[key].get<std::string>();
+}
+
+void append(Sample* s, const std::vector<int32_t>& ids, bool trained) {
+  s->input_ids.insert(s->input_ids.end(), ids.begin(), ids.end());
+  for (int32_t id : ids) s->labels.push_back(trained ? id : kIgnoreIndex);
+}
+
+void append_eos(Sample* s, const Tokenizer& tok) {
+  if (tok.eos_id() >= 0) append(s, {tok.eos_id()}, true);
+}
+
+StatusOr<Sample> from_messages(const Json& j, const Tokenizer& tok, const ChatTemplate& chat, bool all,
+                               const std::string& what) {
+  if (!j.is_object() || !j.contains("messages")) return InvalidArgument(Str() << what << ": missing field 'messages'");
+  if (!j["messages"].is_array()) return InvalidArgument(Str() << what << ": 'messages' is not a list");
+  std::vector<ChatMessage> msgs;
+  for (size_t i = 0; i < j["messages"].size(); ++i) {
+    const Json& m = j["messages"][i];
+    std::string w = Str() << what << ": message " << i;
+    ASSIGN_OR_RETURN(std::string role, field(m, "role", w));
+    ASSIGN_OR_RETURN(std::string content, field(m, "content", w));
+    msgs.push_back({role, content});
+  }
+  ASSIGN_OR_RETURN(std::vector<ChatSegment> segs, render_chat(chat, msgs, what));
+  Sample s;
+  for (const ChatSegment& g : segs) append(&s, tok.encode(g.text), all || g.trained);
+  return s;
+}
+
+StatusOr<Sample> from_tokenized(const Json& j, int64_t vocab, const std::string& what) {
+  if (!j.is_object() || !j.contains("input_ids")) return InvalidArgument(Str() << what << ": missing field 'input_ids'");
+  auto ints = [&](const char* key, bool allow_ignore) -> StatusOr<std::vector<int32_t>> {
+    const Json& a = j[key];
+    if (!a.is_array()) return InvalidArgument(Str() << what << ": '" << key << "' is not a list");
+    std::vector<int32_t> v;
+    for (size_t i = 0; i < a.size(); ++i) {
+      if (!a[i].is_number_integer()) return InvalidArgument(Str() << what << ": " << key << "[" << i << "] is not an integer");
+      int64_t x = a[i].get<int64_t>();
+      if (!(allow_ignore && x == kIgnoreIndex) && (x < 0 || x >= vocab))
+        return InvalidArgument(Str() << what << ": " << key << "[" << i << "] = " << x << " is outside the vocabulary [0, " << vocab << ")");
+      v.push_back(static_cast<int32_t>(x));
+    }
+    return v;
+  };
+  Sample s;
+  ASSIGN_OR_RETURN(s.input_ids, ints("input_ids", false));
+  if (j.contains("labels")) {
+    ASSIGN_OR_RETURN(s.labels, ints("labels", true));
+    if (s.labels.size() != s.input_ids.size())
+      return InvalidArgument(Str() << what << ": " << s.labels.size() << " labels for " << s.input_ids.size() << " input_ids");
+  } else {
+    s.labels = s.input_ids;
+  }
+  return s;
+}
+
+}  // namespace
+
+StatusOr<Sample> tokenize_record(const std::string& type, const std::string& line, const Tokenizer& tok,
+                                 const ChatTemplate* chat, const DatasetOptions& opt, const std::string& what) {
+  ASSIGN_OR_RETURN(Json j, parse_json(line, what));
+  Sample s;
+  bool all = opt.train_on_inputs;
+  if (type == "text") {
+    ASSIGN_OR_RETURN(std::string text, field(j, "text", what));
+    append(&s, tok.encode(text, AddSpecial::kYes), true);
+    append_eos(&s, tok);
+  } else if (type == "prompt_completion") {
+    ASSIGN_OR_RETURN(std::string prompt, field(j, "prompt", what));
+    ASSIGN_OR_RETURN(std::string completion, field(j, "completion", what));
+    append(&s, tok.encode(prompt, AddSpecial::kYes), all);
+    append(&s, tok.encode(completion), true);
+    append_eos(&s, tok);
+  } else if (type == "messages") {
+    if (!chat) return Internal("messages dataset without a chat template");
+    ASSIGN_OR_RETURN(s, from_messages(j, tok, *chat, all, what));
+  } else if (type == "tokenized") {
+    int64_t vocab = opt.vocab_size > 0 ? opt.vocab_size : tok.vocab_size();
+    ASSIGN_OR_RETURN(s, from_tokenized(j, vocab, what));
+    if (all) s.labels = s.input_ids;
+  } else {
+    return InvalidArgument(Str() << "dataset type '" << type << "': expected text, prompt_completion, messages or tokenized");
+  }
+  if (!s.labels.empty()) s.labels[0] = kIgnoreIndex;
+  return s;
+}
+
+Status load_dataset(const DatasetSource& src, const Tokenizer& tok, const DatasetOptions& opt,
+                    std::vector<Sample>* out, DatasetStats* stats) {
+  ChatTemplate chat;
+  if (src.type == "messages") {
+    ASSIGN_OR_RETURN(chat, resolve_chat_template(opt.chat_template, tok), src.path);
+  }
+  ASSIGN_OR_RETURN(std::string text, read_file_to_string(src.path));
+  if (opt.sequence_len < 2) return InvalidArgument(Str() << "sequence_len " << opt.sequence_len << " is too small");
+  size_t pos = 0;
+  for (int64_t line_no = 1; pos < text.size(); ++line_no) {
+    size_t e = text.find('\n', pos);
+    if (e == std::string::npos) e = text.size();
+    std::string line = text.substr(pos, e - pos);
+    pos = e + 1;
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    std::string what = Str() << src.path << " line " << line_no;
+    ASSIGN_OR_RETURN(Sample s, tokenize_record(src.type, line, tok, &chat, opt, what));
+    if (static_cast<int64_t>(s.input_ids.size()) > opt.sequence_len) {
+      s.input_ids.resize(opt.sequence_len);
+      s.labels.resize(opt.sequence_len);
+      ++stats->truncated;
+    }
+    int64_t targets = std::count_if(s.labels.begin(), s.labels.end(), [](int32_t l) { return l != kIgnoreIndex; });
+    if (targets == 0) { ++stats->dropped_no_targets; continue; }
+    ++stats->samples;
+    stats->tokens += static_cast<int64_t>(s.input_ids.size());
+    stats->target_tokens += targets;
+    out->push_back(std::move(s));
+  }
+  return Status::OK();
+}
+
+StatusOr<TrainValSplit> split_train_val(std::vector<Sample> all, double val_set_size, uint64_t seed) {
+  TrainValSplit r;
+  int64_t n = static_cast<int64_t>(all.size());
+  if (val_set_size < 0) return InvalidArgument(Str() << "val_set_size " << val_set_size << " is negative");
+  int64_t k = val_set_size < 1 ? static_cast<int64_t>(val_set_size * n + 0.5) : static_cast<int64_t>(val_set_size);
+  if (val_set_size > 0 && k == 0) k = 1;
+  if (k >= n && k > 0)
+    return InvalidArgument(Str() << "val_set_size " << val_set_size << " leaves no training samples (" << n << " samples)");
+  std::vector<int64_t> perm(n);
+  for (int64_t i = 0; i < n; ++i) perm[i] = i;
+  std::mt19937_64 rng(seed ^ 0x9e3779b97f4a7c15ULL);
+  for (int64_t i = n - 1; i > 0; --i) std::swap(perm[i], perm[rng() % static_cast<uint64_t>(i + 1)]);
+  std::vector<uint8_t> is_val(n, 0);
+  for (int64_t i = 0; i < k; ++i) is_val[perm[i]] = 1;
+  for (int64_t i = 0; i < n; ++i) (is_val[i] ? r.val : r.train).push_back(std::move(all[i]));
+  return r;
+}
+
+}  // namespace st

@@ -1,0 +1,63 @@
+// JSONL datasets -> tokenized samples with loss labels, and the train/val split.
+//
+// One JSON object per line (blank lines skipped). Types:
+//   text               {"text": s}                         all tokens trained; BOS per the tokenizer's
+//                                                          post-processor, EOS appended
+//   prompt_completion  {"prompt": p, "completion": c}      loss on completion + EOS only
+//   messages           {"messages": [{"role", "content"}]} loss on assistant turns + their end token
+//   tokenized          {"input_ids": [...], "labels"?: [...]}  labels default to input_ids
+// train_on_inputs trains every token. labels[0] is always kIgnoreIndex (it is never a target, and
+// this keeps packed documents from predicting across their border).
+// Errors (InvalidArgument/Corruption) name the file and the 1-based line.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "data/chat_template.h"
+#include "data/tokenizer.h"
+
+namespace st {
+
+struct DatasetSource {
+  std::string path;
+  std::string type = "tokenized";  // text | prompt_completion | messages | tokenized
+};
+
+struct Sample {
+  std::vector<int32_t> input_ids;
+  std::vector<int32_t> labels;  // same length; kIgnoreIndex = not trained
+};
+
+struct DatasetOptions {
+  int64_t sequence_len = 2048;  // longer samples are truncated (and counted)
+  bool train_on_inputs = false;
+  std::string chat_template;    // "" = the tokenizer's own; chatml | llama3 | mistral
+  int64_t vocab_size = 0;       // ids must be < this (0 = tokenizer.vocab_size()); the model's may be larger
+};
+
+struct DatasetStats {
+  int64_t samples = 0;          // kept
+  int64_t truncated = 0;        // longer than sequence_len, cut
+  int64_t dropped_no_targets = 0;  // nothing left to train on (e.g. truncated before the answer)
+  int64_t tokens = 0;           // kept tokens
+  int64_t target_tokens = 0;    // kept trained labels
+};
+
+// Reads and tokenizes one JSONL file, appending to `out`; stats are accumulated.
+Status load_dataset(const DatasetSource& src, const Tokenizer& tok, const DatasetOptions& opt,
+                    std::vector<Sample>* out, DatasetStats* stats);
+// Tokenizes one parsed JSON record (exposed for tests and for `streamtune` previews).
+StatusOr<Sample> tokenize_record(const std::string& type, const std::string& json_line, const Tokenizer& tok,
+                                 const ChatTemplate* chat, const DatasetOptions& opt, const std::string& what);
+
+struct TrainValSplit {
+  std::vector<Sample> train, val;
+};
+// val_set_size < 1: that fraction of samples (at least one when > 0); >= 1: that many samples.
+// The held-out samples are chosen by a seeded permutation; both parts keep file order.
+StatusOr<TrainValSplit> split_train_val(std::vector<Sample> all, double val_set_size, uint64_t seed);
+
+}  // namespace st

@@ -1,0 +1,165 @@
+// Datasets, chat templates and loss masks. Oracle: the rendered strings are written out by hand
+// from the published templates, and trained spans are checked by decoding exactly the trained ids.
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "data/batch.h"
+#include "data/chat_template.h"
+#include "data/datasets.h"
+
+namespace st {
+namespace {
+
+Tokenizer load_tok(const char* name) {
+  auto t = Tokenizer::from_file(std::string(ST_SOURCE_DIR) + "/tests/fixtures/tokenizers/" + name + "/tokenizer.json");
+  EXPECT_TRUE(t.ok()) << t.status().to_string();
+  return *t;
+}
+
+std::string write_tmp(const std::string& name, const std::string& body) {
+  std::string p = ::testing::TempDir() + "/" + name;
+  std::ofstream(p) << body;
+  return p;
+}
+
+// Decodes the trained ids (labels != ignore) and all ids.
+std::string trained_text(const Tokenizer& tok, const Sample& s) {
+  std::vector<int32_t> ids;
+  for (size_t i = 0; i < s.labels.size(); ++i)
+    if (s.labels[i] != kIgnoreIndex) ids.push_back(s.labels[i]);
+  return tok.decode(ids);
+}
+
+StatusOr<Sample> record(const Tokenizer& tok, const std::string& type, const std::string& line, const char* tmpl = "chatml",
+                        bool on_inputs = false) {
+  auto chat = chat_template_by_name(tmpl);
+  DatasetOptions opt;
+  opt.train_on_inputs = on_inputs;
+  return tokenize_record(type, line, tok, &*chat, opt, "x.jsonl line 1");
+}
+
+const char* kConv = R"({"messages":[{"role":"user","content":"Hi"},{"role":"assistant","content":"Hello!"},)"
+                    R"({"role":"user","content":"2+2?"},{"role":"assistant","content":"4"}]})";
+
+TEST(ChatTemplate, ChatMLMaskAndText) {
+  Tokenizer tok = load_tok("qwen2");
+  ChatTemplate t;
+  ASSERT_TRUE(chat_template_from_jinja("{% ... %}<|im_start|>system\nYou are a helpful assistant.<|im_end|>").ok());
+  t = *chat_template_from_jinja("<|im_start|>system\nYou are a helpful assistant.<|im_end|>");
+  EXPECT_EQ(t.default_system, "You are a helpful assistant.");
+  auto s = record(tok, "messages", kConv);
+  ASSERT_TRUE(s.ok()) << s.status().to_string();
+  EXPECT_EQ(tok.decode(s->input_ids),
+            "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\nHello!<|im_end|>\n"
+            "<|im_start|>user\n2+2?<|im_end|>\n<|im_start|>assistant\n4<|im_end|>\n");
+  EXPECT_EQ(trained_text(tok, *s), "Hello!<|im_end|>4<|im_end|>");
+  // Segment-wise tokenization equals whole-string tokenization for this template.
+  EXPECT_EQ(s->input_ids, tok.encode(tok.decode(s->input_ids)));
+  auto smol = chat_template_from_jinja("<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>");
+  ASSERT_TRUE(smol.ok());
+  auto segs = render_chat(*smol, {{"user", "q"}, {"assistant", "a"}}, "t");
+  ASSERT_TRUE(segs.ok());
+  EXPECT_EQ(segs->front().text, "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n");
+  auto gen = render_generation_prompt(*smol, {{"user", "q"}});
+  ASSERT_TRUE(gen.ok());
+  EXPECT_EQ(*gen, segs->front().text + "<|im_start|>user\nq<|im_end|>\n<|im_start|>assistant\n");
+}
+
+TEST(ChatTemplate, Llama3AndMistral) {
+  Tokenizer tok = load_tok("llama3");
+  auto s = record(tok, "messages", kConv, "llama3");
+  ASSERT_TRUE(s.ok()) << s.status().to_string();
+  EXPECT_EQ(tok.decode(s->input_ids),
+            "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>"
+            "<|start_header_id|>assistant<|end_header_id|>\n\nHello!<|eot_id|>"
+            "<|start_header_id|>user<|end_header_id|>\n\n2+2?<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n4<|eot_id|>");
+  EXPECT_EQ(trained_text(tok, *s), "Hello!<|eot_id|>4<|eot_id|>");
+  auto t31 = chat_template_from_jinja("<|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: December 2023");
+  ASSERT_TRUE(t31.ok());
+  EXPECT_TRUE(t31->llama31_dates);
+  auto m = record(tok, "messages",
+                  R"({"messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"Q"},{"role":"assistant","content":"A"}]})",
+                  "mistral");
+  ASSERT_TRUE(m.ok()) << m.status().to_string();
+  EXPECT_EQ(tok.decode(m->input_ids), "<s>[INST] Be brief.\n\nQ [/INST]A</s>");
+  EXPECT_EQ(trained_text(tok, *m), "A</s>");
+  EXPECT_EQ(chat_template_from_jinja("{{ messages }}").status().code(), StatusCode::kUnimplemented);
+  EXPECT_FALSE(chat_template_by_name("vicuna").ok());
+}
+
+TEST(Datasets, PromptCompletionTextTokenized) {
+  Tokenizer tok = load_tok("llama3");
+  int32_t eos = *tok.token_to_id("<|end_of_text|>");
+  tok.set_special_ids(tok.bos_id(), eos, -1);
+  auto pc = record(tok, "prompt_completion", R"({"prompt":"Q: 1+1=","completion":" 2"})");
+  ASSERT_TRUE(pc.ok());
+  EXPECT_EQ(tok.decode(pc->input_ids), "<|begin_of_text|>Q: 1+1= 2<|end_of_text|>");
+  EXPECT_EQ(trained_text(tok, *pc), " 2<|end_of_text|>");
+  auto all = record(tok, "prompt_completion", R"({"prompt":"Q: 1+1=","completion":" 2"})", "chatml", true);
+  EXPECT_EQ(trained_text(tok, *all), "Q: 1+1= 2<|end_of_text|>");  // all but the first token (BOS)
+  EXPECT_EQ(all->labels[0], kIgnoreIndex);
+  auto tx = record(tok, "text", R"({"text":"hello world"})");
+  EXPECT_EQ(tok.decode(tx->input_ids), "<|begin_of_text|>hello world<|end_of_text|>");
+  auto tk = record(tok, "tokenized", R"({"input_ids":[5,6,7],"labels":[-100,6,7]})");
+  ASSERT_TRUE(tk.ok());
+  EXPECT_EQ(tk->labels, (std::vector<int32_t>{kIgnoreIndex, 6, 7}));
+  auto tk2 = record(tok, "tokenized", R"({"input_ids":[5,6,7]})");
+  EXPECT_EQ(tk2->labels, (std::vector<int32_t>{kIgnoreIndex, 6, 7}));
+}
+
+void expect_error(const Tokenizer& tok, const std::string& type, const std::string& body, const std::string& needle) {
+  std::string path = write_tmp("bad.jsonl", "\n" + body + "\n");
+  std::vector<Sample> out;
+  DatasetStats st;
+  DatasetOptions opt;
+  opt.chat_template = "chatml";
+  Status s = load_dataset({path, type}, tok, opt, &out, &st);
+  ASSERT_FALSE(s.ok()) << body;
+  EXPECT_NE(s.message().find("bad.jsonl line 2"), std::string::npos) << s.to_string();
+  EXPECT_NE(s.message().find(needle), std::string::npos) << s.to_string();
+}
+
+TEST(Datasets, BadInputNamesFileAndLine) {
+  Tokenizer tok = load_tok("qwen2");
+  expect_error(tok, "text", R"({"txt":"a"})", "missing field 'text'");
+  expect_error(tok, "prompt_completion", R"({"prompt":"a"})", "missing field 'completion'");
+  expect_error(tok, "messages", R"({"messages":[{"role":"bot","content":"x"}]})", "unknown role 'bot'");
+  expect_error(tok, "messages", R"({"messages":[]})", "empty conversation");
+  expect_error(tok, "messages", R"({"messages":[{"role":"user"}]})", "missing field 'content'");
+  expect_error(tok, "text", R"({"text": "a")", "");
+  expect_error(tok, "tokenized", R"({"input_ids":[1, 99999]})", "outside the vocabulary");
+  expect_error(tok, "tokenized", R"({"input_ids":[1,2],"labels":[1]})", "1 labels for 2");
+}
+
+TEST(Datasets, TruncationAndSplit) {
+  Tokenizer tok = load_tok("qwen2");
+  std::string body;
+  for (int i = 0; i < 20; ++i) body += R"({"input_ids":[)" + std::to_string(i + 1) + (i % 5 == 0 ? ",1,2,3,4,5,6,7,8,9]}\n" : ",3]}\n");
+  std::string path = write_tmp("tok.jsonl", body);
+  std::vector<Sample> out;
+  DatasetStats st;
+  DatasetOptions opt;
+  opt.sequence_len = 6;
+  ASSERT_TRUE(load_dataset({path, "tokenized"}, tok, opt, &out, &st).ok());
+  EXPECT_EQ(st.samples, 20);
+  EXPECT_EQ(st.truncated, 4);
+  EXPECT_EQ(out[0].input_ids.size(), 6u);
+  auto a = split_train_val(out, 0.25, 7), b = split_train_val(out, 0.25, 7), c = split_train_val(out, 3, 7);
+  ASSERT_TRUE(a.ok() && b.ok() && c.ok());
+  EXPECT_EQ(a->val.size(), 5u);
+  EXPECT_EQ(a->train.size(), 15u);
+  EXPECT_EQ(c->val.size(), 3u);
+  std::vector<int32_t> firsts_a, firsts_b, all;
+  for (auto& s : a->val) firsts_a.push_back(s.input_ids[0]);
+  for (auto& s : b->val) firsts_b.push_back(s.input_ids[0]);
+  EXPECT_EQ(firsts_a, firsts_b);  // deterministic by seed
+  for (auto& s : a->train) all.push_back(s.input_ids[0]);
+  all.insert(all.end(), firsts_a.begin(), firsts_a.end());
+  std::sort(all.begin(), all.end());
+  for (int i = 0; i < 20; ++i) EXPECT_EQ(all[i], i + 1);  // disjoint and complete
+  EXPECT_FALSE(split_train_val(out, 20, 7).ok());
+}
+
+}  // namespace
+}  // namespace st
