@@ -136,6 +136,13 @@ class Backend {
                                   Tensor v, Tensor out, Tensor lse, const SeqLayout& L,
                                   const AttnShape& s) = 0;
 
+  // Decode-time causal GQA attention of ONE sequence against a KV cache (no lse, no backward).
+  // q [Tq, NH, D] holds positions q_start .. q_start+Tq-1; k_cache / v_cache [Tk, KVH, D] hold
+  // positions 0 .. Tk-1 (Tk >= q_start + Tq; rows past q_start+Tq-1 are never read).
+  // Query i attends keys j <= q_start + i. out [Tq, NH, D]. f32 math, deterministic.
+  virtual void attention_kv(Tensor out, Tensor q, Tensor k_cache, Tensor v_cache, int64_t q_start,
+                            const AttnShape& s) = 0;
+
   // h = silu(gate) * up, all [R,F].
   virtual void swiglu(Tensor h, Tensor gate, Tensor up) = 0;
   // dgate, dup from dh (dgate/dup may not alias inputs).

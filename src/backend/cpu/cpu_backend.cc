@@ -75,6 +75,9 @@ class CpuBackend : public Backend {
                  const AttnShape& s) override {
     cpu::attention(out, lse, q, k, v, L, s);
   }
+  void attention_kv(Tensor o, Tensor q, Tensor k, Tensor v, int64_t q0, const AttnShape& s) override {
+    cpu::attention_kv(o, q, k, v, q0, s);
+  }
   void attention_backward(Tensor dq, Tensor dk, Tensor dv, Tensor dout, Tensor q, Tensor k, Tensor v, Tensor out,
                           Tensor lse, const SeqLayout& L, const AttnShape& s) override {
     cpu::attention_backward(dq, dk, dv, dout, q, k, v, out, lse, L, s);

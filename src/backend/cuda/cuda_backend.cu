@@ -220,13 +220,23 @@ class CudaBackend final : public Backend {
           "attention: out/lse shapes");
     launch_attention(out, lse, q, k, v, L, s, compute());
   }
+  void attention_kv(Tensor o, Tensor q, Tensor k, Tensor v, int64_t q0, const AttnShape& s) override {
+    bind();
+    CHECK(s.num_heads > 0 && s.num_kv_heads > 0 && s.num_heads % s.num_kv_heads == 0 && s.head_dim > 0 &&
+              o.numel() == q.numel() && q.numel() % (s.num_heads * s.head_dim) == 0 && k.dtype == v.dtype &&
+              k.numel() == v.numel() && k.numel() % (s.num_kv_heads * s.head_dim) == 0 && q0 >= 0 &&
+              q0 + q.numel() / (s.num_heads * s.head_dim) <= k.numel() / (s.num_kv_heads * s.head_dim),
+          "attention_kv: q " << q.shape_str() << " k " << k.shape_str() << " q_start " << q0);
+    launch_attention_kv(o, q, k, v, q0, s, compute());
+  }
   void attention_backward(Tensor dq, Tensor dk, Tensor dv, Tensor dout, Tensor q, Tensor k, Tensor v, Tensor out,
                           Tensor lse, const SeqLayout& L, const AttnShape& s) override {
     bind();
     check_attn(q, k, v, L, s);
     CHECK(dq.numel() == q.numel() && dk.numel() == k.numel() && dv.numel() == v.numel() &&
               dout.numel() == q.numel() && out.numel() == q.numel(), "attention_backward: shapes");
-    launch_attention_backward(dq, dk, dv, dout, q, k, v, out, lse, L, s, compute());
+    grow_scratch(static_cast<size_t>(attention_backward_scratch_floats(L, s)));
+    launch_attention_backward(dq, dk, dv, dout, q, k, v, out, lse, L, s, scratch_, compute());
   }
   void swiglu(Tensor h, Tensor gate, Tensor up) override {
     bind();

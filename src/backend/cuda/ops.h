@@ -36,8 +36,16 @@ void launch_cross_entropy(Tensor logits, Tensor loss_sum, const int32_t* labels,
 // attention.cu
 void launch_attention(Tensor out, Tensor lse, Tensor q, Tensor k, Tensor v, const SeqLayout& L,
                       const AttnShape& a, cudaStream_t s);
+// scratch: attention_backward_scratch_floats() floats of device memory (GQA per-head dK/dV).
+inline int64_t attention_backward_scratch_floats(const SeqLayout& L, const AttnShape& a) {
+  return a.num_heads == a.num_kv_heads ? 0 : 2 * L.batch * L.seq * a.num_heads * a.head_dim;
+}
 void launch_attention_backward(Tensor dq, Tensor dk, Tensor dv, Tensor dout, Tensor q, Tensor k, Tensor v,
-                               Tensor out, Tensor lse, const SeqLayout& L, const AttnShape& a,
+                               Tensor out, Tensor lse, const SeqLayout& L, const AttnShape& a, float* scratch,
                                cudaStream_t s);
+
+// attention_kv.cu (decode against a KV cache; v_cache must have k_cache's dtype)
+void launch_attention_kv(Tensor out, Tensor q, Tensor k_cache, Tensor v_cache, int64_t q_start,
+                         const AttnShape& s, cudaStream_t stream);
 
 }  // namespace st::cuda

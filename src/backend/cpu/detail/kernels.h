@@ -82,6 +82,7 @@ void rope(Tensor x, const int32_t* positions, Tensor inv_freq, bool inverse);
 void attention(Tensor out, Tensor lse, Tensor q, Tensor k, Tensor v, const SeqLayout& L, const AttnShape& s);
 void attention_backward(Tensor dq, Tensor dk, Tensor dv, Tensor dout, Tensor q, Tensor k, Tensor v, Tensor out,
                         Tensor lse, const SeqLayout& L, const AttnShape& s);
+void attention_kv(Tensor out, Tensor q, Tensor k_cache, Tensor v_cache, int64_t q_start, const AttnShape& s);
 void swiglu(Tensor h, Tensor gate, Tensor up);
 void swiglu_backward(Tensor dgate, Tensor dup, Tensor dh, Tensor gate, Tensor up);
 void cross_entropy(Tensor logits, Tensor loss_sum, const int32_t* labels, float grad_scale);

@@ -1,0 +1,125 @@
+#include "model/load.h"
+
+#include <cstring>
+#include <filesystem>
+
+#include "core/file.h"
+#include "io/gguf_checkpoint.h"
+#include "io/safetensors.h"
+#include "model/pack.h"
+
+namespace st {
+namespace {
+
+class HfModelSource : public ModelSource {
+ public:
+  HfModelSource(std::string dir, ModelConfig c, Checkpoint ck) : dir_(std::move(dir)), c_(std::move(c)), ck_(std::move(ck)) {}
+  const ModelConfig& config() const override { return c_; }
+  std::string describe() const override { return "hf:" + dir_; }
+  bool is_gguf() const override { return false; }
+  std::string hf_dir() const override { return dir_; }
+  std::vector<std::string> tensor_names() const override { return ck_.tensor_names(); }
+  StatusOr<std::pair<std::vector<int64_t>, DType>> info(const std::string& name) const override {
+    ASSIGN_OR_RETURN(auto f, ck_.find(name));
+    return std::make_pair(f.second->shape, f.second->dtype);
+  }
+  Status read(const std::string& name, const std::vector<int64_t>& shape, DType dt, void* dst) const override {
+    return read_tensor_as(ck_, name, shape, dt, dst);
+  }
+
+ private:
+  std::string dir_;
+  ModelConfig c_;
+  Checkpoint ck_;
+};
+
+class GgufModelSource : public ModelSource {
+ public:
+  explicit GgufModelSource(GgufCheckpoint g) : g_(std::move(g)) {}
+  const ModelConfig& config() const override { return g_.config(); }
+  std::string describe() const override { return g_.describe(); }
+  bool is_gguf() const override { return true; }
+  std::string hf_dir() const override { return ""; }
+  std::vector<std::string> tensor_names() const override { return g_.tensor_names(); }
+  StatusOr<std::pair<std::vector<int64_t>, DType>> info(const std::string& name) const override {
+    ASSIGN_OR_RETURN(auto shape, g_.shape(name));
+    return std::make_pair(shape, DType::kBF16);
+  }
+  Status read(const std::string& name, const std::vector<int64_t>& shape, DType dt, void* dst) const override {
+    return g_.read_tensor_as(name, shape, dt, dst);
+  }
+
+ private:
+  GgufCheckpoint g_;
+};
+
+bool ends_with(const std::string& s, const std::string& suf) {
+  return s.size() >= suf.size() && s.compare(s.size() - suf.size(), suf.size(), suf) == 0;
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<ModelSource>> open_model_source(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    ASSIGN_OR_RETURN(ModelConfig c, load_hf_config(path_join(path, "config.json")));
+    ASSIGN_OR_RETURN(Checkpoint ck, Checkpoint::open(path));
+    return std::unique_ptr<ModelSource>(new HfModelSource(path, std::move(c), std::move(ck)));
+  }
+  if (ends_with(path, ".gguf")) {
+    ASSIGN_OR_RETURN(GgufCheckpoint g, GgufCheckpoint::open(path));
+    return std::unique_ptr<ModelSource>(new GgufModelSource(std::move(g)));
+  }
+  if (!std::filesystem::exists(path, ec)) return NotFound(Str() << "model " << path << " does not exist");
+  return InvalidArgument(Str() << "model " << path << ": expected an HF checkpoint directory or a .gguf file");
+}
+
+Status pack_layer_from(const ModelSource& src, const LayerLayout& layout, int layer, void* host_blob) {
+  std::memset(host_blob, 0, layout.bytes);
+  for (const LayerTensorSpec& s : layout.tensors) {
+    RETURN_IF_ERROR(src.read(layer_tensor_name(layer, s), s.shape, layout.dtype,
+                             static_cast<char*>(host_blob) + s.offset),
+                    "packing layer " << layer << " from " << src.describe());
+  }
+  return Status::OK();
+}
+
+Status pack_extras_from(const ModelSource& src, const ExtrasLayout& layout, void* host_blob) {
+  std::memset(host_blob, 0, layout.bytes);
+  for (const LayerTensorSpec& s : layout.tensors) {
+    RETURN_IF_ERROR(src.read(s.hf_suffix, s.shape, layout.dtype, static_cast<char*>(host_blob) + s.offset),
+                    "packing extras from " << src.describe());
+  }
+  return Status::OK();
+}
+
+LoadedModel::~LoadedModel() {
+  if (extras_blob) be->free(extras_blob);
+}
+
+StatusOr<std::unique_ptr<LoadedModel>> load_model_resident(Backend* be, const ModelSource& src, DType dtype) {
+  auto m = std::make_unique<LoadedModel>();
+  m->be = be;
+  m->config = src.config();
+  const LayerLayout layout = make_layer_layout(m->config, dtype);
+  const int L = static_cast<int>(m->config.num_layers);
+  // All blobs are staged on the host first (from_host_blobs copies them in one go).
+  std::vector<std::vector<char>> host(static_cast<size_t>(L));
+  std::vector<const void*> ptrs;
+  for (int l = 0; l < L; ++l) {
+    host[l].resize(layout.bytes);
+    RETURN_IF_ERROR(pack_layer_from(src, layout, l, host[l].data()));
+    ptrs.push_back(host[l].data());
+  }
+  ASSIGN_OR_RETURN(m->layers, ResidentLayerSource::from_host_blobs(be, layout, ptrs));
+  m->extras_layout = make_extras_layout(m->config, dtype);
+  std::vector<char> eh(m->extras_layout.bytes);
+  RETURN_IF_ERROR(pack_extras_from(src, m->extras_layout, eh.data()));
+  ASSIGN_OR_RETURN(m->extras_blob, be->alloc(m->extras_layout.bytes), "extras of " << src.describe());
+  be->copy_h2d(m->extras_blob, eh.data(), eh.size(), StreamId::kCompute);
+  be->sync_stream(StreamId::kCompute);
+  m->extras = extras_weights_view(m->extras_layout, m->extras_blob, m->config.tie_word_embeddings);
+  return m;
+}
+
+}  // namespace st
