@@ -46,6 +46,12 @@ struct TrainConfig {
   double max_grad_norm = 1.0;       // 0 = off
   int64_t micro_batch_size = 1;
   int64_t gradient_accumulation_steps = 1;
+  // How micro-batch losses combine over an accumulation window:
+  //   "window":      sum of token losses / target tokens of the whole window (transformers >= 4.46
+  //                  Trainer with num_items_in_batch; the default)
+  //   "micro_batch": each micro-batch's mean loss / number of micro-batches (classic loop; what
+  //                  tools/ref/make_goldens.py does)
+  std::string loss_normalization = "window";
   int64_t max_steps = 0;            // 0 = from num_epochs
   int64_t num_epochs = 1;
   uint64_t seed = 42;

@@ -1,0 +1,207 @@
+#include "train/merge.h"
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <map>
+#include <memory>
+
+#include "backend/backend.h"
+#include "core/file.h"
+#include "core/json.h"
+#include "io/hf_config.h"
+#include "io/safetensors.h"
+#include "model/load.h"
+#include "model/lora.h"
+
+namespace st {
+namespace fs = std::filesystem;
+namespace {
+
+constexpr const char* kTokenizerFiles[] = {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
+                                           "generation_config.json"};
+
+struct OutTensor {
+  std::string name;
+  std::vector<int64_t> shape;
+  DType dtype;
+  uint64_t bytes;
+};
+
+// The adapted projection behind an HF weight name, if any: (layer, target).
+std::optional<std::pair<int, LoraTarget>> lora_site(const std::string& name, const LoraConfig& lc, int layers) {
+  for (int l = 0; l < layers; ++l) {
+    const std::string pre = "model.layers." + std::to_string(l) + ".";
+    if (name.compare(0, pre.size(), pre) != 0) continue;
+    for (int t = 0; t < kNumLoraTargets; ++t) {
+      const auto tg = static_cast<LoraTarget>(t);
+      if (lc.has(tg) && name == pre + lora_target_module(tg) + ".weight") return std::make_pair(l, tg);
+    }
+    return std::nullopt;
+  }
+  return std::nullopt;
+}
+
+// W[out,in] += s * B[out,r] · A[r,in], f32, row by row (A's rows stream through cache).
+void add_delta(float* w, const float* a, const float* b, int64_t out, int64_t in, int64_t r, float s) {
+  for (int64_t i = 0; i < out; ++i) {
+    float* wr = w + i * in;
+    for (int64_t k = 0; k < r; ++k) {
+      const float c = s * b[i * r + k];
+      const float* ar = a + k * in;
+      for (int64_t j = 0; j < in; ++j) wr[j] += c * ar[j];
+    }
+  }
+}
+
+// Greedy split of the tensors (in order) into shards of at most max_bytes.
+std::vector<std::vector<size_t>> plan_shards(const std::vector<OutTensor>& ts, uint64_t max_bytes) {
+  std::vector<std::vector<size_t>> shards(1);
+  uint64_t cur = 0;
+  for (size_t i = 0; i < ts.size(); ++i) {
+    if (!shards.back().empty() && cur + ts[i].bytes > max_bytes) {
+      shards.emplace_back();
+      cur = 0;
+    }
+    shards.back().push_back(i);
+    cur += ts[i].bytes;
+  }
+  return shards;
+}
+
+std::string shard_name(size_t i, size_t n) {
+  if (n == 1) return "model.safetensors";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "model-%05zu-of-%05zu.safetensors", i + 1, n);
+  return buf;
+}
+
+struct MergeCtx {
+  const ModelSource* src;
+  const LoraConfig* lc;
+  const Lora* lora;
+  const std::vector<float>* params;
+  int64_t merged = 0;
+};
+
+// Reads one tensor (merged when it is a LoRA target) into `buf` in its output dtype.
+Status produce(MergeCtx& m, const OutTensor& t, std::vector<char>* buf) {
+  int64_t numel = 1;
+  for (int64_t d : t.shape) numel *= d;
+  std::vector<float> f(static_cast<size_t>(numel));
+  RETURN_IF_ERROR(m.src->read(t.name, t.shape, DType::kF32, f.data()));
+  const auto site = lora_site(t.name, *m.lc, static_cast<int>(m.src->config().num_layers));
+  if (site) {
+    const auto [in, out] = lora_target_dims(m.src->config(), site->second);
+    if (t.shape.size() != 2 || t.shape[0] != out || t.shape[1] != in) {
+      return InvalidArgument(Str() << "merge: " << t.name << " has shape " << t.shape.size() << "-d, expected ["
+                                   << out << ", " << in << "]");
+    }
+    const float* p = m.params->data();
+    add_delta(f.data(), p + m.lora->offset_a(site->first, site->second), p + m.lora->offset_b(site->first, site->second),
+              out, in, m.lc->r, m.lc->scaling());
+    ++m.merged;
+  }
+  buf->resize(t.bytes);
+  convert_elements(buf->data(), t.dtype, f.data(), DType::kF32, static_cast<size_t>(numel));
+  return Status::OK();
+}
+
+Status write_index(const std::string& dir, const std::vector<OutTensor>& ts,
+                   const std::vector<std::vector<size_t>>& shards, uint64_t total) {
+  Json map = Json::object();
+  for (size_t s = 0; s < shards.size(); ++s)
+    for (size_t i : shards[s]) map[ts[i].name] = shard_name(s, shards.size());
+  Json j = {{"metadata", {{"total_size", total}}}, {"weight_map", map}};
+  return write_file_atomic(path_join(dir, "model.safetensors.index.json"), j.dump(2) + "\n");
+}
+
+Status write_side_files(const ModelSource& src, const std::string& dir, const std::vector<OutTensor>& ts) {
+  ModelConfig c = src.config();
+  DType d0 = ts.empty() ? DType::kBF16 : ts.front().dtype;
+  c.torch_dtype = d0 == DType::kF32 ? "float32" : d0 == DType::kF16 ? "float16" : "bfloat16";
+  RETURN_IF_ERROR(write_file_atomic(path_join(dir, "config.json"), hf_config_to_json(c).dump(2) + "\n"));
+  if (src.is_gguf()) return Status::OK();
+  for (const char* f : kTokenizerFiles) {
+    const std::string from = path_join(src.hf_dir(), f);
+    std::error_code ec;
+    if (!fs::exists(from, ec)) continue;
+    ASSIGN_OR_RETURN(std::string text, read_file_to_string(from));
+    RETURN_IF_ERROR(write_file_atomic(path_join(dir, f), text));
+  }
+  return Status::OK();
+}
+
+StatusOr<std::vector<OutTensor>> list_outputs(const ModelSource& src, const MergeOptions& o) {
+  std::vector<OutTensor> ts;
+  for (const std::string& name : src.tensor_names()) {
+    ASSIGN_OR_RETURN(auto inf, src.info(name));
+    DType dt = o.dtype.value_or(inf.second);
+    if (dt != DType::kF32 && dt != DType::kBF16 && dt != DType::kF16) dt = DType::kBF16;
+    uint64_t n = 1;
+    for (int64_t d : inf.first) n *= static_cast<uint64_t>(d);
+    ts.push_back({name, inf.first, dt, n * dtype_size(dt)});
+  }
+  return ts;
+}
+
+Status write_all(MergeCtx& m, const std::string& tmp, const std::vector<OutTensor>& ts, const MergeOptions& o,
+                 MergeResult* r) {
+  const auto shards = plan_shards(ts, o.max_shard_bytes);
+  for (size_t s = 0; s < shards.size(); ++s) {
+    std::vector<std::vector<char>> bufs(shards[s].size());
+    std::vector<TensorToWrite> w;
+    for (size_t k = 0; k < shards[s].size(); ++k) {
+      const OutTensor& t = ts[shards[s][k]];
+      RETURN_IF_ERROR(produce(m, t, &bufs[k]));
+      w.push_back({t.name, t.dtype, t.shape, bufs[k].data()});
+      r->bytes += t.bytes;
+    }
+    const std::string name = shard_name(s, shards.size());
+    RETURN_IF_ERROR(write_safetensors(path_join(tmp, name), w, {{"format", "pt"}}));
+    r->files.push_back(name);
+  }
+  if (shards.size() > 1) RETURN_IF_ERROR(write_index(tmp, ts, shards, r->bytes));
+  return write_side_files(*m.src, tmp, ts);
+}
+
+}  // namespace
+
+StatusOr<MergeResult> merge_lora(const std::string& model_path, const std::string& adapter_dir,
+                                 const std::string& out_dir, const MergeOptions& opts) {
+  std::error_code ec;
+  if (fs::exists(out_dir, ec) && !opts.overwrite) {
+    return InvalidArgument(Str() << "merge: " << out_dir << " already exists (use --force to replace it)");
+  }
+  ASSIGN_OR_RETURN(std::unique_ptr<ModelSource> src, open_model_source(model_path));
+  ASSIGN_OR_RETURN(LoraConfig lc, read_peft_config(adapter_dir));
+  ASSIGN_OR_RETURN(std::unique_ptr<Backend> cpu, make_backend(DeviceKind::kCpu));
+  ASSIGN_OR_RETURN(std::unique_ptr<Lora> lora, Lora::create(cpu.get(), src->config(), lc));
+  RETURN_IF_ERROR(lora->load_peft(adapter_dir), "merge: adapter " << adapter_dir);
+  const std::vector<float> params = lora->params_to_host();
+  ASSIGN_OR_RETURN(std::vector<OutTensor> ts, list_outputs(*src, opts));
+
+  const std::string tmp = out_dir + ".tmp-" + std::to_string(::getpid());
+  fs::remove_all(tmp, ec);
+  RETURN_IF_ERROR(make_dirs(tmp));
+  MergeCtx m{src.get(), &lc, lora.get(), &params};
+  MergeResult r;
+  Status st = write_all(m, tmp, ts, opts, &r);
+  if (!st.ok()) {
+    fs::remove_all(tmp, ec);
+    return st;
+  }
+  r.merged = m.merged;
+  int64_t expect = 0;
+  for (bool b : lc.targets) expect += b ? src->config().num_layers : 0;
+  if (r.merged != expect) {
+    fs::remove_all(tmp, ec);
+    return InvalidArgument(Str() << "merge: merged " << r.merged << " projections, the adapter has " << expect);
+  }
+  if (fs::exists(out_dir, ec)) fs::remove_all(out_dir, ec);
+  fs::rename(tmp, out_dir, ec);
+  if (ec) return IOError(Str() << "merge: renaming " << tmp << " to " << out_dir << ": " << ec.message());
+  return r;
+}
+
+}  // namespace st
