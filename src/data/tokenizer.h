@@ -44,7 +44,8 @@ struct GgufTokenizerParts {
   std::vector<std::string> merges;      // tokenizer.ggml.merges, "a b" form, index = rank
   std::vector<int32_t> token_types;     // tokenizer.ggml.token_type (1 normal, 2 unknown, 3 control,
                                         // 4 user-defined, 5 unused, 6 byte); empty = all normal.
-                                        // 3 -> special added token, 4 -> non-special added token.
+                                        // 3 -> special added token (matched on raw text),
+                                        // 4 -> non-special added token (matched after the normalizer).
   std::string pre;                      // tokenizer.ggml.pre: "llama-bpe"/"llama3", "qwen2",
                                         // "smollm", "gpt2", "tekken"; other values -> Unimplemented
   int32_t bos_id = -1;                  // tokenizer.ggml.bos_token_id (-1 = none)

@@ -161,5 +161,18 @@ TEST(Datasets, TruncationAndSplit) {
   EXPECT_FALSE(split_train_val(out, 20, 7).ok());
 }
 
+TEST(Datasets, DemoDataLoads) {
+  Tokenizer tok = load_tok("qwen2");
+  std::vector<Sample> out;
+  DatasetStats st;
+  DatasetOptions opt;
+  opt.chat_template = "chatml";
+  Status s = load_dataset({std::string(ST_SOURCE_DIR) + "/data/demo_chat.jsonl", "messages"}, tok, opt, &out, &st);
+  ASSERT_TRUE(s.ok()) << s.to_string();
+  EXPECT_GE(st.samples, 200);
+  EXPECT_EQ(st.truncated, 0);
+  EXPECT_EQ(trained_text(tok, out[0]).rfind("CAPITAL: ", 0), 0u);
+}
+
 }  // namespace
 }  // namespace st

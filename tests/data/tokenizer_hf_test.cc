@@ -61,6 +61,47 @@ TEST(Tokenizer, SpecialIdsAndLookups) {
   EXPECT_EQ(tok->decode(std::vector<int32_t>{-1, 1 << 30}), "");
 }
 
+// GGUF path: the same vocabulary handed over as GGUF would store it must tokenize identically
+// (texts with the lstrip/rstrip test tokens are skipped: GGUF does not carry those flags).
+TEST(Tokenizer, FromGgufPartsMatchesJson) {
+  for (auto [name, pre] : {std::pair{"llama3", "llama-bpe"}, {"qwen2", "qwen2"}, {"smollm2", "smollm"}, {"tekken", "tekken"}}) {
+    auto j = read_json_file(fixture(name) + "/tokenizer.json");
+    ASSERT_TRUE(j.ok());
+    GgufTokenizerParts p;
+    p.pre = pre;
+    size_t n = 0;
+    for (auto& [k, v] : (*j)["model"]["vocab"].items()) n = std::max<size_t>(n, v.get<size_t>() + 1);
+    for (auto& a : (*j)["added_tokens"]) n = std::max<size_t>(n, a["id"].get<size_t>() + 1);
+    p.tokens.resize(n);
+    p.token_types.assign(n, 1);
+    for (auto& [k, v] : (*j)["model"]["vocab"].items()) p.tokens[v.get<size_t>()] = k;
+    for (auto& a : (*j)["added_tokens"]) {
+      p.tokens[a["id"].get<size_t>()] = a["content"];
+      p.token_types[a["id"].get<size_t>()] = a["special"].get<bool>() ? 3 : 4;
+    }
+    for (auto& m : (*j)["model"]["merges"]) p.merges.push_back(m[0].get<std::string>() + " " + m[1].get<std::string>());
+    p.bos_id = 3;
+    p.add_bos = std::string(name) == "llama3";
+    auto g = Tokenizer::from_gguf_parts(p);
+    ASSERT_TRUE(g.ok()) << g.status().to_string();
+    auto t = Tokenizer::from_file(fixture(name) + "/tokenizer.json");
+    ASSERT_TRUE(t.ok());
+    std::ifstream in(fixture(name) + "/expected.jsonl");
+    std::string line;
+    int checked = 0;
+    while (std::getline(in, line)) {
+      std::string text = (*parse_json(line, "x"))["text"];
+      if (text.find("<|ls|>") != std::string::npos || text.find("<|rs|>") != std::string::npos) continue;
+      EXPECT_EQ(g->encode(text), t->encode(text)) << name << " " << Json(text).dump();
+      ++checked;
+    }
+    EXPECT_GT(checked, 200);
+  }
+  GgufTokenizerParts bad;
+  bad.pre = "falcon";
+  EXPECT_EQ(Tokenizer::from_gguf_parts(bad).status().code(), StatusCode::kUnimplemented);
+}
+
 TEST(Tokenizer, Throughput) {
   auto tok = Tokenizer::from_file(fixture("qwen2") + "/tokenizer.json");
   ASSERT_TRUE(tok.ok());

@@ -221,6 +221,7 @@ StatusOr<std::shared_ptr<TokenizerImpl>> impl_from_gguf(const GgufTokenizerParts
       at.id = id;
       at.content = p.tokens[i];
       at.special = type == 3;
+      at.normalized = type == 4;  // HF's default for non-special added tokens; GGUF has no flag
       RETURN_IF_ERROR(t->add_added(at, what));
     } else {
       RETURN_IF_ERROR(t->add_vocab(p.tokens[i], id, what));
