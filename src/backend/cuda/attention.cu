@@ -8,8 +8,8 @@
 // are zero so the register loops need no bounds checks.
 //
 // Backward (deterministic, no atomics): delta_i = sum_d dO[i,d]*O[i,d] is recomputed where
-// needed; one kernel owns a query tile and walks key tiles (dQ), another owns a key tile of a
-// kv head and walks every query head of its group and every later query tile (dK, dV).
+// needed; one kernel owns a query tile and walks key tiles (dQ), another owns a key tile of one
+// query head and walks every later query tile (dK, dV); GQA groups are then summed in head order.
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/ops.h"
 #include "core/check.h"
@@ -29,6 +29,9 @@ struct AttnArgs {
   const int32_t* doc;  // [B*T] or nullptr
   int64_t B, T, NH, KVH, D;
   float scale;
+  // Forward only (decode against a KV cache): keys 0..Tk-1; query row i sits at position q_off+i.
+  // Training passes Tk = T, q_off = 0.
+  int64_t Tk, q_off;
 };
 
 // Loads rows [r0, r0+kB) of head `h` of x [B*T, heads, D] into s[kB][stride] (zero outside).
@@ -74,11 +77,11 @@ __global__ void __launch_bounds__(kThreads) attn_fwd_kernel(AttnArgs a, void* ou
 #pragma unroll
   for (int k = 0; k < kO; ++k) o[k] = 0.0f;
   float m = -INFINITY, l = 0.0f;
-  const int64_t kend = min(a.T, q0 + kB);
+  const int64_t kend = min(a.Tk, a.q_off + q0 + kB);
   for (int64_t k0 = 0; k0 < kend; k0 += kB) {
     __syncthreads();
-    load_tile(Ks, S, a.k, a.kt, b, k0, g, a.KVH, a.T, a.D);
-    load_tile(Vs, S, a.v, a.vt, b, k0, g, a.KVH, a.T, a.D);
+    load_tile(Ks, S, a.k, a.kt, b, k0, g, a.KVH, a.Tk, a.D);
+    load_tile(Vs, S, a.v, a.vt, b, k0, g, a.KVH, a.Tk, a.D);
     if (threadIdx.x < kB) kdoc[threadIdx.x] = doc_of(a.doc, b, a.T, k0 + threadIdx.x);
     __syncthreads();
     float s[kCols];
@@ -94,7 +97,7 @@ __global__ void __launch_bounds__(kThreads) attn_fwd_kernel(AttnArgs a, void* ou
     for (int j = 0; j < kCols; ++j) {
       const int c = sub + 4 * j;
       const int64_t kj = k0 + c;
-      const bool valid = qi < a.T && kj <= qi && kdoc[c] == my_doc;
+      const bool valid = qi < a.T && kj <= qi + a.q_off && kj < a.Tk && kdoc[c] == my_doc;
       s[j] = valid ? s[j] * a.scale : -INFINITY;
       mt = fmaxf(mt, s[j]);
     }
@@ -127,7 +130,7 @@ __global__ void __launch_bounds__(kThreads) attn_fwd_kernel(AttnArgs a, void* ou
     const int d = sub + 4 * k;
     if (d < a.D) st_elem(out, ot, base + d, o[k] * inv_l);
   }
-  if (sub == 0) lse[(b * a.NH + h) * a.T + qi] = m + logf(l);
+  if (sub == 0 && lse) lse[(b * a.NH + h) * a.T + qi] = m + logf(l);
 }
 
 struct BwdArgs {
@@ -212,9 +215,12 @@ __global__ void __launch_bounds__(kThreads) attn_bwd_dq_kernel(AttnArgs a, BwdAr
   }
 }
 
+// One block per (key tile, query head): with GQA (group > 1) it writes its head's share of dK/dV
+// to f32 scratch laid out like q, and reduce_group_kernel sums the group in head order; with
+// group == 1 it writes dk/dv directly. Either way no atomics, so the bits are reproducible.
 template <int kMaxD>
 __global__ void __launch_bounds__(kThreads) attn_bwd_dkv_kernel(AttnArgs a, BwdArgs w, void* dk, DType dkt,
-                                                                 void* dv, DType dvt) {
+                                                                 void* dv, DType dvt, float* part_k, float* part_v) {
   constexpr int S = kMaxD + 1, kO = kMaxD / 4;
   extern __shared__ float smem[];
   float* Ks = smem;
@@ -226,7 +232,7 @@ __global__ void __launch_bounds__(kThreads) attn_bwd_dkv_kernel(AttnArgs a, BwdA
   float* lse_s = dSs + kB * (kB + 1);
   float* delta_s = lse_s + kB;
   int* qdoc = reinterpret_cast<int*>(delta_s + kB);
-  const int64_t k0 = blockIdx.x * kB, g = blockIdx.y, b = blockIdx.z, group = a.NH / a.KVH;
+  const int64_t k0 = blockIdx.x * kB, h = blockIdx.y, b = blockIdx.z, group = a.NH / a.KVH, g = h / group;
   const int c = threadIdx.x >> 2, sub = threadIdx.x & 3;
   const int64_t kj = k0 + c;
   const int my_doc = doc_of(a.doc, b, a.T, kj);
@@ -235,7 +241,7 @@ __global__ void __launch_bounds__(kThreads) attn_bwd_dkv_kernel(AttnArgs a, BwdA
   float dk_acc[kO], dv_acc[kO];
 #pragma unroll
   for (int k = 0; k < kO; ++k) dk_acc[k] = dv_acc[k] = 0.0f;
-  for (int64_t h = g * group; h < (g + 1) * group; ++h) {
+  {
     for (int64_t q0 = k0; q0 < a.T; q0 += kB) {  // kB == BQ: query tiles from the key tile on
       __syncthreads();
       load_tile(Qs, S, a.q, a.qt, b, q0, h, a.NH, a.T, a.D);
@@ -284,6 +290,18 @@ __global__ void __launch_bounds__(kThreads) attn_bwd_dkv_kernel(AttnArgs a, BwdA
     }
   }
   if (kj >= a.T) return;
+  if (part_k) {
+    const int64_t base = ((b * a.T + kj) * a.NH + h) * a.D;
+#pragma unroll
+    for (int k = 0; k < kO; ++k) {
+      const int d = sub + 4 * k;
+      if (d < a.D) {
+        part_k[base + d] = dk_acc[k] * a.scale;
+        part_v[base + d] = dv_acc[k];
+      }
+    }
+    return;
+  }
   const int64_t base = ((b * a.T + kj) * a.KVH + g) * a.D;
 #pragma unroll
   for (int k = 0; k < kO; ++k) {
@@ -295,9 +313,26 @@ __global__ void __launch_bounds__(kThreads) attn_bwd_dkv_kernel(AttnArgs a, BwdA
   }
 }
 
+// dk[tok, g, d] = sum over the group's heads (in order) of part[tok, g*group + i, d].
+__global__ void reduce_group_kernel(void* dk, DType dkt, void* dv, DType dvt, const float* part_k,
+                                    const float* part_v, int64_t tokens, int64_t KVH, int64_t group, int64_t D) {
+  const int64_t n = tokens * KVH * D;
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t d = i % D, tg = i / D;  // tg = tok*KVH + g
+    const int64_t src = (tg * group) * D + d;  // (tok*NH + g*group)*D + d
+    float sk = 0.0f, sv = 0.0f;
+    for (int64_t j = 0; j < group; ++j) {
+      sk += part_k[src + j * D];
+      sv += part_v[src + j * D];
+    }
+    st_elem(dk, dkt, i, sk);
+    st_elem(dv, dvt, i, sv);
+  }
+}
+
 AttnArgs make_args(Tensor q, Tensor k, Tensor v, const SeqLayout& L, const AttnShape& s) {
-  return AttnArgs{q.data, k.data, v.data, q.dtype, k.dtype, v.dtype, L.doc_ids,
-                  L.batch, L.seq, s.num_heads, s.num_kv_heads, s.head_dim, s.scale};
+  return AttnArgs{q.data, k.data, v.data, q.dtype, k.dtype, v.dtype, L.doc_ids, L.batch, L.seq,
+                  s.num_heads, s.num_kv_heads, s.head_dim, s.scale, L.seq, 0};
 }
 
 template <typename K>
@@ -315,12 +350,12 @@ void fwd(const AttnArgs& a, Tensor out, Tensor lse, cudaStream_t st) {
   const size_t smem = (3 * kB * (kMaxD + 1) + kB * (kB + 1) + kB) * sizeof(float);
   set_smem(attn_fwd_kernel<kMaxD>, smem);
   dim3 grid(static_cast<unsigned>((a.T + kB - 1) / kB), static_cast<unsigned>(a.NH), static_cast<unsigned>(a.B));
-  attn_fwd_kernel<kMaxD><<<grid, kThreads, smem, st>>>(a, out.data, out.dtype, lse.ptr<float>());
+  attn_fwd_kernel<kMaxD><<<grid, kThreads, smem, st>>>(a, out.data, out.dtype, lse.empty() ? nullptr : lse.ptr<float>());
   CUDA_CHECK_LAUNCH();
 }
 
 template <int kMaxD>
-void bwd(const AttnArgs& a, const BwdArgs& w, Tensor dq, Tensor dk, Tensor dv, cudaStream_t st) {
+void bwd(const AttnArgs& a, const BwdArgs& w, Tensor dq, Tensor dk, Tensor dv, float* scratch, cudaStream_t st) {
   const unsigned tiles = static_cast<unsigned>((a.T + kB - 1) / kB);
   const size_t smem_q = (4 * kB * (kMaxD + 1) + kB * (kB + 1) + kB) * sizeof(float);
   set_smem(attn_bwd_dq_kernel<kMaxD>, smem_q);
@@ -329,16 +364,30 @@ void bwd(const AttnArgs& a, const BwdArgs& w, Tensor dq, Tensor dk, Tensor dv, c
   CUDA_CHECK_LAUNCH();
   const size_t smem_kv = (4 * kB * (kMaxD + 1) + 2 * kB * (kB + 1) + 3 * kB) * sizeof(float);
   set_smem(attn_bwd_dkv_kernel<kMaxD>, smem_kv);
-  attn_bwd_dkv_kernel<kMaxD><<<dim3(tiles, static_cast<unsigned>(a.KVH), static_cast<unsigned>(a.B)), kThreads,
-                               smem_kv, st>>>(a, w, dk.data, dk.dtype, dv.data, dv.dtype);
+  const int64_t group = a.NH / a.KVH, part = a.B * a.T * a.NH * a.D;
+  float* part_k = group > 1 ? scratch : nullptr;
+  float* part_v = group > 1 ? scratch + part : nullptr;
+  attn_bwd_dkv_kernel<kMaxD><<<dim3(tiles, static_cast<unsigned>(a.NH), static_cast<unsigned>(a.B)), kThreads,
+                               smem_kv, st>>>(a, w, dk.data, dk.dtype, dv.data, dv.dtype, part_k, part_v);
   CUDA_CHECK_LAUNCH();
+  if (group > 1) {
+    const int64_t n = a.B * a.T * a.KVH * a.D;
+    reduce_group_kernel<<<grid_for(n, 256), 256, 0, st>>>(dk.data, dk.dtype, dv.data, dv.dtype, part_k, part_v,
+                                                          a.B * a.T, a.KVH, group, a.D);
+    CUDA_CHECK_LAUNCH();
+  }
 }
 
 }  // namespace
 
+static void launch_attention_fwd(Tensor out, Tensor lse, const AttnArgs& a, cudaStream_t st);
+
 void launch_attention(Tensor out, Tensor lse, Tensor q, Tensor k, Tensor v, const SeqLayout& L, const AttnShape& s,
                       cudaStream_t st) {
-  const AttnArgs a = make_args(q, k, v, L, s);
+  launch_attention_fwd(out, lse, make_args(q, k, v, L, s), st);
+}
+
+static void launch_attention_fwd(Tensor out, Tensor lse, const AttnArgs& a, cudaStream_t st) {
   if (a.T == 0 || a.B == 0) return;
   if (a.D <= 64) fwd<64>(a, out, lse, st);
   else if (a.D <= 128) fwd<128>(a, out, lse, st);
@@ -347,13 +396,14 @@ void launch_attention(Tensor out, Tensor lse, Tensor q, Tensor k, Tensor v, cons
 }
 
 void launch_attention_backward(Tensor dq, Tensor dk, Tensor dv, Tensor dout, Tensor q, Tensor k, Tensor v,
-                               Tensor out, Tensor lse, const SeqLayout& L, const AttnShape& s, cudaStream_t st) {
+                               Tensor out, Tensor lse, const SeqLayout& L, const AttnShape& s, float* scratch,
+                               cudaStream_t st) {
   const AttnArgs a = make_args(q, k, v, L, s);
   const BwdArgs w{dout.data, out.data, dout.dtype, out.dtype, lse.ptr<float>()};
   if (a.T == 0 || a.B == 0) return;
-  if (a.D <= 64) bwd<64>(a, w, dq, dk, dv, st);
-  else if (a.D <= 128) bwd<128>(a, w, dq, dk, dv, st);
-  else if (a.D <= 256) bwd<256>(a, w, dq, dk, dv, st);
+  if (a.D <= 64) bwd<64>(a, w, dq, dk, dv, scratch, st);
+  else if (a.D <= 128) bwd<128>(a, w, dq, dk, dv, scratch, st);
+  else if (a.D <= 256) bwd<256>(a, w, dq, dk, dv, scratch, st);
   else CHECK(false, "attention: head_dim " << a.D << " > 256 is not supported by the CUDA backend");
 }
 
