@@ -233,8 +233,8 @@ StatusOr<ShardResult> shard_model(const WeightSource& src, const ShardOptions& o
   return r;
 }
 
-StatusOr<ShardResult> shard_hf_dir(const std::string& model_dir, const ShardOptions& opts) {
-  ASSIGN_OR_RETURN(std::unique_ptr<WeightSource> src, open_hf_source(model_dir));
+StatusOr<ShardResult> shard_model_path(const std::string& model_path, const ShardOptions& opts) {
+  ASSIGN_OR_RETURN(std::unique_ptr<WeightSource> src, open_weight_source(model_path));
   return shard_model(*src, opts);
 }
 

@@ -50,7 +50,7 @@ struct ShardResult {
 // in other processes beyond the rename-based atomicity above.
 StatusOr<ShardResult> shard_model(const WeightSource& src, const ShardOptions& opts);
 
-// Convenience: an HF checkpoint directory. (GGUF files go through a WeightSource from io/gguf.)
-StatusOr<ShardResult> shard_hf_dir(const std::string& model_dir, const ShardOptions& opts);
+// Convenience: an HF checkpoint directory or a .gguf file (open_weight_source).
+StatusOr<ShardResult> shard_model_path(const std::string& model_path, const ShardOptions& opts);
 
 }  // namespace st

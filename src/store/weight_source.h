@@ -33,5 +33,9 @@ class WeightSource {
 
 // An HF checkpoint directory: config.json + model.safetensors or an index with shards.
 StatusOr<std::unique_ptr<WeightSource>> open_hf_source(const std::string& dir);
+// A GGUF file (io/gguf_checkpoint.h: dequantised to the requested dtype).
+StatusOr<std::unique_ptr<WeightSource>> open_gguf_source(const std::string& path);
+// A directory -> HF checkpoint; a *.gguf file -> GGUF. NotFound otherwise.
+StatusOr<std::unique_ptr<WeightSource>> open_weight_source(const std::string& path);
 
 }  // namespace st

@@ -1,0 +1,158 @@
+// Sharder: layer files are the packed layer blobs (oracle: model/pack.h on the source checkpoint),
+// strict safetensors, cached by fingerprint + dtype, atomic under interruption.
+#include "store/sharder.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+
+#include <cstring>
+#include <filesystem>
+#include <vector>
+
+#include "core/file.h"
+#include "io/safetensors.h"
+#include "model/pack.h"
+#include "store/manifest.h"
+#include "store_test_util.h"
+
+namespace st {
+namespace {
+
+using testing_util::TempDir;
+namespace fs = std::filesystem;
+
+std::vector<char> file_bytes(const std::string& path) {
+  StatusOr<std::string> s = read_file_to_string(path);
+  CHECK_OK(s.status());
+  return std::vector<char>(s->begin(), s->end());
+}
+
+TEST(Sharder, LayerFilesAreThePackedBlobsAndStrictSafetensors) {
+  TempDir t;
+  ModelConfig c = testing_util::tiny_config(3);
+  testing_util::write_model(c, t.sub("model"));
+  ShardResult r = testing_util::shard_or_die(t.sub("model"), t.sub("store"));
+  EXPECT_FALSE(r.reused);
+  StatusOr<Checkpoint> ck = Checkpoint::open(t.sub("model"));
+  ASSERT_TRUE(ck.ok());
+  EXPECT_GT(ck->files().size(), 1u);  // multi-shard source
+  LayerLayout layout = make_layer_layout(c, DType::kBF16);
+  std::vector<char> want(layout.bytes);
+  for (int l = 0; l < 3; ++l) {
+    ASSERT_TRUE(pack_layer(*ck, layout, l, want.data()).ok());
+    const StoreFile& f = r.manifest.layers[l];
+    std::vector<char> got = file_bytes(t.sub("store/" + f.name));
+    ASSERT_EQ(got.size(), f.data_start + layout.bytes);
+    EXPECT_EQ(f.data_start % kStoreIoAlign, 0u);
+    EXPECT_EQ(0, std::memcmp(got.data() + f.data_start, want.data(), layout.bytes)) << "layer " << l;
+    StatusOr<SafetensorsFile> sf = SafetensorsFile::open(t.sub("store/" + f.name));
+    ASSERT_TRUE(sf.ok()) << sf.status().to_string();
+    for (const LayerTensorSpec& s : layout.tensors) {
+      const TensorInfo* ti = sf->find(layer_tensor_name(l, s));
+      ASSERT_NE(ti, nullptr);
+      EXPECT_EQ(ti->offset, s.offset);
+    }
+  }
+  ExtrasLayout el = make_extras_layout(c, DType::kBF16);
+  std::vector<char> ewant(el.bytes);
+  ASSERT_TRUE(pack_extras(*ck, el, ewant.data()).ok());
+  std::vector<char> egot = file_bytes(t.sub("store/extras.safetensors"));
+  EXPECT_EQ(0, std::memcmp(egot.data() + r.manifest.extras.data_start, ewant.data(), el.bytes));
+  StatusOr<StoreManifest> m = open_store_manifest(t.sub("store"));
+  ASSERT_TRUE(m.ok()) << m.status().to_string();
+  EXPECT_EQ(m->num_layers, 3);
+  EXPECT_EQ(m->layer_bytes, layout.bytes);
+  EXPECT_EQ(m->config.hidden_size, c.hidden_size);
+}
+
+TEST(Sharder, ReusesUpToDateStoreRebuildsOnTouchedSourceAndDtype) {
+  TempDir t;
+  ModelConfig c = testing_util::tiny_config(2);
+  testing_util::write_model(c, t.sub("model"));
+  ShardOptions o;
+  o.cache_dir = t.sub("cache");
+  StatusOr<ShardResult> a = shard_model_path(t.sub("model"), o);
+  ASSERT_TRUE(a.ok()) << a.status().to_string();
+  EXPECT_FALSE(a->reused);
+  EXPECT_EQ(a->dir.rfind(t.sub("cache/stores/"), 0), 0u);
+  EXPECT_NE(a->dir.find("-bfloat16"), std::string::npos);
+  StatusOr<ShardResult> b = shard_model_path(t.sub("model"), o);
+  ASSERT_TRUE(b.ok());
+  EXPECT_TRUE(b->reused) << b->reason;
+  EXPECT_EQ(a->dir, b->dir);
+
+  // Same out dir, other dtype: rebuilt in place.
+  ShardOptions fixed;
+  fixed.out_dir = a->dir;
+  fixed.dtype = DType::kF32;
+  StatusOr<ShardResult> d = shard_model_path(t.sub("model"), fixed);
+  ASSERT_TRUE(d.ok());
+  EXPECT_FALSE(d->reused);
+  EXPECT_NE(d->reason.find("dtype changed"), std::string::npos) << d->reason;
+  EXPECT_EQ(d->manifest.dtype, DType::kF32);
+  EXPECT_EQ(open_store_manifest(a->dir)->dtype, DType::kF32);
+
+  // Touch a source file (mtime only): rebuilt.
+  StatusOr<Checkpoint> ck = Checkpoint::open(t.sub("model"));
+  ASSERT_TRUE(ck.ok());
+  struct timespec ts[2] = {{0, UTIME_NOW}, {12345, 0}};
+  ASSERT_EQ(0, ::utimensat(AT_FDCWD, ck->files()[0].c_str(), ts, 0));
+  StatusOr<ShardResult> e = shard_model_path(t.sub("model"), fixed);
+  ASSERT_TRUE(e.ok());
+  EXPECT_FALSE(e->reused);
+  EXPECT_NE(e->reason.find("source changed"), std::string::npos) << e->reason;
+  StatusOr<ShardResult> f = shard_model_path(t.sub("model"), fixed);
+  EXPECT_TRUE(f->reused);
+}
+
+// A WeightSource that fails partway: the sharder is "interrupted".
+class FailingSource : public WeightSource {
+ public:
+  FailingSource(std::unique_ptr<WeightSource> s, std::string fail) : s_(std::move(s)), fail_(std::move(fail)) {}
+  const ModelConfig& config() const override { return s_->config(); }
+  std::vector<std::string> files() const override { return s_->files(); }
+  std::string describe() const override { return s_->describe(); }
+  bool has(const std::string& n) const override { return s_->has(n); }
+  Status read_tensor_as(const std::string& n, const std::vector<int64_t>& shape, DType dt, void* dst) const override {
+    if (n.find(fail_) != std::string::npos) return IOError("injected failure reading " + n);
+    return s_->read_tensor_as(n, shape, dt, dst);
+  }
+
+ private:
+  std::unique_ptr<WeightSource> s_;
+  std::string fail_;
+};
+
+TEST(Sharder, InterruptedShardNeverLooksLikeAStore) {
+  TempDir t;
+  ModelConfig c = testing_util::tiny_config(3);
+  testing_util::write_model(c, t.sub("model"));
+  std::string out = t.sub("store");
+  // Leftovers of an interrupted run: a temp dir of a dead process, and a half-filled final dir.
+  ASSERT_TRUE(make_dirs(out + ".tmp.999999999").ok());
+  ASSERT_TRUE(write_file_atomic(out + ".tmp.999999999/layer_000.safetensors", "junk").ok());
+  ASSERT_TRUE(make_dirs(out).ok());
+  ASSERT_TRUE(write_file_atomic(out + "/layer_000.safetensors", "junk").ok());
+  EXPECT_EQ(open_store_manifest(out).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(open_store_manifest(out + ".tmp.999999999").status().code(), StatusCode::kNotFound);
+
+  // A failing shard leaves no store and no temp dir behind.
+  ShardOptions o;
+  o.out_dir = out;
+  StatusOr<std::unique_ptr<WeightSource>> src = open_hf_source(t.sub("model"));
+  ASSERT_TRUE(src.ok());
+  FailingSource bad(std::move(*src), "model.layers.2.");
+  StatusOr<ShardResult> r = shard_model(bad, o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("injected failure"), std::string::npos) << r.status().to_string();
+  EXPECT_EQ(open_store_manifest(out).status().code(), StatusCode::kNotFound);
+
+  ShardResult ok = testing_util::shard_or_die(t.sub("model"), out);
+  EXPECT_FALSE(ok.reused);
+  EXPECT_TRUE(open_store_manifest(out).ok());
+  for (const auto& e : fs::directory_iterator(t.path))
+    EXPECT_EQ(e.path().filename().string().find(".tmp."), std::string::npos) << e.path();
+}
+
+}  // namespace
+}  // namespace st
