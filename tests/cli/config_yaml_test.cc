@@ -1,0 +1,243 @@
+// Oracle: hand-written YAML snippets with the TrainConfig values / error messages they must give.
+#include "cli/config_yaml.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <fstream>
+
+#include "core/file.h"
+
+namespace st {
+namespace {
+
+StatusOr<TrainConfig> parse(const std::string& y, const std::string& base = "/base") {
+  return parse_train_config_yaml(y, "cfg.yaml", base);
+}
+
+// The error message of parsing `y`, which must fail with `code`.
+std::string error_of(const std::string& y, StatusCode code = StatusCode::kInvalidArgument) {
+  auto r = parse(y);
+  EXPECT_FALSE(r.ok()) << y;
+  if (r.ok()) return "";
+  EXPECT_EQ(r.status().code(), code) << r.status().to_string();
+  return r.status().message();
+}
+
+std::string override_error(const std::string& arg, StatusCode code = StatusCode::kInvalidArgument) {
+  TrainConfig c;
+  Status s = apply_train_override(c, arg);
+  EXPECT_FALSE(s.ok()) << arg;
+  EXPECT_EQ(s.code(), code) << s.to_string();
+  return s.message();
+}
+
+#define EXPECT_HAS(hay, needle) EXPECT_NE((hay).find(needle), std::string::npos) << (hay)
+
+TEST(ConfigYaml, FullConfig) {
+  auto r = parse(R"(
+base_model: models/smol
+dtype: float32
+device: cpu
+datasets:
+  - path: data/train.jsonl
+    type: messages
+  - path: /abs/more.jsonl
+  - extra.jsonl
+sequence_len: 512
+shuffle: false
+sample_packing: yes
+chat_template: chatml
+val_set_size: 0.05
+adapter: lora
+lora_r: 16
+lora_alpha: 32
+lora_dropout: 0.05
+lora_target_modules: [q_proj, k_proj, v_proj, o_proj]
+learning_rate: 2.0e-4
+lr_scheduler: linear
+warmup_steps: 10
+micro_batch_size: 4
+gradient_accumulation_steps: 2
+max_steps: 100
+seed: 18446744073709551615
+output_dir: ./out/run1
+resume_from_checkpoint: true
+stream: disk
+stream_buffers: 3
+vram_budget: 4GiB
+use_dora: false
+peft_type: LORA
+)");
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  const TrainConfig& c = *r;
+  EXPECT_EQ(c.base_model, "/base/models/smol");
+  EXPECT_EQ(c.dtype, "float32");
+  EXPECT_EQ(c.device, "cpu");
+  ASSERT_EQ(c.datasets.size(), 3u);
+  EXPECT_EQ(c.datasets[0].path, "/base/data/train.jsonl");
+  EXPECT_EQ(c.datasets[0].type, "messages");
+  EXPECT_EQ(c.datasets[1].path, "/abs/more.jsonl");
+  EXPECT_EQ(c.datasets[1].type, "tokenized");
+  EXPECT_EQ(c.datasets[2].path, "/base/extra.jsonl");
+  EXPECT_EQ(c.sequence_len, 512);
+  EXPECT_FALSE(c.shuffle);
+  EXPECT_TRUE(c.sample_packing);
+  EXPECT_EQ(c.chat_template, "chatml");
+  EXPECT_DOUBLE_EQ(c.val_set_size, 0.05);
+  EXPECT_EQ(c.lora_r, 16);
+  EXPECT_DOUBLE_EQ(c.lora_alpha, 32);
+  EXPECT_DOUBLE_EQ(c.lora_dropout, 0.05);
+  EXPECT_EQ(c.lora_target_modules, (std::vector<std::string>{"q_proj", "k_proj", "v_proj", "o_proj"}));
+  EXPECT_DOUBLE_EQ(c.learning_rate, 2e-4);
+  EXPECT_EQ(c.lr_scheduler, "linear");
+  EXPECT_EQ(c.warmup_steps, 10);
+  EXPECT_EQ(c.micro_batch_size, 4);
+  EXPECT_EQ(c.gradient_accumulation_steps, 2);
+  EXPECT_EQ(c.max_steps, 100);
+  EXPECT_EQ(c.seed, 18446744073709551615ull);
+  EXPECT_EQ(c.output_dir, "/base/out/run1");
+  EXPECT_EQ(c.resume_from_checkpoint, "true");
+  EXPECT_EQ(c.stream, "disk");
+  EXPECT_EQ(c.stream_buffers, 3);
+  EXPECT_EQ(c.vram_budget, "4GiB");
+  // Untouched keys keep the TrainConfig defaults.
+  EXPECT_EQ(c.num_epochs, 1);
+  EXPECT_DOUBLE_EQ(c.adam_beta2, 0.999);
+}
+
+TEST(ConfigYaml, ModulesCommaFormAndAllLinear) {
+  auto r = parse("lora_target_modules: 'q_proj, v_proj,down_proj'\n");
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(r->lora_target_modules, (std::vector<std::string>{"q_proj", "v_proj", "down_proj"}));
+  r = parse("lora_target_modules: all-linear\n");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->lora_target_modules.size(), 7u);
+  EXPECT_HAS(error_of("lora_target_modules: [q_proj, v_prj]\n"), "unknown module 'v_prj' (did you mean 'v_proj'?)");
+}
+
+TEST(ConfigYaml, MalformedYamlNamesLineAndColumn) {
+  const std::string m = error_of("base_model: m\nlora_r: 8\ndatasets: [a, b\nseed: 1\n");
+  EXPECT_HAS(m, "cfg.yaml:");
+  EXPECT_HAS(m, "malformed YAML");
+  const std::string m2 = error_of("base_model: m\nlora_r: 8\n  bad: indent\n");
+  EXPECT_HAS(m2, "cfg.yaml:3:");
+  EXPECT_HAS(error_of("- a\n- b\n"), "expected a mapping");
+}
+
+TEST(ConfigYaml, UnknownKeySuggestsClosest) {
+  const std::string m = error_of("base_model: m\nlerning_rate: 1e-4\n");
+  EXPECT_HAS(m, "cfg.yaml:2:1: unknown key 'lerning_rate' (did you mean 'learning_rate'?)");
+  EXPECT_HAS(error_of("lora_rank: 8\n"), "did you mean 'lora_r'?");
+  // Far from everything: still names the closest key.
+  EXPECT_HAS(error_of("zzzzzzzzzzzzzz: 1\n"), "closest known key");
+  EXPECT_HAS(error_of("datasets:\n  - path: a\n    typ: text\n"), "unknown dataset key 'typ' in datasets (did you mean 'type'?)");
+}
+
+TEST(ConfigYaml, BadValuesNameTheKey) {
+  EXPECT_HAS(error_of("dtype: float8\n"), "cfg.yaml:1:1: key 'dtype': 'float8' is not one of: bfloat16, float32");
+  EXPECT_HAS(error_of("x: 1\n", StatusCode::kInvalidArgument), "unknown key 'x'");
+  EXPECT_HAS(error_of("seed: 1\nlr_scheduler: foo\n"), "cfg.yaml:2:1: key 'lr_scheduler': 'foo' is not one of: constant, linear, cosine");
+  EXPECT_HAS(error_of("lora_r: -4\n"), "key 'lora_r': must be >= 1, got -4");
+  EXPECT_HAS(error_of("stream: xyz\n"), "key 'stream': 'xyz' is not one of: off, ram, disk");
+  EXPECT_HAS(error_of("learning_rate: fast\n"), "key 'learning_rate': expected a number, got 'fast'");
+  EXPECT_HAS(error_of("learning_rate: 0\n"), "key 'learning_rate': must be > 0");
+  EXPECT_HAS(error_of("lora_dropout: 1.0\n"), "key 'lora_dropout': must be in [0, 1)");
+  EXPECT_HAS(error_of("shuffle: maybe\n"), "key 'shuffle': expected true or false");
+  EXPECT_HAS(error_of("lora_r: 8.5\n"), "key 'lora_r': expected an integer, got '8.5'");
+  EXPECT_HAS(error_of("lora_r: [8]\n"), "key 'lora_r': expected a single value");
+  EXPECT_HAS(error_of("seed: -1\n"), "key 'seed': expected a non-negative integer");
+  EXPECT_HAS(error_of("vram_budget: lots\n"), "key 'vram_budget'");
+  EXPECT_HAS(error_of("datasets:\n  - path: a\n    type: csv\n"), "cfg.yaml:3:5: datasets.type: 'csv' is not one of");
+  EXPECT_HAS(error_of("datasets: a.jsonl\n"), "key 'datasets': expected a list");
+  EXPECT_HAS(error_of("lora_r: 8\nlora_r: 16\n"), "cfg.yaml:2:1: key 'lora_r' is set twice");
+}
+
+TEST(ConfigYaml, UnsupportedLoraVariantsAreRefusedByName) {
+  const StatusCode kU = StatusCode::kUnimplemented;
+  EXPECT_HAS(error_of("use_dora: true\n", kU), "key 'use_dora': DoRA is not supported");
+  EXPECT_HAS(error_of("lora_use_dora: true\n", kU), "key 'lora_use_dora': DoRA");
+  EXPECT_HAS(error_of("peft_use_dora: yes\n", kU), "key 'peft_use_dora': DoRA");
+  EXPECT_HAS(error_of("use_rslora: true\n", kU), "key 'use_rslora': rsLoRA is not supported");
+  EXPECT_HAS(error_of("peft_use_rslora: true\n", kU), "rsLoRA");
+  EXPECT_HAS(error_of("peft_type: vera\n", kU), "adapter type 'vera' is not supported");
+  EXPECT_HAS(error_of("lora_init: pissa\n", kU), "key 'lora_init': LoRA initialisation 'pissa' is not supported");
+  EXPECT_HAS(error_of("init_lora_weights: olora\n", kU), "'olora' is not supported");
+  EXPECT_HAS(error_of("adapter: dora\n", kU), "key 'adapter': 'dora' is not supported");
+  EXPECT_HAS(error_of("adapter: banana\n"), "key 'adapter': 'banana' is not one of: lora, qlora");
+  EXPECT_HAS(override_error("--use_dora=true", kU), "DoRA");
+  // Asking for plain LoRA through those keys is fine.
+  EXPECT_TRUE(parse("use_dora: false\nuse_rslora: no\nlora_init: true\npeft_type: lora\n").ok());
+}
+
+TEST(ConfigYaml, Overrides) {
+  TrainConfig c;
+  ASSERT_TRUE(apply_train_override(c, "--learning_rate=1e-3").ok());
+  ASSERT_TRUE(apply_train_override(c, "--lora-r=32").ok());
+  ASSERT_TRUE(apply_train_override(c, "--lora_target_modules=q_proj,o_proj").ok());
+  ASSERT_TRUE(apply_train_override(c, "--sample_packing").ok());
+  ASSERT_TRUE(apply_train_override(c, "--shuffle=false").ok());
+  ASSERT_TRUE(apply_train_override(c, "--output_dir=rel/out").ok());
+  EXPECT_DOUBLE_EQ(c.learning_rate, 1e-3);
+  EXPECT_EQ(c.lora_r, 32);
+  EXPECT_EQ(c.lora_target_modules, (std::vector<std::string>{"q_proj", "o_proj"}));
+  EXPECT_TRUE(c.sample_packing);
+  EXPECT_FALSE(c.shuffle);
+  EXPECT_EQ(c.output_dir, "rel/out");  // command-line paths stay relative to the cwd
+  EXPECT_HAS(override_error("--datasets=a.jsonl"), "key 'datasets': is a list; set it in the YAML file");
+  EXPECT_HAS(override_error("--lerning-rate=1"), "unknown key 'lerning_rate' (did you mean 'learning_rate'?)");
+  EXPECT_HAS(override_error("--sequence_len"), "key 'sequence_len' needs a value");
+  EXPECT_HAS(override_error("--dtype=float8"), "--dtype=float8: key 'dtype': 'float8' is not one of");
+  EXPECT_HAS(override_error("lora_r=3"), "unexpected argument 'lora_r=3'");
+}
+
+TEST(ConfigYaml, YamlRoundTrip) {
+  auto r = parse("base_model: /m\ndatasets:\n  - path: /d.jsonl\n    type: text\nlearning_rate: 0.00031\n"
+                 "lora_dropout: 0.1\nvram_budget: 3GB\nresume_from_checkpoint: 'true'\nchat_template: ''\n");
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  const std::string y = train_config_to_yaml(*r);
+  auto back = parse(y, "");  // base "" : the default output_dir "out" stays relative
+  ASSERT_TRUE(back.ok()) << back.status().to_string() << "\n" << y;
+  EXPECT_EQ(train_config_to_yaml(*back), y);
+  EXPECT_DOUBLE_EQ(back->learning_rate, 0.00031);
+  EXPECT_EQ(back->resume_from_checkpoint, "true");
+  EXPECT_EQ(back->datasets[0].type, "text");
+  // Every key appears once.
+  for (const std::string& k : train_config_keys()) EXPECT_HAS("\n" + y, "\n" + k + ":");
+}
+
+TEST(ConfigYaml, ByteSizes) {
+  EXPECT_EQ(*parse_byte_size("4GiB"), 4ull << 30);
+  EXPECT_EQ(*parse_byte_size("512MB"), 512000000ull);
+  EXPECT_EQ(*parse_byte_size("1.5 gb"), 1500000000ull);
+  EXPECT_EQ(*parse_byte_size("123"), 123ull);
+  EXPECT_FALSE(parse_byte_size("4 parsecs").ok());
+  EXPECT_FALSE(parse_byte_size("").ok());
+  EXPECT_FALSE(parse_byte_size("GB").ok());
+}
+
+TEST(ConfigYaml, LoadFileResolvesPathsAndChecksRequiredKeys) {
+  char tmpl[] = "/tmp/st_cfg_XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl;
+  const std::string path = dir + "/train.yaml";
+  ASSERT_TRUE(write_file_atomic(path, "base_model: ../model\ndatasets:\n  - path: d.jsonl\n").ok());
+  auto r = load_train_config(path, {"--max_steps=7"});
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(r->base_model, path_dirname(dir) + "/model");
+  EXPECT_EQ(r->datasets[0].path, dir + "/d.jsonl");
+  EXPECT_EQ(r->max_steps, 7);
+
+  ASSERT_TRUE(write_file_atomic(path, "datasets:\n  - path: d.jsonl\n").ok());
+  r = load_train_config(path, {});
+  ASSERT_FALSE(r.ok());
+  EXPECT_HAS(r.status().message(), "missing required key 'base_model'");
+  r = load_train_config(dir + "/nope.yaml", {});
+  ASSERT_FALSE(r.ok());
+  EXPECT_HAS(r.status().message(), "nope.yaml");
+  std::remove(path.c_str());
+  rmdir(dir.c_str());
+}
+
+}  // namespace
+}  // namespace st
