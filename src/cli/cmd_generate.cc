@@ -1,0 +1,200 @@
+// `streamtune generate --model M [--adapter DIR] (--prompt TEXT | --chat) [options]`
+// Greedy or sampled generation with a KV cache (model/decode.h), printing text as it is produced.
+// M: an HF checkpoint dir (tokenizer.json next to it) or a .gguf file (tokenizer from its metadata).
+#include <cstdio>
+#include <iostream>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "cli/cli_args.h"
+#include "data/chat_template.h"
+#include "data/tokenizer.h"
+#include "io/gguf_checkpoint.h"
+#include "model/decode.h"
+#include "model/load.h"
+#include "model/lora.h"
+
+namespace st {
+namespace {
+
+constexpr const char* kUsage =
+    "usage: streamtune generate --model M [--adapter DIR] (--prompt TEXT | --chat) [options]\n"
+    "\n"
+    "  --model M            HF checkpoint directory or .gguf file\n"
+    "  --adapter DIR        PEFT LoRA adapter to apply (adapter_config.json + adapter_model.safetensors)\n"
+    "  --prompt TEXT        the prompt (with --chat: the user message)\n"
+    "  --chat               apply the model's chat template; without --prompt, read user lines from stdin\n"
+    "  --system TEXT        system message for --chat\n"
+    "  --max-new-tokens N   default 128\n"
+    "  --temperature T      0 = greedy (default)\n"
+    "  --top-p P            nucleus sampling mass (default 1.0)\n"
+    "  --seed S             sampling seed (default 0)\n"
+    "  --max-seq N          KV cache capacity in tokens (default 4096)\n"
+    "  --device D           auto (default) | cpu | cuda\n"
+    "  --dtype D            weights/activations: bfloat16 (default on cuda) | float32 (default on cpu)\n";
+
+int usage(const std::string& msg) {
+  std::fprintf(stderr, "streamtune: error: %s\nsee 'streamtune generate --help'\n", msg.c_str());
+  return 2;
+}
+int fail(const Status& s) {
+  std::fprintf(stderr, "streamtune: error: %s\n", s.message().c_str());
+  return 1;
+}
+
+StatusOr<Tokenizer> load_tokenizer(const ModelSource& src, const std::string& path, std::set<int32_t>* stops) {
+  if (!src.is_gguf()) return Tokenizer::from_dir(path);
+  ASSIGN_OR_RETURN(GgufCheckpoint g, GgufCheckpoint::open(path));
+  ASSIGN_OR_RETURN(GgufTokenizerData d, g.tokenizer());
+  GgufTokenizerParts p{d.tokens, d.merges, d.token_types, d.pre, d.bos_id, d.eos_id, d.pad_id, d.add_bos,
+                       d.chat_template};
+  if (d.eot_id >= 0) stops->insert(d.eot_id);
+  return Tokenizer::from_gguf_parts(p);
+}
+
+struct Gen {
+  Decoder* dec;
+  const Tokenizer* tok;
+  std::set<int32_t> stops;
+  int64_t max_new;
+  SamplingOptions sampling;
+  std::mt19937_64 rng;
+};
+
+// Prefill `ids`, then sample until a stop token or max_new; prints text as it forms (a trailing
+// incomplete UTF-8 sequence is held back until the next token completes it). Returns the text.
+StatusOr<std::string> generate(Gen& g, const std::vector<int32_t>& ids) {
+  ASSIGN_OR_RETURN(std::vector<float> logits, g.dec->forward(ids, LogitsFor::kLast));
+  std::vector<int32_t> out;
+  size_t printed = 0;
+  for (int64_t i = 0; i < g.max_new; ++i) {
+    const int32_t next = sample_token(logits, g.sampling, g.rng);
+    if (g.stops.count(next)) break;
+    out.push_back(next);
+    const std::string text = g.tok->decode(out, SkipSpecial::kYes);
+    const bool partial = text.size() >= 3 && text.compare(text.size() - 3, 3, "\xEF\xBF\xBD") == 0;
+    if (!partial && text.size() > printed) {
+      std::fwrite(text.data() + printed, 1, text.size() - printed, stdout);
+      std::fflush(stdout);
+      printed = text.size();
+    }
+    if (i + 1 == g.max_new) break;
+    ASSIGN_OR_RETURN(logits, g.dec->forward(std::span<const int32_t>(&next, 1), LogitsFor::kLast));
+  }
+  const std::string text = g.tok->decode(out, SkipSpecial::kYes);
+  if (text.size() > printed) std::fwrite(text.data() + printed, 1, text.size() - printed, stdout);
+  std::printf("\n");
+  std::fflush(stdout);
+  return text;
+}
+
+// Single-turn or interactive chat: each turn re-renders the whole conversation (replies included)
+// and prefills it anew, so the template decides every token of the history.
+Status chat(Gen& g, const ChatTemplate& t, const std::string& system, const std::string& prompt, bool interactive) {
+  std::vector<ChatMessage> msgs;
+  if (!system.empty()) msgs.push_back({"system", system});
+  std::string line = prompt;
+  while (true) {
+    if (interactive) {
+      std::fprintf(stderr, "> ");
+      if (!std::getline(std::cin, line)) return Status::OK();
+      if (line.empty()) continue;
+    }
+    msgs.push_back({"user", line});
+    ASSIGN_OR_RETURN(std::string text, render_generation_prompt(t, msgs));
+    g.dec->reset();
+    ASSIGN_OR_RETURN(std::string reply, generate(g, g.tok->encode(text, AddSpecial::kNo)));
+    if (!interactive) return Status::OK();
+    msgs.push_back({"assistant", reply});
+  }
+}
+
+int run(const ParsedArgs& a) {
+  if (!a.has("model")) return usage("missing --model M");
+  if (!a.has("prompt") && !a.has("chat")) return usage("give --prompt TEXT or --chat");
+  StatusOr<uint64_t> max_new = flag_u64(a, "max-new-tokens", 128), seed = flag_u64(a, "seed", 0),
+                     max_seq = flag_u64(a, "max-seq", 4096);
+  if (!max_new.ok()) return usage(max_new.status().message());
+  if (!seed.ok()) return usage(seed.status().message());
+  if (!max_seq.ok() || *max_seq == 0) return usage("--max-seq: expected a positive integer");
+  float temperature = 0, top_p = 1;
+  try {
+    temperature = std::stof(a.get("temperature", "0"));
+    top_p = std::stof(a.get("top-p", "1"));
+  } catch (...) {
+    return usage("--temperature / --top-p: expected numbers");
+  }
+  if (temperature < 0 || top_p <= 0 || top_p > 1) return usage("--temperature >= 0 and 0 < --top-p <= 1");
+  const std::string dev = a.get("device", "auto");
+  if (dev != "auto" && dev != "cpu" && dev != "cuda") return usage("--device: auto | cpu | cuda");
+  const DeviceKind kind = dev == "cuda" || (dev == "auto" && cuda_available()) ? DeviceKind::kCuda : DeviceKind::kCpu;
+  StatusOr<DType> dtype = dtype_from_user(a.get("dtype", kind == DeviceKind::kCuda ? "bfloat16" : "float32"));
+  if (!dtype.ok()) return usage("--dtype: " + dtype.status().message());
+
+  StatusOr<std::unique_ptr<Backend>> be = make_backend(kind);
+  if (!be.ok()) return fail(be.status());
+  StatusOr<std::unique_ptr<ModelSource>> src = open_model_source(a.get("model"));
+  if (!src.ok()) return fail(src.status());
+  Gen g;
+  StatusOr<Tokenizer> tok = load_tokenizer(**src, a.get("model"), &g.stops);
+  if (!tok.ok()) return fail(tok.status());
+  StatusOr<std::unique_ptr<LoadedModel>> lm = load_model_resident(be->get(), **src, *dtype);
+  if (!lm.ok()) return fail(lm.status());
+  std::unique_ptr<Lora> lora;
+  if (a.has("adapter")) {
+    StatusOr<LoraConfig> lc = read_peft_config(a.get("adapter"));
+    if (!lc.ok()) return fail(lc.status());
+    StatusOr<std::unique_ptr<Lora>> l = Lora::create(be->get(), (*lm)->config, *lc);
+    if (!l.ok()) return fail(l.status());
+    lora = std::move(l).value();
+    if (Status s = lora->load_peft(a.get("adapter")); !s.ok()) return fail(s);
+  }
+  StatusOr<std::unique_ptr<Decoder>> dec =
+      Decoder::create(be->get(), (*lm)->config, (*lm)->extras, (*lm)->layers.get(), lora.get(),
+                      {.max_seq = static_cast<int64_t>(*max_seq), .max_chunk = 256, .act = *dtype});
+  if (!dec.ok()) return fail(dec.status());
+
+  g.dec = dec->get();
+  g.tok = &*tok;
+  g.max_new = static_cast<int64_t>(*max_new);
+  g.sampling = {.temperature = temperature, .top_p = top_p};
+  g.rng.seed(*seed);
+  if (tok->eos_id() >= 0) g.stops.insert(tok->eos_id());
+  for (int64_t id : (*lm)->config.eos_token_ids) g.stops.insert(static_cast<int32_t>(id));
+  for (const char* s : {"<|im_end|>", "<|eot_id|>", "<|end_of_text|>", "<|endoftext|>"}) {
+    if (auto id = tok->token_to_id(s); id && a.has("chat")) g.stops.insert(*id);
+  }
+  Status st;
+  if (a.has("chat")) {
+    StatusOr<ChatTemplate> t = resolve_chat_template("", *tok);
+    if (!t.ok()) return fail(t.status());
+    st = chat(g, *t, a.get("system"), a.get("prompt"), !a.has("prompt"));
+  } else {
+    st = generate(g, tok->encode(a.get("prompt"), AddSpecial::kYes)).status();
+  }
+  return st.ok() ? 0 : fail(st);
+}
+
+}  // namespace
+
+// argv[0] is the subcommand name ("generate"); flags follow. 0 ok, 1 runtime error, 2 usage.
+int cmd_generate(int argc, char** argv) {
+  std::vector<std::string> args(argv + (argc > 0 ? 1 : 0), argv + argc);
+  for (const std::string& s : args) {
+    if (s == "--help" || s == "-h") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    }
+  }
+  StatusOr<ParsedArgs> a = parse_flags(args, {{"model"}, {"adapter"}, {"prompt"}, {"chat", false}, {"system"},
+                                              {"max-new-tokens"}, {"temperature"}, {"top-p"}, {"seed"},
+                                              {"max-seq"}, {"device"}, {"dtype"}});
+  if (!a.ok()) return usage(a.status().message());
+  if (!a->positional.empty()) return usage("unexpected argument '" + a->positional[0] + "'");
+  return run(*a);
+}
+
+}  // namespace st
