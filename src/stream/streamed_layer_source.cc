@@ -1,6 +1,8 @@
 #include "stream/streamed_layer_source.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 
 #include "core/check.h"
 
@@ -26,7 +28,9 @@ StatusOr<std::unique_ptr<StreamedLayerSource>> StreamedLayerSource::create(Backe
   if (streamed > 0) {
     if (opts.num_slots < 1) return InvalidArgument("stream_buffers must be at least 1");
     ASSIGN_OR_RETURN(src->pool_, LayerBufferPool::create(be, std::min(opts.num_slots, streamed), m.layer_bytes));
-    src->prefetcher_ = std::make_unique<Prefetcher>(src->pool_.get(), store, opts.copy_mode);
+    const char* sync = std::getenv("STREAMTUNE_SYNC_DEBUG");
+    CopyMode mode = sync && std::strcmp(sync, "1") == 0 ? CopyMode::kInline : opts.copy_mode;
+    src->prefetcher_ = std::make_unique<Prefetcher>(src->pool_.get(), store, mode);
   }
   return src;
 }

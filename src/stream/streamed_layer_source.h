@@ -23,6 +23,7 @@ namespace st {
 struct StreamedSourceOptions {
   int num_slots = 2;                 // pool buffers (capped at the number of streamed layers)
   std::vector<int> resident_layers;  // kept on the device, never streamed
+  // STREAMTUNE_SYNC_DEBUG=1 in the environment forces kInline (copies on the compute thread).
   CopyMode copy_mode = CopyMode::kThread;
 };
 
