@@ -3,7 +3,8 @@
 // through StreamedLayerSource over a RamStore / DiskStore with 2, 3 and L buffers and with some
 // layers resident gives the same loss bits and the same LoRA gradient/parameter bits, over two
 // optimizer steps. Also: a read error on the disk tier surfaces as an error naming the file,
-// without hanging the step.
+// without hanging the step. One OpenMP thread: spinning OpenMP workers would starve the copy
+// thread on a small loaded CI machine (the test is about bits, not speed).
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -105,7 +106,7 @@ TempDir* Equivalence::dir_ = nullptr;
 ModelConfig Equivalence::cfg_;
 
 TEST_F(Equivalence, StreamedEqualsResidentBitForBit) {
-  auto be = make_backend(DeviceKind::kCpu).value();
+  auto be = make_backend(DeviceKind::kCpu, {.device_index = 0, .num_threads = 1}).value();
   Checkpoint ck = Checkpoint::open(dir_->sub("model")).value();
   LayerLayout layout = make_layer_layout(cfg_, DType::kF32);
   auto resident = ResidentLayerSource::from_checkpoint(be.get(), cfg_, layout, ck).value();
@@ -161,7 +162,7 @@ class FailLayerReader : public RangeReader {
 };
 
 TEST_F(Equivalence, DiskReadErrorSurfacesNamingTheFileWithoutHanging) {
-  auto be = make_backend(DeviceKind::kCpu).value();
+  auto be = make_backend(DeviceKind::kCpu, {.device_index = 0, .num_threads = 1}).value();
   FailLayerReader reader;
   DiskStoreOptions dopts;
   dopts.reader = &reader;
