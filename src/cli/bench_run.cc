@@ -1,0 +1,271 @@
+#include "cli/bench_run.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <random>
+
+#include "backend/backend.h"
+#include "cli/bench_device.h"
+#include "cli/bench_weights.h"
+#include "model/lora.h"
+#include "model/model.h"
+#include "stream/planner.h"
+#include "stream/streamed_layer_source.h"
+
+namespace st {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double ms_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0.0;
+  std::sort(v.begin(), v.end());
+  const size_t h = v.size() / 2;
+  return v.size() % 2 ? v[h] : 0.5 * (v[h - 1] + v[h]);
+}
+
+StatusOr<DeviceKind> pick_device(const std::string& d) {
+  if (d == "cpu") return DeviceKind::kCpu;
+  if (d == "cuda") return DeviceKind::kCuda;
+  if (d == "auto") return cuda_available() ? DeviceKind::kCuda : DeviceKind::kCpu;
+  return InvalidArgument("--device must be auto, cpu or cuda (got '" + d + "')");
+}
+
+StatusOr<DType> pick_dtype(const std::string& d, DeviceKind k) {
+  if (d == "auto") return k == DeviceKind::kCuda ? DType::kBF16 : DType::kF32;
+  if (d == "bfloat16" || d == "bf16") return DType::kBF16;
+  if (d == "float32" || d == "f32") return DType::kF32;
+  return InvalidArgument("--dtype must be bfloat16 or float32 (got '" + d + "')");
+}
+
+// Seeded random token ids; labels = ids (Model shifts them the HF way).
+Batch synthetic_batch(int64_t batch, int64_t seq, int64_t vocab, uint64_t seed) {
+  Batch b;
+  b.batch = batch;
+  b.seq = seq;
+  std::mt19937_64 rng(seed ^ 0x5EEDull);
+  std::uniform_int_distribution<int32_t> tok(0, static_cast<int32_t>(vocab - 1));
+  b.input_ids.resize(static_cast<size_t>(batch * seq));
+  for (int32_t& t : b.input_ids) t = tok(rng);
+  b.labels = b.input_ids;
+  b.num_targets = batch * (seq - 1);
+  return b;
+}
+
+void measure_ceilings(Backend* be, DType dtype, BenchResult* r) {
+  const bool cuda = be->kind() == DeviceKind::kCuda;
+  // The ceiling is a bf16 tensor-core GEMM on CUDA; on CPU a modest GEMM in the run's dtype.
+  StatusOr<double> g = cuda ? measure_gemm_tflops(be, 8192, DType::kBF16, 20) : measure_gemm_tflops(be, 512, dtype, 3);
+  StatusOr<double> h = measure_h2d_gbps(be, cuda ? (size_t{1} << 30) : (size_t{256} << 20), cuda ? 5 : 3);
+  if (g.ok()) r->gemm_ceiling_tflops = *g;
+  else std::fprintf(stderr, "streamtune: warning: GEMM ceiling not measured: %s\n", g.status().message().c_str());
+  if (h.ok()) r->h2d_gbps = *h;
+  else std::fprintf(stderr, "streamtune: warning: link not measured: %s\n", h.status().message().c_str());
+}
+
+// Which layers stay on the device, and how many pool slots (Note [bench residency]).
+struct Residency {
+  std::vector<int> resident;
+  int slots = 0;
+  uint64_t planned = 0;
+};
+
+// Note [bench residency]: stream off keeps every layer resident. A streamed run without
+// --vram-budget streams EVERY layer (the planner would keep everything resident on a big GPU,
+// which measures nothing about streaming; the PyTorch streaming peer streams every layer too).
+// With --vram-budget the planner decides, exactly as `streamtune train` would.
+StatusOr<Residency> decide_residency(const BenchOptions& o, Backend* be, const ModelConfig& c, DType dt,
+                                     const LoraConfig& lc) {
+  PlanInput in;
+  in.model = c;
+  in.dtype = dt;
+  in.micro_batch_size = o.batch;
+  in.sequence_len = o.seq;
+  in.lora = lc;
+  in.num_slots = o.stream_buffers;
+  in.tier = o.stream;
+  in.device = be->kind();
+  if (!o.vram_budget.empty()) {
+    ASSIGN_OR_RETURN(in.vram_budget, parse_byte_size(o.vram_budget), "--vram-budget");
+  }
+  DeviceMemory dm = device_memory(be);
+  if (dm.known) in.device_free_bytes = dm.free;
+  const int L = static_cast<int>(c.num_layers);
+  Residency res;
+  if (o.stream != "off" && o.vram_budget.empty()) {
+    res.slots = std::min(o.stream_buffers, L);
+    return res;
+  }
+  ASSIGN_OR_RETURN(Plan p, make_plan(in));
+  res.resident = p.resident_layers;
+  res.slots = p.num_slots;
+  res.planned = p.vram_total;
+  if (o.stream == "off") {
+    res.resident.clear();
+    for (int l = 0; l < L; ++l) res.resident.push_back(l);
+    res.slots = 0;
+  }
+  return res;
+}
+
+std::string join(const std::vector<std::string>& v) {
+  std::string s;
+  for (const std::string& x : v) s += (s.empty() ? "" : ",") + x;
+  return s;
+}
+
+}  // namespace
+
+double seed_convention_flops(int64_t layer_params, int64_t layers, int64_t vocab, int64_t hidden, int64_t tokens) {
+  return 6.0 * static_cast<double>(layer_params) * layers * tokens + 4.0 * static_cast<double>(vocab) * hidden * tokens;
+}
+
+// Causal attention, per layer: forward = 2 GEMM-like products (QKᵀ, PV) x 2 FLOP per MAC x
+// (T²/2 causal pairs) x D x NH per sequence = 2·B·T²·D·NH. A step runs it forward, again in the
+// recompute, and backward at twice the forward (dV, dP, dQ, dK): 4 x forward = 8·B·T²·D·NH per
+// layer. (The flash backward's own recompute of QKᵀ is not counted, as is customary.)
+double attention_flops(int64_t batch, int64_t seq, int64_t heads, int64_t head_dim, int64_t layers) {
+  return 8.0 * static_cast<double>(batch) * seq * seq * head_dim * heads * layers;
+}
+
+StatusOr<BenchResult> run_bench(const BenchOptions& o) {
+  ASSIGN_OR_RETURN(DeviceKind kind, pick_device(o.device));
+  ASSIGN_OR_RETURN(std::unique_ptr<Backend> be, make_backend(kind));
+  ASSIGN_OR_RETURN(DType dt, pick_dtype(o.dtype, kind));
+  BenchResult r;
+  r.device = be->description();
+  r.dtype = dtype_name(dt);
+  r.stream = o.stream;
+  r.seq = o.seq;
+  r.batch = o.batch;
+  r.tokens_per_step = o.seq * o.batch;
+  r.steps = o.steps;
+  r.warmup = o.warmup;
+  r.lora_r = static_cast<int>(o.lora_r);
+  r.targets = join(o.targets);
+  if (o.ceilings) measure_ceilings(be.get(), dt, &r);
+  const DeviceMemory base = device_memory(be.get());
+  if (base.known) r.vram_baseline_used = static_cast<int64_t>(base.used());
+
+  BenchWeights w;
+  if (!o.preset.empty()) {
+    ASSIGN_OR_RETURN(w, synthetic_weights(be.get(), o.preset, dt, o.stream != "off", o.seed));
+  } else {
+    ASSIGN_OR_RETURN(w, checkpoint_weights(be.get(), o.model_dir, dt, o.stream));
+  }
+  const ModelConfig& c = w.config;
+  r.model = o.preset.empty() ? w.source : o.preset;
+  r.setup_s = w.setup_seconds;
+  r.params = c.total_params();
+  r.layers = c.num_layers;
+  r.host_store_bytes = w.store->host_bytes();
+  if (auto* s = dynamic_cast<SyntheticStore*>(w.store.get())) r.store_pinned = s->pinned() ? "yes" : "no";
+  else r.store_pinned = "n/a";
+
+  LoraConfig lc;
+  lc.r = o.lora_r;
+  lc.alpha = o.lora_alpha > 0 ? o.lora_alpha : 2.0 * static_cast<double>(o.lora_r);
+  ASSIGN_OR_RETURN(std::vector<LoraTarget> tg, parse_lora_targets(o.targets), "--targets");
+  for (LoraTarget t : tg) lc.targets[static_cast<int>(t)] = true;
+  ASSIGN_OR_RETURN(Residency res, decide_residency(o, be.get(), c, dt, lc));
+  r.resident_layers = static_cast<int64_t>(res.resident.size());
+  r.vram_planned = res.planned;
+
+  ModelOptions mo;
+  mo.act_dtype = dt;
+  mo.max_tokens = o.seq * o.batch;
+  mo.seed = o.seed;
+  ASSIGN_OR_RETURN(std::unique_ptr<Model> model, Model::create(c, be.get(), lc, mo));
+  model->lora().init(o.seed);
+  {
+    ASSIGN_OR_RETURN(std::vector<char> extras, extras_to_host(be.get(), *w.store));
+    model->load_extras_from_host(extras.data());
+  }
+  StreamedSourceOptions so;
+  so.num_slots = std::max(1, res.slots);
+  so.resident_layers = res.resident;
+  ASSIGN_OR_RETURN(std::unique_ptr<StreamedLayerSource> src, StreamedLayerSource::create(be.get(), w.store.get(), so));
+  r.num_slots = src->num_slots();
+  const uint64_t lb = w.store->manifest().layer_bytes;
+  r.vram_allocated = model_arena_bytes(c, lc, mo) + model->lora().bytes() + model->extras_layout().bytes +
+                     lb * (res.resident.size() + static_cast<uint64_t>(r.num_slots));
+
+  const Batch batch = synthetic_batch(o.batch, o.seq, c.vocab_size, o.seed);
+  const float grad_scale = 1.0f / static_cast<float>(batch.num_targets);
+  Lora& lora = model->lora();
+  int64_t opt_step = 0;
+  int64_t peak_used = r.vram_baseline_used;
+  auto one_step = [&](LayerSource& ls) -> StatusOr<double> {
+    lora.zero_grads();
+    ASSIGN_OR_RETURN(std::vector<double> loss, model->forward_backward({&batch}, ls, {grad_scale}));
+    RETURN_IF_ERROR(src->status(), "streaming a layer");
+    Backend::AdamW h{1e-4f, 0.9f, 0.999f, 1e-8f, 0.0f, ++opt_step};
+    be->adamw(lora.params(), lora.grads(), lora.adam_m(), lora.adam_v(), h);
+    be->sync_stream(StreamId::kCompute);
+    DeviceMemory dm = device_memory(be.get());
+    if (dm.known) peak_used = std::max(peak_used, static_cast<int64_t>(dm.used()));
+    return loss[0] / static_cast<double>(batch.num_targets);
+  };
+
+  for (int i = 0; i < o.warmup; ++i) RETURN_IF_ERROR(one_step(*src).status(), "warm-up step " << i + 1);
+  const PrefetchStats s0 = src->stats();
+  std::vector<double> times;
+  for (int i = 0; i < o.steps; ++i) {
+    auto t0 = Clock::now();
+    ASSIGN_OR_RETURN(double loss, one_step(*src), "timed step " << i + 1);
+    times.push_back(ms_since(t0));
+    if (i == 0) r.loss_first = loss;
+    r.loss_last = loss;
+  }
+  const PrefetchStats s1 = src->stats();
+  const double n = std::max(1, o.steps);
+  r.step_ms_median = median(times);
+  r.step_ms_min = times.empty() ? 0 : *std::min_element(times.begin(), times.end());
+  for (double t : times) r.step_ms_mean += t / n;
+  r.tok_s = r.step_ms_median > 0 ? static_cast<double>(r.tokens_per_step) / (r.step_ms_median / 1e3) : 0;
+  r.model_flops = seed_convention_flops(c.layer_params(), c.num_layers, c.vocab_size, c.hidden_size, r.tokens_per_step);
+  r.attn_flops = attention_flops(o.batch, o.seq, c.num_heads, c.head_dim, c.num_layers);
+  const double step_s = r.step_ms_median / 1e3;
+  r.tflops = step_s > 0 ? r.model_flops / step_s / 1e12 : 0;
+  r.tflops_with_attn = step_s > 0 ? (r.model_flops + r.attn_flops) / step_s / 1e12 : 0;
+  r.bytes_streamed_per_step = static_cast<int64_t>((s1.bytes - s0.bytes) / n);
+  r.loads_per_step = static_cast<int64_t>((s1.loads - s0.loads) / n);
+  r.reuse_hits_per_step = static_cast<int64_t>((s1.reuse_hits - s0.reuse_hits) / n);
+  r.stream_gbps = step_s > 0 ? r.bytes_streamed_per_step / step_s / 1e9 : 0;
+  r.host_wait_ms = (s1.compute_wait_ns - s0.compute_wait_ns) / 1e6 / n;
+  if (r.gemm_ceiling_tflops > 0) r.compute_floor_ms = (r.model_flops + r.attn_flops) / (r.gemm_ceiling_tflops * 1e12) * 1e3;
+  if (r.h2d_gbps > 0) r.transfer_floor_ms = r.bytes_streamed_per_step / (r.h2d_gbps * 1e9) * 1e3;
+
+  const bool streams = r.resident_layers < r.layers;
+  if (!streams) {
+    r.exposed_copy_ms = 0;
+    r.exposed_copy_method = "none (nothing streams)";
+  } else if (be->kind() == DeviceKind::kCuda && o.probe_steps > 0) {
+    ExposedCopyProbe probe(be.get(), src.get(), 2 * static_cast<size_t>(c.num_layers));
+    std::vector<double> pt;
+    for (int i = 0; i < o.probe_steps; ++i) {
+      auto t0 = Clock::now();
+      RETURN_IF_ERROR(one_step(probe).status(), "probe step " << i + 1);
+      pt.push_back(ms_since(t0));
+    }
+    r.probe_step_ms = median(pt);
+    r.exposed_copy_ms = probe.exposed_ns() / 1e6 / o.probe_steps;
+    r.exposed_copy_method = "device events polled on probe steps";
+  } else {
+    // Synchronous copies (CPU): the compute thread blocking in acquire IS the exposed copy.
+    r.exposed_copy_ms = r.host_wait_ms;
+    r.exposed_copy_method = "host wait in acquire (prefetcher)";
+  }
+  if (r.exposed_copy_ms >= 0 && r.step_ms_median > 0)
+    r.compute_fraction = std::max(0.0, 1.0 - r.exposed_copy_ms / r.step_ms_median);
+  r.vram_peak_used = peak_used;
+  return r;
+}
+
+}  // namespace st

@@ -1,0 +1,213 @@
+#include "cli/bench_weights.h"
+
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <thread>
+
+#include "core/check.h"
+#include "model/presets.h"
+#include "model/weights.h"
+#include "store/disk_store.h"
+#include "store/ram_store.h"
+#include "store/sharder.h"
+
+namespace st {
+
+namespace {
+
+constexpr size_t kIoAlign = 4096;
+constexpr size_t kFillChunkElems = size_t{1} << 22;  // unit of work and of seeding
+
+size_t round_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
+
+uint64_t splitmix64(uint64_t& s) {
+  uint64_t z = (s += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+// 16 random bits -> a bf16 of magnitude in [2^-13, 2^-5) with a random sign.
+uint16_t bf16_from_bits(uint64_t r) {
+  const uint16_t sign = static_cast<uint16_t>((r >> 15) & 1u) << 15;
+  const uint16_t exp = static_cast<uint16_t>(127 - 13 + ((r >> 7) & 7u));
+  return static_cast<uint16_t>(sign | (exp << 7) | (r & 0x7Fu));
+}
+
+void fill_ones(void* dst, DType dtype, size_t n) {
+  if (dtype == DType::kBF16) {
+    std::fill_n(static_cast<uint16_t*>(dst), n, f32_to_bf16(1.0f));
+  } else {
+    std::fill_n(static_cast<float*>(dst), n, 1.0f);
+  }
+}
+
+bool is_norm(LayerTensor t) {
+  return t == LayerTensor::kInputNorm || t == LayerTensor::kPostNorm || t == LayerTensor::kQNorm ||
+         t == LayerTensor::kKNorm;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+void fill_random_weights(void* dst, DType dtype, size_t n, uint64_t seed, uint64_t first) {
+  CHECK(dtype == DType::kBF16 || dtype == DType::kF32, "synthetic weights are bf16 or f32");
+  uint64_t s = seed * 0xD1B54A32D192ED03ull + first;
+  uint64_t r = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (i % 4 == 0) r = splitmix64(s);
+    const uint16_t b = bf16_from_bits(r >> (16 * (i % 4)));
+    if (dtype == DType::kBF16) {
+      static_cast<uint16_t*>(dst)[i] = b;
+    } else {
+      static_cast<float*>(dst)[i] = bf16_to_f32(b);
+    }
+  }
+}
+
+StatusOr<std::unique_ptr<SyntheticStore>> SyntheticStore::create(Backend* be, const ModelConfig& c, DType dtype,
+                                                                 const std::string& source, bool pin,
+                                                                 uint64_t seed, int threads) {
+  if (dtype != DType::kBF16 && dtype != DType::kF32)
+    return InvalidArgument(Str() << "bench weights must be bfloat16 or float32, not " << dtype_name(dtype));
+  StoreManifest m;
+  m.config = c;
+  m.dtype = dtype;
+  m.num_layers = static_cast<int>(c.num_layers);
+  m.layer_bytes = make_layer_layout(c, dtype).bytes;
+  m.extras_bytes = make_extras_layout(c, dtype).bytes;
+  m.source = source;
+  m.fingerprint = "synthetic";
+  std::unique_ptr<SyntheticStore> st(new SyntheticStore(be, std::move(m)));
+  st->stride_ = round_up(st->m_.layer_bytes, kIoAlign);
+  st->extras_offset_ = st->stride_ * static_cast<size_t>(st->m_.num_layers);
+  st->arena_bytes_ = st->extras_offset_ + round_up(st->m_.extras_bytes, kIoAlign);
+  void* p = mmap(nullptr, st->arena_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED)
+    return ResourceExhausted(Str() << "bench: cannot allocate " << st->arena_bytes_ << " bytes of host memory for "
+                                   << source);
+  st->arena_ = static_cast<char*>(p);
+  auto t0 = std::chrono::steady_clock::now();
+  st->fill(seed, threads);
+  if (pin) {
+    Status s = be->register_host(st->arena_, st->arena_bytes_);
+    if (s.ok()) {
+      st->pinned_ = true;
+    } else {
+      std::fprintf(stderr, "streamtune: warning: could not pin the %zu-byte bench store (%s); copies will be slow\n",
+                   st->arena_bytes_, s.message().c_str());
+    }
+  }
+  st->fill_seconds_ = seconds_since(t0);
+  return st;
+}
+
+// Fills the arena chunk by chunk on all threads (first touch included), then sets norms to 1.
+void SyntheticStore::fill(uint64_t seed, int threads) {
+  const DType dt = m_.dtype;
+  const size_t esz = dtype_size(dt);
+  const size_t total_elems = arena_bytes_ / esz;
+  const size_t chunks = (total_elems + kFillChunkElems - 1) / kFillChunkElems;
+  int nt = threads > 0 ? threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t k; (k = next.fetch_add(1)) < chunks;) {
+      const size_t first = k * kFillChunkElems;
+      const size_t n = std::min(kFillChunkElems, total_elems - first);
+      fill_random_weights(arena_ + first * esz, dt, n, seed, first);
+    }
+  };
+  std::vector<std::thread> pool;
+  for (int i = 1; i < nt; ++i) pool.emplace_back(work);
+  work();
+  for (std::thread& t : pool) t.join();
+
+  const LayerLayout ll = make_layer_layout(m_.config, dt);
+  for (int l = 0; l < m_.num_layers; ++l) {
+    char* blob = arena_ + static_cast<size_t>(l) * stride_;
+    for (const LayerTensorSpec& t : ll.tensors) {
+      if (is_norm(t.id)) fill_ones(blob + t.offset, dt, t.nbytes / esz);
+    }
+  }
+  const ExtrasLayout el = make_extras_layout(m_.config, dt);
+  for (const LayerTensorSpec& t : el.tensors) {
+    if (t.hf_suffix.find("norm") != std::string::npos) fill_ones(arena_ + extras_offset_ + t.offset, dt, t.nbytes / esz);
+  }
+}
+
+SyntheticStore::~SyntheticStore() {
+  if (!arena_) return;
+  be_->sync_all();
+  if (pinned_) be_->unregister_host(arena_);
+  munmap(arena_, arena_bytes_);
+}
+
+Status SyntheticStore::load_layer(int layer, void* dst) {
+  CHECK(layer >= 0 && layer < m_.num_layers, "layer " << layer);
+  be_->copy_h2d(dst, layer_host(layer), m_.layer_bytes, StreamId::kH2D);
+  return Status::OK();
+}
+
+Status SyntheticStore::load_extras(void* dst) {
+  be_->copy_h2d(dst, arena_ + extras_offset_, m_.extras_bytes, StreamId::kH2D);
+  be_->sync_stream(StreamId::kH2D);
+  return Status::OK();
+}
+
+StatusOr<BenchWeights> synthetic_weights(Backend* be, const std::string& preset, DType dtype, bool pin,
+                                         uint64_t seed) {
+  BenchWeights w;
+  ASSIGN_OR_RETURN(w.config, model_preset(preset));
+  w.source = "preset:" + preset;
+  ASSIGN_OR_RETURN(std::unique_ptr<SyntheticStore> s,
+                   SyntheticStore::create(be, w.config, dtype, w.source, pin, seed));
+  w.setup_seconds = s->fill_seconds();
+  w.store = std::move(s);
+  return w;
+}
+
+StatusOr<BenchWeights> checkpoint_weights(Backend* be, const std::string& path, DType dtype,
+                                          const std::string& tier) {
+  auto t0 = std::chrono::steady_clock::now();
+  ShardOptions so;
+  so.dtype = dtype;
+  ASSIGN_OR_RETURN(ShardResult sr, shard_model_path(path, so), "sharding " << path);
+  BenchWeights w;
+  w.config = sr.manifest.config;
+  w.source = sr.manifest.source;
+  w.store_dir = sr.dir;
+  if (tier == "disk") {
+    ASSIGN_OR_RETURN(w.store, DiskStore::open(sr.dir, be), "opening the disk store " << sr.dir);
+  } else {
+    RamStoreOptions ro;
+    ro.pin = tier != "off";
+    ASSIGN_OR_RETURN(w.store, RamStore::open(sr.dir, be, ro), "opening the RAM store " << sr.dir);
+  }
+  w.setup_seconds = seconds_since(t0);
+  return w;
+}
+
+StatusOr<std::vector<char>> extras_to_host(Backend* be, LayerStore& store) {
+  const size_t n = store.manifest().extras_bytes;
+  ASSIGN_OR_RETURN(void* dev, be->alloc(n), "staging the extras blob (" << n << " bytes)");
+  Status s = store.load_extras(dev);
+  std::vector<char> host;
+  if (s.ok()) {
+    host.resize(n);
+    be->copy_d2h(host.data(), dev, n, StreamId::kCompute);
+    be->sync_stream(StreamId::kCompute);
+  }
+  be->free(dev);
+  RETURN_IF_ERROR(s);
+  return host;
+}
+
+}  // namespace st
