@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# Side-by-side benchmark: `streamtune bench` against the PyTorch peers, in ONE device call.
+#
+#   bench/compare.sh                 run everything (on the GPU machine, from the repo root)
+#   bench/compare.sh --table DIR     only print the table from the JSON files already in DIR
+#
+# The peers (peft_bench.py: HF transformers + PEFT, resident, gradient checkpointing;
+# torch_stream_bench.py: the same model streamed layer by layer from pinned RAM) are NOT in this
+# repository: copy them into the ignored folder .peer first and carry it:
+#   mkdir -p .peer && cp /work/shared/bench/*.py .peer/      (.peer is in .git/info/exclude)
+#
+# Environment:
+#   BIN        streamtune binary with the bench subcommand (default: build/streamtune, built
+#              here with -DCMAKE_CUDA_ARCHITECTURES=90 when missing). If $(dirname BIN)/lib exists
+#              it goes first on LD_LIBRARY_PATH (for a carried binary; streamtune's runs only,
+#              never the peers').
+#   OUT        where results go (default bench-out/): streamtune.jsonl, peft.jsonl,
+#              torch_stream.jsonl, compare.json, compare.md, logs.
+#   PEER_DIR   default .peer
+#   DEADLINE_S wall-clock budget for the whole script (default 420): a row that would start
+#              after it is skipped and reported as such, so what ran still comes back.
+#   STEPS / WARMUP  timed / warm-up steps for every runner (default 5 / 2).
+#   RESIDENT / STREAMED  rows, "name:seq" separated by spaces (defaults below: the speed issue's).
+set -uo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+ROOT=$(cd "$HERE/.." && pwd)
+OUT=${OUT:-$ROOT/bench-out}
+PEER_DIR=${PEER_DIR:-$ROOT/.peer}
+DEADLINE_S=${DEADLINE_S:-420}
+STEPS=${STEPS:-5}
+WARMUP=${WARMUP:-2}
+RESIDENT=${RESIDENT:-"qwen2.5-0.5b:512 qwen2.5-0.5b:2048 qwen2.5-1.5b:512 qwen2.5-1.5b:2048 qwen2.5-3b:512 qwen2.5-3b:2048 llama3-8b:4096"}
+STREAMED=${STREAMED:-"qwen2.5-1.5b:2048 qwen2.5-3b:2048"}
+
+if [ "${1:-}" = "--table" ]; then
+  exec python3 "$HERE/compare_table.py" "${2:?usage: compare.sh --table DIR}"
+fi
+
+mkdir -p "$OUT"
+START=$(date +%s)
+left() { echo $((DEADLINE_S - ($(date +%s) - START))); }
+
+BIN=${BIN:-$ROOT/build/streamtune}
+if [ ! -x "$BIN" ]; then
+  echo "== building $BIN"
+  cmake -S "$ROOT" -B "$ROOT/build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
+    -DSTREAMTUNE_TESTS=OFF >"$OUT/build.log" 2>&1 &&
+    cmake --build "$ROOT/build" -j"$(nproc)" --target streamtune >>"$OUT/build.log" 2>&1 ||
+    { echo "build failed, see $OUT/build.log"; tail -20 "$OUT/build.log"; exit 1; }
+fi
+# cuBLASLt: the toolkit's, else the one in the PyTorch environment.
+PIP_CUBLAS=$(python3 -c 'import nvidia.cublas, os; print(os.path.join(list(nvidia.cublas.__path__)[0], "lib"))' 2>/dev/null)
+ST_LIBS="$(dirname "$BIN")/lib:/usr/local/cuda/lib64:/usr/local/cuda/lib${PIP_CUBLAS:+:$PIP_CUBLAS}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+st() { env LD_LIBRARY_PATH="$ST_LIBS" "$BIN" "$@"; }
+st bench --help >/dev/null || { echo "streamtune binary does not start"; env LD_LIBRARY_PATH="$ST_LIBS" ldd "$BIN"; exit 1; }
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | tee "$OUT/gpu.txt"
+
+# A row: name seq mode -> one JSON line (or an error object) appended to FILE.
+run_st() {  # name seq stream
+  local name=$1 seq=$2 stream=$3 t
+  t=$(left)
+  if [ "$t" -lt 20 ]; then
+    echo "{\"model\":\"$name\",\"seq\":$seq,\"stream\":\"$stream\",\"error\":\"skipped: deadline\"}" >>"$OUT/streamtune.jsonl"
+    return
+  fi
+  echo "== streamtune $name seq $seq stream $stream ($t s left)"
+  local line
+  line=$(timeout "$t" env LD_LIBRARY_PATH="$ST_LIBS" "$BIN" bench --preset "$name" --seq "$seq" --steps "$STEPS" \
+         --warmup "$WARMUP" --stream "$stream" --device cuda --json 2>>"$OUT/streamtune.err")
+  local rc=$?
+  if [ $rc -eq 0 ] && [ -n "$line" ]; then
+    echo "$line" >>"$OUT/streamtune.jsonl"
+    echo "$line" | python3 -c 'import json,sys; r=json.load(sys.stdin); print("   tok/s %.0f  step %.1f ms  %.1f TFLOP/s  exposed %s ms" % (r["tok_s"], r["step_ms"], r["tflops"], r["exposed_copy_ms"]))'
+  else
+    local err
+    err=$(tail -c 300 "$OUT/streamtune.err" | tr '"\n\\' "' /")
+    echo "{\"model\":\"$name\",\"seq\":$seq,\"stream\":\"$stream\",\"error\":\"rc $rc: $err\"}" >>"$OUT/streamtune.jsonl"
+    echo "   failed (rc $rc)"
+  fi
+}
+
+: >"$OUT/streamtune.jsonl"
+for row in $RESIDENT; do run_st "${row%%:*}" "${row##*:}" off; done
+for row in $STREAMED; do run_st "${row%%:*}" "${row##*:}" ram; done
+
+# Peers: one Python process each (imports are slow), rows in the same order, JSON lines on stdout.
+peer_rows() {  # module fn file rows...
+  local mod=$1 file=$2; shift 2
+  local t
+  t=$(left)
+  if [ "$t" -lt 30 ]; then echo "== skipping $mod: deadline"; return; fi
+  echo "== $mod ($t s left)"
+  PYTHONUNBUFFERED=1 timeout "$t" python3 - "$PEER_DIR" "$mod" "$STEPS" "$WARMUP" "$@" <<'PY' | tee "$OUT/$file"
+import json, sys, traceback
+peer_dir, mod, steps, warm, rows = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5:]
+sys.path.insert(0, peer_dir)
+import torch
+m = __import__(mod)
+for row in rows:
+    p = row.split(":")
+    try:
+        if mod == "peft_bench":
+            r = m.run(p[0], int(p[1]), 1, steps=steps, warm=warm)
+        else:
+            r = m.run(p[0], int(p[1]), p[2], steps=steps, warm=warm)
+    except Exception as e:  # an OOM is a result too
+        traceback.print_exc(file=sys.stderr)
+        r = dict(model=p[0], seq=int(p[1]), error=str(e)[:300])
+        torch.cuda.empty_cache()
+    print(json.dumps(r), flush=True)
+PY
+}
+if [ -f "$PEER_DIR/peft_bench.py" ]; then
+  peer_rows peft_bench peft.jsonl $RESIDENT
+  srows=""
+  for row in $STREAMED; do srows="$srows $row:streamed"; done
+  peer_rows torch_stream_bench torch_stream.jsonl $srows 2>>"$OUT/peers.err"
+else
+  echo "no peers in $PEER_DIR (copy /work/shared/bench/*.py there and carry it)"
+fi
+
+python3 "$HERE/compare_table.py" "$OUT"
+echo "total $(( $(date +%s) - START )) s"
