@@ -84,7 +84,9 @@ void expect_checkpoint_matches(const std::string& d, const ModelConfig& c, const
       convert_elements(rounded.data(), DType::kF32, tmp.data(), o.dtype, want.size());
     }
     ASSERT_EQ(got, rounded) << s.name;
-    if (s.init == HfTensorSpec::Init::kOnes) EXPECT_EQ(got[0], 1.0f) << s.name;
+    if (s.init == HfTensorSpec::Init::kOnes) {
+      EXPECT_EQ(got[0], 1.0f) << s.name;
+    }
   }
 }
 
