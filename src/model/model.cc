@@ -153,13 +153,12 @@ void Model::upload(const Batch& b) {
   const size_t bytes = static_cast<size_t>(a.n) * sizeof(int32_t);
   be_->sync_stream(StreamId::kCompute);  // host staging below is reused across micro-batches
   host_labels_ = shift_labels(b.labels, b.batch, b.seq);
-  static thread_local std::vector<int32_t> pos;
   if (b.positions.empty()) {
-    pos.resize(static_cast<size_t>(a.n));
-    for (int64_t i = 0; i < a.n; ++i) pos[i] = static_cast<int32_t>(i % b.seq);
+    host_pos_.resize(static_cast<size_t>(a.n));
+    for (int64_t i = 0; i < a.n; ++i) host_pos_[i] = static_cast<int32_t>(i % b.seq);
   }
   be_->copy_h2d(a.ids.data, b.input_ids.data(), bytes, StreamId::kCompute);
-  be_->copy_h2d(a.pos.data, b.positions.empty() ? pos.data() : b.positions.data(), bytes, StreamId::kCompute);
+  be_->copy_h2d(a.pos.data, b.positions.empty() ? host_pos_.data() : b.positions.data(), bytes, StreamId::kCompute);
   a.has_docs = !b.doc_ids.empty();
   if (a.has_docs) be_->copy_h2d(a.docs.data, b.doc_ids.data(), bytes, StreamId::kCompute);
   be_->copy_h2d(a.labels.data, host_labels_.data(), bytes, StreamId::kCompute);

@@ -106,7 +106,7 @@ class Model {
   std::unique_ptr<Arena> a_;
   uint64_t micro_counter_ = 0;
   // Host copies kept alive while their async uploads are in flight.
-  std::vector<int32_t> host_labels_;
+  std::vector<int32_t> host_labels_, host_pos_;
 };
 
 }  // namespace st
