@@ -119,6 +119,34 @@ TEST_P(Trace, EightStepsMatchHf) {
   EXPECT_TRUE(file_exists(out + "/adapter_config.json"));
 }
 
+// Default normalisation (transformers >= 4.46, num_items_in_batch): the step loss is the token
+// mean over the whole window = sum_i micro_loss_i * n_i / sum_i n_i with the golden micro losses.
+TEST(TraceWindow, FirstStepLossIsWindowTokenMean) {
+  const std::string dir = fixture("llama_gqa");
+  auto trace = read_json_file(dir + "/trace.json");
+  ASSERT_TRUE(trace.ok());
+  TrainConfig tc = golden_config((*trace)["config"], dir, temp_dir("window"));
+  tc.loss_normalization = "window";
+  tc.max_steps = 1;
+  auto be = make_backend(DeviceKind::kCpu, {.num_threads = 2});
+  auto parts = hf_resident_parts(tc.base_model);
+  ASSERT_TRUE(be.ok() && parts.ok());
+  auto trainer = Trainer::create(tc, be->get(), std::move(*parts));
+  ASSERT_TRUE(trainer.ok());
+  auto data = TokenizedJsonlSource::open({.paths = {dir + "/data.jsonl"}, .micro_batch_size = 1});
+  ASSERT_TRUE(data.ok());
+  ASSERT_TRUE((*data)->start_epoch(0).ok());
+  std::vector<Batch> window(2);
+  ASSERT_TRUE(*(*data)->next(&window[0]) && *(*data)->next(&window[1]));
+  auto m = (*trainer)->train_step(window);
+  ASSERT_TRUE(m.ok());
+  const Json& micro = (*trace)["steps"][0]["micro_losses"];
+  const double n0 = static_cast<double>(window[0].num_targets), n1 = static_cast<double>(window[1].num_targets);
+  const double want = (micro[0].get<double>() * n0 + micro[1].get<double>() * n1) / (n0 + n1);
+  EXPECT_NEAR(m->loss, want, 1e-5 * want);
+  EXPECT_NE(n0, n1);  // otherwise both normalisations agree and the test proves nothing
+}
+
 INSTANTIATE_TEST_SUITE_P(Fixtures, Trace, ::testing::Values("llama_gqa", "qwen2_tied", "qwen3_qknorm"));
 
 }  // namespace
