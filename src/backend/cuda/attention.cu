@@ -10,6 +10,7 @@
 // Backward (deterministic, no atomics): delta_i = sum_d dO[i,d]*O[i,d] is recomputed where
 // needed; one kernel owns a query tile and walks key tiles (dQ), another owns a key tile of one
 // query head and walks every later query tile (dK, dV); GQA groups are then summed in head order.
+#include "backend/cuda/attention_tc.h"
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/ops.h"
 #include "core/check.h"
@@ -384,6 +385,8 @@ static void launch_attention_fwd(Tensor out, Tensor lse, const AttnArgs& a, cuda
 
 void launch_attention(Tensor out, Tensor lse, Tensor q, Tensor k, Tensor v, const SeqLayout& L, const AttnShape& s,
                       cudaStream_t st) {
+  const Tensor all[] = {out, q, k, v};
+  if (attention_tc_supported(all, 4, s)) return launch_attention_tc(out, lse, q, k, v, L, s, st);
   launch_attention_fwd(out, lse, make_args(q, k, v, L, s), st);
 }
 
@@ -398,6 +401,9 @@ static void launch_attention_fwd(Tensor out, Tensor lse, const AttnArgs& a, cuda
 void launch_attention_backward(Tensor dq, Tensor dk, Tensor dv, Tensor dout, Tensor q, Tensor k, Tensor v,
                                Tensor out, Tensor lse, const SeqLayout& L, const AttnShape& s, float* scratch,
                                cudaStream_t st) {
+  const Tensor all[] = {dq, dk, dv, dout, q, k, v, out};
+  if (attention_tc_supported(all, 8, s))
+    return launch_attention_tc_backward(dq, dk, dv, dout, q, k, v, out, lse, L, s, scratch, st);
   const AttnArgs a = make_args(q, k, v, L, s);
   const BwdArgs w{dout.data, out.data, dout.dtype, out.dtype, lse.ptr<float>()};
   if (a.T == 0 || a.B == 0) return;

@@ -36,9 +36,11 @@ void launch_cross_entropy(Tensor logits, Tensor loss_sum, const int32_t* labels,
 // attention.cu
 void launch_attention(Tensor out, Tensor lse, Tensor q, Tensor k, Tensor v, const SeqLayout& L,
                       const AttnShape& a, cudaStream_t s);
-// scratch: attention_backward_scratch_floats() floats of device memory (GQA per-head dK/dV).
+// scratch: attention_backward_scratch_floats() floats of device memory (GQA per-head dK/dV, then
+// the tensor-core path's delta = rowsum(dO*O) [B, NH, T]).
 inline int64_t attention_backward_scratch_floats(const SeqLayout& L, const AttnShape& a) {
-  return a.num_heads == a.num_kv_heads ? 0 : 2 * L.batch * L.seq * a.num_heads * a.head_dim;
+  return (a.num_heads == a.num_kv_heads ? 0 : 2 * L.batch * L.seq * a.num_heads * a.head_dim) +
+         L.batch * a.num_heads * L.seq;
 }
 void launch_attention_backward(Tensor dq, Tensor dk, Tensor dv, Tensor dout, Tensor q, Tensor k, Tensor v,
                                Tensor out, Tensor lse, const SeqLayout& L, const AttnShape& a, float* scratch,
