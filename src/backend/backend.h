@@ -79,6 +79,12 @@ class Backend {
   // ResourceExhausted if pinning fails: the caller falls back to pageable memory loudly.
   virtual StatusOr<void*> alloc_host_pinned(size_t bytes) = 0;
   virtual void free_host_pinned(void* p) = 0;
+  // Free and total device memory in bytes; false when the backend cannot tell (CPU).
+  virtual bool memory_info(uint64_t* free_bytes, uint64_t* total_bytes) {
+    (void)free_bytes;
+    (void)total_bytes;
+    return false;
+  }
   // Pin an existing host range (cudaHostRegister); no-op on CPU.
   virtual Status register_host(void* p, size_t bytes) = 0;
   virtual void unregister_host(void* p) = 0;

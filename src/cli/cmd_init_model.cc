@@ -1,6 +1,7 @@
 // `streamtune init-model (--preset NAME | --config config.json) --out DIR [--seed N] [--dtype D]`
 #include <cstdio>
 
+#include "core/byte_size.h"
 #include "cli/cli_args.h"
 #include "cli/commands.h"
 #include "cli/config_yaml.h"

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "core/byte_size.h"
 #include "cli/cli_args.h"
 #include "cli/config_yaml.h"
 #include "train/merge.h"

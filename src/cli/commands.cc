@@ -12,13 +12,44 @@ namespace st {
 // One line per subcommand (defined in cmd_<name>.cc).
 extern const CommandSpec kCmdTrain;
 extern const CommandSpec kCmdInitModel;
+extern const CommandSpec kCmdShard;
+int cmd_tokenize(int argc, char** argv);
+int cmd_generate(int argc, char** argv);
+int cmd_merge(int argc, char** argv);
+int cmd_bench(int argc, char** argv);
 
 namespace {
 
+// Adapts the argv-style commands (argv[0] = the subcommand name; they parse --help themselves).
+template <int (*F)(int, char**), const char* kName>
+int argv_command(const std::vector<std::string>& args) {
+  std::vector<std::string> storage;
+  storage.push_back(kName);
+  storage.insert(storage.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (std::string& a : storage) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  return F(static_cast<int>(storage.size()), argv.data());
+}
+
+constexpr char kTokenize[] = "tokenize";
+constexpr char kGenerate[] = "generate";
+constexpr char kMerge[] = "merge";
+constexpr char kBench[] = "bench";
+
+const CommandSpec kCmdTokenize = {kTokenize, "print the token ids of a text (HF dir, tokenizer.json or .gguf)",
+                                  nullptr, argv_command<cmd_tokenize, kTokenize>};
+const CommandSpec kCmdGenerate = {kGenerate, "generate text with a KV cache (optionally with a LoRA adapter)",
+                                  nullptr, argv_command<cmd_generate, kGenerate>};
+const CommandSpec kCmdMerge = {kMerge, "merge a LoRA adapter into the base, writing an HF model",
+                               nullptr, argv_command<cmd_merge, kMerge>};
+const CommandSpec kCmdBench = {kBench, "benchmark training steps on synthetic tokens (tok/s, TFLOP/s, copy)",
+                               nullptr, argv_command<cmd_bench, kBench>};
+
 // The dispatch table: order is the order of `streamtune --help`.
 const CommandSpec* const kCommands[] = {
-    &kCmdTrain,
-    &kCmdInitModel,
+    &kCmdTrain,     &kCmdGenerate, &kCmdMerge, &kCmdShard,
+    &kCmdTokenize,  &kCmdBench,    &kCmdInitModel,
 };
 
 void print_overview(std::FILE* to) {
@@ -72,6 +103,7 @@ int cli_main(int argc, char** argv) {
     if (first == "help" && argc >= 3) {
       const CommandSpec* c = find_command(argv[2]);
       if (!c) return unknown_command(argv[2]);
+      if (!c->usage) return c->run({"--help"});
       std::fputs(c->usage, stdout);
       return kExitOk;
     }
@@ -88,7 +120,7 @@ int cli_main(int argc, char** argv) {
   }
   std::vector<std::string> args(argv + 2, argv + argc);
   for (const std::string& a : args) {
-    if (is_help(a)) {
+    if (is_help(a) && cmd->usage) {
       std::fputs(cmd->usage, stdout);
       return kExitOk;
     }

@@ -20,7 +20,7 @@ constexpr int kExitUsage = 2;    // the user asked for something invalid (flags,
 struct CommandSpec {
   const char* name;     // "init-model"
   const char* summary;  // one line for `streamtune --help`
-  const char* usage;    // full text for `streamtune <name> --help`
+  const char* usage;    // full text for `streamtune <name> --help`; nullptr: run() handles --help
   // Receives the arguments after the subcommand name; returns the exit status.
   int (*run)(const std::vector<std::string>& args);
 };

@@ -1,4 +1,5 @@
 #include "cli/config_yaml.h"
+#include "core/byte_size.h"
 
 #include <yaml-cpp/yaml.h>
 
@@ -504,20 +505,5 @@ std::vector<std::string> train_config_keys() {
   return out;
 }
 
-StatusOr<uint64_t> parse_byte_size(const std::string& s) {
-  size_t i = 0;
-  while (i < s.size() && (std::isdigit(static_cast<unsigned char>(s[i])) || s[i] == '.')) ++i;
-  auto num = parse_real(s.substr(0, i));
-  std::string unit = lower(s.substr(i));
-  unit.erase(std::remove(unit.begin(), unit.end(), ' '), unit.end());
-  static const std::vector<std::pair<std::string, double>> kUnits = {
-      {"", 1},         {"b", 1},          {"kb", 1e3},        {"mb", 1e6},        {"gb", 1e9},
-      {"tb", 1e12},    {"kib", 1024.0},   {"mib", 1048576.0}, {"gib", 1073741824.0}, {"tib", 1099511627776.0},
-      {"k", 1024.0},   {"m", 1048576.0},  {"g", 1073741824.0}};
-  for (const auto& [name, mult] : kUnits) {
-    if (num && unit == name && *num * mult < 1.8e19) return static_cast<uint64_t>(*num * mult);
-  }
-  return InvalidArgument(Str() << "'" << s << "' is not a byte size (e.g. 4GiB, 512MB, 123456)");
-}
 
 }  // namespace st

@@ -39,7 +39,5 @@ std::string train_config_to_yaml(const TrainConfig& cfg);
 // Every accepted key (the TrainConfig field names).
 std::vector<std::string> train_config_keys();
 
-// "4GiB", "512MB", "1.5 GB", "123" (bytes); units are case-insensitive, KB = 1000, KiB = 1024.
-StatusOr<uint64_t> parse_byte_size(const std::string& s);
 
 }  // namespace st

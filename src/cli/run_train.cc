@@ -1,60 +1,152 @@
+// `streamtune train`: assembles backend, base weights (store + tier + plan), data and the Trainer.
 #include "cli/run_train.h"
 
 #include <cstdio>
+#include <memory>
+#include <vector>
 
 #include "backend/backend.h"
-#include "train/batch_source.h"
+#include "core/file.h"
+#include "data/datasets.h"
+#include "data/model_tokenizer.h"
+#include "stream/planner.h"
+#include "train/base_weights.h"
+#include "train/loader_source.h"
 #include "train/trainer.h"
 
 namespace st {
 namespace {
 
-// What this entry point wires today: resident base weights from an HF directory and
-// pre-tokenized JSONL. Everything else is refused by name rather than silently ignored.
-Status check_supported(const TrainConfig& c) {
-  if (c.stream != "off") {
-    return Unimplemented("stream: '" + c.stream + "' is not wired into `streamtune train` yet; use stream: off");
-  }
-  for (const DatasetSpec& d : c.datasets) {
-    if (d.type != "tokenized") {
-      return Unimplemented("dataset type '" + d.type + "' (" + d.path +
-                           ") is not wired into `streamtune train` yet; only type: tokenized");
-    }
-  }
-  if (!c.eval_datasets.empty() || c.val_set_size > 0) {
-    return Unimplemented("evaluation (eval_datasets / val_set_size) is not wired into `streamtune train` yet");
-  }
-  if (!c.resume_from_checkpoint.empty()) {
-    return Unimplemented("resume_from_checkpoint is not wired into `streamtune train` yet");
+StatusOr<std::unique_ptr<Backend>> backend_for(const std::string& device) {
+  if (device == "cpu") return make_backend(DeviceKind::kCpu);
+  if (device == "cuda") return make_backend(DeviceKind::kCuda);
+  if (device != "auto") return InvalidArgument("device: '" + device + "' (expected auto, cpu or cuda)");
+  return make_backend(cuda_available() ? DeviceKind::kCuda : DeviceKind::kCpu);
+}
+
+bool needs_tokenizer(const TrainConfig& c) {
+  for (const auto* list : {&c.datasets, &c.eval_datasets})
+    for (const DatasetSpec& d : *list)
+      if (d.type != "tokenized") return true;
+  return false;
+}
+
+struct TrainData {
+  std::shared_ptr<std::vector<Sample>> train, eval;
+  DatasetStats stats;
+  int32_t pad_id = 0;
+};
+
+Status load_all(const std::vector<DatasetSpec>& specs, const Tokenizer& tok, const DatasetOptions& o,
+                std::vector<Sample>* out, DatasetStats* stats) {
+  for (const DatasetSpec& d : specs) {
+    RETURN_IF_ERROR(load_dataset(DatasetSource{d.path, d.type}, tok, o, out, stats), "dataset " << d.path);
   }
   return Status::OK();
 }
 
-StatusOr<std::unique_ptr<Backend>> backend_for(const std::string& device) {
-  if (device == "cpu") return make_backend(DeviceKind::kCpu);
-  if (device == "cuda") return make_backend(DeviceKind::kCuda);
-  return make_backend(cuda_available() ? DeviceKind::kCuda : DeviceKind::kCpu);
+StatusOr<TrainData> load_train_data(const TrainConfig& cfg, const ModelConfig& mc) {
+  if (cfg.datasets.empty()) return InvalidArgument("datasets: at least one {path, type} is required");
+  Tokenizer tok;
+  if (needs_tokenizer(cfg)) {
+    ASSIGN_OR_RETURN(tok, load_model_tokenizer(cfg.base_model), "loading the tokenizer of " << cfg.base_model);
+  }
+  DatasetOptions o;
+  o.sequence_len = cfg.sequence_len;
+  o.train_on_inputs = cfg.train_on_inputs;
+  o.chat_template = cfg.chat_template;
+  o.vocab_size = mc.vocab_size;
+  TrainData td;
+  std::vector<Sample> all;
+  RETURN_IF_ERROR(load_all(cfg.datasets, tok, o, &all, &td.stats));
+  if (all.empty()) return InvalidArgument("the training datasets hold no sample with a trained token");
+  std::vector<Sample> eval;
+  if (cfg.val_set_size > 0) {
+    ASSIGN_OR_RETURN(TrainValSplit split, split_train_val(std::move(all), cfg.val_set_size, cfg.seed));
+    all = std::move(split.train);
+    eval = std::move(split.val);
+  }
+  DatasetStats eval_stats;
+  RETURN_IF_ERROR(load_all(cfg.eval_datasets, tok, o, &eval, &eval_stats));
+  td.train = std::make_shared<std::vector<Sample>>(std::move(all));
+  if (!eval.empty()) td.eval = std::make_shared<std::vector<Sample>>(std::move(eval));
+  td.pad_id = tok.pad_id() >= 0 ? tok.pad_id() : (tok.eos_id() >= 0 ? tok.eos_id() : 0);
+  return td;
+}
+
+LoaderOptions loader_options(const TrainConfig& cfg, int32_t pad_id, bool train) {
+  LoaderOptions lo;
+  lo.sequence_len = cfg.sequence_len;
+  lo.micro_batch_size = cfg.micro_batch_size;
+  lo.sample_packing = cfg.sample_packing;
+  lo.shuffle = train && cfg.shuffle;
+  lo.seed = cfg.seed;
+  lo.pad_id = pad_id;
+  return lo;
+}
+
+int64_t trainable_params(const ModelConfig& mc, const LoraConfig& lc) {
+  int64_t n = 0;
+  for (int t = 0; t < kNumLoraTargets; ++t) {
+    if (!lc.targets[t]) continue;
+    auto [in, out] = lora_target_dims(mc, static_cast<LoraTarget>(t));
+    n += lc.r * (in + out);
+  }
+  return n * mc.num_layers;
+}
+
+void print_banner(const TrainConfig& cfg, const Backend& be, const BaseWeights& bw, const TrainData& td,
+                  const LoraConfig& lc) {
+  const ModelConfig& mc = bw.parts.model;
+  const int64_t total = mc.total_params(), trainable = trainable_params(mc, lc);
+  std::printf("streamtune train\n");
+  std::printf("  model      %s (%s, %lld layers, hidden %lld, vocab %lld)\n", cfg.base_model.c_str(),
+              arch_name(mc.arch), static_cast<long long>(mc.num_layers), static_cast<long long>(mc.hidden_size),
+              static_cast<long long>(mc.vocab_size));
+  std::printf("  params     %.1fM, trainable %.3fM (%.3f%%) LoRA r=%lld alpha=%g\n", total / 1e6, trainable / 1e6,
+              100.0 * static_cast<double>(trainable) / static_cast<double>(total), static_cast<long long>(lc.r),
+              lc.alpha);
+  std::printf("  device     %s\n", be.description().c_str());
+  std::printf("  store      %s (%s: %s)\n", bw.store_dir.c_str(), bw.store_reused ? "reused" : "built",
+              bw.store_reason.c_str());
+  std::printf("%s", bw.plan.banner().c_str());
+  std::printf("  data       %lld samples (%lld tokens, %lld trained), %lld truncated, %lld dropped; eval %lld\n",
+              static_cast<long long>(td.train->size()), static_cast<long long>(td.stats.tokens),
+              static_cast<long long>(td.stats.target_tokens), static_cast<long long>(td.stats.truncated),
+              static_cast<long long>(td.stats.dropped_no_targets),
+              static_cast<long long>(td.eval ? td.eval->size() : 0));
+  std::fflush(stdout);
 }
 
 }  // namespace
 
 Status run_train(const TrainConfig& cfg) {
-  RETURN_IF_ERROR(check_supported(cfg));
+  if (!cfg.resume_from_checkpoint.empty())
+    return Unimplemented("resume_from_checkpoint is not supported by this build of `streamtune train`");
   ASSIGN_OR_RETURN(std::unique_ptr<Backend> be, backend_for(cfg.device), "device '" << cfg.device << "'");
-  ASSIGN_OR_RETURN(TrainerParts parts, hf_resident_parts(cfg.base_model), "loading " << cfg.base_model);
-  TokenizedJsonlOptions data_opts;
-  for (const DatasetSpec& d : cfg.datasets) data_opts.paths.push_back(d.path);
-  data_opts.micro_batch_size = cfg.micro_batch_size;
-  data_opts.sequence_len = cfg.sequence_len;
-  data_opts.shuffle = cfg.shuffle;
-  data_opts.seed = cfg.seed;
-  ASSIGN_OR_RETURN(auto data, TokenizedJsonlSource::open(data_opts));
-  ASSIGN_OR_RETURN(auto trainer, Trainer::create(cfg, be.get(), std::move(parts)));
-  trainer->on_step = [](const StepMetrics& m) {
-    std::fprintf(stderr, "%s\n", metrics_json_line(m).c_str());
+  ASSIGN_OR_RETURN(DType act, training_act_dtype(cfg, *be));
+  ASSIGN_OR_RETURN(LoraConfig lc, lora_config_from(cfg));
+  ASSIGN_OR_RETURN(BaseWeights bw, open_base_weights(cfg, be.get(), act));
+  ASSIGN_OR_RETURN(TrainData td, load_train_data(cfg, bw.parts.model));
+  print_banner(cfg, *be, bw, td, lc);
+
+  DataLoaderSource data(td.train, loader_options(cfg, td.pad_id, /*train=*/true));
+  RETURN_IF_ERROR(make_dirs(cfg.output_dir), "output_dir");
+  ASSIGN_OR_RETURN(auto trainer, Trainer::create(cfg, be.get(), std::move(bw.parts)));
+  const int64_t total = trainer->total_steps();
+  trainer->on_step = [total](const StepMetrics& m) {
+    std::printf("step %lld/%lld  loss %.4f  lr %.3g  grad_norm %.3f  %.0f tok/s  %.1fs\n",
+                static_cast<long long>(m.step), static_cast<long long>(total), m.loss, m.lr, m.grad_norm, m.tok_s,
+                m.elapsed_s);
+    std::fflush(stdout);
   };
-  RETURN_IF_ERROR(trainer->train(*data));
-  std::fprintf(stderr, "adapter written to %s\n", cfg.output_dir.c_str());
+  RETURN_IF_ERROR(trainer->train(data));
+  if (td.eval) {
+    DataLoaderSource eval(td.eval, loader_options(cfg, td.pad_id, /*train=*/false));
+    ASSIGN_OR_RETURN(double loss, trainer->evaluate(eval));
+    std::printf("eval loss %.6f\n", loss);
+  }
+  std::printf("adapter written to %s\n", cfg.output_dir.c_str());
   return Status::OK();
 }
 

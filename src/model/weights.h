@@ -80,6 +80,9 @@ class LayerSource {
   virtual LayerWeights acquire(int layer) = 0;
   virtual void release(int layer) = 0;
   virtual void end_step() = 0;
+  // A load that failed (disk read error, corrupt store) is sticky: acquire() cannot return a
+  // Status, so the trainer checks this after each step and discards the step on error.
+  virtual Status status() const { return Status::OK(); }
 };
 
 }  // namespace st

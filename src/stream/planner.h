@@ -18,14 +18,12 @@
 #include "backend/backend.h"
 #include "core/dtype.h"
 #include "core/status.h"
+#include "core/byte_size.h"
 #include "io/hf_config.h"
 #include "model/lora.h"
 
 namespace st {
 
-// "4GiB", "512MiB", "1.5GB", "123456", "8G" (K/M/G/T alone are binary). InvalidArgument otherwise.
-StatusOr<uint64_t> parse_byte_size(const std::string& s);
-std::string format_bytes(uint64_t b);  // "3.50 GiB"
 
 constexpr int64_t kLogitsChunkCols = 8192;         // vocabulary columns per logits chunk
 constexpr uint64_t kCudaWorkspaceBytes = 64ull << 20;  // cuBLASLt + attention workspaces

@@ -90,6 +90,17 @@ class CudaBackend final : public Backend {
     bind();
     if (p) CUDA_CHECK(cudaFree(p));
   }
+  bool memory_info(uint64_t* free_bytes, uint64_t* total_bytes) override {
+    bind();
+    size_t f = 0, t = 0;
+    if (cudaMemGetInfo(&f, &t) != cudaSuccess) {
+      cudaGetLastError();
+      return false;
+    }
+    *free_bytes = f;
+    *total_bytes = t;
+    return true;
+  }
   StatusOr<void*> alloc_host_pinned(size_t bytes) override {
     bind();
     void* p = nullptr;

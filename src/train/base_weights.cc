@@ -1,0 +1,107 @@
+#include "train/base_weights.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <vector>
+
+#include "store/disk_store.h"
+#include "store/ram_store.h"
+#include "store/sharder.h"
+#include "stream/streamed_layer_source.h"
+
+namespace st {
+namespace {
+
+StatusOr<Plan> plan_for(const TrainConfig& cfg, Backend* be, const ModelConfig& mc, DType act) {
+  PlanInput in;
+  in.model = mc;
+  in.dtype = act;
+  in.micro_batch_size = cfg.micro_batch_size;
+  in.sequence_len = cfg.sequence_len;
+  ASSIGN_OR_RETURN(in.lora, lora_config_from(cfg));
+  in.num_slots = static_cast<int>(cfg.stream_buffers);
+  in.tier = cfg.stream;
+  in.device = be->kind();
+  if (!cfg.vram_budget.empty()) {
+    ASSIGN_OR_RETURN(in.vram_budget, parse_byte_size(cfg.vram_budget), "vram_budget");
+  }
+  uint64_t free_b = 0, total_b = 0;
+  if (be->memory_info(&free_b, &total_b)) in.device_free_bytes = free_b;
+  return make_plan(in);
+}
+
+StatusOr<std::unique_ptr<LayerStore>> open_tier(const std::string& tier, const std::string& dir, Backend* be) {
+  if (tier == "disk") {
+    ASSIGN_OR_RETURN(std::unique_ptr<DiskStore> d, DiskStore::open(dir, be), "opening the disk store " << dir);
+    return std::unique_ptr<LayerStore>(std::move(d));
+  }
+  RamStoreOptions ro;
+  ro.progress = [](int done, int total) {
+    std::fprintf(stderr, "\rloading the layer store into RAM: %d/%d files", done, total);
+    if (done == total) std::fprintf(stderr, "\n");
+  };
+  ASSIGN_OR_RETURN(std::unique_ptr<RamStore> r, RamStore::open(dir, be, ro), "opening the RAM store " << dir);
+  return std::unique_ptr<LayerStore>(std::move(r));
+}
+
+// Copies the extras blob to host memory (Model::load_extras_from_host takes a host blob).
+Status load_extras_via(Backend* be, LayerStore* store, Model& m) {
+  const size_t n = store->manifest().extras_bytes;
+  ASSIGN_OR_RETURN(void* dev, be->alloc(n), "staging the extras (" << n << " bytes)");
+  Status s = store->load_extras(dev);
+  std::vector<char> host;
+  if (s.ok()) {
+    host.resize(n);
+    be->copy_d2h(host.data(), dev, n, StreamId::kCompute);
+    be->sync_stream(StreamId::kCompute);
+  }
+  be->free(dev);
+  RETURN_IF_ERROR(s);
+  m.load_extras_from_host(host.data());
+  return Status::OK();
+}
+
+}  // namespace
+
+StatusOr<BaseWeights> open_base_weights(const TrainConfig& cfg, Backend* be, DType act) {
+  if (cfg.stream != "off" && cfg.stream != "ram" && cfg.stream != "disk")
+    return InvalidArgument(Str() << "stream: '" << cfg.stream << "' (expected off, ram or disk)");
+  ShardOptions so;
+  so.dtype = act;
+  so.cache_dir = cfg.cache_dir;
+  so.progress = [](int done, int total, const std::string& what) {
+    std::fprintf(stderr, "\rsharding: %d/%d %s        ", done, total, what.c_str());
+    if (done == total) std::fprintf(stderr, "\n");
+  };
+  ASSIGN_OR_RETURN(ShardResult sr, shard_model_path(cfg.base_model, so), "preparing the layer store for "
+                                                                            << cfg.base_model);
+  BaseWeights bw;
+  bw.store_dir = sr.dir;
+  bw.store_reused = sr.reused;
+  bw.store_reason = sr.reason;
+  const ModelConfig& mc = sr.manifest.config;
+  ASSIGN_OR_RETURN(bw.plan, plan_for(cfg, be, mc, act));
+  ASSIGN_OR_RETURN(bw.store, open_tier(cfg.stream, sr.dir, be));
+
+  bw.parts.model = mc;
+  bw.parts.base_model_name = cfg.base_model;
+  LayerStore* store = bw.store.get();
+  StreamedSourceOptions opts;
+  opts.resident_layers = bw.plan.resident_layers;
+  if (cfg.stream == "off") {
+    opts.resident_layers.clear();
+    for (int l = 0; l < static_cast<int>(mc.num_layers); ++l) opts.resident_layers.push_back(l);
+  }
+  opts.num_slots = std::max(1, bw.plan.num_slots);
+  bw.parts.make_layers = [store, opts](Backend* b, const LayerLayout& layout) -> StatusOr<std::unique_ptr<LayerSource>> {
+    if (layout.bytes != store->manifest().layer_bytes)
+      return Internal(Str() << "layer layout (" << layout.bytes << " bytes) does not match the store ("
+                            << store->manifest().layer_bytes << " bytes)");
+    ASSIGN_OR_RETURN(std::unique_ptr<StreamedLayerSource> s, StreamedLayerSource::create(b, store, opts));
+    return std::unique_ptr<LayerSource>(std::move(s));
+  };
+  bw.parts.load_extras = [be, store](Model& m) { return load_extras_via(be, store, m); };
+  return bw;
+}
+
+}  // namespace st

@@ -1,0 +1,33 @@
+// BaseWeights: the frozen base of a training run, assembled from TrainConfig (design.md §1, §3):
+//   source (HF dir or .gguf) -> layer store (sharded on demand, cached) -> tier (ram | disk; `off`
+//   is the RAM store with every layer resident) -> Planner (what stays resident, pool slots,
+//   refusal before any allocation) -> a LayerSource factory and an extras loader for the Trainer.
+// Resident and streamed runs read the same store bytes through the same kernels, which is why
+// they are bit-identical.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "backend/backend.h"
+#include "store/layer_store.h"
+#include "stream/planner.h"
+#include "train/train_config.h"
+#include "train/trainer.h"
+
+namespace st {
+
+struct BaseWeights {
+  std::unique_ptr<LayerStore> store;  // must outlive the Trainer (the LayerSource reads it)
+  std::string store_dir;
+  bool store_reused = false;
+  std::string store_reason;
+  Plan plan;
+  TrainerParts parts;
+};
+
+// Shards (or reuses) the store for cfg.base_model in `act` dtype, opens the tier, plans the
+// device memory and returns parts whose LayerSource follows the plan. Progress goes to stderr.
+StatusOr<BaseWeights> open_base_weights(const TrainConfig& cfg, Backend* be, DType act);
+
+}  // namespace st
