@@ -75,7 +75,5 @@ StatusOr<BenchWeights> synthetic_weights(Backend* be, const std::string& preset,
 StatusOr<BenchWeights> checkpoint_weights(Backend* be, const std::string& path, DType dtype,
                                           const std::string& tier);
 
-// The extras blob of `store` as host bytes (through a temporary device buffer: works for every tier).
-StatusOr<std::vector<char>> extras_to_host(Backend* be, LayerStore& store);
 
 }  // namespace st

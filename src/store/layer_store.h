@@ -3,7 +3,9 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
+#include "backend/backend.h"
 #include "core/status.h"
 #include "store/manifest.h"
 
@@ -27,5 +29,9 @@ class LayerStore {
   // Copies the extras blob (manifest().extras_bytes) into backend memory `dst` and waits for it.
   virtual Status load_extras(void* dst) = 0;
 };
+
+// The extras blob (embedding, final norm, lm_head) in host memory, staged through a temporary
+// device buffer because load_extras() targets device memory. Blocks the host.
+StatusOr<std::vector<char>> extras_to_host(Backend* be, LayerStore& store);
 
 }  // namespace st

@@ -1,5 +1,7 @@
 #include "train/base_weights.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <vector>
@@ -11,6 +13,10 @@
 
 namespace st {
 namespace {
+
+// Progress redraws in place (\r) only on a terminal; a log gets about ten plain lines.
+bool stderr_is_tty() { return isatty(fileno(stderr)) != 0; }
+bool progress_line_due(int done, int total) { return done == total || done % std::max(1, total / 10) == 0; }
 
 StatusOr<Plan> plan_for(const TrainConfig& cfg, Backend* be, const ModelConfig& mc, DType act) {
   PlanInput in;
@@ -36,27 +42,20 @@ StatusOr<std::unique_ptr<LayerStore>> open_tier(const std::string& tier, const s
     return std::unique_ptr<LayerStore>(std::move(d));
   }
   RamStoreOptions ro;
-  ro.progress = [](int done, int total) {
-    std::fprintf(stderr, "\rloading the layer store into RAM: %d/%d files", done, total);
-    if (done == total) std::fprintf(stderr, "\n");
+  ro.progress = [tty = stderr_is_tty()](int done, int total) {
+    if (tty) {
+      std::fprintf(stderr, "\rloading the layer store into RAM: %d/%d files", done, total);
+      if (done == total) std::fprintf(stderr, "\n");
+    } else if (progress_line_due(done, total)) {
+      std::fprintf(stderr, "loading the layer store into RAM: %d/%d files\n", done, total);
+    }
   };
   ASSIGN_OR_RETURN(std::unique_ptr<RamStore> r, RamStore::open(dir, be, ro), "opening the RAM store " << dir);
   return std::unique_ptr<LayerStore>(std::move(r));
 }
 
-// Copies the extras blob to host memory (Model::load_extras_from_host takes a host blob).
 Status load_extras_via(Backend* be, LayerStore* store, Model& m) {
-  const size_t n = store->manifest().extras_bytes;
-  ASSIGN_OR_RETURN(void* dev, be->alloc(n), "staging the extras (" << n << " bytes)");
-  Status s = store->load_extras(dev);
-  std::vector<char> host;
-  if (s.ok()) {
-    host.resize(n);
-    be->copy_d2h(host.data(), dev, n, StreamId::kCompute);
-    be->sync_stream(StreamId::kCompute);
-  }
-  be->free(dev);
-  RETURN_IF_ERROR(s);
+  ASSIGN_OR_RETURN(std::vector<char> host, extras_to_host(be, *store));
   m.load_extras_from_host(host.data());
   return Status::OK();
 }
@@ -69,9 +68,13 @@ StatusOr<BaseWeights> open_base_weights(const TrainConfig& cfg, Backend* be, DTy
   ShardOptions so;
   so.dtype = act;
   so.cache_dir = cfg.cache_dir;
-  so.progress = [](int done, int total, const std::string& what) {
-    std::fprintf(stderr, "\rsharding: %d/%d %s        ", done, total, what.c_str());
-    if (done == total) std::fprintf(stderr, "\n");
+  so.progress = [tty = stderr_is_tty()](int done, int total, const std::string& what) {
+    if (tty) {
+      std::fprintf(stderr, "\rsharding: %d/%d %s        ", done, total, what.c_str());
+      if (done == total) std::fprintf(stderr, "\n");
+    } else if (progress_line_due(done, total)) {
+      std::fprintf(stderr, "sharding: %d/%d %s\n", done, total, what.c_str());
+    }
   };
   ASSIGN_OR_RETURN(ShardResult sr, shard_model_path(cfg.base_model, so), "preparing the layer store for "
                                                                             << cfg.base_model);
