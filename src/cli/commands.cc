@@ -17,6 +17,7 @@ int cmd_tokenize(int argc, char** argv);
 int cmd_generate(int argc, char** argv);
 int cmd_merge(int argc, char** argv);
 int cmd_bench(int argc, char** argv);
+int cmd_logits(int argc, char** argv);
 
 namespace {
 
@@ -36,6 +37,7 @@ constexpr char kTokenize[] = "tokenize";
 constexpr char kGenerate[] = "generate";
 constexpr char kMerge[] = "merge";
 constexpr char kBench[] = "bench";
+constexpr char kLogits[] = "logits";
 
 const CommandSpec kCmdTokenize = {kTokenize, "print the token ids of a text (HF dir, tokenizer.json or .gguf)",
                                   nullptr, argv_command<cmd_tokenize, kTokenize>};
@@ -45,11 +47,13 @@ const CommandSpec kCmdMerge = {kMerge, "merge a LoRA adapter into the base, writ
                                nullptr, argv_command<cmd_merge, kMerge>};
 const CommandSpec kCmdBench = {kBench, "benchmark training steps on synthetic tokens (tok/s, TFLOP/s, copy)",
                                nullptr, argv_command<cmd_bench, kBench>};
+const CommandSpec kCmdLogits = {kLogits, "write full-sequence logits of token rows (parity checks vs HF/PEFT)",
+                                nullptr, argv_command<cmd_logits, kLogits>};
 
 // The dispatch table: order is the order of `streamtune --help`.
 const CommandSpec* const kCommands[] = {
     &kCmdTrain,     &kCmdGenerate, &kCmdMerge, &kCmdShard,
-    &kCmdTokenize,  &kCmdBench,    &kCmdInitModel,
+    &kCmdTokenize,  &kCmdBench,    &kCmdInitModel, &kCmdLogits,
 };
 
 void print_overview(std::FILE* to) {
