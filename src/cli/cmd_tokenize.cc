@@ -11,18 +11,25 @@
 
 #include "cli/cli_args.h"
 #include "core/file.h"
+#include "data/model_tokenizer.h"
 #include "data/tokenizer.h"
 
 namespace st {
 
 namespace {
 constexpr const char* kTokenizeUsage =
-    "usage: streamtune tokenize --model DIR [--text-file F | --text S] [--no-special] [--decode]\n";
+    "usage: streamtune tokenize --model (DIR | tokenizer.json | model.gguf) [--text-file F | --text S] [--no-special] [--decode]\n";
 }
 
 // argv[0] is the subcommand name ("tokenize"); flags follow. Returns 0 ok, 1 runtime error, 2 usage.
 int cmd_tokenize(int argc, char** argv) {
   std::vector<std::string> args(argv + (argc > 0 ? 1 : 0), argv + argc);
+  for (const std::string& x : args) {
+    if (x == "--help" || x == "-h") {
+      std::printf("%s", kTokenizeUsage);
+      return 0;
+    }
+  }
   StatusOr<ParsedArgs> a = parse_flags(args, {{"model"}, {"text-file"}, {"text"}, {"no-special", false}, {"decode", false}});
   if (!a.ok()) {
     std::fprintf(stderr, "tokenize: %s\n%s", a.status().message().c_str(), kTokenizeUsage);
@@ -33,7 +40,8 @@ int cmd_tokenize(int argc, char** argv) {
     return 2;
   }
   std::string model = a->get("model");
-  StatusOr<Tokenizer> tok = is_directory(model) ? Tokenizer::from_dir(model) : Tokenizer::from_file(model);
+  const bool gguf = model.size() > 5 && model.compare(model.size() - 5, 5, ".gguf") == 0;
+  StatusOr<Tokenizer> tok = (is_directory(model) || gguf) ? load_model_tokenizer(model) : Tokenizer::from_file(model);
   if (!tok.ok()) {
     std::fprintf(stderr, "tokenize: loading tokenizer from %s: %s\n", model.c_str(), tok.status().to_string().c_str());
     return 1;
