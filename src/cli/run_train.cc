@@ -1,7 +1,12 @@
 // `streamtune train`: assembles backend, base weights (store + tier + plan), data and the Trainer.
 #include "cli/run_train.h"
 
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <vector>
 
@@ -12,6 +17,8 @@
 #include "stream/planner.h"
 #include "train/base_weights.h"
 #include "train/loader_source.h"
+#include "train/loss_curve.h"
+#include "train/progress.h"
 #include "train/trainer.h"
 
 namespace st {
@@ -110,6 +117,17 @@ void print_banner(const TrainConfig& cfg, const Backend& be, const BaseWeights& 
   std::printf("  store      %s (%s: %s)\n", bw.store_dir.c_str(), bw.store_reused ? "reused" : "built",
               bw.store_reason.c_str());
   std::printf("%s", bw.plan.banner().c_str());
+  std::printf("  train      %s, micro_batch %lld x accumulation %lld, seq %lld, lr %g (%s, warmup %lld)\n",
+              cfg.max_steps > 0 ? (Str() << cfg.max_steps << " steps").str().c_str()
+                                : (Str() << cfg.num_epochs << " epoch(s)").str().c_str(),
+              static_cast<long long>(cfg.micro_batch_size), static_cast<long long>(cfg.gradient_accumulation_steps),
+              static_cast<long long>(cfg.sequence_len), cfg.learning_rate, cfg.lr_scheduler.c_str(),
+              static_cast<long long>(cfg.warmup_steps));
+  std::printf("  output     %s (save every %s%s)%s%s\n", cfg.output_dir.c_str(),
+              cfg.save_steps > 0 ? (Str() << cfg.save_steps << " steps").str().c_str() : "- only at the end",
+              cfg.save_total_limit > 0 ? (Str() << ", keep " << cfg.save_total_limit).str().c_str() : "",
+              cfg.resume_from_checkpoint.empty() ? "" : ", resume from ",
+              cfg.resume_from_checkpoint.c_str());
   std::printf("  data       %lld samples (%lld tokens, %lld trained), %lld truncated, %lld dropped; eval %lld\n",
               static_cast<long long>(td.train->size()), static_cast<long long>(td.stats.tokens),
               static_cast<long long>(td.stats.target_tokens), static_cast<long long>(td.stats.truncated),
@@ -118,11 +136,43 @@ void print_banner(const TrainConfig& cfg, const Backend& be, const BaseWeights& 
   std::fflush(stdout);
 }
 
-}  // namespace
+// SIGINT: the first one asks the trainer to finish its step, checkpoint and stop; the second
+// one gets the default action (the process dies with status 130, the last checkpoint intact).
+std::atomic<int> g_sigints{0};
 
-Status run_train(const TrainConfig& cfg) {
-  if (!cfg.resume_from_checkpoint.empty())
-    return Unimplemented("resume_from_checkpoint is not supported by this build of `streamtune train`");
+extern "C" void on_sigint(int) {
+  if (g_sigints.fetch_add(1) >= 1) {
+    signal(SIGINT, SIG_DFL);
+    raise(SIGINT);
+    return;
+  }
+  const char msg[] = "\nSIGINT: finishing the current step, then saving a checkpoint (Ctrl-C again to abort)\n";
+  ssize_t n = write(STDERR_FILENO, msg, sizeof msg - 1);
+  (void)n;
+}
+
+class SigintScope {
+ public:
+  SigintScope() {
+    struct sigaction sa {};
+    sa.sa_handler = on_sigint;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &old_);
+  }
+  ~SigintScope() { sigaction(SIGINT, &old_, nullptr); }
+
+ private:
+  struct sigaction old_ {};
+};
+
+void print_outputs(const TrainConfig& cfg, const std::string& curve) {
+  std::printf("adapter    %s (adapter_config.json beside it)\n",
+              path_join(cfg.output_dir, "adapter_model.safetensors").c_str());
+  std::printf("metrics    %s\n", path_join(cfg.output_dir, "metrics.jsonl").c_str());
+  if (!curve.empty()) std::printf("curve      %s\n", curve.c_str());
+}
+
+Status train_and_report(const TrainConfig& cfg, bool* interrupted) {
   ASSIGN_OR_RETURN(std::unique_ptr<Backend> be, backend_for(cfg.device), "device '" << cfg.device << "'");
   ASSIGN_OR_RETURN(DType act, training_act_dtype(cfg, *be));
   ASSIGN_OR_RETURN(LoraConfig lc, lora_config_from(cfg));
@@ -131,23 +181,58 @@ Status run_train(const TrainConfig& cfg) {
   print_banner(cfg, *be, bw, td, lc);
 
   DataLoaderSource data(td.train, loader_options(cfg, td.pad_id, /*train=*/true));
+  std::unique_ptr<DataLoaderSource> eval;
+  if (td.eval) eval = std::make_unique<DataLoaderSource>(td.eval, loader_options(cfg, td.pad_id, /*train=*/false));
   RETURN_IF_ERROR(make_dirs(cfg.output_dir), "output_dir");
   ASSIGN_OR_RETURN(auto trainer, Trainer::create(cfg, be.get(), std::move(bw.parts)));
-  const int64_t total = trainer->total_steps();
-  trainer->on_step = [total](const StepMetrics& m) {
-    std::printf("step %lld/%lld  loss %.4f  lr %.3g  grad_norm %.3f  %.0f tok/s  %.1fs\n",
-                static_cast<long long>(m.step), static_cast<long long>(total), m.loss, m.lr, m.grad_norm, m.tok_s,
-                m.elapsed_s);
-    std::fflush(stdout);
+  trainer->set_eval_data(eval.get());
+  ProgressDisplay progress(stdout, {.total_steps = trainer->total_steps(), .logging_steps = cfg.logging_steps,
+                                    .mode = progress_mode_for(stdout), .backend = be.get()});
+  bool first = true;
+  trainer->on_step = [&](const StepMetrics& m) {
+    if (first) progress.set_first_step(m.step - 1);  // resumed runs: ETA from this session's pace
+    first = false;
+    progress.on_step(m);
   };
-  RETURN_IF_ERROR(trainer->train(data));
-  if (td.eval) {
-    DataLoaderSource eval(td.eval, loader_options(cfg, td.pad_id, /*train=*/false));
-    ASSIGN_OR_RETURN(double loss, trainer->evaluate(eval));
-    std::printf("eval loss %.6f\n", loss);
+  trainer->on_eval = [&](const EvalMetrics& e) { progress.on_eval(e); };
+  trainer->on_message = [&](const std::string& m) { progress.message(m); };
+  trainer->stop_requested = [] { return g_sigints.load() > 0; };
+  Status s;
+  {
+    SigintScope sigint;
+    g_sigints = 0;
+    s = trainer->train(data);
   }
-  std::printf("adapter written to %s\n", cfg.output_dir.c_str());
+  progress.finish();
+  RETURN_IF_ERROR(s);
+  if (trainer->interrupted()) {
+    *interrupted = true;
+    std::printf("interrupted at step %lld: checkpoint %s\nresume with: streamtune train CONFIG.yaml "
+                "--resume_from_checkpoint=true\n",
+                static_cast<long long>(trainer->steps_taken()), trainer->last_checkpoint().c_str());
+    return Status::OK();
+  }
+  const std::string metrics = path_join(cfg.output_dir, "metrics.jsonl");
+  const std::string curve = path_join(cfg.output_dir, "loss_curve.svg");
+  Status cs = write_loss_curve_svg(metrics, curve, "streamtune: " + path_basename(cfg.output_dir));
+  if (!cs.ok()) std::fprintf(stderr, "warning: no loss curve: %s\n", cs.message().c_str());
+  print_outputs(cfg, cs.ok() ? curve : std::string());
   return Status::OK();
+}
+
+}  // namespace
+
+// Exit status 130 after a SIGINT that saved a checkpoint (the shell convention for Ctrl-C), so
+// scripts can tell an interrupted run from a finished one; the process objects (trainer,
+// backend, store) are destroyed before exiting.
+Status run_train(const TrainConfig& cfg) {
+  bool interrupted = false;
+  Status s = train_and_report(cfg, &interrupted);
+  if (s.ok() && interrupted) {
+    std::fflush(stdout);
+    std::exit(130);
+  }
+  return s;
 }
 
 }  // namespace st

@@ -1,8 +1,15 @@
 #include "train/metrics.h"
 
+#include <cmath>
 #include <memory>
+#include <sstream>
+
+#include "core/file.h"
+#include "core/json.h"
 
 namespace st {
+
+double EvalMetrics::ppl() const { return std::exp(loss); }
 
 std::string metrics_json_line(const StepMetrics& m) {
   char buf[512];
@@ -11,6 +18,20 @@ std::string metrics_json_line(const StepMetrics& m) {
                 "\"elapsed_s\":%.6g}",
                 static_cast<long long>(m.step), m.loss, m.lr, m.grad_norm, static_cast<long long>(m.tokens),
                 m.tok_s, m.elapsed_s);
+  return buf;
+}
+
+std::string metrics_json_line(const EvalMetrics& m) {
+  char buf[256];
+  const double ppl = m.ppl();
+  // JSON has no infinity: a perplexity that overflows a double is written as null.
+  if (std::isfinite(ppl)) {
+    std::snprintf(buf, sizeof buf, "{\"step\":%lld,\"eval_loss\":%.9g,\"eval_ppl\":%.9g}",
+                  static_cast<long long>(m.step), m.loss, ppl);
+  } else {
+    std::snprintf(buf, sizeof buf, "{\"step\":%lld,\"eval_loss\":%.9g,\"eval_ppl\":null}",
+                  static_cast<long long>(m.step), m.loss);
+  }
   return buf;
 }
 
@@ -26,11 +47,31 @@ MetricsWriter::~MetricsWriter() {
   if (f_) std::fclose(f_);
 }
 
-Status MetricsWriter::write(const StepMetrics& m) {
-  std::string line = metrics_json_line(m) + "\n";
+Status MetricsWriter::write(const StepMetrics& m) { return write_line(metrics_json_line(m)); }
+Status MetricsWriter::write(const EvalMetrics& m) { return write_line(metrics_json_line(m)); }
+
+Status MetricsWriter::write_line(const std::string& l) {
+  std::string line = l + "\n";
   if (std::fwrite(line.data(), 1, line.size(), f_) != line.size() || std::fflush(f_) != 0)
     return ErrnoError("writing " + path_);
   return Status::OK();
+}
+
+Status truncate_metrics(const std::string& path, int64_t max_step) {
+  if (!file_exists(path)) return Status::OK();
+  ASSIGN_OR_RETURN(std::string text, read_file_to_string(path));
+  std::string kept;
+  size_t pos = 0;
+  while (pos < text.size()) {
+    const size_t nl = text.find('\n', pos);
+    if (nl == std::string::npos) break;  // a line cut short by a kill: dropped
+    const std::string line = text.substr(pos, nl - pos);
+    pos = nl + 1;
+    StatusOr<Json> j = parse_json(line, path);
+    if (!j.ok() || !j->is_object() || !j->contains("step") || !(*j)["step"].is_number_integer()) continue;
+    if ((*j)["step"].get<int64_t>() <= max_step) kept += line + "\n";
+  }
+  return write_file_atomic(path, kept);
 }
 
 }  // namespace st

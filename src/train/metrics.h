@@ -1,11 +1,15 @@
 // metrics.jsonl: one JSON object per logged step, e.g.
 //   {"step":3,"loss":5.61520982,"lr":0.001,"grad_norm":0.971079111,"tokens":78,"tok_s":812.5,"elapsed_s":0.31}
-// loss/lr/grad_norm with %.9g (float32 round-trips). tokens: cumulative tokens (B*T, padding
-// included) trained so far; tok_s: tokens of the logged steps / their wall time.
+// and one per evaluation:
+//   {"step":10,"eval_loss":5.2,"eval_ppl":181.27}
+// loss/lr/grad_norm/eval_* with %.9g (float32 round-trips). tokens: cumulative tokens (B*T,
+// padding included) trained so far; tok_s: tokens of the logged steps / their wall time.
+// A resumed run keeps the lines up to its checkpoint step (truncate_metrics) and appends.
 #pragma once
 
 #include <cstdint>
 #include <cstdio>
+#include <memory>
 #include <string>
 
 #include "core/status.h"
@@ -19,7 +23,14 @@ struct StepMetrics {
   double tok_s = 0, elapsed_s = 0;
 };
 
+struct EvalMetrics {
+  int64_t step = 0;
+  double loss = 0;
+  double ppl() const;  // exp(loss), +inf when it overflows
+};
+
 std::string metrics_json_line(const StepMetrics& m);
+std::string metrics_json_line(const EvalMetrics& m);
 
 class MetricsWriter {
  public:
@@ -27,10 +38,16 @@ class MetricsWriter {
   static StatusOr<std::unique_ptr<MetricsWriter>> open(const std::string& path, bool append);
   ~MetricsWriter();
   Status write(const StepMetrics& m);
+  Status write(const EvalMetrics& m);
 
  private:
+  Status write_line(const std::string& line);
   std::FILE* f_ = nullptr;
   std::string path_;
 };
+
+// Rewrites `path` (atomically) keeping only the complete lines whose "step" is <= max_step, so
+// that a resumed run appends after its checkpoint. A missing file is not an error.
+Status truncate_metrics(const std::string& path, int64_t max_step);
 
 }  // namespace st

@@ -1,10 +1,12 @@
 #include "train/trainer.h"
 
 #include <chrono>
+#include <cmath>
 
 #include "core/file.h"
 #include "io/safetensors.h"
 #include "model/resident_source.h"
+#include "train/loader_source.h"
 
 namespace st {
 
@@ -63,6 +65,7 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::create(const TrainConfig& tc, Backen
   t->tc_ = tc;
   t->be_ = be;
   ASSIGN_OR_RETURN(DType act, training_act_dtype(tc, *be));
+  t->act_ = act;
   ASSIGN_OR_RETURN(LoraConfig lc, lora_config_from(tc));
   ModelOptions mo{.act_dtype = act, .max_tokens = tc.micro_batch_size * tc.sequence_len, .seed = tc.seed};
   ASSIGN_OR_RETURN(t->model_, Model::create(parts.model, be, lc, mo));
@@ -100,32 +103,37 @@ Status Trainer::plan_steps(BatchSource& data) {
   return Status::OK();
 }
 
+Status Trainer::start_epoch(BatchSource& data, int64_t epoch) {
+  epoch_ = epoch;
+  batches_in_epoch_ = 0;
+  epoch_started_ = true;
+  return data.start_epoch(epoch);
+}
+
 // Up to k micro-batches. An epoch that ends mid-window ends the window (HF does the same); the
 // next window starts the next epoch. Returns false when the data is exhausted (num_epochs done).
 StatusOr<bool> Trainer::fill_window(BatchSource& data, std::vector<Batch>* window) {
   window->clear();
-  if (!epoch_started_) {
-    RETURN_IF_ERROR(data.start_epoch(epoch_));
-    epoch_started_ = true;
-  }
+  if (!epoch_started_) RETURN_IF_ERROR(start_epoch(data, epoch_));
   bool fresh_epoch = false;
   while (static_cast<int64_t>(window->size()) < tc_.gradient_accumulation_steps) {
     Batch b;
     ASSIGN_OR_RETURN(bool got, data.next(&b));
     if (got) {
       window->push_back(std::move(b));
+      ++batches_in_epoch_;
       fresh_epoch = false;
       continue;
     }
     if (!window->empty()) {
       epoch_started_ = false;
       ++epoch_;
+      batches_in_epoch_ = 0;
       return true;
     }
     if (fresh_epoch) return InvalidArgument("the training dataset yields no batches");
     if (tc_.max_steps == 0 && epoch_ + 1 >= tc_.num_epochs) return false;
-    ++epoch_;
-    RETURN_IF_ERROR(data.start_epoch(epoch_));
+    RETURN_IF_ERROR(start_epoch(data, epoch_ + 1));
     fresh_epoch = true;
   }
   return true;
@@ -150,6 +158,8 @@ StatusOr<StepMetrics> Trainer::train_step(const std::vector<Batch>& window) {
                                : static_cast<float>(1.0 / static_cast<double>(std::max<int64_t>(total, 1))));
   model_->lora().zero_grads();
   ASSIGN_OR_RETURN(std::vector<double> sums, model_->forward_backward(ptrs, *layers_, scales));
+  // A failed base-weight load leaves stale bytes in a slot: discard the step, name the error.
+  RETURN_IF_ERROR(layers_->status(), "loading base weights (the step was discarded)");
   double loss = 0;
   if (per_micro) {
     for (size_t i = 0; i < sums.size(); ++i) loss += sums[i] / static_cast<double>(std::max<int64_t>(targets[i], 1));
@@ -158,9 +168,16 @@ StatusOr<StepMetrics> Trainer::train_step(const std::vector<Batch>& window) {
     for (double s : sums) loss += s;
     loss /= static_cast<double>(std::max<int64_t>(total, 1));
   }
+  if (!std::isfinite(loss))
+    return InvalidArgument(Str() << "the training loss is " << loss
+                                 << " (not finite); stopping without saving this step (lower learning_rate, check "
+                                    "the data or use float32)");
   StepMetrics m;
   m.lr = lr_at(sched_, opt_->steps_taken());
   m.grad_norm = opt_->step(m.lr);
+  if (!std::isfinite(m.grad_norm))
+    return InvalidArgument(Str() << "the gradient norm is " << m.grad_norm
+                                 << " (not finite); stopping without saving this step");
   m.step = opt_->steps_taken();
   m.loss = loss;
   be_->sync_stream(StreamId::kCompute);
@@ -173,38 +190,150 @@ StatusOr<StepMetrics> Trainer::train_step(const std::vector<Batch>& window) {
   return m;
 }
 
+Status Trainer::log_step(const StepMetrics& m) {
+  loss_acc_ += m.loss;
+  ++loss_count_;
+  const bool last = m.step == sched_.total_steps;
+  if (m.step % std::max<int64_t>(tc_.logging_steps, 1) != 0 && !last) return Status::OK();
+  StepMetrics logged = m;
+  logged.loss = loss_acc_ / static_cast<double>(loss_count_);  // mean over the logged steps, as HF
+  const double dt = elapsed_s_ - elapsed_at_log_;
+  logged.tok_s = dt > 0 ? static_cast<double>(tokens_ - tokens_at_log_) / dt : 0;
+  RETURN_IF_ERROR(metrics_->write(logged));
+  log_history_.push_back({{"step", logged.step}, {"loss", logged.loss}, {"lr", logged.lr},
+                          {"grad_norm", logged.grad_norm}});
+  loss_acc_ = 0;
+  loss_count_ = 0;
+  tokens_at_log_ = tokens_;
+  elapsed_at_log_ = elapsed_s_;
+  return Status::OK();
+}
+
+Status Trainer::run_eval(int64_t step) {
+  ASSIGN_OR_RETURN(double loss, evaluate(*eval_data_), "evaluation at step " << step);
+  EvalMetrics e{.step = step, .loss = loss};
+  RETURN_IF_ERROR(metrics_->write(e));
+  log_history_.push_back({{"step", step}, {"eval_loss", loss}});
+  last_eval_step_ = step;
+  if (on_eval) on_eval(e);
+  return Status::OK();
+}
+
 Status Trainer::train(BatchSource& data) {
   RETURN_IF_ERROR(plan_steps(data));
   RETURN_IF_ERROR(make_dirs(tc_.output_dir));
-  ASSIGN_OR_RETURN(auto metrics, MetricsWriter::open(path_join(tc_.output_dir, "metrics.jsonl"), false));
-  const int64_t log_every = std::max<int64_t>(tc_.logging_steps, 1);
-  double loss_acc = 0;
-  int64_t n_acc = 0, tok_at_log = tokens_;
-  double t_at_log = elapsed_s_;
+  const std::string metrics_path = path_join(tc_.output_dir, "metrics.jsonl");
+  bool append = false;
+  if (!tc_.resume_from_checkpoint.empty()) {
+    ASSIGN_OR_RETURN(std::string dir, resolve_resume_checkpoint(tc_.resume_from_checkpoint, tc_.output_dir));
+    RETURN_IF_ERROR(resume(dir, data));
+    RETURN_IF_ERROR(truncate_metrics(metrics_path, opt_->steps_taken()));
+    append = true;
+  }
+  ASSIGN_OR_RETURN(metrics_, MetricsWriter::open(metrics_path, append));
   std::vector<Batch> window;
   while (opt_->steps_taken() < sched_.total_steps) {
     ASSIGN_OR_RETURN(bool more, fill_window(data, &window));
     if (!more) break;
-    ASSIGN_OR_RETURN(StepMetrics m, train_step(window));
+    ASSIGN_OR_RETURN(StepMetrics m, train_step(window),
+                     "step " << opt_->steps_taken() + 1
+                             << (last_checkpoint_.empty() ? std::string()
+                                                          : "; the last good checkpoint is " + last_checkpoint_));
     if (on_step) on_step(m);
-    loss_acc += m.loss;
-    ++n_acc;
+    RETURN_IF_ERROR(log_step(m));
     const bool last = m.step == sched_.total_steps;
-    if (m.step % log_every == 0 || last) {
-      StepMetrics logged = m;
-      logged.loss = loss_acc / static_cast<double>(n_acc);  // mean over the logged steps, as HF
-      const double dt = elapsed_s_ - t_at_log;
-      logged.tok_s = dt > 0 ? static_cast<double>(tokens_ - tok_at_log) / dt : 0;
-      RETURN_IF_ERROR(metrics->write(logged));
-      loss_acc = 0;
-      n_acc = 0;
-      tok_at_log = tokens_;
-      t_at_log = elapsed_s_;
+    if (eval_data_ && (last || (tc_.eval_steps > 0 && m.step % tc_.eval_steps == 0))) RETURN_IF_ERROR(run_eval(m.step));
+    const bool stop = !last && stop_requested && stop_requested();
+    if (stop || (tc_.save_steps > 0 && m.step % tc_.save_steps == 0)) RETURN_IF_ERROR(save_checkpoint(data));
+    if (stop) {
+      interrupted_ = true;
+      return Status::OK();
     }
-    if (tc_.save_steps > 0 && m.step % tc_.save_steps == 0 && !last)
-      RETURN_IF_ERROR(save_adapter(path_join(tc_.output_dir, Str() << "checkpoint-" << m.step)));
   }
+  // The data ran out before total_steps (or a finished run was resumed): evaluate what we have.
+  if (eval_data_ && last_eval_step_ != opt_->steps_taken() && opt_->steps_taken() > 0)
+    RETURN_IF_ERROR(run_eval(opt_->steps_taken()));
   return save_adapter(tc_.output_dir);
+}
+
+Json Trainer::fingerprint(BatchSource& data) const {
+  return config_fingerprint(tc_, parts_.model, act_, data.micro_batches_per_epoch());
+}
+
+Status Trainer::save_checkpoint(BatchSource& data) {
+  TrainerState st;
+  st.global_step = opt_->steps_taken();
+  st.total_steps = sched_.total_steps;
+  st.epoch = epoch_;
+  st.epoch_started = epoch_started_;
+  st.batches_in_epoch = batches_in_epoch_;
+  if (auto* dl = dynamic_cast<DataLoaderSource*>(&data)) {
+    st.has_data_position = true;
+    st.data_position = dl->position();
+  }
+  st.micro_batches_run = model_->micro_batches_run();
+  st.tokens = tokens_;
+  st.elapsed_s = elapsed_s_;
+  st.loss_acc = loss_acc_;
+  st.loss_count = loss_count_;
+  st.tokens_at_log = tokens_at_log_;
+  st.elapsed_at_log = elapsed_at_log_;
+  st.fingerprint = fingerprint(data);
+  st.log_history = log_history_;
+  be_->sync_all();
+  ASSIGN_OR_RETURN(last_checkpoint_, write_checkpoint(tc_.output_dir, model_->lora(), be_, parts_.base_model_name, st),
+                   "writing checkpoint-" << st.global_step);
+  RETURN_IF_ERROR(prune_checkpoints(tc_.output_dir, tc_.save_total_limit, st.global_step));
+  if (on_message) on_message("checkpoint saved: " + last_checkpoint_);
+  return Status::OK();
+}
+
+// Puts `data` where the checkpointed run left it: the same epoch, after the same micro-batches.
+// A DataLoaderSource seeks exactly; any other source replays the epoch's first batches.
+Status Trainer::position_data(const TrainerState& st, BatchSource& data) {
+  epoch_ = st.epoch;
+  epoch_started_ = false;
+  batches_in_epoch_ = 0;
+  if (!st.epoch_started) return Status::OK();
+  RETURN_IF_ERROR(start_epoch(data, st.epoch));
+  auto* dl = dynamic_cast<DataLoaderSource*>(&data);
+  if (dl && st.has_data_position) {
+    RETURN_IF_ERROR(dl->seek(st.data_position), "data position of the checkpoint");
+    batches_in_epoch_ = st.batches_in_epoch;
+    return Status::OK();
+  }
+  for (int64_t i = 0; i < st.batches_in_epoch; ++i) {
+    Batch b;
+    ASSIGN_OR_RETURN(bool got, data.next(&b));
+    if (!got)
+      return InvalidArgument(Str() << "the checkpoint is " << st.batches_in_epoch << " micro-batches into epoch "
+                                   << st.epoch << ", but this dataset's epoch has only " << i);
+    ++batches_in_epoch_;
+  }
+  return Status::OK();
+}
+
+Status Trainer::resume(const std::string& ckpt_dir, BatchSource& data) {
+  ASSIGN_OR_RETURN(TrainerState st, read_checkpoint(ckpt_dir, fingerprint(data), &model_->lora(), be_));
+  RETURN_IF_ERROR(position_data(st, data), "resuming from " << ckpt_dir);
+  opt_->set_steps_taken(st.global_step);
+  model_->set_micro_batches_run(st.micro_batches_run);
+  if (st.total_steps != sched_.total_steps && on_message)
+    on_message(Str() << "note: the checkpoint planned " << st.total_steps << " steps, this run plans "
+                     << sched_.total_steps << " (the LR schedule follows this run)");
+  tokens_ = st.tokens;
+  elapsed_s_ = st.elapsed_s;
+  loss_acc_ = st.loss_acc;
+  loss_count_ = st.loss_count;
+  tokens_at_log_ = st.tokens_at_log;
+  elapsed_at_log_ = st.elapsed_at_log;
+  log_history_ = st.log_history;
+  last_eval_step_ = -1;
+  for (const Json& e : log_history_)
+    if (e.contains("eval_loss")) last_eval_step_ = e.value("step", int64_t{-1});
+  last_checkpoint_ = ckpt_dir;
+  if (on_message) on_message(Str() << "resumed from " << ckpt_dir << " at step " << st.global_step);
+  return Status::OK();
 }
 
 StatusOr<double> Trainer::evaluate(BatchSource& data) {

@@ -2,8 +2,12 @@
 //
 //   for each optimizer step: take gradient_accumulation_steps micro-batches from a BatchSource,
 //   zero LoRA grads, Model::forward_backward (one LayerSource step for the window), grad-norm +
-//   clip + AdamW (train/optimizer.h) at the scheduled LR, log metrics.jsonl; at the end export
-//   the PEFT adapter to output_dir.
+//   clip + AdamW (train/optimizer.h) at the scheduled LR, log metrics.jsonl; every eval_steps
+//   (and at the end) evaluate the eval set; every save_steps write a checkpoint (checkpoint.h);
+//   at the end export the PEFT adapter to output_dir.
+//
+// Failure policy: a base-weight load error (LayerSource::status) or a non-finite loss / grad norm
+// fails the run before anything of that step is saved, so the last checkpoint stays good.
 //
 // Where base weights come from is pluggable: TrainerParts carries the ModelConfig, a factory for
 // the LayerSource (resident: hf_resident_parts below; streamed: stream/) and a loader for the
@@ -18,6 +22,7 @@
 #include "model/model.h"
 #include "model/weights.h"
 #include "train/batch_source.h"
+#include "train/checkpoint.h"
 #include "train/lr_schedule.h"
 #include "train/metrics.h"
 #include "train/optimizer.h"
@@ -52,8 +57,19 @@ class Trainer {
   ~Trainer();
 
   // Runs the whole training: max_steps (or num_epochs over `data`), writes output_dir/metrics.jsonl
-  // and the final adapter (output_dir/adapter_model.safetensors + adapter_config.json).
+  // and the final adapter (output_dir/adapter_model.safetensors + adapter_config.json). With
+  // tc.resume_from_checkpoint, first restores that checkpoint (checkpoint.h), keeps the
+  // metrics.jsonl lines up to its step and appends. When stop_requested() turns true, finishes the
+  // step, writes a checkpoint and returns OK with interrupted() true (no final adapter).
   Status train(BatchSource& data);
+  // Evaluated every eval_steps and at the end (lines {"step","eval_loss","eval_ppl"} in
+  // metrics.jsonl). Not owned; must outlive train().
+  void set_eval_data(BatchSource* eval) { eval_data_ = eval; }
+  // Restores a checkpoint dir (refusing a different model/config) and positions `data` after the
+  // last micro-batch the checkpointed run consumed.
+  Status resume(const std::string& ckpt_dir, BatchSource& data);
+  // Writes output_dir/checkpoint-<step> now (atomic), then applies save_total_limit.
+  Status save_checkpoint(BatchSource& data);
   // One optimizer step on the given micro-batches (an accumulation window). Returns its metrics.
   StatusOr<StepMetrics> train_step(const std::vector<Batch>& window);
   // Mean loss per target token over one pass of `data` (no dropout, no gradient).
@@ -62,6 +78,15 @@ class Trainer {
 
   // Called after every optimizer step (progress bars, tests).
   std::function<void(const StepMetrics&)> on_step;
+  std::function<void(const EvalMetrics&)> on_eval;
+  // Notices for the user (checkpoint written, resumed from ...).
+  std::function<void(const std::string&)> on_message;
+  // Polled after every step (SIGINT); true = checkpoint and stop.
+  std::function<bool()> stop_requested;
+
+  bool interrupted() const { return interrupted_; }
+  const std::string& last_checkpoint() const { return last_checkpoint_; }
+  int64_t steps_taken() const { return opt_->steps_taken(); }
 
   Model& model() { return *model_; }
   LayerSource& layers() { return *layers_; }
@@ -71,6 +96,11 @@ class Trainer {
   Trainer() = default;
   Status plan_steps(BatchSource& data);
   StatusOr<bool> fill_window(BatchSource& data, std::vector<Batch>* window);
+  Status start_epoch(BatchSource& data, int64_t epoch);
+  Status log_step(const StepMetrics& m);
+  Status run_eval(int64_t step);
+  Status position_data(const TrainerState& st, BatchSource& data);
+  Json fingerprint(BatchSource& data) const;
 
   TrainConfig tc_;
   Backend* be_ = nullptr;
@@ -79,10 +109,23 @@ class Trainer {
   std::unique_ptr<LayerSource> layers_;
   std::unique_ptr<Optimizer> opt_;
   LrSchedule sched_;
+  DType act_ = DType::kF32;
+  BatchSource* eval_data_ = nullptr;
+  std::unique_ptr<MetricsWriter> metrics_;
+  // Everything below is saved in checkpoints (TrainerState).
   int64_t epoch_ = 0;
   bool epoch_started_ = false;
+  int64_t batches_in_epoch_ = 0;
   int64_t tokens_ = 0;
   double elapsed_s_ = 0;
+  double loss_acc_ = 0;
+  int64_t loss_count_ = 0;
+  int64_t tokens_at_log_ = 0;
+  double elapsed_at_log_ = 0;
+  int64_t last_eval_step_ = -1;
+  Json log_history_ = Json::array();
+  std::string last_checkpoint_;
+  bool interrupted_ = false;
 };
 
 }  // namespace st

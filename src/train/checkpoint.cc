@@ -1,0 +1,288 @@
+#include "train/checkpoint.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+
+#include "core/file.h"
+#include "io/safetensors.h"
+
+namespace st {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr const char* kStateFile = "trainer_state.json";
+constexpr const char* kOptimFile = "optimizer.safetensors";
+constexpr int kStateVersion = 1;
+const char* const kSections[3] = {"lora.params", "lora.adam_m", "lora.adam_v"};
+
+Tensor section_of(const Lora& lora, int i) {
+  return i == 0 ? lora.params() : (i == 1 ? lora.adam_m() : lora.adam_v());
+}
+
+std::vector<float> to_host(Backend* be, const Tensor& t) {
+  std::vector<float> h(static_cast<size_t>(t.numel()));
+  be->copy_d2h(h.data(), t.data, t.bytes(), StreamId::kCompute);
+  be->sync_stream(StreamId::kCompute);
+  return h;
+}
+
+Status remove_tree(const std::string& p) {
+  std::error_code ec;
+  fs::remove_all(p, ec);
+  if (ec) return IOError(Str() << "removing " << p << ": " << ec.message());
+  return Status::OK();
+}
+
+Status rename_path(const std::string& from, const std::string& to) {
+  if (std::rename(from.c_str(), to.c_str()) != 0) return ErrnoError("renaming " + from + " to " + to);
+  return Status::OK();
+}
+
+// Makes the renames in `dir` durable (a crash right after could otherwise lose them).
+void fsync_dir(const std::string& dir) {
+  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
+  if (fd < 0) return;
+  (void)::fsync(fd);
+  ::close(fd);
+}
+
+// Leftover checkpoint-*.tmp.<pid> dirs of processes that no longer run (a kill mid-write).
+void remove_stale_temps(const std::string& output_dir) {
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(output_dir, ec)) {
+    const std::string name = e.path().filename().string();
+    const size_t at = name.find(".tmp.");
+    if (name.rfind("checkpoint-", 0) != 0 || at == std::string::npos) continue;
+    const long pid = std::strtol(name.c_str() + at + 5, nullptr, 10);
+    if (pid > 0 && pid != getpid() && ::kill(static_cast<pid_t>(pid), 0) == 0) continue;  // still alive
+    if (pid != getpid()) fs::remove_all(e.path(), ec);
+  }
+}
+
+Status write_optimizer(const std::string& path, const Lora& lora, Backend* be, int64_t step) {
+  std::vector<std::vector<float>> host;
+  std::vector<TensorToWrite> tensors;
+  for (int i = 0; i < 3; ++i) host.push_back(to_host(be, section_of(lora, i)));
+  for (int i = 0; i < 3; ++i) tensors.push_back({kSections[i], DType::kF32, {lora.numel()}, host[i].data()});
+  return write_safetensors(path, tensors, {{"step", std::to_string(step)}});
+}
+
+Status read_optimizer(const std::string& path, Lora* lora, Backend* be) {
+  ASSIGN_OR_RETURN(SafetensorsFile f, SafetensorsFile::open(path));
+  for (int i = 0; i < 3; ++i) {
+    const TensorInfo* t = f.find(kSections[i]);
+    if (!t) return Corruption(Str() << path << ": tensor " << kSections[i] << " is missing");
+    if (t->dtype != DType::kF32 || t->shape != std::vector<int64_t>{lora->numel()})
+      return InvalidArgument(Str() << path << ": tensor " << kSections[i] << " has " << t->numel()
+                                   << " elements, this run's LoRA arena has " << lora->numel());
+    Tensor dst = section_of(*lora, i);
+    be->copy_h2d(dst.data, f.data(*t), t->nbytes, StreamId::kCompute);
+  }
+  be->sync_stream(StreamId::kCompute);
+  return Status::OK();
+}
+
+std::string scalar_text(const Json& v) { return v.is_null() ? "(absent)" : v.dump(); }
+
+}  // namespace
+
+Json trainer_state_to_json(const TrainerState& s) {
+  Json j;
+  j["version"] = kStateVersion;
+  j["global_step"] = s.global_step;
+  j["total_steps"] = s.total_steps;
+  j["epoch"] = s.epoch;
+  j["epoch_started"] = s.epoch_started;
+  j["batches_in_epoch"] = s.batches_in_epoch;
+  if (s.has_data_position) j["data_position"] = {{"epoch", s.data_position.epoch}, {"index", s.data_position.index}};
+  j["micro_batches_run"] = s.micro_batches_run;
+  j["lr_schedule_step"] = s.global_step;  // the schedule is a function of the step (lr_schedule.h)
+  j["tokens"] = s.tokens;
+  j["elapsed_s"] = s.elapsed_s;
+  j["logging"] = {{"loss_acc", s.loss_acc}, {"loss_count", s.loss_count}, {"tokens_at_log", s.tokens_at_log},
+                  {"elapsed_at_log", s.elapsed_at_log}};
+  j["config_fingerprint"] = s.fingerprint;
+  j["log_history"] = s.log_history;
+  return j;
+}
+
+StatusOr<TrainerState> trainer_state_from_json(const Json& j, const std::string& what) {
+  TrainerState s;
+  try {
+    if (j.value("version", 0) != kStateVersion)
+      return InvalidArgument(Str() << what << ": unsupported trainer_state version " << j.value("version", 0));
+    s.global_step = j.at("global_step").get<int64_t>();
+    s.total_steps = j.at("total_steps").get<int64_t>();
+    s.epoch = j.at("epoch").get<int64_t>();
+    s.epoch_started = j.at("epoch_started").get<bool>();
+    s.batches_in_epoch = j.at("batches_in_epoch").get<int64_t>();
+    s.has_data_position = j.contains("data_position");
+    if (s.has_data_position) {
+      s.data_position.epoch = j["data_position"].at("epoch").get<int64_t>();
+      s.data_position.index = j["data_position"].at("index").get<int64_t>();
+    }
+    s.micro_batches_run = j.at("micro_batches_run").get<uint64_t>();
+    s.tokens = j.at("tokens").get<int64_t>();
+    s.elapsed_s = j.at("elapsed_s").get<double>();
+    const Json& lg = j.at("logging");
+    s.loss_acc = lg.at("loss_acc").get<double>();
+    s.loss_count = lg.at("loss_count").get<int64_t>();
+    s.tokens_at_log = lg.at("tokens_at_log").get<int64_t>();
+    s.elapsed_at_log = lg.at("elapsed_at_log").get<double>();
+    s.fingerprint = j.at("config_fingerprint");
+    s.log_history = j.value("log_history", Json::array());
+  } catch (const Json::exception& e) {
+    return Corruption(Str() << what << ": " << e.what());
+  }
+  if (s.global_step < 0 || s.epoch < 0 || s.batches_in_epoch < 0)
+    return Corruption(Str() << what << ": negative step / epoch / position");
+  return s;
+}
+
+Json config_fingerprint(const TrainConfig& tc, const ModelConfig& mc, DType act_dtype, int64_t batches_per_epoch) {
+  Json j;
+  j["model.arch"] = arch_name(mc.arch);
+  j["model.num_layers"] = mc.num_layers;
+  j["model.hidden_size"] = mc.hidden_size;
+  j["model.intermediate_size"] = mc.intermediate_size;
+  j["model.num_heads"] = mc.num_heads;
+  j["model.num_kv_heads"] = mc.num_kv_heads;
+  j["model.head_dim"] = mc.head_dim;
+  j["model.vocab_size"] = mc.vocab_size;
+  j["model.tie_word_embeddings"] = mc.tie_word_embeddings;
+  j["adapter"] = tc.adapter;
+  j["lora_r"] = tc.lora_r;
+  j["lora_alpha"] = tc.lora_alpha;
+  j["lora_dropout"] = tc.lora_dropout;
+  Json targets = Json::array();
+  auto parsed = parse_lora_targets(tc.lora_target_modules);
+  if (parsed.ok())
+    for (LoraTarget t : *parsed) targets.push_back(lora_target_name(t));
+  std::sort(targets.begin(), targets.end());
+  j["lora_target_modules"] = targets;
+  j["dtype"] = tc.dtype;
+  j["compute_dtype"] = dtype_name(act_dtype);
+  j["sequence_len"] = tc.sequence_len;
+  j["micro_batch_size"] = tc.micro_batch_size;
+  j["gradient_accumulation_steps"] = tc.gradient_accumulation_steps;
+  j["loss_normalization"] = tc.loss_normalization;
+  j["sample_packing"] = tc.sample_packing;
+  j["shuffle"] = tc.shuffle;
+  j["seed"] = tc.seed;
+  j["learning_rate"] = tc.learning_rate;
+  j["lr_scheduler"] = tc.lr_scheduler;
+  j["warmup_steps"] = tc.warmup_steps;
+  j["weight_decay"] = tc.weight_decay;
+  j["adam_beta1"] = tc.adam_beta1;
+  j["adam_beta2"] = tc.adam_beta2;
+  j["adam_epsilon"] = tc.adam_epsilon;
+  j["max_grad_norm"] = tc.max_grad_norm;
+  j["train_micro_batches_per_epoch"] = batches_per_epoch;
+  return j;
+}
+
+Status check_fingerprint(const Json& saved, const Json& now, const std::string& ckpt_dir) {
+  if (!saved.is_object()) return Corruption(Str() << ckpt_dir << "/" << kStateFile << ": no config_fingerprint");
+  std::map<std::string, std::pair<Json, Json>> diffs;
+  for (auto it = now.begin(); it != now.end(); ++it) {
+    Json old = saved.contains(it.key()) ? saved[it.key()] : Json();
+    if (old != it.value()) diffs[it.key()] = {old, it.value()};
+  }
+  for (auto it = saved.begin(); it != saved.end(); ++it)
+    if (!now.contains(it.key())) diffs[it.key()] = {it.value(), Json()};
+  if (diffs.empty()) return Status::OK();
+  Str msg;
+  msg << "checkpoint " << ckpt_dir << " was written by a different model or config; refusing to resume ("
+      << diffs.size() << " difference" << (diffs.size() > 1 ? "s" : "") << "):";
+  for (const auto& [k, v] : diffs)
+    msg << "\n  " << k << ": checkpoint " << scalar_text(v.first) << ", this run " << scalar_text(v.second);
+  return InvalidArgument(msg);
+}
+
+std::string checkpoint_dir(const std::string& output_dir, int64_t step) {
+  return path_join(output_dir, Str() << "checkpoint-" << step);
+}
+
+std::vector<std::pair<int64_t, std::string>> list_checkpoints(const std::string& output_dir) {
+  std::vector<std::pair<int64_t, std::string>> out;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(output_dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("checkpoint-", 0) != 0 || name.size() == 11) continue;
+    if (name.find_first_not_of("0123456789", 11) != std::string::npos) continue;  // .tmp / .old
+    if (!file_exists(path_join(e.path().string(), kStateFile))) continue;
+    out.emplace_back(std::stoll(name.substr(11)), e.path().string());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+StatusOr<std::string> resolve_resume_checkpoint(const std::string& spec, const std::string& output_dir) {
+  if (spec == "true" || spec == "True" || spec == "latest") {
+    auto all = list_checkpoints(output_dir);
+    if (all.empty())
+      return NotFound(Str() << "resume_from_checkpoint: true, but " << output_dir
+                            << " holds no complete checkpoint-N directory");
+    return all.back().second;
+  }
+  if (!file_exists(path_join(spec, kStateFile)))
+    return NotFound(Str() << "resume_from_checkpoint: " << spec << " is not a checkpoint (no " << kStateFile << ")");
+  return spec;
+}
+
+StatusOr<std::string> write_checkpoint(const std::string& output_dir, const Lora& lora, Backend* be,
+                                       const std::string& base_model_name, const TrainerState& state) {
+  RETURN_IF_ERROR(make_dirs(output_dir));
+  remove_stale_temps(output_dir);
+  const std::string final_dir = checkpoint_dir(output_dir, state.global_step);
+  const std::string tmp = final_dir + ".tmp." + std::to_string(getpid());
+  RETURN_IF_ERROR(remove_tree(tmp));
+  RETURN_IF_ERROR(lora.save_peft(tmp, base_model_name), "checkpoint adapter");
+  RETURN_IF_ERROR(write_optimizer(path_join(tmp, kOptimFile), lora, be, state.global_step));
+  // trainer_state.json last: list_checkpoints treats a dir without it as incomplete.
+  RETURN_IF_ERROR(write_file_atomic(path_join(tmp, kStateFile), trainer_state_to_json(state).dump(1) + "\n"));
+  fsync_dir(tmp);
+  if (is_directory(final_dir)) {
+    const std::string old = final_dir + ".old." + std::to_string(getpid());
+    RETURN_IF_ERROR(remove_tree(old));
+    RETURN_IF_ERROR(rename_path(final_dir, old));
+    RETURN_IF_ERROR(rename_path(tmp, final_dir));
+    RETURN_IF_ERROR(remove_tree(old));
+  } else {
+    RETURN_IF_ERROR(rename_path(tmp, final_dir));
+  }
+  fsync_dir(output_dir);
+  return final_dir;
+}
+
+StatusOr<TrainerState> read_checkpoint(const std::string& dir, const Json& expect, Lora* lora, Backend* be) {
+  const std::string state_path = path_join(dir, kStateFile);
+  ASSIGN_OR_RETURN(Json j, read_json_file(state_path));
+  ASSIGN_OR_RETURN(TrainerState s, trainer_state_from_json(j, state_path));
+  RETURN_IF_ERROR(check_fingerprint(s.fingerprint, expect, dir));
+  RETURN_IF_ERROR(read_optimizer(path_join(dir, kOptimFile), lora, be));
+  return s;
+}
+
+Status prune_checkpoints(const std::string& output_dir, int64_t limit, int64_t keep_step) {
+  if (limit <= 0) return Status::OK();
+  auto all = list_checkpoints(output_dir);
+  int64_t n = static_cast<int64_t>(all.size());
+  for (const auto& [step, path] : all) {
+    if (n <= limit) break;
+    if (step == keep_step) continue;
+    RETURN_IF_ERROR(remove_tree(path), "save_total_limit");
+    --n;
+  }
+  return Status::OK();
+}
+
+}  // namespace st

@@ -1,0 +1,56 @@
+// What the user sees while training. On a terminal: one status line redrawn in place
+//   step 12/200 [####.......]  loss 2.3141  lr 1.9e-04  8.1k tok/s  ETA 3m05s  rss 1.2 GiB  dev 11.3/80.0 GiB
+// When the output is not a terminal (a log file, CI): plain lines, one per logging_steps (and
+// the last step), so logs stay greppable. Messages (checkpoints, eval) clear the bar first.
+// Not thread-safe.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <string>
+
+#include "backend/backend.h"
+#include "train/metrics.h"
+
+namespace st {
+
+enum class ProgressMode { kTty, kLines };
+
+struct ProgressOptions {
+  int64_t total_steps = 1;
+  int64_t logging_steps = 1;
+  int64_t first_step = 0;     // steps already done (resumed runs), for the ETA
+  ProgressMode mode = ProgressMode::kLines;
+  Backend* backend = nullptr; // device memory via memory_info, when it can tell
+};
+
+class ProgressDisplay {
+ public:
+  ProgressDisplay(std::FILE* out, const ProgressOptions& o);
+  void set_first_step(int64_t s) { o_.first_step = s; }
+  void on_step(const StepMetrics& m);
+  void on_eval(const EvalMetrics& e);
+  void message(const std::string& text);
+  // Ends the in-place line (a newline on a TTY when a bar is shown).
+  void finish();
+
+ private:
+  std::string status_text(const StepMetrics& m) const;
+  void clear_bar();
+
+  std::FILE* out_;
+  ProgressOptions o_;
+  std::chrono::steady_clock::time_point t0_;
+  bool bar_shown_ = false;
+  size_t bar_len_ = 0;
+};
+
+// Resident set size of this process (/proc/self/statm); 0 when unknown.
+uint64_t host_rss_bytes();
+std::string format_bytes(uint64_t b);       // "512 B", "3.4 MiB", "1.2 GiB"
+std::string format_duration(double secs);   // "45s", "3m05s", "2h07m"
+// ProgressMode::kTty when `f` is a terminal.
+ProgressMode progress_mode_for(std::FILE* f);
+
+}  // namespace st

@@ -1,0 +1,286 @@
+// Checkpoints: a run stopped after step 5 and resumed from its checkpoint must reproduce the
+// uninterrupted run bit for bit (every later step's loss / grad norm / lr, metrics.jsonl and the
+// final adapter bytes), across an epoch boundary, with shuffling and LoRA dropout on. Plus
+// refusal of a different config, save_total_limit, incomplete-dir handling, and the failure
+// policy (non-finite loss, base-weight load error) that keeps the last good checkpoint.
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <random>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "backend/backend.h"
+#include "core/file.h"
+#include "core/json.h"
+#include "train/checkpoint.h"
+#include "train/loader_source.h"
+#include "train/trainer.h"
+
+namespace st {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string model_dir() { return std::string(ST_SOURCE_DIR) + "/tests/fixtures/llama_gqa/model"; }
+
+std::string fresh_dir(const std::string& tag) {
+  std::string d = Str() << "/tmp/st_ckpt_test_" << getpid() << "_" << tag;
+  fs::remove_all(d);
+  EXPECT_TRUE(make_dirs(d).ok());
+  return d;
+}
+
+std::shared_ptr<std::vector<Sample>> samples(int n, uint64_t seed) {
+  auto out = std::make_shared<std::vector<Sample>>();
+  std::mt19937_64 r(seed);
+  for (int i = 0; i < n; ++i) {
+    Sample s;
+    const int len = 8 + static_cast<int>(r() % 12);
+    for (int t = 0; t < len; ++t) s.input_ids.push_back(static_cast<int32_t>(3 + r() % 250));
+    s.labels = s.input_ids;
+    out->push_back(std::move(s));
+  }
+  return out;
+}
+
+TrainConfig base_config(const std::string& out) {
+  TrainConfig tc;
+  tc.base_model = model_dir();
+  tc.dtype = "float32";
+  tc.sequence_len = 32;
+  tc.micro_batch_size = 2;
+  tc.gradient_accumulation_steps = 2;  // 10 samples -> 5 batches -> 3 steps per epoch
+  tc.max_steps = 8;
+  tc.lora_r = 4;
+  tc.lora_alpha = 8;
+  tc.lora_dropout = 0.1;
+  tc.lora_target_modules = {"q_proj", "v_proj", "down_proj"};
+  tc.learning_rate = 1e-3;
+  tc.warmup_steps = 2;
+  tc.save_steps = 3;
+  tc.logging_steps = 2;  // a logging window open across the checkpoint at step 5
+  tc.output_dir = out;
+  return tc;
+}
+
+LoaderOptions loader_opts(const TrainConfig& tc, bool shuffle) {
+  LoaderOptions lo;
+  lo.sequence_len = tc.sequence_len;
+  lo.micro_batch_size = tc.micro_batch_size;
+  lo.shuffle = shuffle;
+  lo.seed = tc.seed;
+  return lo;
+}
+
+struct RunResult {
+  Status status;
+  std::vector<StepMetrics> steps;
+  bool interrupted = false;
+};
+
+Backend* cpu() {
+  static auto be = make_backend(DeviceKind::kCpu, {.num_threads = 2});
+  return be->get();
+}
+
+// Trains with `tc` on the fixed samples; stop_after > 0 requests a stop after that step.
+RunResult run(const TrainConfig& tc, int64_t stop_after = 0, LayerSourceFactory wrap = nullptr,
+        BatchSource* eval = nullptr) {
+  RunResult r;
+  auto parts = hf_resident_parts(tc.base_model);
+  if (!parts.ok()) return RunResult{parts.status(), {}, false};
+  if (wrap) parts->make_layers = wrap;
+  auto t = Trainer::create(tc, cpu(), std::move(*parts));
+  if (!t.ok()) return RunResult{t.status(), {}, false};
+  DataLoaderSource data(samples(10, 7), loader_opts(tc, true));
+  (*t)->set_eval_data(eval);
+  (*t)->on_step = [&](const StepMetrics& m) { r.steps.push_back(m); };
+  (*t)->stop_requested = [&] { return stop_after > 0 && (*t)->steps_taken() >= stop_after; };
+  r.status = (*t)->train(data);
+  r.interrupted = (*t)->interrupted();
+  return r;
+}
+
+std::string bytes_of(const std::string& p) {
+  auto s = read_file_to_string(p);
+  EXPECT_TRUE(s.ok()) << p;
+  return s.ok() ? *s : std::string();
+}
+
+// metrics.jsonl without the timing fields.
+std::vector<Json> metric_rows(const std::string& out) {
+  std::vector<Json> rows;
+  std::string text = bytes_of(out + "/metrics.jsonl");
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t nl = text.find('\n', pos);
+    auto j = parse_json(text.substr(pos, nl - pos), "metrics");
+    EXPECT_TRUE(j.ok());
+    j->erase("tok_s");
+    j->erase("elapsed_s");
+    rows.push_back(*j);
+    pos = nl + 1;
+  }
+  return rows;
+}
+
+TEST(Checkpoint, ResumeReproducesUninterruptedRun) {
+  const std::string a = fresh_dir("full"), b = fresh_dir("resumed");
+  RunResult full = run(base_config(a));
+  ASSERT_TRUE(full.status.ok()) << full.status.to_string();
+  ASSERT_EQ(full.steps.size(), 8u);
+  EXPECT_TRUE(is_directory(a + "/checkpoint-3") && is_directory(a + "/checkpoint-6"));
+
+  RunResult first = run(base_config(b), /*stop_after=*/5);
+  ASSERT_TRUE(first.status.ok()) << first.status.to_string();
+  ASSERT_TRUE(first.interrupted);
+  ASSERT_EQ(first.steps.size(), 5u);
+  ASSERT_TRUE(file_exists(b + "/checkpoint-5/trainer_state.json"));
+  EXPECT_FALSE(file_exists(b + "/adapter_model.safetensors")) << "an interrupted run writes no final adapter";
+
+  TrainConfig tc = base_config(b);
+  tc.resume_from_checkpoint = "true";
+  RunResult rest = run(tc);
+  ASSERT_TRUE(rest.status.ok()) << rest.status.to_string();
+  ASSERT_EQ(rest.steps.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    const StepMetrics &g = rest.steps[i], &w = full.steps[i + 5];
+    EXPECT_EQ(g.step, w.step);
+    EXPECT_EQ(g.loss, w.loss) << "step " << w.step;
+    EXPECT_EQ(g.grad_norm, w.grad_norm) << "step " << w.step;
+    EXPECT_EQ(g.lr, w.lr) << "step " << w.step;
+    EXPECT_EQ(g.tokens, w.tokens) << "step " << w.step;
+  }
+  EXPECT_EQ(metric_rows(a), metric_rows(b));
+  EXPECT_EQ(bytes_of(a + "/adapter_model.safetensors"), bytes_of(b + "/adapter_model.safetensors"));
+  EXPECT_EQ(bytes_of(a + "/checkpoint-6/optimizer.safetensors"), bytes_of(b + "/checkpoint-6/optimizer.safetensors"));
+  auto st = read_json_file(b + "/checkpoint-6/trainer_state.json");
+  ASSERT_TRUE(st.ok());
+  EXPECT_EQ((*st)["global_step"], 6);
+  EXPECT_EQ((*st)["epoch"], 2);  // steps 1-3 epoch 0, 4-6 epoch 1: the window after 6 opens epoch 2
+  EXPECT_EQ((*st)["config_fingerprint"]["lora_r"], 4);
+  EXPECT_FALSE((*st)["log_history"].empty());
+}
+
+TEST(Checkpoint, DifferentConfigIsRefusedNamingTheKeys) {
+  const std::string a = fresh_dir("refuse");
+  TrainConfig tc = base_config(a);
+  tc.max_steps = 3;
+  ASSERT_TRUE(run(tc).status.ok());
+  TrainConfig other = tc;
+  other.lora_r = 8;
+  other.sequence_len = 48;
+  other.resume_from_checkpoint = a + "/checkpoint-3";
+  RunResult r = run(other);
+  ASSERT_FALSE(r.status.ok());
+  const std::string msg = r.status.message();
+  EXPECT_NE(msg.find("lora_r: checkpoint 4, this run 8"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("sequence_len: checkpoint 32, this run 48"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("checkpoint-3"), std::string::npos) << msg;
+  EXPECT_TRUE(r.steps.empty());
+
+  other = tc;
+  other.resume_from_checkpoint = a + "/nope";
+  r = run(other);
+  EXPECT_EQ(r.status.code(), StatusCode::kNotFound) << r.status.to_string();
+}
+
+TEST(Checkpoint, TotalLimitKeepsNewestAndSkipsIncompleteDirs) {
+  const std::string a = fresh_dir("limit");
+  TrainConfig tc = base_config(a);
+  tc.max_steps = 4;
+  tc.save_steps = 1;
+  tc.save_total_limit = 2;
+  ASSERT_TRUE(make_dirs(a + "/checkpoint-9.tmp.999999").ok());  // a dead writer's leftover
+  ASSERT_TRUE(make_dirs(a + "/checkpoint-7").ok());              // no trainer_state.json: incomplete
+  ASSERT_TRUE(run(tc).status.ok());
+  auto cks = list_checkpoints(a);
+  ASSERT_EQ(cks.size(), 2u);
+  EXPECT_EQ(cks[0].first, 3);
+  EXPECT_EQ(cks[1].first, 4);
+  EXPECT_FALSE(is_directory(a + "/checkpoint-9.tmp.999999"));
+  auto latest = resolve_resume_checkpoint("true", a);
+  ASSERT_TRUE(latest.ok());
+  EXPECT_EQ(*latest, a + "/checkpoint-4");
+  EXPECT_EQ(resolve_resume_checkpoint("true", fresh_dir("empty")).status().code(), StatusCode::kNotFound);
+}
+
+TEST(Checkpoint, NonFiniteLossStopsAndKeepsLastGoodCheckpoint) {
+  const std::string a = fresh_dir("nan");
+  TrainConfig tc = base_config(a);
+  tc.learning_rate = 1e38;  // AdamW moves every weight by ~lr: the next forward overflows
+  tc.warmup_steps = 0;
+  tc.save_steps = 1;
+  RunResult r = run(tc);
+  ASSERT_FALSE(r.status.ok());
+  const std::string msg = r.status.message();
+  EXPECT_NE(msg.find("not finite"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("last good checkpoint is " + a + "/checkpoint-1"), std::string::npos) << msg;
+  auto cks = list_checkpoints(a);
+  ASSERT_EQ(cks.size(), 1u);
+  EXPECT_EQ(cks[0].first, 1);
+  EXPECT_FALSE(file_exists(a + "/adapter_model.safetensors"));
+}
+
+// A LayerSource whose loads start failing after `ok_steps` steps (a disk error in the store).
+class FailingSource : public LayerSource {
+ public:
+  FailingSource(std::unique_ptr<LayerSource> in, int ok_steps) : in_(std::move(in)), ok_steps_(ok_steps) {}
+  void begin_step(const std::vector<int>& v) override { in_->begin_step(v); }
+  LayerWeights acquire(int l) override { return in_->acquire(l); }
+  void release(int l) override { in_->release(l); }
+  void end_step() override {
+    in_->end_step();
+    ++steps_;
+  }
+  Status status() const override {
+    return steps_ > ok_steps_ ? IOError("reading /store/layer-001.bin: Input/output error") : Status::OK();
+  }
+
+ private:
+  std::unique_ptr<LayerSource> in_;
+  int ok_steps_, steps_ = 0;
+};
+
+TEST(Checkpoint, BaseWeightLoadErrorFailsTheRunNamingTheFile) {
+  const std::string a = fresh_dir("ioerr");
+  TrainConfig tc = base_config(a);
+  tc.save_steps = 1;
+  auto parts = hf_resident_parts(tc.base_model);
+  ASSERT_TRUE(parts.ok());
+  LayerSourceFactory inner = parts->make_layers;
+  RunResult r = run(tc, 0, [inner](Backend* be, const LayerLayout& l) -> StatusOr<std::unique_ptr<LayerSource>> {
+    ASSIGN_OR_RETURN(auto s, inner(be, l));
+    return std::unique_ptr<LayerSource>(new FailingSource(std::move(s), 2));
+  });
+  ASSERT_FALSE(r.status.ok());
+  EXPECT_NE(r.status.message().find("layer-001.bin"), std::string::npos) << r.status.message();
+  EXPECT_EQ(r.steps.size(), 2u);
+  EXPECT_EQ(list_checkpoints(a).back().first, 2);
+}
+
+TEST(Checkpoint, EvalLinesEveryEvalStepsAndAtTheEnd) {
+  const std::string a = fresh_dir("eval");
+  TrainConfig tc = base_config(a);
+  tc.max_steps = 4;
+  tc.eval_steps = 3;
+  tc.logging_steps = 1;
+  DataLoaderSource eval(samples(3, 99), loader_opts(tc, false));
+  RunResult r = run(tc, 0, nullptr, &eval);
+  ASSERT_TRUE(r.status.ok()) << r.status.to_string();
+  std::vector<int64_t> eval_steps;
+  for (const Json& j : metric_rows(a)) {
+    if (!j.contains("eval_loss")) continue;
+    eval_steps.push_back(j["step"].get<int64_t>());
+    const double loss = j["eval_loss"].get<double>();
+    EXPECT_GT(loss, 1.0);
+    EXPECT_NEAR(j["eval_ppl"].get<double>(), std::exp(loss), 1e-6 * std::exp(loss));
+  }
+  EXPECT_EQ(eval_steps, (std::vector<int64_t>{3, 4}));
+}
+
+}  // namespace
+}  // namespace st
