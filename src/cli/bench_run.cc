@@ -13,6 +13,10 @@
 #include "stream/planner.h"
 #include "stream/streamed_layer_source.h"
 
+#ifdef STREAMTUNE_HAVE_CUDA
+#include "backend/cuda/profiler.h"
+#endif
+
 namespace st {
 
 namespace {
@@ -201,19 +205,31 @@ StatusOr<BenchResult> run_bench(const BenchOptions& o) {
   Lora& lora = model->lora();
   int64_t opt_step = 0;
   int64_t peak_used = r.vram_baseline_used;
+  // Host-side phase times (printed with STREAMTUNE_PROFILE=1): forward_backward returns after its
+  // loss read-back, so it covers the device work of the layers and the head.
+  std::vector<double> fb_ms, opt_ms;
   auto one_step = [&](LayerSource& ls) -> StatusOr<double> {
+    auto t0 = Clock::now();
     lora.zero_grads();
     ASSIGN_OR_RETURN(std::vector<double> loss, model->forward_backward({&batch}, ls, {grad_scale}));
+    fb_ms.push_back(ms_since(t0));
+    t0 = Clock::now();
     RETURN_IF_ERROR(src->status(), "streaming a layer");
     Backend::AdamW h{1e-4f, 0.9f, 0.999f, 1e-8f, 0.0f, ++opt_step};
     be->adamw(lora.params(), lora.grads(), lora.adam_m(), lora.adam_v(), h);
     be->sync_stream(StreamId::kCompute);
+    opt_ms.push_back(ms_since(t0));
     DeviceMemory dm = device_memory(be.get());
     if (dm.known) peak_used = std::max(peak_used, static_cast<int64_t>(dm.used()));
     return loss[0] / static_cast<double>(batch.num_targets);
   };
 
   for (int i = 0; i < o.warmup; ++i) RETURN_IF_ERROR(one_step(*src).status(), "warm-up step " << i + 1);
+#ifdef STREAMTUNE_HAVE_CUDA
+  cuda::profile_reset();
+#endif
+  fb_ms.clear();
+  opt_ms.clear();
   const PrefetchStats s0 = src->stats();
   std::vector<double> times;
   for (int i = 0; i < o.steps; ++i) {
@@ -224,6 +240,13 @@ StatusOr<BenchResult> run_bench(const BenchOptions& o) {
     r.loss_last = loss;
   }
   const PrefetchStats s1 = src->stats();
+#ifdef STREAMTUNE_HAVE_CUDA
+  if (cuda::profile_enabled()) {
+    std::fprintf(stderr, "== %s seq %lld stream %s: host phases (median ms): zero_grads+forward_backward %.2f, "
+                 "adamw+sync %.2f\n%s", r.model.c_str(), static_cast<long long>(o.seq), o.stream.c_str(),
+                 median(fb_ms), median(opt_ms), cuda::profile_report(o.steps, median(times)).c_str());
+  }
+#endif
   const double n = std::max(1, o.steps);
   r.step_ms_median = median(times);
   r.step_ms_min = times.empty() ? 0 : *std::min_element(times.begin(), times.end());

@@ -7,6 +7,7 @@
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/gemm.h"
 #include "backend/cuda/ops.h"
+#include "backend/cuda/profiler_impl.h"
 #include "core/check.h"
 
 namespace st {
@@ -51,6 +52,14 @@ cudaEvent_t ev(Event& e) {
 }
 
 bool is_float(DType t) { return t == DType::kF32 || t == DType::kBF16 || t == DType::kF16; }
+
+// "bf16[512,896]": the profiler's shape key.
+const char* dn(DType t) { return t == DType::kBF16 ? "bf16" : t == DType::kF32 ? "f32" : dtype_name(t); }
+std::string shp(const Tensor& t) {
+  std::string s = std::string(dn(t.dtype)) + "[";
+  for (int i = 0; i < t.ndim; ++i) s += (i ? "," : "") + std::to_string(t.dim(i));
+  return s + "]";
+}
 
 constexpr size_t kInitialScratchFloats = 1u << 20;
 
@@ -131,18 +140,22 @@ class CudaBackend final : public Backend {
 
   void copy_h2d(void* dst, const void* src, size_t bytes, StreamId s) override {
     bind();
+    ProfScope prof(stream(s), "copy_h2d", [&] { return std::to_string(bytes >> 20) + "MiB"; });
     if (bytes) CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream(s)));
   }
   void copy_d2h(void* dst, const void* src, size_t bytes, StreamId s) override {
     bind();
+    ProfScope prof(stream(s), "copy_d2h", [&] { return std::to_string(bytes) + "B"; });
     if (bytes) CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream(s)));
   }
   void copy_d2d(void* dst, const void* src, size_t bytes, StreamId s) override {
     bind();
+    ProfScope prof(stream(s), "copy_d2d", [&] { return std::to_string(bytes) + "B"; });
     if (bytes) CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream(s)));
   }
   void memset_zero(void* dst, size_t bytes, StreamId s) override {
     bind();
+    ProfScope prof(stream(s), "memset", [&] { return std::to_string(bytes) + "B"; });
     if (bytes) CUDA_CHECK(cudaMemsetAsync(dst, 0, bytes, stream(s)));
   }
 
@@ -170,6 +183,7 @@ class CudaBackend final : public Backend {
   // ---- ops ----
   void gemm(Tensor c, Tensor a, Tensor b, const GemmOpts& o) override {
     bind();
+    ProfScope prof(compute(), "gemm", [&] { return std::string(dn(a.dtype)) + ">" + dn(c.dtype) + " " + std::to_string(c.rows()) + "x" + std::to_string(c.cols()) + "x" + std::to_string(o.trans_a == Trans::kYes ? a.rows() : a.cols()) + (o.trans_a == Trans::kYes ? " tA" : "") + (o.trans_b == Trans::kYes ? " tB" : "") + (o.accum == Accum::kAdd ? " +=" : ""); });
     CHECK(a.dtype == b.dtype && (a.dtype == DType::kF32 || a.dtype == DType::kBF16), "gemm: A/B dtype");
     CHECK(c.dtype == DType::kF32 || c.dtype == DType::kBF16, "gemm: C dtype");
     const bool ta = o.trans_a == Trans::kYes, tb = o.trans_b == Trans::kYes;
@@ -182,43 +196,51 @@ class CudaBackend final : public Backend {
   }
   void add_bias(Tensor y, Tensor bias) override {
     bind();
+    ProfScope prof(compute(), "add_bias", [&] { return shp(y); });
     CHECK(bias.numel() == y.cols() && is_float(y.dtype) && is_float(bias.dtype), "add_bias");
     launch_add_bias(y, bias, compute());
   }
   void add(Tensor y, Tensor a, Tensor b) override {
     bind();
+    ProfScope prof(compute(), "add", [&] { return shp(y) + "=" + shp(a) + "+" + shp(b); });
     CHECK(y.numel() == a.numel() && y.numel() == b.numel(), "add: numel");
     launch_add(y, a, b, compute());
   }
   void scale(Tensor y, Tensor x, float s) override {
     bind();
+    ProfScope prof(compute(), "scale", [&] { return shp(y); });
     CHECK(y.numel() == x.numel(), "scale: numel");
     launch_scale(y, x, s, compute());
   }
   void convert(Tensor dst, Tensor src) override {
     bind();
+    ProfScope prof(compute(), "convert", [&] { return shp(src) + ">" + shp(dst); });
     CHECK(dst.numel() == src.numel() && is_float(dst.dtype) && is_float(src.dtype), "convert");
     launch_convert(dst, src, compute());
   }
   void embedding(Tensor out, Tensor table, const int32_t* ids) override {
     bind();
+    ProfScope prof(compute(), "embedding", [&] { return shp(out); });
     CHECK(out.cols() == table.cols(), "embedding: width");
     launch_embedding(out, table, ids, compute());
   }
   void rmsnorm(Tensor y, Tensor rstd, Tensor x, Tensor w, float eps) override {
     bind();
+    ProfScope prof(compute(), "rmsnorm", [&] { return shp(x); });
     CHECK(y.numel() == x.numel() && w.numel() == x.cols() && rstd.numel() == x.rows() &&
               rstd.dtype == DType::kF32, "rmsnorm: shapes");
     launch_rmsnorm(y, rstd, x, w, eps, compute());
   }
   void rmsnorm_backward(Tensor dx, Tensor dy, Tensor x, Tensor w, Tensor rstd) override {
     bind();
+    ProfScope prof(compute(), "rmsnorm_bwd", [&] { return shp(x); });
     CHECK(dx.numel() == x.numel() && dy.numel() == x.numel() && w.numel() == x.cols() &&
               rstd.numel() == x.rows(), "rmsnorm_backward: shapes");
     launch_rmsnorm_backward(dx, dy, x, w, rstd, compute());
   }
   void rope(Tensor x, const int32_t* positions, Tensor inv_freq, bool inverse) override {
     bind();
+    ProfScope prof(compute(), "rope", [&] { return shp(x); });
     CHECK(x.ndim == 3 && x.dim(2) % 2 == 0 && inv_freq.numel() == x.dim(2) / 2 && inv_freq.dtype == DType::kF32,
           "rope: x " << x.shape_str() << " inv_freq " << inv_freq.shape_str());
     launch_rope(x, positions, inv_freq, inverse, compute());
@@ -226,6 +248,7 @@ class CudaBackend final : public Backend {
   void attention(Tensor out, Tensor lse, Tensor q, Tensor k, Tensor v, const SeqLayout& L,
                  const AttnShape& s) override {
     bind();
+    ProfScope prof(compute(), "attention", [&] { return shp(q) + shp(k); });
     check_attn(q, k, v, L, s);
     CHECK(out.numel() == q.numel() && lse.dtype == DType::kF32 && lse.numel() == L.batch * s.num_heads * L.seq,
           "attention: out/lse shapes");
@@ -233,6 +256,7 @@ class CudaBackend final : public Backend {
   }
   void attention_kv(Tensor o, Tensor q, Tensor k, Tensor v, int64_t q0, const AttnShape& s) override {
     bind();
+    ProfScope prof(compute(), "attention_kv", [&] { return shp(q); });
     CHECK(s.num_heads > 0 && s.num_kv_heads > 0 && s.num_heads % s.num_kv_heads == 0 && s.head_dim > 0 &&
               o.numel() == q.numel() && q.numel() % (s.num_heads * s.head_dim) == 0 && k.dtype == v.dtype &&
               k.numel() == v.numel() && k.numel() % (s.num_kv_heads * s.head_dim) == 0 && q0 >= 0 &&
@@ -243,6 +267,7 @@ class CudaBackend final : public Backend {
   void attention_backward(Tensor dq, Tensor dk, Tensor dv, Tensor dout, Tensor q, Tensor k, Tensor v, Tensor out,
                           Tensor lse, const SeqLayout& L, const AttnShape& s) override {
     bind();
+    ProfScope prof(compute(), "attention_bwd", [&] { return shp(q) + shp(k); });
     check_attn(q, k, v, L, s);
     CHECK(dq.numel() == q.numel() && dk.numel() == k.numel() && dv.numel() == v.numel() &&
               dout.numel() == q.numel() && out.numel() == q.numel(), "attention_backward: shapes");
@@ -251,28 +276,33 @@ class CudaBackend final : public Backend {
   }
   void swiglu(Tensor h, Tensor gate, Tensor up) override {
     bind();
+    ProfScope prof(compute(), "swiglu", [&] { return shp(h); });
     CHECK(h.numel() == gate.numel() && h.numel() == up.numel(), "swiglu: numel");
     launch_swiglu(h, gate, up, compute());
   }
   void swiglu_backward(Tensor dgate, Tensor dup, Tensor dh, Tensor gate, Tensor up) override {
     bind();
+    ProfScope prof(compute(), "swiglu_bwd", [&] { return shp(dh); });
     CHECK(dgate.numel() == dh.numel() && dup.numel() == dh.numel() && gate.numel() == dh.numel() &&
               up.numel() == dh.numel(), "swiglu_backward: numel");
     launch_swiglu_backward(dgate, dup, dh, gate, up, compute());
   }
   void cross_entropy(Tensor logits, Tensor loss_sum, const int32_t* labels, float grad_scale) override {
     bind();
+    ProfScope prof(compute(), "cross_entropy", [&] { return shp(logits); });
     CHECK(loss_sum.dtype == DType::kF32 && loss_sum.numel() >= 1, "cross_entropy: loss_sum");
     grow_scratch(static_cast<size_t>(logits.rows()));
     launch_cross_entropy(logits, loss_sum, labels, grad_scale, scratch_, compute());
   }
   void dropout(Tensor y, Tensor x, float p, uint64_t seed) override {
     bind();
+    ProfScope prof(compute(), "dropout", [&] { return shp(y); });
     CHECK(y.numel() == x.numel(), "dropout: numel");
     launch_dropout(y, x, p, seed, compute());
   }
   void adamw(Tensor param, Tensor grad, Tensor m, Tensor v, const AdamW& h) override {
     bind();
+    ProfScope prof(compute(), "adamw", [&] { return shp(param); });
     CHECK(param.dtype == DType::kF32 && grad.dtype == DType::kF32 && m.dtype == DType::kF32 &&
               v.dtype == DType::kF32, "adamw: f32 only");
     CHECK(grad.numel() == param.numel() && m.numel() == param.numel() && v.numel() == param.numel() && h.step >= 1,
@@ -281,6 +311,7 @@ class CudaBackend final : public Backend {
   }
   void sum_squares(Tensor out, Tensor x) override {
     bind();
+    ProfScope prof(compute(), "sum_squares", [&] { return shp(x); });
     CHECK(out.dtype == DType::kF32 && x.dtype == DType::kF32, "sum_squares: f32 only");
     launch_sum_squares(out, x, scratch_, compute());
   }
