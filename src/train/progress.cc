@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/byte_size.h"
+
 namespace st {
 
 uint64_t host_rss_bytes() {
@@ -15,16 +17,6 @@ uint64_t host_rss_bytes() {
   std::fclose(f);
   if (n != 2) return 0;
   return static_cast<uint64_t>(resident) * static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
-}
-
-std::string format_bytes(uint64_t b) {
-  char buf[32];
-  const double d = static_cast<double>(b);
-  if (b < 1024) std::snprintf(buf, sizeof buf, "%llu B", static_cast<unsigned long long>(b));
-  else if (d < 1024.0 * 1024) std::snprintf(buf, sizeof buf, "%.1f KiB", d / 1024);
-  else if (d < 1024.0 * 1024 * 1024) std::snprintf(buf, sizeof buf, "%.1f MiB", d / (1024.0 * 1024));
-  else std::snprintf(buf, sizeof buf, "%.1f GiB", d / (1024.0 * 1024 * 1024));
-  return buf;
 }
 
 std::string format_duration(double secs) {

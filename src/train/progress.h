@@ -48,7 +48,6 @@ class ProgressDisplay {
 
 // Resident set size of this process (/proc/self/statm); 0 when unknown.
 uint64_t host_rss_bytes();
-std::string format_bytes(uint64_t b);       // "512 B", "3.4 MiB", "1.2 GiB"
 std::string format_duration(double secs);   // "45s", "3m05s", "2h07m"
 // ProgressMode::kTty when `f` is a terminal.
 ProgressMode progress_mode_for(std::FILE* f);

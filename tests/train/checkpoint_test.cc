@@ -82,7 +82,8 @@ struct RunResult {
 };
 
 Backend* cpu() {
-  static auto be = make_backend(DeviceKind::kCpu, {.num_threads = 2});
+  // One thread: with OpenMP spin-waiting, two threads on a loaded 2-core machine are ~50x slower.
+  static auto be = make_backend(DeviceKind::kCpu, {.num_threads = 1});
   return be->get();
 }
 
