@@ -2,7 +2,9 @@
 // Greedy or sampled generation with a KV cache (model/decode.h), printing text as it is produced.
 // M: an HF checkpoint dir (tokenizer.json next to it) or a .gguf file (tokenizer from its metadata).
 #include <cstdio>
+#include <fstream>
 #include <iostream>
+#include <optional>
 #include <random>
 #include <set>
 #include <string>
@@ -21,12 +23,14 @@ namespace st {
 namespace {
 
 constexpr const char* kUsage =
-    "usage: streamtune generate --model M [--adapter DIR] (--prompt TEXT | --chat) [options]\n"
+    "usage: streamtune generate --model M [--adapter DIR] (--prompt TEXT | --prompts-file F | --chat) [options]\n"
     "\n"
     "  --model M            HF checkpoint directory or .gguf file\n"
     "  --adapter DIR        PEFT LoRA adapter to apply (adapter_config.json + adapter_model.safetensors)\n"
     "  --prompt TEXT        the prompt (with --chat: the user message)\n"
-    "  --chat               apply the model's chat template; without --prompt, read user lines from stdin\n"
+    "  --prompts-file F     one prompt per line (blank lines skipped), each generated independently\n"
+    "                       with the model loaded once; prints '> PROMPT' before each answer\n"
+    "  --chat               apply the model's chat template; without --prompt(s), read user lines from stdin\n"
     "  --system TEXT        system message for --chat\n"
     "  --max-new-tokens N   default 128\n"
     "  --temperature T      0 = greedy (default)\n"
@@ -112,9 +116,29 @@ Status chat(Gen& g, const ChatTemplate& t, const std::string& system, const std:
   }
 }
 
+// One independent generation per non-empty line of `path` (the cache is reset between prompts).
+Status run_prompts_file(Gen& g, const ChatTemplate* t, const std::string& system, const std::string& path) {
+  std::ifstream f(path);
+  if (!f) return NotFound(Str() << "--prompts-file " << path << ": cannot open");
+  std::string line;
+  for (int n = 1; std::getline(f, line); ++n) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.empty()) continue;
+    std::printf("> %s\n", line.c_str());
+    std::fflush(stdout);
+    g.dec->reset();
+    Status s = t ? chat(g, *t, system, line, false) : generate(g, g.tok->encode(line, AddSpecial::kYes)).status();
+    RETURN_IF_ERROR(s, "--prompts-file " << path << ":" << n);
+  }
+  return Status::OK();
+}
+
 int run(const ParsedArgs& a) {
   if (!a.has("model")) return usage("missing --model M");
-  if (!a.has("prompt") && !a.has("chat")) return usage("give --prompt TEXT or --chat");
+  if (!a.has("prompt") && !a.has("prompts-file") && !a.has("chat")) {
+    return usage("give --prompt TEXT, --prompts-file F or --chat");
+  }
+  if (a.has("prompt") && a.has("prompts-file")) return usage("--prompt and --prompts-file exclude each other");
   StatusOr<uint64_t> max_new = flag_u64(a, "max-new-tokens", 128), seed = flag_u64(a, "seed", 0),
                      max_seq = flag_u64(a, "max-seq", 4096);
   if (!max_new.ok()) return usage(max_new.status().message());
@@ -168,7 +192,15 @@ int run(const ParsedArgs& a) {
     if (auto id = tok->token_to_id(s); id && a.has("chat")) g.stops.insert(*id);
   }
   Status st;
-  if (a.has("chat")) {
+  if (a.has("prompts-file")) {
+    std::optional<ChatTemplate> t;
+    if (a.has("chat")) {
+      StatusOr<ChatTemplate> r = resolve_chat_template("", *tok);
+      if (!r.ok()) return fail(r.status());
+      t = std::move(r).value();
+    }
+    st = run_prompts_file(g, t ? &*t : nullptr, a.get("system"), a.get("prompts-file"));
+  } else if (a.has("chat")) {
     StatusOr<ChatTemplate> t = resolve_chat_template("", *tok);
     if (!t.ok()) return fail(t.status());
     st = chat(g, *t, a.get("system"), a.get("prompt"), !a.has("prompt"));
@@ -189,7 +221,7 @@ int cmd_generate(int argc, char** argv) {
       return 0;
     }
   }
-  StatusOr<ParsedArgs> a = parse_flags(args, {{"model"}, {"adapter"}, {"prompt"}, {"chat", false}, {"system"},
+  StatusOr<ParsedArgs> a = parse_flags(args, {{"model"}, {"adapter"}, {"prompt"}, {"prompts-file"}, {"chat", false}, {"system"},
                                               {"max-new-tokens"}, {"temperature"}, {"top-p"}, {"seed"},
                                               {"max-seq"}, {"device"}, {"dtype"}});
   if (!a.ok()) return usage(a.status().message());
