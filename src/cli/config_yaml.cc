@@ -45,6 +45,7 @@ const std::vector<Field>& fields() {
       {"base_model", &C::base_model, {}, StrKind::kPath},
       {"dtype", &C::dtype, {"bfloat16", "float32"}},
       {"device", &C::device, {"auto", "cpu", "cuda"}},
+      {"devices", &C::devices},  // "1" | "all" | N: checked by dist/run_train_dp.h resolve_devices
       {"datasets", &C::datasets},
       {"sequence_len", &C::sequence_len, {}, StrKind::kPlain, 1},
       {"shuffle", &C::shuffle},

@@ -18,6 +18,9 @@ struct TrainConfig {
   std::string base_model;           // HF dir, store dir, or .gguf
   std::string dtype = "bfloat16";   // bfloat16 | float32
   std::string device = "auto";      // auto | cpu | cuda
+  // Data parallel replicas (dist/): "1" (default), "all" (every visible GPU) or N. One process
+  // per node, one thread per device; gradient_accumulation_steps is per device.
+  std::string devices = "1";
   // data
   std::vector<DatasetSpec> datasets;
   int64_t sequence_len = 2048;

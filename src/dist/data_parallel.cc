@@ -1,0 +1,421 @@
+#include "dist/data_parallel.h"
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <mutex>
+#include <thread>
+
+#include "core/check.h"
+#include "core/file.h"
+
+namespace st {
+
+// ---- the replica threads ---------------------------------------------------------------------
+
+// One persistent thread per local replica (CUDA device binding and OpenMP thread pools are per
+// thread, so a replica always runs on the same thread). run() hands every thread the same job
+// and waits for all of them.
+class DataParallelTrainer::Pool {
+ public:
+  Pool(int n, std::function<void(int)> on_start) : status_(n) {
+    for (int i = 0; i < n; ++i) threads_.emplace_back([this, i, on_start] { loop(i, on_start); });
+  }
+  ~Pool() {
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      quit_ = true;
+    }
+    cv_.notify_all();
+    for (std::thread& t : threads_) t.join();
+  }
+  std::vector<Status> run(std::function<Status(int)> job) {
+    std::unique_lock<std::mutex> lk(mu_);
+    job_ = std::move(job);
+    pending_ = static_cast<int>(threads_.size());
+    ++generation_;
+    cv_.notify_all();
+    done_cv_.wait(lk, [&] { return pending_ == 0; });
+    return status_;
+  }
+
+ private:
+  void loop(int i, const std::function<void(int)>& on_start) {
+    if (on_start) on_start(i);
+    uint64_t seen = 0;
+    for (;;) {
+      std::function<Status(int)> job;
+      {
+        std::unique_lock<std::mutex> lk(mu_);
+        cv_.wait(lk, [&] { return quit_ || generation_ != seen; });
+        if (quit_) return;
+        seen = generation_;
+        job = job_;
+      }
+      Status s = job(i);
+      std::lock_guard<std::mutex> lk(mu_);
+      status_[i] = std::move(s);
+      if (--pending_ == 0) done_cv_.notify_all();
+    }
+  }
+
+  std::vector<std::thread> threads_;
+  std::vector<Status> status_;
+  std::function<Status(int)> job_;
+  std::mutex mu_;
+  std::condition_variable cv_, done_cv_;
+  uint64_t generation_ = 0;
+  int pending_ = 0;
+  bool quit_ = false;
+};
+
+struct DataParallelTrainer::Replica {
+  Backend* be = nullptr;
+  std::unique_ptr<Communicator> comm;
+  TrainerParts parts;
+  std::unique_ptr<Model> model;
+  std::unique_ptr<LayerSource> layers;
+  std::unique_ptr<Optimizer> opt;
+  // kExact: one grad copy per local micro-batch, plus the receive buffer (backend memory).
+  float* micro_grads = nullptr;
+  float* recv = nullptr;
+  int64_t micro_slots = 0;
+  StepMetrics metrics;  // of the last step (the same on every rank)
+};
+
+namespace {
+
+Status validate(const TrainConfig& tc) {
+  if (tc.micro_batch_size <= 0) return InvalidArgument("micro_batch_size must be > 0");
+  if (tc.gradient_accumulation_steps <= 0) return InvalidArgument("gradient_accumulation_steps must be > 0");
+  if (tc.sequence_len <= 1) return InvalidArgument("sequence_len must be > 1");
+  if (tc.loss_normalization != "window" && tc.loss_normalization != "micro_batch")
+    return InvalidArgument(Str() << "loss_normalization '" << tc.loss_normalization
+                                 << "' is not supported (window, micro_batch)");
+  if (tc.max_steps < 0 || tc.num_epochs < 0) return InvalidArgument("max_steps / num_epochs must be >= 0");
+  if (!tc.resume_from_checkpoint.empty())
+    return Unimplemented("resume_from_checkpoint is not supported with devices > 1 yet");
+  return Status::OK();
+}
+
+// FNV-1a over the parameter bytes.
+int64_t checksum(const std::vector<float>& v) {
+  uint64_t h = 1469598103934665603ull;
+  const auto* p = reinterpret_cast<const unsigned char*>(v.data());
+  for (size_t i = 0; i < v.size() * sizeof(float); ++i) h = (h ^ p[i]) * 1099511628211ull;
+  return static_cast<int64_t>(h >> 1);  // keep sums of one non-zero entry far from overflow
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<DataParallelTrainer>> DataParallelTrainer::create(
+    const TrainConfig& tc, std::vector<Backend*> backends, std::vector<std::unique_ptr<Communicator>> comms,
+    const ReplicaPartsFactory& parts, const DataParallelOptions& o) {
+  RETURN_IF_ERROR(validate(tc));
+  if (backends.empty() || backends.size() != comms.size())
+    return InvalidArgument("DataParallelTrainer: one backend and one communicator per local replica");
+  std::unique_ptr<DataParallelTrainer> t(new DataParallelTrainer());
+  t->tc_ = tc;
+  t->opts_ = o;
+  t->world_ = comms[0]->world_size();
+  t->window_size_ = tc.gradient_accumulation_steps * t->world_;
+  ASSIGN_OR_RETURN(LoraConfig lc, lora_config_from(tc));
+  AdamWConfig ac{.beta1 = tc.adam_beta1, .beta2 = tc.adam_beta2, .eps = tc.adam_epsilon,
+                 .weight_decay = tc.weight_decay, .max_grad_norm = tc.max_grad_norm};
+  for (size_t i = 0; i < backends.size(); ++i) {
+    auto r = std::make_unique<Replica>();
+    r->be = backends[i];
+    r->comm = std::move(comms[i]);
+    const std::string who = Str() << "replica " << r->comm->rank();
+    ASSIGN_OR_RETURN(r->parts, parts(r->comm->rank(), r->be), who);
+    ASSIGN_OR_RETURN(DType act, training_act_dtype(tc, *r->be));
+    ModelOptions mo{.act_dtype = act, .max_tokens = tc.micro_batch_size * tc.sequence_len, .seed = tc.seed};
+    ASSIGN_OR_RETURN(r->model, Model::create(r->parts.model, r->be, lc, mo), who);
+    RETURN_IF_ERROR(r->parts.load_extras(*r->model), who << ": loading embedding / final norm / lm_head");
+    ASSIGN_OR_RETURN(r->layers, r->parts.make_layers(r->be, r->model->layer_layout()), who << ": base layers");
+    if (!tc.lora_model_dir.empty()) {
+      RETURN_IF_ERROR(r->model->lora().load_peft(tc.lora_model_dir), who << ": lora_model_dir");
+    } else {
+      r->model->lora().init(tc.seed);
+    }
+    ASSIGN_OR_RETURN(r->opt, Optimizer::create(r->be, &r->model->lora(), ac), who);
+    if (o.reduction == DpReduction::kExact) {
+      r->micro_slots = tc.gradient_accumulation_steps;  // ceil(window / world) at most
+      const size_t bytes = static_cast<size_t>(r->micro_slots + 1) * r->model->lora().numel() * sizeof(float);
+      ASSIGN_OR_RETURN(void* p, r->be->alloc(bytes), who << ": exact-reduction grad buffers");
+      r->micro_grads = static_cast<float*>(p);
+      r->recv = r->micro_grads + r->micro_slots * r->model->lora().numel();
+    }
+    t->reps_.push_back(std::move(r));
+  }
+  if (!t->reps_.empty()) t->base_model_name_ = t->reps_[0]->parts.base_model_name;
+  ASSIGN_OR_RETURN(t->sched_.kind, parse_lr_kind(tc.lr_scheduler));
+  t->sched_.base_lr = tc.learning_rate;
+  t->sched_.warmup_steps = tc.warmup_steps;
+  t->sched_.total_steps = std::max<int64_t>(tc.max_steps, 1);
+  t->pool_ = std::make_unique<Pool>(static_cast<int>(t->reps_.size()), o.on_thread_start);
+  return t;
+}
+
+DataParallelTrainer::~DataParallelTrainer() {
+  pool_.reset();
+  for (auto& r : reps_) {
+    r->be->sync_all();
+    if (r->micro_grads) r->be->free(r->micro_grads);
+  }
+}
+
+bool DataParallelTrainer::holds_rank0() const {
+  for (const auto& r : reps_)
+    if (r->comm->rank() == 0) return true;
+  return false;
+}
+
+Model& DataParallelTrainer::model(int local_index) { return *reps_.at(local_index)->model; }
+
+// Runs fn on every replica thread. A failing replica aborts its communicator so the others leave
+// their collectives; the first error that is not such a Cancelled echo is returned.
+Status DataParallelTrainer::run_on_replicas(const std::function<Status(int, Replica&)>& fn) {
+  std::vector<Status> st = pool_->run([&](int i) -> Status {
+    Replica& r = *reps_[i];
+    Status s = fn(i, r);
+    if (!s.ok()) r.comm->abort(s.to_string());
+    return s;
+  });
+  for (const Status& s : st)
+    if (!s.ok() && s.code() != StatusCode::kCancelled) return s;
+  for (const Status& s : st) RETURN_IF_ERROR(s);
+  return Status::OK();
+}
+
+// ---- one step --------------------------------------------------------------------------------
+
+// Note [exact reduction] (data_parallel.h): grads := 0 + g_0 + g_1 + ... in global order; g_i
+// comes from its owner rank by broadcast.
+Status DataParallelTrainer::reduce_exact(Replica& r, const std::vector<int>& mine, int64_t window_size) {
+  Lora& lora = r.model->lora();
+  const int64_t n = lora.numel();
+  Tensor grads = lora.grads();
+  lora.zero_grads();
+  for (int64_t g = 0; g < window_size; ++g) {
+    const int owner = static_cast<int>(g % world_);
+    float* buf = r.recv;
+    if (owner == r.comm->rank()) {
+      const auto j = std::find(mine.begin(), mine.end(), static_cast<int>(g)) - mine.begin();
+      buf = r.micro_grads + j * n;
+    }
+    RETURN_IF_ERROR(r.comm->broadcast(buf, static_cast<size_t>(n), owner, StreamId::kCompute));
+    r.be->add(grads, grads, Tensor(buf, DType::kF32, {n}));
+  }
+  return Status::OK();
+}
+
+Status DataParallelTrainer::replica_step(Replica& r, const std::vector<Batch>& window, std::vector<double>* losses) {
+  const int rank = r.comm->rank();
+  const auto k = static_cast<int64_t>(window.size());
+  const bool per_micro = tc_.loss_normalization == "micro_batch";
+  std::vector<int> mine;
+  int64_t total = 0;
+  for (int64_t g = rank; g < k; g += world_) {
+    mine.push_back(static_cast<int>(g));
+    total += count_targets(window[g]);
+  }
+  RETURN_IF_ERROR(r.comm->all_reduce_sum_host(&total, 1), "all-reducing the window's target count");
+  auto scale_of = [&](int g) {
+    const double n = static_cast<double>(std::max<int64_t>(count_targets(window[g]), 1));
+    return per_micro ? static_cast<float>(1.0 / (n * static_cast<double>(k)))
+                     : static_cast<float>(1.0 / static_cast<double>(std::max<int64_t>(total, 1)));
+  };
+  Lora& lora = r.model->lora();
+  losses->assign(static_cast<size_t>(k), 0.0);
+  lora.zero_grads();
+  // One call for all local micro-batches when nothing depends on the dropout counter; otherwise
+  // one per micro-batch with the counter a single device would use (its global index).
+  const bool one_call = opts_.reduction == DpReduction::kFast && tc_.lora_dropout == 0.0;
+  if (one_call && !mine.empty()) {
+    std::vector<const Batch*> ptrs;
+    std::vector<float> scales;
+    for (int g : mine) {
+      ptrs.push_back(&window[g]);
+      scales.push_back(scale_of(g));
+    }
+    ASSIGN_OR_RETURN(std::vector<double> sums, r.model->forward_backward(ptrs, *r.layers, scales));
+    for (size_t j = 0; j < mine.size(); ++j) (*losses)[mine[j]] = sums[j];
+  } else {
+    for (size_t j = 0; j < mine.size(); ++j) {
+      const int g = mine[j];
+      if (opts_.reduction == DpReduction::kExact) lora.zero_grads();
+      r.model->set_micro_batches_run(micro_seen_ + static_cast<uint64_t>(g));
+      ASSIGN_OR_RETURN(std::vector<double> sums, r.model->forward_backward({&window[g]}, *r.layers, {scale_of(g)}));
+      (*losses)[g] = sums[0];
+      if (opts_.reduction == DpReduction::kExact)
+        r.be->copy_d2d(r.micro_grads + static_cast<int64_t>(j) * lora.numel(), lora.grads().data,
+                       lora.grads().bytes(), StreamId::kCompute);
+    }
+  }
+  RETURN_IF_ERROR(r.layers->status(), "base weights of replica " << rank);
+  if (opts_.reduction == DpReduction::kExact) {
+    RETURN_IF_ERROR(reduce_exact(r, mine, k), "exact gradient reduction");
+  } else {
+    RETURN_IF_ERROR(r.comm->all_reduce_sum(lora.grads().ptr<float>(), static_cast<size_t>(lora.numel()),
+                                           StreamId::kCompute),
+                    "all-reducing LoRA gradients");
+  }
+  // Each loss sum is non-zero on its owner only: the f64 sum is exact.
+  RETURN_IF_ERROR(r.comm->all_reduce_sum_host(losses->data(), losses->size()), "all-reducing losses");
+  StepMetrics& m = r.metrics;
+  m.lr = lr_at(sched_, r.opt->steps_taken());
+  m.grad_norm = r.opt->step(m.lr);
+  m.step = r.opt->steps_taken();
+  r.be->sync_stream(StreamId::kCompute);
+  if (opts_.verify_replicas) RETURN_IF_ERROR(verify_identical(r));
+  return Status::OK();
+}
+
+// Every rank's parameters must be the same bits after the update (same reduced grads, same AdamW).
+Status DataParallelTrainer::verify_identical(Replica& r) {
+  std::vector<int64_t> sums(static_cast<size_t>(world_), 0);
+  sums[r.comm->rank()] = checksum(r.model->lora().params_to_host());
+  RETURN_IF_ERROR(r.comm->all_reduce_sum_host(sums.data(), sums.size()), "all-gathering parameter checksums");
+  for (int i = 1; i < world_; ++i)
+    if (sums[i] != sums[0])
+      return Internal(Str() << "data parallel: LoRA parameters of rank " << i << " differ from rank 0 after step "
+                            << r.opt->steps_taken() << " (checksum " << sums[i] << " vs " << sums[0] << ")");
+  return Status::OK();
+}
+
+StatusOr<StepMetrics> DataParallelTrainer::train_step(const std::vector<Batch>& window) {
+  if (window.empty()) return InvalidArgument("train_step: empty window");
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<std::vector<double>> losses(reps_.size());
+  RETURN_IF_ERROR(run_on_replicas([&](int i, Replica& r) { return replica_step(r, window, &losses[i]); }));
+  micro_seen_ += window.size();
+  // Loss exactly as Trainer::train_step computes it, in global micro-batch order.
+  const std::vector<double>& sums = losses[0];
+  const bool per_micro = tc_.loss_normalization == "micro_batch";
+  double loss = 0;
+  int64_t total = 0, tokens = 0;
+  for (size_t g = 0; g < window.size(); ++g) {
+    const int64_t n = count_targets(window[g]);
+    total += n;
+    tokens += window[g].batch * window[g].seq;
+    loss += per_micro ? sums[g] / static_cast<double>(std::max<int64_t>(n, 1)) : sums[g];
+  }
+  loss /= per_micro ? static_cast<double>(window.size()) : static_cast<double>(std::max<int64_t>(total, 1));
+  StepMetrics m = reps_[0]->metrics;
+  m.loss = loss;
+  const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  tokens_ += tokens;
+  elapsed_s_ += dt;
+  m.tokens = tokens_;
+  m.tok_s = dt > 0 ? static_cast<double>(tokens) / dt : 0;
+  m.elapsed_s = elapsed_s_;
+  return m;
+}
+
+// ---- the loop (mirrors Trainer::train with a global window) -----------------------------------
+
+Status DataParallelTrainer::plan_steps(BatchSource& data) {
+  if (tc_.max_steps > 0) {
+    sched_.total_steps = tc_.max_steps;
+    return Status::OK();
+  }
+  const int64_t mb = data.micro_batches_per_epoch();
+  if (mb <= 0) return InvalidArgument("max_steps is required when the dataset size is unknown");
+  sched_.total_steps = std::max<int64_t>(1, tc_.num_epochs * ((mb + window_size_ - 1) / window_size_));
+  return Status::OK();
+}
+
+StatusOr<bool> DataParallelTrainer::fill_window(BatchSource& data, std::vector<Batch>* window) {
+  window->clear();
+  if (!epoch_started_) {
+    RETURN_IF_ERROR(data.start_epoch(epoch_));
+    epoch_started_ = true;
+  }
+  bool fresh_epoch = false;
+  while (static_cast<int64_t>(window->size()) < window_size_) {
+    Batch b;
+    ASSIGN_OR_RETURN(bool got, data.next(&b));
+    if (got) {
+      window->push_back(std::move(b));
+      fresh_epoch = false;
+      continue;
+    }
+    if (!window->empty()) {  // an epoch that ends mid-window ends the window (as Trainer)
+      epoch_started_ = false;
+      ++epoch_;
+      return true;
+    }
+    if (fresh_epoch) return InvalidArgument("the training dataset yields no batches");
+    if (tc_.max_steps == 0 && epoch_ + 1 >= tc_.num_epochs) return false;
+    ++epoch_;
+    RETURN_IF_ERROR(data.start_epoch(epoch_));
+    fresh_epoch = true;
+  }
+  return true;
+}
+
+Status DataParallelTrainer::train(BatchSource& data) {
+  RETURN_IF_ERROR(plan_steps(data));
+  const bool writer = holds_rank0();
+  std::unique_ptr<MetricsWriter> metrics;
+  if (writer) {
+    RETURN_IF_ERROR(make_dirs(tc_.output_dir), "output_dir");
+    ASSIGN_OR_RETURN(metrics, MetricsWriter::open(path_join(tc_.output_dir, "metrics.jsonl"), false));
+  }
+  const int64_t log_every = std::max<int64_t>(tc_.logging_steps, 1);
+  double loss_acc = 0, t_at_log = elapsed_s_;
+  int64_t n_acc = 0, tok_at_log = tokens_;
+  std::vector<Batch> window;
+  while (reps_[0]->opt->steps_taken() < sched_.total_steps) {
+    ASSIGN_OR_RETURN(bool more, fill_window(data, &window));
+    if (!more) break;
+    ASSIGN_OR_RETURN(StepMetrics m, train_step(window));
+    if (on_step) on_step(m);
+    loss_acc += m.loss;
+    ++n_acc;
+    const bool last = m.step == sched_.total_steps;
+    if (writer && (m.step % log_every == 0 || last)) {
+      StepMetrics logged = m;
+      logged.loss = loss_acc / static_cast<double>(n_acc);
+      const double dt = elapsed_s_ - t_at_log;
+      logged.tok_s = dt > 0 ? static_cast<double>(tokens_ - tok_at_log) / dt : 0;
+      RETURN_IF_ERROR(metrics->write(logged));
+    }
+    if (m.step % log_every == 0 || last) {
+      loss_acc = 0;
+      n_acc = 0;
+      tok_at_log = tokens_;
+      t_at_log = elapsed_s_;
+    }
+    if (writer && tc_.save_steps > 0 && m.step % tc_.save_steps == 0 && !last)
+      RETURN_IF_ERROR(save_adapter(path_join(tc_.output_dir, Str() << "checkpoint-" << m.step)));
+  }
+  return writer ? save_adapter(tc_.output_dir) : Status::OK();
+}
+
+StatusOr<double> DataParallelTrainer::evaluate(BatchSource& data) {
+  Replica& r = *reps_[0];
+  RETURN_IF_ERROR(data.start_epoch(0));
+  double sum = 0;
+  int64_t n = 0;
+  for (;;) {
+    Batch b;
+    ASSIGN_OR_RETURN(bool got, data.next(&b));
+    if (!got) break;
+    ASSIGN_OR_RETURN(double s, r.model->eval_loss_sum(b, *r.layers));
+    sum += s;
+    n += count_targets(b);
+  }
+  if (n == 0) return InvalidArgument("the eval dataset has no target tokens");
+  return sum / static_cast<double>(n);
+}
+
+Status DataParallelTrainer::save_adapter(const std::string& dir) const {
+  for (const auto& r : reps_)
+    if (r->comm->rank() == 0) return r->model->lora().save_peft(dir, base_model_name_);
+  return Status::OK();  // another process writes it
+}
+
+}  // namespace st

@@ -1,0 +1,125 @@
+// DataParallelTrainer: LoRA training over N replicas (design.md §4 "Multi-GPU").
+//
+// One process per node, one thread per replica (GPU). Each replica has its own Backend, Model,
+// LayerSource and Optimizer; every replica of a node streams from ONE shared host store
+// (shared_ram_store_parts: one copy of the base in RAM per node). Per optimizer step:
+//
+//   global window = gradient_accumulation_steps x world_size micro-batches (what one device with
+//                   gradient_accumulation_steps x world_size would take from the same data);
+//   rank r takes micro-batches r, r+N, r+2N, ... of it (N = world size);
+//   the target count is all-reduced first, so the loss normalisation is global over the window
+//   across ranks ("window": 1 / sum of targets; "micro_batch": 1 / (n_i x window size));
+//   LoRA grads are reduced across ranks ONCE (DpReduction below), then every replica runs the
+//   same grad-norm + clip + AdamW on the same bits, so parameters stay identical everywhere
+//   (checked by checksum when verify_replicas); the process holding rank 0 writes
+//   metrics.jsonl, checkpoints and the adapter.
+//
+// Dropout: each micro-batch runs with the dropout counter a single device would use for it (its
+// global index), so masks match too.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "backend/backend.h"
+#include "dist/communicator.h"
+#include "store/ram_store.h"
+#include "stream/streamed_layer_source.h"
+#include "train/trainer.h"
+
+namespace st {
+
+enum class DpReduction {
+  // Each rank accumulates its micro-batches into its grad buffer, then one all_reduce_sum per
+  // step. Equal to a single device up to f32 summation order (and run-to-run deterministic with
+  // ThreadCommunicator).
+  kFast,
+  // Note [exact reduction]: each micro-batch's gradient is computed alone, then broadcast and
+  // added into a zeroed buffer in GLOBAL micro-batch order 0..k-1 -- the order in which a single
+  // device accumulates them. The result is bit-identical for every replica count (1, 2, 3, ...),
+  // and bit-identical to Trainer whenever the backend's accumulating GEMM (C += alpha.A.B) rounds
+  // like C + (alpha.A.B) (true on the CPU backend for the LoRA scalings 2^k and token counts of one
+  // GEMM K-block). Costs one broadcast per micro-batch and gradient_accumulation_steps grad copies.
+  kExact,
+};
+
+// Builds rank `rank`'s TrainerParts on its backend (called once per local replica, from the
+// creating thread). The LayerSource it makes must copy with THAT backend.
+using ReplicaPartsFactory = std::function<StatusOr<TrainerParts>(int rank, Backend* be)>;
+
+// Parts over one shared RamStore: each replica gets a StreamedLayerSource over a read-only view of
+// the store whose copies go through the replica's own backend (RamStore::load_layer would use the
+// backend that opened the store). The store must outlive every trainer made from these parts.
+ReplicaPartsFactory shared_ram_store_parts(const RamStore* store, StreamedSourceOptions opts,
+                                           std::string base_model_name);
+
+struct DataParallelOptions {
+  DpReduction reduction = DpReduction::kFast;
+#ifdef NDEBUG
+  bool verify_replicas = false;
+#else
+  bool verify_replicas = true;  // checksum the parameters of every rank after every step
+#endif
+  // Runs first on each replica thread (e.g. omp_set_num_threads for CPU replicas).
+  std::function<void(int local_index)> on_thread_start;
+};
+
+class DataParallelTrainer {
+ public:
+  // backends[i] and comms[i] belong to local replica i (global rank comms[i]->rank()); all comms
+  // are of one group whose world size may exceed the local count (multi-node). Initialises every
+  // replica like Trainer::create (same seed / lora_model_dir: identical starting parameters).
+  // The backends must outlive the trainer.
+  static StatusOr<std::unique_ptr<DataParallelTrainer>> create(const TrainConfig& tc, std::vector<Backend*> backends,
+                                                               std::vector<std::unique_ptr<Communicator>> comms,
+                                                               const ReplicaPartsFactory& parts,
+                                                               const DataParallelOptions& o = {});
+  ~DataParallelTrainer();
+
+  // Runs max_steps (or num_epochs of `data`). Every process must pass the same data stream: it
+  // reads whole global windows and keeps its ranks' shares. Writes output_dir/metrics.jsonl,
+  // checkpoint-N/ (save_steps) and the final adapter when this process holds rank 0.
+  Status train(BatchSource& data);
+  // One optimizer step over a global window (its size need not be a multiple of the world size:
+  // ranks without a micro-batch contribute zero). Returns rank 0's view (identical everywhere).
+  StatusOr<StepMetrics> train_step(const std::vector<Batch>& window);
+  // Mean loss per target token over `data`, on local replica 0 (no dropout, no gradient).
+  StatusOr<double> evaluate(BatchSource& data);
+  Status save_adapter(const std::string& dir) const;
+
+  std::function<void(const StepMetrics&)> on_step;
+
+  int world_size() const { return world_; }
+  int local_replicas() const { return static_cast<int>(reps_.size()); }
+  bool holds_rank0() const;
+  Model& model(int local_index);
+  int64_t total_steps() const { return sched_.total_steps; }
+
+ private:
+  struct Replica;
+  class Pool;
+  DataParallelTrainer() = default;
+  Status plan_steps(BatchSource& data);
+  StatusOr<bool> fill_window(BatchSource& data, std::vector<Batch>* window);
+  Status replica_step(Replica& r, const std::vector<Batch>& window, std::vector<double>* losses);
+  Status reduce_exact(Replica& r, const std::vector<int>& mine, int64_t window_size);
+  Status verify_identical(Replica& r);
+  Status run_on_replicas(const std::function<Status(int, Replica&)>& fn);
+
+  TrainConfig tc_;
+  DataParallelOptions opts_;
+  int world_ = 1;
+  std::vector<std::unique_ptr<Replica>> reps_;
+  std::unique_ptr<Pool> pool_;
+  std::string base_model_name_;
+  LrSchedule sched_;
+  int64_t window_size_ = 1;     // gradient_accumulation_steps x world
+  uint64_t micro_seen_ = 0;     // global micro-batches trained (the dropout counter base)
+  int64_t epoch_ = 0;
+  bool epoch_started_ = false;
+  int64_t tokens_ = 0;
+  double elapsed_s_ = 0;
+};
+
+}  // namespace st

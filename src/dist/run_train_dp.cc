@@ -1,0 +1,220 @@
+// run_train_data_parallel (run_train_dp.h). The data loading mirrors cli/run_train.cc (which dist/
+// cannot include: cli sits above it); keep the two in step.
+#include "dist/run_train_dp.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <thread>
+
+#include "core/byte_size.h"
+#include "core/file.h"
+#include "data/datasets.h"
+#include "data/model_tokenizer.h"
+#include "dist/data_parallel.h"
+#include "store/disk_store.h"
+#include "store/sharder.h"
+#include "stream/planner.h"
+#include "train/loader_source.h"
+
+#ifdef STREAMTUNE_HAVE_CUDA
+#include "backend/cuda/cuda_backend.h"
+#endif
+
+namespace st {
+namespace {
+
+int visible_gpus() {
+#ifdef STREAMTUNE_HAVE_CUDA
+  return cuda_device_count();
+#else
+  return 0;
+#endif
+}
+
+StatusOr<DeviceKind> device_kind(const std::string& device) {
+  if (device == "cpu") return DeviceKind::kCpu;
+  if (device == "cuda") return DeviceKind::kCuda;
+  if (device != "auto") return InvalidArgument("device: '" + device + "' (expected auto, cpu or cuda)");
+  return cuda_available() ? DeviceKind::kCuda : DeviceKind::kCpu;
+}
+
+struct DpData {
+  std::shared_ptr<std::vector<Sample>> train, eval;
+  int32_t pad_id = 0;
+};
+
+StatusOr<DpData> load_data(const TrainConfig& cfg, const ModelConfig& mc) {
+  if (cfg.datasets.empty()) return InvalidArgument("datasets: at least one {path, type} is required");
+  bool need_tok = false;
+  for (const auto* list : {&cfg.datasets, &cfg.eval_datasets})
+    for (const DatasetSpec& d : *list) need_tok = need_tok || d.type != "tokenized";
+  Tokenizer tok;
+  if (need_tok) {
+    ASSIGN_OR_RETURN(tok, load_model_tokenizer(cfg.base_model), "loading the tokenizer of " << cfg.base_model);
+  }
+  DatasetOptions o{.sequence_len = cfg.sequence_len, .train_on_inputs = cfg.train_on_inputs,
+                   .chat_template = cfg.chat_template, .vocab_size = mc.vocab_size};
+  DatasetStats stats;
+  std::vector<Sample> all, eval;
+  for (const DatasetSpec& d : cfg.datasets)
+    RETURN_IF_ERROR(load_dataset(DatasetSource{d.path, d.type}, tok, o, &all, &stats), "dataset " << d.path);
+  if (all.empty()) return InvalidArgument("the training datasets hold no sample with a trained token");
+  if (cfg.val_set_size > 0) {
+    ASSIGN_OR_RETURN(TrainValSplit split, split_train_val(std::move(all), cfg.val_set_size, cfg.seed));
+    all = std::move(split.train);
+    eval = std::move(split.val);
+  }
+  for (const DatasetSpec& d : cfg.eval_datasets)
+    RETURN_IF_ERROR(load_dataset(DatasetSource{d.path, d.type}, tok, o, &eval, &stats), "dataset " << d.path);
+  DpData out;
+  out.train = std::make_shared<std::vector<Sample>>(std::move(all));
+  if (!eval.empty()) out.eval = std::make_shared<std::vector<Sample>>(std::move(eval));
+  out.pad_id = tok.pad_id() >= 0 ? tok.pad_id() : (tok.eos_id() >= 0 ? tok.eos_id() : 0);
+  return out;
+}
+
+LoaderOptions loader_options(const TrainConfig& cfg, int32_t pad_id, bool train) {
+  return LoaderOptions{.sequence_len = cfg.sequence_len, .micro_batch_size = cfg.micro_batch_size,
+                       .sample_packing = cfg.sample_packing, .shuffle = train && cfg.shuffle, .seed = cfg.seed,
+                       .pad_id = pad_id};
+}
+
+StatusOr<Plan> plan_for(const TrainConfig& cfg, Backend* be, const ModelConfig& mc, DType act) {
+  PlanInput in;
+  in.model = mc;
+  in.dtype = act;
+  in.micro_batch_size = cfg.micro_batch_size;
+  in.sequence_len = cfg.sequence_len;
+  ASSIGN_OR_RETURN(in.lora, lora_config_from(cfg));
+  in.num_slots = static_cast<int>(cfg.stream_buffers);
+  in.tier = cfg.stream;
+  in.device = be->kind();
+  if (!cfg.vram_budget.empty()) {
+    ASSIGN_OR_RETURN(in.vram_budget, parse_byte_size(cfg.vram_budget), "vram_budget");
+  }
+  uint64_t free_b = 0, total_b = 0;
+  if (be->memory_info(&free_b, &total_b)) in.device_free_bytes = free_b;
+  return make_plan(in);
+}
+
+// stream: disk: one DiskStore (own staging ring) per replica; the page cache is shared anyway.
+ReplicaPartsFactory disk_parts(const std::string& dir, const ModelConfig& mc, StreamedSourceOptions opts,
+                               const std::string& name) {
+  return [dir, mc, opts, name](int, Backend* be) -> StatusOr<TrainerParts> {
+    ASSIGN_OR_RETURN(std::unique_ptr<DiskStore> d, DiskStore::open(dir, be), "opening the disk store " << dir);
+    std::shared_ptr<DiskStore> store(std::move(d));
+    TrainerParts p;
+    p.model = mc;
+    p.base_model_name = name;
+    p.make_layers = [store, opts](Backend* b, const LayerLayout&) -> StatusOr<std::unique_ptr<LayerSource>> {
+      ASSIGN_OR_RETURN(std::unique_ptr<StreamedLayerSource> s, StreamedLayerSource::create(b, store.get(), opts));
+      return std::unique_ptr<LayerSource>(std::move(s));
+    };
+    p.load_extras = [store, be](Model& m) -> Status {
+      ASSIGN_OR_RETURN(std::vector<char> host, extras_to_host(be, *store));
+      m.load_extras_from_host(host.data());
+      return Status::OK();
+    };
+    return p;
+  };
+}
+
+StatusOr<std::vector<std::unique_ptr<Communicator>>> communicators(DeviceKind kind, const std::vector<Backend*>& bes) {
+  ASSIGN_OR_RETURN(DistEnv env, dist_env_from_environment());
+  if (kind == DeviceKind::kCuda && nccl_available()) {
+    std::vector<int> devs;
+    for (int i = 0; i < static_cast<int>(bes.size()); ++i) devs.push_back(i);
+    return make_nccl_communicators(devs, bes, env);
+  }
+  if (env.num_nodes > 1)
+    return Unimplemented(Str() << "WORLD_SIZE " << env.num_nodes << ": multi-node training needs a CUDA + NCCL build");
+  return make_thread_communicators(bes);
+}
+
+}  // namespace
+
+StatusOr<int> resolve_devices(const std::string& devices, DeviceKind kind) {
+  const int gpus = kind == DeviceKind::kCuda ? visible_gpus() : 0;
+  if (devices.empty() || devices == "1") return 1;
+  if (devices == "all") return std::max(1, gpus);
+  char* end = nullptr;
+  const long n = std::strtol(devices.c_str(), &end, 10);
+  if (end == devices.c_str() || *end != '\0' || n < 1 || n > 4096)
+    return InvalidArgument("devices: '" + devices + "' (expected 1, all, or a number of devices >= 1)");
+  if (kind == DeviceKind::kCuda && n > gpus)
+    return InvalidArgument(Str() << "devices: " << n << " requested but " << gpus << " GPU(s) are visible");
+  return static_cast<int>(n);
+}
+
+Status run_train_data_parallel(const TrainConfig& cfg, int n) {
+  if (n < 1) return InvalidArgument(Str() << "devices: " << n);
+  if (cfg.stream != "off" && cfg.stream != "ram" && cfg.stream != "disk")
+    return InvalidArgument(Str() << "stream: '" << cfg.stream << "' (expected off, ram or disk)");
+  ASSIGN_OR_RETURN(DeviceKind kind, device_kind(cfg.device));
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int cpu_threads = std::max(1, cores / n);
+  std::vector<std::unique_ptr<Backend>> owned;
+  std::vector<Backend*> bes;
+  for (int i = 0; i < n; ++i) {
+    ASSIGN_OR_RETURN(auto be, make_backend(kind, {.device_index = kind == DeviceKind::kCuda ? i : 0,
+                                                  .num_threads = cpu_threads}),
+                     "device " << i);
+    bes.push_back(be.get());
+    owned.push_back(std::move(be));
+  }
+  ASSIGN_OR_RETURN(DType act, training_act_dtype(cfg, *bes[0]));
+  ShardOptions so;
+  so.dtype = act;
+  so.cache_dir = cfg.cache_dir;
+  ASSIGN_OR_RETURN(ShardResult sr, shard_model_path(cfg.base_model, so), "preparing the layer store for "
+                                                                            << cfg.base_model);
+  const ModelConfig& mc = sr.manifest.config;
+  ASSIGN_OR_RETURN(Plan plan, plan_for(cfg, bes[0], mc, act));  // replicas are alike: one plan
+  StreamedSourceOptions opts;
+  opts.resident_layers = plan.resident_layers;
+  if (cfg.stream == "off") {
+    opts.resident_layers.clear();
+    for (int l = 0; l < static_cast<int>(mc.num_layers); ++l) opts.resident_layers.push_back(l);
+  }
+  opts.num_slots = std::max(1, plan.num_slots);
+  std::unique_ptr<RamStore> ram;  // ONE host copy of the base for every replica of this node
+  ReplicaPartsFactory parts;
+  if (cfg.stream == "disk") {
+    parts = disk_parts(sr.dir, mc, opts, cfg.base_model);
+  } else {
+    ASSIGN_OR_RETURN(ram, RamStore::open(sr.dir, bes[0]), "opening the RAM store " << sr.dir);
+    parts = shared_ram_store_parts(ram.get(), opts, cfg.base_model);
+  }
+  ASSIGN_OR_RETURN(DpData data, load_data(cfg, mc));
+  ASSIGN_OR_RETURN(auto comms, communicators(kind, bes));
+  std::printf("streamtune train: data parallel, %d replica(s) here, world %d, %s\n", n, comms[0]->world_size(),
+              bes[0]->description().c_str());
+  DataParallelOptions dpo;
+  if (kind == DeviceKind::kCpu) dpo.on_thread_start = [cpu_threads](int) { omp_set_num_threads(cpu_threads); };
+  ASSIGN_OR_RETURN(auto trainer, DataParallelTrainer::create(cfg, bes, std::move(comms), parts, dpo));
+  const int64_t total = trainer->total_steps();
+  const bool talk = trainer->holds_rank0();
+  trainer->on_step = [total, talk](const StepMetrics& m) {
+    if (!talk) return;
+    std::printf("step %lld/%lld  loss %.4f  lr %.3g  grad_norm %.3f  %.0f tok/s  %.1fs\n",
+                static_cast<long long>(m.step), static_cast<long long>(total), m.loss, m.lr, m.grad_norm, m.tok_s,
+                m.elapsed_s);
+    std::fflush(stdout);
+  };
+  DataLoaderSource train(data.train, loader_options(cfg, data.pad_id, /*train=*/true));
+  RETURN_IF_ERROR(trainer->train(train));
+  if (data.eval && talk) {
+    DataLoaderSource eval(data.eval, loader_options(cfg, data.pad_id, /*train=*/false));
+    ASSIGN_OR_RETURN(double loss, trainer->evaluate(eval));
+    std::printf("eval loss %.6f\n", loss);
+  }
+  if (talk) std::printf("adapter written to %s\n", cfg.output_dir.c_str());
+  trainer.reset();  // replicas (their LayerSources read the store) go before the store
+  return Status::OK();
+}
+
+}  // namespace st

@@ -1,0 +1,24 @@
+// `streamtune train` with devices > 1: the data-parallel run (data_parallel.h), assembled from a
+// TrainConfig the way cli/run_train.cc assembles a single-device run.
+#pragma once
+
+#include <string>
+
+#include "backend/backend.h"
+#include "core/status.h"
+#include "train/train_config.h"
+
+namespace st {
+
+// The `devices` key: "1" (default), "all" (every visible GPU; 1 on the CPU) or N >= 1.
+// InvalidArgument naming the value; on CUDA also when N exceeds the visible GPUs.
+StatusOr<int> resolve_devices(const std::string& devices, DeviceKind kind);
+
+// Trains with n replicas in this process (n threads; CUDA: devices 0..n-1 of this node, NCCL
+// when built with it, else the thread communicator; CPU: n CPU replicas sharing the cores).
+// Multi-node when the launcher variables say so (communicator.h, DistEnv): needs NCCL.
+// One RAM store per node is shared by every replica (stream: ram | off); stream: disk opens one
+// DiskStore per replica. Writes what `streamtune train` writes, from rank 0 only.
+Status run_train_data_parallel(const TrainConfig& cfg, int n);
+
+}  // namespace st

@@ -1,0 +1,256 @@
+// Oracle: the single-device Trainer with the same global batch (gradient_accumulation_steps x N
+// micro-batches from the same data). DataParallelTrainer with N CPU replicas over ONE shared RAM
+// store (the llama_gqa fixture, sharded to f32) must give:
+//   * kExact: bit-identical step losses, grad norms and final LoRA parameters, for N = 1..4
+//     (N = 4 with 6 rows leaves ranks without a micro-batch in some windows), also with dropout;
+//   * kFast: the same up to f32 summation order (tight tolerance), and run-to-run identical bits.
+// Plus: only rank 0 writes metrics.jsonl and the adapter; a failing replica fails the run
+// without hanging the others.
+#include <gtest/gtest.h>
+#include <omp.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+
+#include "core/file.h"
+#include "dist/data_parallel.h"
+#include "store/sharder.h"
+
+namespace st {
+namespace {
+
+const std::string kFixture = std::string(ST_SOURCE_DIR) + "/tests/fixtures/llama_gqa";
+
+struct RunResult {
+  std::vector<StepMetrics> steps;
+  std::vector<float> params;
+};
+
+class DataParallel : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    tmp_ = new std::string(Str() << "/tmp/st_dist_test_" << getpid());
+    ASSERT_TRUE(make_dirs(*tmp_).ok());
+    ShardOptions so;
+    so.dtype = DType::kF32;
+    so.out_dir = *tmp_ + "/store";
+    auto sr = shard_model_path(kFixture + "/model", so);
+    ASSERT_TRUE(sr.ok()) << sr.status().to_string();
+    host_be_ = make_backend(DeviceKind::kCpu, {.num_threads = 1}).value().release();
+    RamStoreOptions ro;
+    ro.pin = false;
+    auto store = RamStore::open(sr->dir, host_be_, ro);
+    ASSERT_TRUE(store.ok()) << store.status().to_string();
+    store_ = store->release();
+  }
+  static void TearDownTestSuite() {
+    delete store_;
+    delete host_be_;
+    std::error_code ec;
+    std::filesystem::remove_all(*tmp_, ec);
+    delete tmp_;
+  }
+
+  TrainConfig config(int64_t accum, const std::string& out) {
+    TrainConfig tc;
+    tc.base_model = kFixture + "/model";
+    tc.dtype = "float32";
+    tc.lora_model_dir = kFixture + "/adapter";  // r 4, alpha 8, all seven projections
+    tc.lora_r = 4;
+    tc.lora_alpha = 8;
+    tc.lora_target_modules = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"};
+    tc.learning_rate = 1e-3;
+    tc.lr_scheduler = "linear";
+    tc.weight_decay = 0.01;
+    tc.micro_batch_size = 1;
+    tc.gradient_accumulation_steps = accum;
+    tc.max_steps = 4;
+    tc.sequence_len = 64;
+    tc.shuffle = false;
+    tc.output_dir = *tmp_ + "/" + out;
+    return tc;
+  }
+  std::unique_ptr<TokenizedJsonlSource> data() {
+    return TokenizedJsonlSource::open({.paths = {kFixture + "/data.jsonl"}, .micro_batch_size = 1,
+                                       .sequence_len = 64, .shuffle = false})
+        .value();
+  }
+
+  // The oracle: one device, gradient_accumulation_steps = accum x n.
+  RunResult single(TrainConfig tc, int n) {
+    tc.gradient_accumulation_steps *= n;
+    auto be = make_backend(DeviceKind::kCpu, {.num_threads = 1}).value();
+    auto parts = hf_resident_parts(tc.base_model);
+    EXPECT_TRUE(parts.ok());
+    auto t = Trainer::create(tc, be.get(), std::move(*parts));
+    EXPECT_TRUE(t.ok()) << t.status().to_string();
+    RunResult r;
+    (*t)->on_step = [&](const StepMetrics& m) { r.steps.push_back(m); };
+    auto d = data();
+    Status s = (*t)->train(*d);
+    EXPECT_TRUE(s.ok()) << s.to_string();
+    r.params = (*t)->model().lora().params_to_host();
+    return r;
+  }
+
+  RunResult parallel(const TrainConfig& tc, int n, DpReduction red, const ReplicaPartsFactory* parts_override = nullptr,
+               Status* status = nullptr) {
+    std::vector<std::unique_ptr<Backend>> owned;
+    std::vector<Backend*> bes;
+    for (int i = 0; i < n; ++i) {
+      owned.push_back(make_backend(DeviceKind::kCpu, {.num_threads = 1}).value());
+      bes.push_back(owned.back().get());
+    }
+    StreamedSourceOptions so;
+    ReplicaPartsFactory parts = parts_override ? *parts_override : shared_ram_store_parts(store_, so, tc.base_model);
+    DataParallelOptions o;
+    o.reduction = red;
+    o.verify_replicas = true;
+    o.on_thread_start = [](int) { omp_set_num_threads(1); };  // N replicas on 2 CI cores: no spinning teams
+    auto t = DataParallelTrainer::create(tc, bes, make_thread_communicators(bes), parts, o);
+    EXPECT_TRUE(t.ok()) << t.status().to_string();
+    RunResult r;
+    if (!t.ok()) return r;
+    EXPECT_EQ((*t)->world_size(), n);
+    (*t)->on_step = [&](const StepMetrics& m) { r.steps.push_back(m); };
+    auto d = data();
+    Status s = (*t)->train(*d);
+    if (status) {
+      *status = s;
+    } else {
+      EXPECT_TRUE(s.ok()) << s.to_string();
+    }
+    r.params = (*t)->model(0).lora().params_to_host();
+    for (int i = 1; i < n; ++i) {
+      std::vector<float> p = (*t)->model(i).lora().params_to_host();
+      EXPECT_EQ(std::memcmp(p.data(), r.params.data(), p.size() * 4), 0) << "replica " << i << " drifted";
+    }
+    return r;
+  }
+
+  static void expect_bit_equal(const RunResult& a, const RunResult& b, const std::string& what) {
+    ASSERT_EQ(a.steps.size(), b.steps.size()) << what;
+    for (size_t i = 0; i < a.steps.size(); ++i) {
+      EXPECT_EQ(a.steps[i].loss, b.steps[i].loss) << what << " step " << i + 1;
+      EXPECT_EQ(a.steps[i].grad_norm, b.steps[i].grad_norm) << what << " step " << i + 1;
+      EXPECT_EQ(a.steps[i].lr, b.steps[i].lr) << what << " step " << i + 1;
+      EXPECT_EQ(a.steps[i].tokens, b.steps[i].tokens) << what << " step " << i + 1;
+    }
+    ASSERT_EQ(a.params.size(), b.params.size());
+    EXPECT_EQ(std::memcmp(a.params.data(), b.params.data(), a.params.size() * 4), 0) << what << ": parameters differ";
+  }
+
+  static std::string* tmp_;
+  static Backend* host_be_;
+  static RamStore* store_;
+};
+std::string* DataParallel::tmp_ = nullptr;
+Backend* DataParallel::host_be_ = nullptr;
+RamStore* DataParallel::store_ = nullptr;
+
+// With one micro-batch per device the rank-ordered sum IS the single-device order; the cases
+// that need kExact have several micro-batches per device (rank 0 sums g0+g2, rank 1 g1+g3, while
+// one device sums ((g0+g1)+g2)+g3).
+TEST_F(DataParallel, ExactModeIsBitIdenticalToOneDevice) {
+  for (int n : {1, 2, 3}) {
+    TrainConfig tc = config(2, Str() << "exact" << n);  // N=2: windows of 4 out of 6 rows, every other cut short
+    expect_bit_equal(parallel(tc, n, DpReduction::kExact), single(tc, n), Str() << "exact N=" << n);
+  }
+  // N = 4 over 6 rows: the second window has 2 micro-batches, ranks 2 and 3 get none.
+  TrainConfig tc = config(1, "exact4");
+  expect_bit_equal(parallel(tc, 4, DpReduction::kExact), single(tc, 4), "exact N=4");
+}
+
+TEST_F(DataParallel, ExactModeMatchesWithDropoutAndMicroBatchNormalisation) {
+  TrainConfig tc = config(1, "dropout");
+  tc.lora_dropout = 0.25;
+  tc.loss_normalization = "micro_batch";
+  RunResult one = single(tc, 3);
+  expect_bit_equal(parallel(tc, 3, DpReduction::kExact), one, "exact N=3 dropout");
+  // The dropout counter matters: a run without it must differ (the oracle can fail).
+  TrainConfig no_drop = tc;
+  no_drop.lora_dropout = 0;
+  EXPECT_NE(single(no_drop, 3).steps[0].loss, one.steps[0].loss);
+}
+
+TEST_F(DataParallel, FastModeEqualsOneDeviceUpToSummationOrder) {
+  int bitwise_different = 0;
+  for (int n : {2, 3}) {
+    TrainConfig tc = config(2, Str() << "fast" << n);
+    RunResult want = single(tc, n), got = parallel(tc, n, DpReduction::kFast);
+    ASSERT_EQ(got.steps.size(), want.steps.size());
+    for (size_t i = 0; i < got.steps.size(); ++i) {
+      EXPECT_NEAR(got.steps[i].loss, want.steps[i].loss, 1e-6 * want.steps[i].loss) << "N=" << n << " step " << i;
+      EXPECT_NEAR(got.steps[i].grad_norm, want.steps[i].grad_norm, 1e-5 * want.steps[i].grad_norm);
+    }
+    double worst = 0;
+    for (size_t i = 0; i < got.params.size(); ++i) worst = std::max(worst, double(std::fabs(got.params[i] - want.params[i])));
+    EXPECT_LT(worst, 1e-6) << "N=" << n;
+    std::printf("fast N=%d: worst |param - one device| after 4 steps %.3g\n", n, worst);
+    bitwise_different += std::memcmp(got.params.data(), want.params.data(), got.params.size() * 4) != 0;
+    // Deterministic run to run (fixed rank-order reduction).
+    expect_bit_equal(parallel(tc, n, DpReduction::kFast), got, Str() << "fast N=" << n << " rerun");
+  }
+  // The summation order does change bits here, so the exact-mode test above is a sharp oracle.
+  EXPECT_GT(bitwise_different, 0);
+  // N = 1 takes the one-device code path: bit-identical.
+  TrainConfig tc = config(2, "fast1");
+  expect_bit_equal(parallel(tc, 1, DpReduction::kFast), single(tc, 1), "fast N=1");
+}
+
+TEST_F(DataParallel, RankZeroWritesMetricsAndAdapter) {
+  TrainConfig tc = config(1, "outputs");
+  tc.save_steps = 2;
+  RunResult r = parallel(tc, 3, DpReduction::kFast);
+  auto metrics = read_file_to_string(tc.output_dir + "/metrics.jsonl");
+  ASSERT_TRUE(metrics.ok());
+  EXPECT_EQ(std::count(metrics->begin(), metrics->end(), '\n'), 4);  // once, not once per replica
+  EXPECT_TRUE(file_exists(tc.output_dir + "/checkpoint-2/adapter_model.safetensors"));
+  auto be = make_backend(DeviceKind::kCpu).value();
+  LoraConfig lc = lora_config_from(tc).value();
+  auto lora = Lora::create(be.get(), store_->manifest().config, lc).value();
+  ASSERT_TRUE(lora->load_peft(tc.output_dir).ok());
+  std::vector<float> saved = lora->params_to_host();
+  EXPECT_EQ(std::memcmp(saved.data(), r.params.data(), saved.size() * 4), 0);
+}
+
+// A LayerSource whose load failed (sticky status) on rank 1 only.
+class BrokenSource : public LayerSource {
+ public:
+  explicit BrokenSource(std::unique_ptr<LayerSource> s) : s_(std::move(s)) {}
+  void begin_step(const std::vector<int>& v) override { s_->begin_step(v); }
+  LayerWeights acquire(int l) override { return s_->acquire(l); }
+  void release(int l) override { s_->release(l); }
+  void end_step() override { s_->end_step(); }
+  Status status() const override { return IOError("layer_001.safetensors: short read (injected)"); }
+
+ private:
+  std::unique_ptr<LayerSource> s_;
+};
+
+TEST_F(DataParallel, AFailingReplicaFailsTheRunWithoutHanging) {
+  TrainConfig tc = config(1, "broken");
+  ReplicaPartsFactory base = shared_ram_store_parts(store_, StreamedSourceOptions(), tc.base_model);
+  ReplicaPartsFactory broken = [base](int rank, Backend* be) -> StatusOr<TrainerParts> {
+    ASSIGN_OR_RETURN(TrainerParts p, base(rank, be));
+    if (rank == 1) {
+      auto inner = p.make_layers;
+      p.make_layers = [inner](Backend* b, const LayerLayout& l) -> StatusOr<std::unique_ptr<LayerSource>> {
+        ASSIGN_OR_RETURN(auto s, inner(b, l));
+        return std::unique_ptr<LayerSource>(std::make_unique<BrokenSource>(std::move(s)));
+      };
+    }
+    return p;
+  };
+  Status s;
+  RunResult r = parallel(tc, 3, DpReduction::kFast, &broken, &s);
+  EXPECT_EQ(s.code(), StatusCode::kIOError) << s.to_string();
+  EXPECT_NE(s.to_string().find("replica 1"), std::string::npos) << s.to_string();
+  EXPECT_TRUE(r.steps.empty());
+}
+
+}  // namespace
+}  // namespace st
