@@ -1,10 +1,13 @@
 // Elementwise and small ops: bias, add, scale, convert, embedding, SwiGLU, dropout, AdamW, RoPE,
 // sum of squares. All are memory-bound: grid-stride loops, f32 math, one rounding on store.
+#include <algorithm>
 #include <cmath>
+#include <initializer_list>
 
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/dropout_rng.h"
 #include "backend/cuda/ops.h"
+#include "backend/cuda/vec.cuh"
 
 namespace st::cuda {
 namespace {
@@ -107,32 +110,181 @@ __global__ void sum_squares_final(float* out, const float* partial, int nparts) 
   if (threadIdx.x == 0) out[0] += acc;
 }
 
+// ---- 16-byte vector paths (same math and rounding as the generic kernels above) ----------
+// Used when every tensor of the op is bf16 or f32 with one dtype (convert: any pair of the two)
+// and every pointer is 16-byte aligned; elements past the last full group of 8 go one by one.
+
+#define ST_VEC_LOOP(v, nv) \
+  for (int64_t v = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; v < (nv); v += (int64_t)gridDim.x * blockDim.x)
+
+struct AddOp {
+  __device__ float operator()(float a, float b) const { return a + b; }
+};
+struct SwigluOp {
+  __device__ float operator()(float g, float u) const { return g * sigmoidf_acc(g) * u; }
+};
+struct ScaleOp {
+  float f;
+  __device__ float operator()(float a, float) const { return a * f; }
+};
+
+template <class T, class Op>
+__global__ void vmap2_kernel(T* y, const T* a, const T* b, int64_t n, Op op) {
+  const int64_t nv = n / 8;
+  ST_VEC_LOOP(v, nv) {
+    float fa[8], fb[8], fy[8];
+    load8(a + v * 8, fa);
+    load8(b + v * 8, fb);
+#pragma unroll
+    for (int k = 0; k < 8; ++k) fy[k] = op(fa[k], fb[k]);
+    store8(y + v * 8, fy);
+  }
+  ST_VEC_LOOP(i, n - nv * 8) {
+    const int64_t j = nv * 8 + i;
+    y[j] = from_f<T>(op(to_f(a[j]), to_f(b[j])));
+  }
+}
+
+template <class TY, class TX>
+__global__ void vconvert_kernel(TY* y, const TX* x, int64_t n) {
+  const int64_t nv = n / 8;
+  ST_VEC_LOOP(v, nv) {
+    float f[8];
+    load8(x + v * 8, f);
+    store8(y + v * 8, f);
+  }
+  ST_VEC_LOOP(i, n - nv * 8) y[nv * 8 + i] = from_f<TY>(to_f(x[nv * 8 + i]));
+}
+
+// cols % 8 == 0 (checked by the launcher), so a group of 8 never straddles a row.
+template <class T>
+__global__ void vbias_kernel(T* y, const T* b, int64_t n, int64_t cols) {
+  ST_VEC_LOOP(v, n / 8) {
+    float fy[8], fb[8];
+    load8(y + v * 8, fy);
+    load8(b + (v * 8) % cols, fb);
+#pragma unroll
+    for (int k = 0; k < 8; ++k) fy[k] += fb[k];
+    store8(y + v * 8, fy);
+  }
+}
+
+template <class T>
+__global__ void vswiglu_bwd_kernel(T* dg, T* du, const T* dh, const T* g, const T* u, int64_t n) {
+  const int64_t nv = n / 8;
+  ST_VEC_LOOP(v, nv) {
+    float fg[8], fu[8], fd[8], og[8], ou[8];
+    load8(g + v * 8, fg);
+    load8(u + v * 8, fu);
+    load8(dh + v * 8, fd);
+#pragma unroll
+    for (int k = 0; k < 8; ++k) {
+      const float sg = sigmoidf_acc(fg[k]);
+      og[k] = fd[k] * fu[k] * sg * (1.0f + fg[k] * (1.0f - sg));
+      ou[k] = fd[k] * fg[k] * sg;
+    }
+    store8(dg + v * 8, og);
+    store8(du + v * 8, ou);
+  }
+  ST_VEC_LOOP(i, n - nv * 8) {
+    const int64_t j = nv * 8 + i;
+    const float gv = to_f(g[j]), uv = to_f(u[j]), d = to_f(dh[j]);
+    const float sg = sigmoidf_acc(gv);
+    dg[j] = from_f<T>(d * uv * sg * (1.0f + gv * (1.0f - sg)));
+    du[j] = from_f<T>(d * gv * sg);
+  }
+}
+
+unsigned vgrid(int64_t n) { return grid_for(std::max<int64_t>(n / 8, 1), kThreads); }
+
+bool same_vec_dtype(std::initializer_list<const Tensor*> ts) {
+  const DType t = (*ts.begin())->dtype;
+  if (!vec_dtype(t)) return false;
+  for (const Tensor* x : ts)
+    if (x->dtype != t || !aligned16(x->data)) return false;
+  return true;
+}
+
+template <class Op>
+bool try_vmap2(Tensor y, Tensor a, Tensor b, Op op, cudaStream_t s) {
+  if (!same_vec_dtype({&y, &a, &b})) return false;
+  const int64_t n = y.numel();
+  if (y.dtype == DType::kBF16)
+    vmap2_kernel<<<vgrid(n), kThreads, 0, s>>>(y.ptr<__nv_bfloat16>(), a.ptr<__nv_bfloat16>(),
+                                               b.ptr<__nv_bfloat16>(), n, op);
+  else
+    vmap2_kernel<<<vgrid(n), kThreads, 0, s>>>(y.ptr<float>(), a.ptr<float>(), b.ptr<float>(), n, op);
+  CUDA_CHECK_LAUNCH();
+  return true;
+}
+
+bool try_vconvert(Tensor y, Tensor x, cudaStream_t s) {
+  if (!vec_dtype(y.dtype) || !vec_dtype(x.dtype) || !aligned16(y.data, x.data)) return false;
+  const int64_t n = y.numel();
+  using bf = __nv_bfloat16;
+  if (y.dtype == DType::kBF16 && x.dtype == DType::kF32)
+    vconvert_kernel<<<vgrid(n), kThreads, 0, s>>>(y.ptr<bf>(), x.ptr<float>(), n);
+  else if (y.dtype == DType::kF32 && x.dtype == DType::kBF16)
+    vconvert_kernel<<<vgrid(n), kThreads, 0, s>>>(y.ptr<float>(), x.ptr<bf>(), n);
+  else if (y.dtype == DType::kBF16)
+    vconvert_kernel<<<vgrid(n), kThreads, 0, s>>>(y.ptr<bf>(), x.ptr<bf>(), n);
+  else
+    vconvert_kernel<<<vgrid(n), kThreads, 0, s>>>(y.ptr<float>(), x.ptr<float>(), n);
+  CUDA_CHECK_LAUNCH();
+  return true;
+}
+
+bool try_vbias(Tensor y, Tensor b, cudaStream_t s) {
+  if (!same_vec_dtype({&y, &b}) || y.cols() % 8 != 0) return false;
+  const int64_t n = y.numel();
+  if (y.dtype == DType::kBF16)
+    vbias_kernel<<<vgrid(n), kThreads, 0, s>>>(y.ptr<__nv_bfloat16>(), b.ptr<__nv_bfloat16>(), n, y.cols());
+  else
+    vbias_kernel<<<vgrid(n), kThreads, 0, s>>>(y.ptr<float>(), b.ptr<float>(), n, y.cols());
+  CUDA_CHECK_LAUNCH();
+  return true;
+}
+
+bool try_vswiglu_bwd(Tensor dg, Tensor du, Tensor dh, Tensor g, Tensor u, cudaStream_t s) {
+  if (!same_vec_dtype({&dg, &du, &dh, &g, &u})) return false;
+  const int64_t n = dh.numel();
+  using bf = __nv_bfloat16;
+  if (dh.dtype == DType::kBF16)
+    vswiglu_bwd_kernel<<<vgrid(n), kThreads, 0, s>>>(dg.ptr<bf>(), du.ptr<bf>(), dh.ptr<bf>(), g.ptr<bf>(),
+                                                     u.ptr<bf>(), n);
+  else
+    vswiglu_bwd_kernel<<<vgrid(n), kThreads, 0, s>>>(dg.ptr<float>(), du.ptr<float>(), dh.ptr<float>(),
+                                                     g.ptr<float>(), u.ptr<float>(), n);
+  CUDA_CHECK_LAUNCH();
+  return true;
+}
+
 }  // namespace
 
 void launch_add_bias(Tensor y, Tensor bias, cudaStream_t s) {
   const int64_t n = y.numel();
-  if (n == 0) return;
+  if (n == 0 || try_vbias(y, bias, s)) return;
   add_bias_kernel<<<grid_for(n, kThreads), kThreads, 0, s>>>(y.data, y.dtype, bias.data, bias.dtype, n, y.cols());
   CUDA_CHECK_LAUNCH();
 }
 
 void launch_add(Tensor y, Tensor a, Tensor b, cudaStream_t s) {
   const int64_t n = y.numel();
-  if (n == 0) return;
+  if (n == 0 || try_vmap2(y, a, b, AddOp{}, s)) return;
   add_kernel<<<grid_for(n, kThreads), kThreads, 0, s>>>(y.data, y.dtype, a.data, a.dtype, b.data, b.dtype, n);
   CUDA_CHECK_LAUNCH();
 }
 
 void launch_scale(Tensor y, Tensor x, float f, cudaStream_t s) {
   const int64_t n = y.numel();
-  if (n == 0) return;
+  if (n == 0 || try_vmap2(y, x, x, ScaleOp{f}, s)) return;
   scale_kernel<<<grid_for(n, kThreads), kThreads, 0, s>>>(y.data, y.dtype, x.data, x.dtype, f, n);
   CUDA_CHECK_LAUNCH();
 }
 
 void launch_convert(Tensor dst, Tensor src, cudaStream_t s) {
   const int64_t n = dst.numel();
-  if (n == 0) return;
+  if (n == 0 || try_vconvert(dst, src, s)) return;
   convert_kernel<<<grid_for(n, kThreads), kThreads, 0, s>>>(dst.data, dst.dtype, src.data, src.dtype, n);
   CUDA_CHECK_LAUNCH();
 }
@@ -147,7 +299,7 @@ void launch_embedding(Tensor out, Tensor table, const int32_t* ids, cudaStream_t
 
 void launch_swiglu(Tensor h, Tensor gate, Tensor up, cudaStream_t s) {
   const int64_t n = h.numel();
-  if (n == 0) return;
+  if (n == 0 || try_vmap2(h, gate, up, SwigluOp{}, s)) return;
   swiglu_kernel<<<grid_for(n, kThreads), kThreads, 0, s>>>(h.data, h.dtype, gate.data, gate.dtype, up.data,
                                                             up.dtype, n);
   CUDA_CHECK_LAUNCH();
@@ -155,7 +307,7 @@ void launch_swiglu(Tensor h, Tensor gate, Tensor up, cudaStream_t s) {
 
 void launch_swiglu_backward(Tensor dgate, Tensor dup, Tensor dh, Tensor gate, Tensor up, cudaStream_t s) {
   const int64_t n = dh.numel();
-  if (n == 0) return;
+  if (n == 0 || try_vswiglu_bwd(dgate, dup, dh, gate, up, s)) return;
   swiglu_bwd_kernel<<<grid_for(n, kThreads), kThreads, 0, s>>>(dgate.data, dgate.dtype, dup.data, dup.dtype,
                                                                 dh.data, dh.dtype, gate.data, gate.dtype,
                                                                 up.data, up.dtype, n);
