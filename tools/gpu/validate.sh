@@ -1,0 +1,131 @@
+#!/usr/bin/env bash
+# The CUDA issue's "Show on the H200" list in ONE device call (binaries from .devbin, staged by
+# tools/cuda/perf_run.sh stage BUILD_DIR):
+#   1. parity tests of every op (CUDA vs CPU reference)          -> $OUT/test_*.log
+#   2. golden HF+PEFT traces on the GPU (f32 and bf16)             -> golden.jsonl
+#   3. streamed == resident bit for bit on the GPU (off/ram/disk, 2/3 buffers, k resident)
+#   4. Qwen2.5-7B at seq 2048 and Qwen2.5-14B streamed within 4 GiB; Llama-3-8B at 4096 in 4 GiB
+#   5. compute-sanitizer memcheck + racecheck on a small streamed run
+#   6. PEFT round trip (tools/ref/peft_compat.sh)
+set -uo pipefail
+[ -f .devbin/pack.tar.xz ] && tar xJf .devbin/pack.tar.xz -C .devbin
+export LD_LIBRARY_PATH=$PWD/.devbin/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+OUT=${OUT:-/tmp/validate}; mkdir -p "$OUT"
+B=$PWD/.devbin/streamtune
+W=/tmp/stv; rm -rf $W; mkdir -p $W
+say() { echo "== $*" | tee -a "$OUT/summary.txt"; }
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee -a "$OUT/summary.txt"
+$B --version | tee -a "$OUT/summary.txt"
+
+if [ -z "${SKIP_TESTS:-}" ]; then
+for t in cuda_ops cuda_attention attention_tc; do
+  .devbin/backend_cuda_${t}_gputest --gtest_brief=1 --gtest_filter=-*TimingTable* >"$OUT/test_$t.log" 2>&1
+  say "gputest $t rc=$? $(grep -E '^\[  (PASSED|FAILED) ' "$OUT/test_$t.log" | tr '\n' ' ')"
+done
+fi
+
+for fx in llama_gqa qwen2_tied qwen3_qknorm; do
+  for dt in float32 bfloat16; do
+    python3 tools/gpu/golden_trace.py $B tests/fixtures/$fx $W/g_${fx}_$dt cuda $dt >>"$OUT/golden.jsonl"
+    say "golden $fx $dt rc=$? $(tail -1 "$OUT/golden.jsonl")"
+  done
+done
+
+# 3. bit identity: a SmolLM2-shaped random model, random tokens, 12 steps, bf16 on the GPU.
+$B init-model --preset smollm2-135m --out $W/smol --dtype bfloat16 >/dev/null
+python3 - $W/data.jsonl <<'PY'
+import json, random, sys
+r = random.Random(7)
+with open(sys.argv[1], "w") as f:
+    for _ in range(64):
+        f.write(json.dumps({"input_ids": [r.randrange(49152) for _ in range(r.randrange(40, 257))]}) + "\n")
+PY
+cat > $W/bit.yaml <<Y
+base_model: $W/smol
+datasets:
+  - path: $W/data.jsonl
+    type: tokenized
+dtype: bfloat16
+device: cuda
+lora_r: 16
+lora_alpha: 32
+lora_dropout: 0.1
+lora_target_modules: [q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj]
+micro_batch_size: 2
+gradient_accumulation_steps: 2
+max_steps: 12
+sequence_len: 256
+cache_dir: $W/cache
+Y
+ref=""
+for v in "off 2 -" "ram 2 -" "ram 3 -" "disk 2 -" "disk 3 -" "ram 2 300MiB" "ram 3 400MiB"; do
+  set -- $v
+  extra=""; [ "$3" != "-" ] && extra="--vram_budget=$3"
+  d=$W/bit_$1_$2_$3
+  $B train $W/bit.yaml --stream=$1 --stream_buffers=$2 $extra --output_dir=$d >$d.log 2>&1
+  rc=$?
+  sig=$(python3 -c "import json,sys;print([json.loads(l)['loss'] for l in open('$d/metrics.jsonl') if '\"loss\"' in l])" 2>/dev/null | md5sum | cut -c1-12)
+  ad=$(md5sum $d/adapter_model.safetensors 2>/dev/null | cut -c1-12)
+  plan=$(grep -m1 '^plan:' $d.log)
+  [ -z "$ref" ] && ref="$sig/$ad"
+  same=$([ "$sig/$ad" = "$ref" ] && echo IDENTICAL || echo DIFFERENT)
+  say "bit stream=$1 buffers=$2 budget=$3 rc=$rc losses=$sig adapter=$ad $same | $plan"
+done
+tail -3 $W/bit_ram_2_-/metrics.jsonl >> "$OUT/summary.txt"
+
+# 4. big shapes streamed from pinned RAM within 4 GiB (random weights in memory).
+for row in "qwen2.5-7b 2048" "qwen2.5-14b 2048" "llama3-8b 4096"; do
+  set -- $row
+  $B bench --preset $1 --seq $2 --steps 3 --warmup 1 --stream ram --vram-budget 4GiB --device cuda --json \
+    >>"$OUT/big.jsonl" 2>>"$OUT/big.err"
+  say "big $1 seq $2 rc=$? $(tail -1 "$OUT/big.jsonl" | python3 -c "import json,sys; r=json.loads(sys.stdin.read()); print({k: r.get(k) for k in ['tok_s','step_ms','peak_vram_bytes','vram_peak_gib','resident_layers','num_slots','exposed_copy_ms','stream_gbps','host_store_bytes']})" 2>&1)"
+done
+
+# 5. compute-sanitizer on a small streamed run: a 6-layer random model, f32, a budget that leaves
+#    at most 3 layers resident (the rest stream through the pool), 3 steps.
+CS=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+if [ -x "$CS" ]; then
+  $B init-model --preset tiny-llama --out $W/tl --force >/dev/null
+  python3 - $W <<'PY'
+import json, random, sys
+w = sys.argv[1]
+c = json.load(open(w + "/tl/config.json"))
+c.update(num_hidden_layers=6, hidden_size=128, intermediate_size=256, vocab_size=1024)
+json.dump(c, open(w + "/tl6.json", "w"))
+r = random.Random(3)
+with open(w + "/d6.jsonl", "w") as f:
+    for _ in range(16):
+        f.write(json.dumps({"input_ids": [r.randrange(1024) for _ in range(r.randrange(20, 64))]}) + "\n")
+PY
+  $B init-model --config $W/tl6.json --out $W/tl6 >/dev/null
+  cat > $W/t6.yaml <<Y
+base_model: $W/tl6
+datasets:
+  - path: $W/d6.jsonl
+    type: tokenized
+dtype: float32
+device: cuda
+max_steps: 3
+sequence_len: 64
+lora_target_modules: [q_proj, v_proj, down_proj]
+stream: ram
+cache_dir: $W/cache6
+Y
+  budget=""
+  for b in 80MiB 76MiB 72MiB 70MiB 69MiB 68MiB 67MiB 66MiB 65MiB; do
+    p=$($B train $W/t6.yaml --vram_budget=$b --max_steps=1 --output_dir=$W/probe 2>&1 | grep -m1 '^plan:')
+    if echo "$p" | grep -qE ' [0-3] of 6 layers resident'; then budget=$b; say "sanitizer plan ($b): $p"; break; fi
+  done
+  for tool in memcheck racecheck; do
+    timeout 240 $CS --tool $tool --error-exitcode 9 $B train $W/t6.yaml ${budget:+--vram_budget=$budget} \
+      --output_dir=$W/cs_$tool >"$OUT/sanitizer_$tool.log" 2>&1
+    say "compute-sanitizer $tool rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|Error:' "$OUT/sanitizer_$tool.log" | head -3 | tr '\n' ' ')"
+  done
+fi
+
+# 6. PEFT round trip.
+if [ -z "${SKIP_PEFT:-}" ]; then
+  bash tools/ref/peft_compat.sh $B "$OUT" >"$OUT/peft_stdout.log" 2>&1
+  say "peft_compat rc=$?"; tail -20 "$OUT/peft_stdout.log" | tee -a "$OUT/summary.txt"
+fi
+cat "$OUT/summary.txt"
