@@ -5,6 +5,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -135,6 +136,80 @@ StatusOr<std::vector<std::unique_ptr<Communicator>>> communicators(DeviceKind ki
   return make_thread_communicators(bes);
 }
 
+// Everything a data-parallel run holds, in destruction order (trainer, then store, then backends).
+struct DpRun {
+  std::vector<std::unique_ptr<Backend>> owned;
+  std::unique_ptr<RamStore> ram;  // ONE host copy of the base for every replica of this node
+  ModelConfig model;
+  std::unique_ptr<DataParallelTrainer> trainer;
+  ~DpRun() { trainer.reset(); }  // replicas (their LayerSources read the store) go before it
+};
+
+StatusOr<std::unique_ptr<DpRun>> setup_data_parallel(const TrainConfig& cfg, int n) {
+  if (n < 1) return InvalidArgument(Str() << "devices: " << n);
+  if (cfg.stream != "off" && cfg.stream != "ram" && cfg.stream != "disk")
+    return InvalidArgument(Str() << "stream: '" << cfg.stream << "' (expected off, ram or disk)");
+  ASSIGN_OR_RETURN(DeviceKind kind, device_kind(cfg.device));
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int cpu_threads = std::max(1, cores / n);
+  auto run = std::make_unique<DpRun>();
+  std::vector<Backend*> bes;
+  for (int i = 0; i < n; ++i) {
+    ASSIGN_OR_RETURN(auto be, make_backend(kind, {.device_index = kind == DeviceKind::kCuda ? i : 0,
+                                                  .num_threads = cpu_threads}),
+                     "device " << i);
+    bes.push_back(be.get());
+    run->owned.push_back(std::move(be));
+  }
+  ASSIGN_OR_RETURN(DType act, training_act_dtype(cfg, *bes[0]));
+  ShardOptions so;
+  so.dtype = act;
+  so.cache_dir = cfg.cache_dir;
+  ASSIGN_OR_RETURN(ShardResult sr, shard_model_path(cfg.base_model, so), "preparing the layer store for "
+                                                                            << cfg.base_model);
+  run->model = sr.manifest.config;
+  ASSIGN_OR_RETURN(Plan plan, plan_for(cfg, bes[0], run->model, act));  // replicas are alike: one plan
+  StreamedSourceOptions opts;
+  opts.resident_layers = plan.resident_layers;
+  if (cfg.stream == "off") {
+    opts.resident_layers.clear();
+    for (int l = 0; l < static_cast<int>(run->model.num_layers); ++l) opts.resident_layers.push_back(l);
+  }
+  opts.num_slots = std::max(1, plan.num_slots);
+  ReplicaPartsFactory parts;
+  if (cfg.stream == "disk") {
+    parts = disk_parts(sr.dir, run->model, opts, cfg.base_model);
+  } else {
+    ASSIGN_OR_RETURN(run->ram, RamStore::open(sr.dir, bes[0]), "opening the RAM store " << sr.dir);
+    parts = shared_ram_store_parts(run->ram.get(), opts, cfg.base_model);
+  }
+  ASSIGN_OR_RETURN(auto comms, communicators(kind, bes));
+  DataParallelOptions dpo;
+  if (kind == DeviceKind::kCpu) dpo.on_thread_start = [cpu_threads](int) { omp_set_num_threads(cpu_threads); };
+  ASSIGN_OR_RETURN(run->trainer, DataParallelTrainer::create(cfg, bes, std::move(comms), parts, dpo));
+  return run;
+}
+
+// Seeded synthetic micro-batch (labels = ids; the model shifts), as `streamtune bench` uses.
+Batch synthetic_batch(int64_t batch, int64_t seq, int64_t vocab, uint64_t seed) {
+  Batch b;
+  b.batch = batch;
+  b.seq = seq;
+  uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
+  for (int64_t i = 0; i < batch * seq; ++i) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    const auto id = static_cast<int32_t>(x % static_cast<uint64_t>(vocab));
+    b.input_ids.push_back(id);
+    b.labels.push_back(id);
+    b.positions.push_back(static_cast<int32_t>(i % seq));
+    b.doc_ids.push_back(0);
+  }
+  b.num_targets = batch * (seq - 1);
+  return b;
+}
+
 }  // namespace
 
 StatusOr<int> resolve_devices(const std::string& devices, DeviceKind kind) {
@@ -151,70 +226,58 @@ StatusOr<int> resolve_devices(const std::string& devices, DeviceKind kind) {
 }
 
 Status run_train_data_parallel(const TrainConfig& cfg, int n) {
-  if (n < 1) return InvalidArgument(Str() << "devices: " << n);
-  if (cfg.stream != "off" && cfg.stream != "ram" && cfg.stream != "disk")
-    return InvalidArgument(Str() << "stream: '" << cfg.stream << "' (expected off, ram or disk)");
-  ASSIGN_OR_RETURN(DeviceKind kind, device_kind(cfg.device));
-  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  const int cpu_threads = std::max(1, cores / n);
-  std::vector<std::unique_ptr<Backend>> owned;
-  std::vector<Backend*> bes;
-  for (int i = 0; i < n; ++i) {
-    ASSIGN_OR_RETURN(auto be, make_backend(kind, {.device_index = kind == DeviceKind::kCuda ? i : 0,
-                                                  .num_threads = cpu_threads}),
-                     "device " << i);
-    bes.push_back(be.get());
-    owned.push_back(std::move(be));
-  }
-  ASSIGN_OR_RETURN(DType act, training_act_dtype(cfg, *bes[0]));
-  ShardOptions so;
-  so.dtype = act;
-  so.cache_dir = cfg.cache_dir;
-  ASSIGN_OR_RETURN(ShardResult sr, shard_model_path(cfg.base_model, so), "preparing the layer store for "
-                                                                            << cfg.base_model);
-  const ModelConfig& mc = sr.manifest.config;
-  ASSIGN_OR_RETURN(Plan plan, plan_for(cfg, bes[0], mc, act));  // replicas are alike: one plan
-  StreamedSourceOptions opts;
-  opts.resident_layers = plan.resident_layers;
-  if (cfg.stream == "off") {
-    opts.resident_layers.clear();
-    for (int l = 0; l < static_cast<int>(mc.num_layers); ++l) opts.resident_layers.push_back(l);
-  }
-  opts.num_slots = std::max(1, plan.num_slots);
-  std::unique_ptr<RamStore> ram;  // ONE host copy of the base for every replica of this node
-  ReplicaPartsFactory parts;
-  if (cfg.stream == "disk") {
-    parts = disk_parts(sr.dir, mc, opts, cfg.base_model);
-  } else {
-    ASSIGN_OR_RETURN(ram, RamStore::open(sr.dir, bes[0]), "opening the RAM store " << sr.dir);
-    parts = shared_ram_store_parts(ram.get(), opts, cfg.base_model);
-  }
-  ASSIGN_OR_RETURN(DpData data, load_data(cfg, mc));
-  ASSIGN_OR_RETURN(auto comms, communicators(kind, bes));
-  std::printf("streamtune train: data parallel, %d replica(s) here, world %d, %s\n", n, comms[0]->world_size(),
-              bes[0]->description().c_str());
-  DataParallelOptions dpo;
-  if (kind == DeviceKind::kCpu) dpo.on_thread_start = [cpu_threads](int) { omp_set_num_threads(cpu_threads); };
-  ASSIGN_OR_RETURN(auto trainer, DataParallelTrainer::create(cfg, bes, std::move(comms), parts, dpo));
-  const int64_t total = trainer->total_steps();
-  const bool talk = trainer->holds_rank0();
-  trainer->on_step = [total, talk](const StepMetrics& m) {
+  ASSIGN_OR_RETURN(std::unique_ptr<DpRun> run, setup_data_parallel(cfg, n));
+  DataParallelTrainer& trainer = *run->trainer;
+  ASSIGN_OR_RETURN(DpData data, load_data(cfg, run->model));
+  const bool talk = trainer.holds_rank0();
+  if (talk)
+    std::printf("streamtune train: data parallel, %d replica(s) here, world %d, %s\n", n, trainer.world_size(),
+                run->owned[0]->description().c_str());
+  trainer.on_step = [&trainer, talk](const StepMetrics& m) {
     if (!talk) return;
     std::printf("step %lld/%lld  loss %.4f  lr %.3g  grad_norm %.3f  %.0f tok/s  %.1fs\n",
-                static_cast<long long>(m.step), static_cast<long long>(total), m.loss, m.lr, m.grad_norm, m.tok_s,
-                m.elapsed_s);
+                static_cast<long long>(m.step), static_cast<long long>(trainer.total_steps()), m.loss, m.lr,
+                m.grad_norm, m.tok_s, m.elapsed_s);
     std::fflush(stdout);
   };
   DataLoaderSource train(data.train, loader_options(cfg, data.pad_id, /*train=*/true));
-  RETURN_IF_ERROR(trainer->train(train));
+  RETURN_IF_ERROR(trainer.train(train));
   if (data.eval && talk) {
     DataLoaderSource eval(data.eval, loader_options(cfg, data.pad_id, /*train=*/false));
-    ASSIGN_OR_RETURN(double loss, trainer->evaluate(eval));
+    ASSIGN_OR_RETURN(double loss, trainer.evaluate(eval));
     std::printf("eval loss %.6f\n", loss);
   }
   if (talk) std::printf("adapter written to %s\n", cfg.output_dir.c_str());
-  trainer.reset();  // replicas (their LayerSources read the store) go before the store
   return Status::OK();
+}
+
+StatusOr<DpBenchResult> bench_data_parallel(const TrainConfig& cfg, int n, int steps, int warmup) {
+  if (steps < 1 || warmup < 0) return InvalidArgument("bench: steps must be >= 1 and warmup >= 0");
+  ASSIGN_OR_RETURN(std::unique_ptr<DpRun> run, setup_data_parallel(cfg, n));
+  DataParallelTrainer& trainer = *run->trainer;
+  const int64_t k = cfg.gradient_accumulation_steps * trainer.world_size();
+  DpBenchResult r;
+  r.replicas = n;
+  r.world_size = trainer.world_size();
+  r.tokens_per_step = k * cfg.micro_batch_size * cfg.sequence_len;
+  std::vector<double> ms;
+  uint64_t seed = cfg.seed;
+  for (int s = 0; s < warmup + steps; ++s) {
+    std::vector<Batch> window;
+    for (int64_t i = 0; i < k; ++i)
+      window.push_back(synthetic_batch(cfg.micro_batch_size, cfg.sequence_len, run->model.vocab_size, ++seed));
+    const auto t0 = std::chrono::steady_clock::now();
+    ASSIGN_OR_RETURN(StepMetrics m, trainer.train_step(window), "bench step " << s + 1);
+    const double dt = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    if (s == warmup) r.loss_first = m.loss;
+    r.loss_last = m.loss;
+    if (s >= warmup) ms.push_back(dt);
+  }
+  std::sort(ms.begin(), ms.end());
+  r.step_ms_median = ms[ms.size() / 2];
+  r.tok_s = r.step_ms_median > 0 ? 1000.0 * static_cast<double>(r.tokens_per_step) / r.step_ms_median : 0;
+  r.tok_s_per_device = r.tok_s / r.world_size;
+  return r;
 }
 
 }  // namespace st

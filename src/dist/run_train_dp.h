@@ -21,4 +21,16 @@ StatusOr<int> resolve_devices(const std::string& devices, DeviceKind kind);
 // DiskStore per replica. Writes what `streamtune train` writes, from rank 0 only.
 Status run_train_data_parallel(const TrainConfig& cfg, int n);
 
+// `streamtune bench --devices N`: the same assembly as run_train_data_parallel, then `warmup` +
+// `steps` optimizer steps on seeded synthetic windows (gradient_accumulation_steps x world
+// micro-batches of micro_batch_size x sequence_len tokens), timed on the host.
+struct DpBenchResult {
+  int replicas = 0, world_size = 0;
+  int64_t tokens_per_step = 0;  // global
+  double step_ms_median = 0;
+  double tok_s = 0, tok_s_per_device = 0;
+  double loss_first = 0, loss_last = 0;
+};
+StatusOr<DpBenchResult> bench_data_parallel(const TrainConfig& cfg, int n, int steps, int warmup);
+
 }  // namespace st
