@@ -63,6 +63,7 @@ const std::vector<Field>& fields() {
       {"lora_model_dir", &C::lora_model_dir, {}, StrKind::kPath},
       {"learning_rate", &C::learning_rate, {}, StrKind::kPlain, 0, kInf, true},
       {"lr_scheduler", &C::lr_scheduler, {"constant", "linear", "cosine"}},
+      {"loss_normalization", &C::loss_normalization, {"window", "micro_batch"}},
       {"warmup_steps", &C::warmup_steps, {}, StrKind::kPlain, 0},
       {"weight_decay", &C::weight_decay, {}, StrKind::kPlain, 0},
       {"adam_beta1", &C::adam_beta1, {}, StrKind::kPlain, 0, 1, false, true},
