@@ -15,6 +15,7 @@
 #include "data/datasets.h"
 #include "data/model_tokenizer.h"
 #include "stream/planner.h"
+#include "dist/run_train_dp.h"
 #include "train/base_weights.h"
 #include "train/loader_source.h"
 #include "train/loss_curve.h"
@@ -226,6 +227,9 @@ Status train_and_report(const TrainConfig& cfg, bool* interrupted) {
 // scripts can tell an interrupted run from a finished one; the process objects (trainer,
 // backend, store) are destroyed before exiting.
 Status run_train(const TrainConfig& cfg) {
+  const bool on_cpu = cfg.device == "cpu" || (cfg.device == "auto" && !cuda_available());
+  ASSIGN_OR_RETURN(int replicas, resolve_devices(cfg.devices, on_cpu ? DeviceKind::kCpu : DeviceKind::kCuda));
+  if (replicas > 1) return run_train_data_parallel(cfg, replicas);
   bool interrupted = false;
   Status s = train_and_report(cfg, &interrupted);
   if (s.ok() && interrupted) {

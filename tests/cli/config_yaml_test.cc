@@ -1,5 +1,6 @@
 // Oracle: hand-written YAML snippets with the TrainConfig values / error messages they must give.
 #include "cli/config_yaml.h"
+#include "core/byte_size.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
