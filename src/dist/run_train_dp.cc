@@ -1,5 +1,5 @@
-// run_train_data_parallel (run_train_dp.h). The data loading mirrors cli/run_train.cc (which dist/
-// cannot include: cli sits above it); keep the two in step.
+// run_train_data_parallel (run_train_dp.h): assembled from the same pieces as cli/run_train.cc
+// (train/train_data.h for the data, train/base_weights.h for device, plan and streamed parts).
 #include "dist/run_train_dp.h"
 
 #include <omp.h>
@@ -11,15 +11,12 @@
 #include <memory>
 #include <thread>
 
-#include "core/byte_size.h"
-#include "core/file.h"
-#include "data/datasets.h"
-#include "data/model_tokenizer.h"
 #include "dist/data_parallel.h"
 #include "store/disk_store.h"
 #include "store/sharder.h"
-#include "stream/planner.h"
+#include "train/base_weights.h"
 #include "train/loader_source.h"
+#include "train/train_data.h"
 
 #ifdef STREAMTUNE_HAVE_CUDA
 #include "backend/cuda/cuda_backend.h"
@@ -36,90 +33,16 @@ int visible_gpus() {
 #endif
 }
 
-StatusOr<DeviceKind> device_kind(const std::string& device) {
-  if (device == "cpu") return DeviceKind::kCpu;
-  if (device == "cuda") return DeviceKind::kCuda;
-  if (device != "auto") return InvalidArgument("device: '" + device + "' (expected auto, cpu or cuda)");
-  return cuda_available() ? DeviceKind::kCuda : DeviceKind::kCpu;
-}
-
-struct DpData {
-  std::shared_ptr<std::vector<Sample>> train, eval;
-  int32_t pad_id = 0;
-};
-
-StatusOr<DpData> load_data(const TrainConfig& cfg, const ModelConfig& mc) {
-  if (cfg.datasets.empty()) return InvalidArgument("datasets: at least one {path, type} is required");
-  bool need_tok = false;
-  for (const auto* list : {&cfg.datasets, &cfg.eval_datasets})
-    for (const DatasetSpec& d : *list) need_tok = need_tok || d.type != "tokenized";
-  Tokenizer tok;
-  if (need_tok) {
-    ASSIGN_OR_RETURN(tok, load_model_tokenizer(cfg.base_model), "loading the tokenizer of " << cfg.base_model);
-  }
-  DatasetOptions o{.sequence_len = cfg.sequence_len, .train_on_inputs = cfg.train_on_inputs,
-                   .chat_template = cfg.chat_template, .vocab_size = mc.vocab_size};
-  DatasetStats stats;
-  std::vector<Sample> all, eval;
-  for (const DatasetSpec& d : cfg.datasets)
-    RETURN_IF_ERROR(load_dataset(DatasetSource{d.path, d.type}, tok, o, &all, &stats), "dataset " << d.path);
-  if (all.empty()) return InvalidArgument("the training datasets hold no sample with a trained token");
-  if (cfg.val_set_size > 0) {
-    ASSIGN_OR_RETURN(TrainValSplit split, split_train_val(std::move(all), cfg.val_set_size, cfg.seed));
-    all = std::move(split.train);
-    eval = std::move(split.val);
-  }
-  for (const DatasetSpec& d : cfg.eval_datasets)
-    RETURN_IF_ERROR(load_dataset(DatasetSource{d.path, d.type}, tok, o, &eval, &stats), "dataset " << d.path);
-  DpData out;
-  out.train = std::make_shared<std::vector<Sample>>(std::move(all));
-  if (!eval.empty()) out.eval = std::make_shared<std::vector<Sample>>(std::move(eval));
-  out.pad_id = tok.pad_id() >= 0 ? tok.pad_id() : (tok.eos_id() >= 0 ? tok.eos_id() : 0);
-  return out;
-}
-
-LoaderOptions loader_options(const TrainConfig& cfg, int32_t pad_id, bool train) {
-  return LoaderOptions{.sequence_len = cfg.sequence_len, .micro_batch_size = cfg.micro_batch_size,
-                       .sample_packing = cfg.sample_packing, .shuffle = train && cfg.shuffle, .seed = cfg.seed,
-                       .pad_id = pad_id};
-}
-
-StatusOr<Plan> plan_for(const TrainConfig& cfg, Backend* be, const ModelConfig& mc, DType act) {
-  PlanInput in;
-  in.model = mc;
-  in.dtype = act;
-  in.micro_batch_size = cfg.micro_batch_size;
-  in.sequence_len = cfg.sequence_len;
-  ASSIGN_OR_RETURN(in.lora, lora_config_from(cfg));
-  in.num_slots = static_cast<int>(cfg.stream_buffers);
-  in.tier = cfg.stream;
-  in.device = be->kind();
-  if (!cfg.vram_budget.empty()) {
-    ASSIGN_OR_RETURN(in.vram_budget, parse_byte_size(cfg.vram_budget), "vram_budget");
-  }
-  uint64_t free_b = 0, total_b = 0;
-  if (be->memory_info(&free_b, &total_b)) in.device_free_bytes = free_b;
-  return make_plan(in);
-}
-
 // stream: disk: one DiskStore (own staging ring) per replica; the page cache is shared anyway.
 ReplicaPartsFactory disk_parts(const std::string& dir, const ModelConfig& mc, StreamedSourceOptions opts,
                                const std::string& name) {
   return [dir, mc, opts, name](int, Backend* be) -> StatusOr<TrainerParts> {
     ASSIGN_OR_RETURN(std::unique_ptr<DiskStore> d, DiskStore::open(dir, be), "opening the disk store " << dir);
     std::shared_ptr<DiskStore> store(std::move(d));
-    TrainerParts p;
-    p.model = mc;
-    p.base_model_name = name;
-    p.make_layers = [store, opts](Backend* b, const LayerLayout&) -> StatusOr<std::unique_ptr<LayerSource>> {
-      ASSIGN_OR_RETURN(std::unique_ptr<StreamedLayerSource> s, StreamedLayerSource::create(b, store.get(), opts));
-      return std::unique_ptr<LayerSource>(std::move(s));
-    };
-    p.load_extras = [store, be](Model& m) -> Status {
-      ASSIGN_OR_RETURN(std::vector<char> host, extras_to_host(be, *store));
-      m.load_extras_from_host(host.data());
-      return Status::OK();
-    };
+    TrainerParts p = streamed_parts(store.get(), be, opts, mc, name);
+    // The parts own this replica's store: it lives as long as the layer source and extras loader.
+    p.make_layers = [store, f = std::move(p.make_layers)](Backend* b, const LayerLayout& l) { return f(b, l); };
+    p.load_extras = [store, f = std::move(p.load_extras)](Model& m) { return f(m); };
     return p;
   };
 }
@@ -147,9 +70,8 @@ struct DpRun {
 
 StatusOr<std::unique_ptr<DpRun>> setup_data_parallel(const TrainConfig& cfg, int n) {
   if (n < 1) return InvalidArgument(Str() << "devices: " << n);
-  if (cfg.stream != "off" && cfg.stream != "ram" && cfg.stream != "disk")
-    return InvalidArgument(Str() << "stream: '" << cfg.stream << "' (expected off, ram or disk)");
-  ASSIGN_OR_RETURN(DeviceKind kind, device_kind(cfg.device));
+  RETURN_IF_ERROR(check_stream_tier(cfg.stream));
+  ASSIGN_OR_RETURN(DeviceKind kind, device_kind_for(cfg.device));
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const int cpu_threads = std::max(1, cores / n);
   auto run = std::make_unique<DpRun>();
@@ -169,13 +91,7 @@ StatusOr<std::unique_ptr<DpRun>> setup_data_parallel(const TrainConfig& cfg, int
                                                                             << cfg.base_model);
   run->model = sr.manifest.config;
   ASSIGN_OR_RETURN(Plan plan, plan_for(cfg, bes[0], run->model, act));  // replicas are alike: one plan
-  StreamedSourceOptions opts;
-  opts.resident_layers = plan.resident_layers;
-  if (cfg.stream == "off") {
-    opts.resident_layers.clear();
-    for (int l = 0; l < static_cast<int>(run->model.num_layers); ++l) opts.resident_layers.push_back(l);
-  }
-  opts.num_slots = std::max(1, plan.num_slots);
+  const StreamedSourceOptions opts = streamed_options(cfg, plan, run->model);
   ReplicaPartsFactory parts;
   if (cfg.stream == "disk") {
     parts = disk_parts(sr.dir, run->model, opts, cfg.base_model);
@@ -228,7 +144,7 @@ StatusOr<int> resolve_devices(const std::string& devices, DeviceKind kind) {
 Status run_train_data_parallel(const TrainConfig& cfg, int n) {
   ASSIGN_OR_RETURN(std::unique_ptr<DpRun> run, setup_data_parallel(cfg, n));
   DataParallelTrainer& trainer = *run->trainer;
-  ASSIGN_OR_RETURN(DpData data, load_data(cfg, run->model));
+  ASSIGN_OR_RETURN(TrainData data, load_train_data(cfg, run->model));
   const bool talk = trainer.holds_rank0();
   if (talk)
     std::printf("streamtune train: data parallel, %d replica(s) here, world %d, %s\n", n, trainer.world_size(),

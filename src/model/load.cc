@@ -16,6 +16,12 @@ class HfModelSource : public ModelSource {
   HfModelSource(std::string dir, ModelConfig c, Checkpoint ck) : dir_(std::move(dir)), c_(std::move(c)), ck_(std::move(ck)) {}
   const ModelConfig& config() const override { return c_; }
   std::string describe() const override { return "hf:" + dir_; }
+  std::vector<std::string> files() const override {
+    std::vector<std::string> f = {path_join(dir_, "config.json")};
+    for (const std::string& s : ck_.files()) f.push_back(s);
+    return f;
+  }
+  bool has(const std::string& name) const override { return ck_.has(name); }
   bool is_gguf() const override { return false; }
   std::string hf_dir() const override { return dir_; }
   std::vector<std::string> tensor_names() const override { return ck_.tensor_names(); }
@@ -38,6 +44,8 @@ class GgufModelSource : public ModelSource {
   explicit GgufModelSource(GgufCheckpoint g) : g_(std::move(g)) {}
   const ModelConfig& config() const override { return g_.config(); }
   std::string describe() const override { return g_.describe(); }
+  std::vector<std::string> files() const override { return g_.files(); }
+  bool has(const std::string& name) const override { return g_.has(name); }
   bool is_gguf() const override { return true; }
   std::string hf_dir() const override { return ""; }
   std::vector<std::string> tensor_names() const override { return g_.tensor_names(); }
@@ -59,17 +67,21 @@ bool ends_with(const std::string& s, const std::string& suf) {
 
 }  // namespace
 
+StatusOr<std::unique_ptr<ModelSource>> open_hf_model_source(const std::string& dir) {
+  ASSIGN_OR_RETURN(ModelConfig c, load_hf_config(path_join(dir, "config.json")));
+  ASSIGN_OR_RETURN(Checkpoint ck, Checkpoint::open(dir));
+  return std::unique_ptr<ModelSource>(new HfModelSource(dir, std::move(c), std::move(ck)));
+}
+
+StatusOr<std::unique_ptr<ModelSource>> open_gguf_model_source(const std::string& path) {
+  ASSIGN_OR_RETURN(GgufCheckpoint g, GgufCheckpoint::open(path));
+  return std::unique_ptr<ModelSource>(new GgufModelSource(std::move(g)));
+}
+
 StatusOr<std::unique_ptr<ModelSource>> open_model_source(const std::string& path) {
   std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) {
-    ASSIGN_OR_RETURN(ModelConfig c, load_hf_config(path_join(path, "config.json")));
-    ASSIGN_OR_RETURN(Checkpoint ck, Checkpoint::open(path));
-    return std::unique_ptr<ModelSource>(new HfModelSource(path, std::move(c), std::move(ck)));
-  }
-  if (ends_with(path, ".gguf")) {
-    ASSIGN_OR_RETURN(GgufCheckpoint g, GgufCheckpoint::open(path));
-    return std::unique_ptr<ModelSource>(new GgufModelSource(std::move(g)));
-  }
+  if (std::filesystem::is_directory(path, ec)) return open_hf_model_source(path);
+  if (ends_with(path, ".gguf")) return open_gguf_model_source(path);
   if (!std::filesystem::exists(path, ec)) return NotFound(Str() << "model " << path << " does not exist");
   return InvalidArgument(Str() << "model " << path << ": expected an HF checkpoint directory or a .gguf file");
 }

@@ -1,9 +1,10 @@
-// Opening a base model for inference and merging: an HF checkpoint directory (config.json +
-// safetensors) or a .gguf file, behind one small interface, plus a loader that puts every layer
-// resident on a backend (ResidentLayerSource) with the extras next to it.
+// A model's base weights, whatever the file format: an HF checkpoint directory (config.json +
+// safetensors) or a .gguf file, behind one small interface (tensors by HF name, converted to the
+// dtype asked for), plus a loader that puts every layer resident on a backend
+// (ResidentLayerSource) with the extras next to it.
 //
-// The trainer shards through store/ (WeightSource); this is the direct path for `generate` and
-// `merge`, which read each tensor once. Not thread-safe.
+// The sharder (store/) reads it to build a layer store for training; `generate`, `logits` and
+// `merge` read it directly, each tensor once. Not thread-safe.
 #pragma once
 
 #include <memory>
@@ -24,18 +25,25 @@ class ModelSource {
   virtual ~ModelSource() = default;
   virtual const ModelConfig& config() const = 0;
   virtual std::string describe() const = 0;      // "hf:/dir" | "gguf:/file.gguf"
+  // Every file whose bytes determine the weights or the config (the store fingerprint's input).
+  virtual std::vector<std::string> files() const = 0;
+  virtual bool has(const std::string& hf_name) const = 0;
   virtual bool is_gguf() const = 0;
   virtual std::string hf_dir() const = 0;        // the HF directory ("" for GGUF)
   virtual std::vector<std::string> tensor_names() const = 0;  // HF names
   // Shape and stored dtype of a tensor (GGUF: quantised types report kBF16, the merge dtype).
   virtual StatusOr<std::pair<std::vector<int64_t>, DType>> info(const std::string& hf_name) const = 0;
-  // Tensor `hf_name` into host `dst` converted to `dtype`; its shape must equal `shape`.
+  // Tensor `hf_name` into host `dst` converted to `dtype`; its shape must equal `shape`. Errors
+  // name the tensor.
   virtual Status read(const std::string& hf_name, const std::vector<int64_t>& shape, DType dtype,
                       void* dst) const = 0;
 };
 
 // `path` is a directory (HF) or a file ending in .gguf. Errors name the path.
 StatusOr<std::unique_ptr<ModelSource>> open_model_source(const std::string& path);
+// The two kinds directly (an HF checkpoint directory; a GGUF file, dequantised on read).
+StatusOr<std::unique_ptr<ModelSource>> open_hf_model_source(const std::string& dir);
+StatusOr<std::unique_ptr<ModelSource>> open_gguf_model_source(const std::string& path);
 
 // Fills a layer blob / the extras blob (host memory, layout.bytes, zeroed first) from `src`.
 Status pack_layer_from(const ModelSource& src, const LayerLayout& layout, int layer, void* host_blob);

@@ -34,7 +34,7 @@ struct StoreManifest {
   int num_layers = 0;
   uint64_t layer_bytes = 0;   // make_layer_layout(config, dtype).bytes
   uint64_t extras_bytes = 0;  // make_extras_layout(config, dtype).bytes
-  std::string source;         // WeightSource::describe()
+  std::string source;         // ModelSource::describe()
   std::string fingerprint;    // source_fingerprint(source files), hex
   std::vector<StoreFile> layers;
   StoreFile extras;

@@ -94,29 +94,23 @@ StatusOr<std::unique_ptr<void, FreeDeleter>> alloc_blob(uint64_t bytes) {
   return std::unique_ptr<void, FreeDeleter>(p);
 }
 
-StatusOr<StoreFile> write_layer(const WeightSource& src, const LayerLayout& layout, int layer, void* blob,
+// pack_*_from zero the blob first: padding is deterministic, identical stores byte for byte.
+StatusOr<StoreFile> write_layer(const ModelSource& src, const LayerLayout& layout, int layer, void* blob,
                                 const std::string& dir) {
-  std::memset(blob, 0, layout.bytes);  // padding is deterministic: identical stores byte for byte
+  RETURN_IF_ERROR(pack_layer_from(src, layout, layer, blob));
   std::vector<Entry> entries;
-  for (const LayerTensorSpec& s : layout.tensors) {
-    std::string name = layer_tensor_name(layer, s);
-    RETURN_IF_ERROR(src.read_tensor_as(name, s.shape, layout.dtype, static_cast<char*>(blob) + s.offset),
-                    "layer " << layer);
-    entries.push_back({name, layout.dtype, s.shape, s.offset, s.offset + s.nbytes});
-  }
+  for (const LayerTensorSpec& s : layout.tensors)
+    entries.push_back({layer_tensor_name(layer, s), layout.dtype, s.shape, s.offset, s.offset + s.nbytes});
   std::string header = make_header(entries, layout.bytes, "layer " + std::to_string(layer));
   return write_blob_file(dir, layer_file_name(layer), header, blob, layout.bytes);
 }
 
-StatusOr<StoreFile> write_extras(const WeightSource& src, const ExtrasLayout& layout, void* blob,
+StatusOr<StoreFile> write_extras(const ModelSource& src, const ExtrasLayout& layout, void* blob,
                                  const std::string& dir) {
-  std::memset(blob, 0, layout.bytes);
+  RETURN_IF_ERROR(pack_extras_from(src, layout, blob));
   std::vector<Entry> entries;
-  for (const LayerTensorSpec& s : layout.tensors) {
-    RETURN_IF_ERROR(src.read_tensor_as(s.hf_suffix, s.shape, layout.dtype, static_cast<char*>(blob) + s.offset),
-                    "extras");
+  for (const LayerTensorSpec& s : layout.tensors)
     entries.push_back({s.hf_suffix, layout.dtype, s.shape, s.offset, s.offset + s.nbytes});
-  }
   std::string header = make_header(entries, layout.bytes, "extras");
   return write_blob_file(dir, kExtrasFileName, header, blob, layout.bytes);
 }
@@ -138,7 +132,7 @@ void remove_stale_siblings(const std::string& final_dir) {
   }
 }
 
-Status write_store(const WeightSource& src, const ShardOptions& opts, const std::string& tmp,
+Status write_store(const ModelSource& src, const ShardOptions& opts, const std::string& tmp,
                    StoreManifest& m) {
   const ModelConfig& c = src.config();
   LayerLayout layout = make_layer_layout(c, opts.dtype);
@@ -200,7 +194,7 @@ std::string default_store_dir(const std::string& cache_dir, const std::string& f
   return path_join(path_join(cache, "stores"), fingerprint + "-" + dtype_name(dtype));
 }
 
-StatusOr<ShardResult> shard_model(const WeightSource& src, const ShardOptions& opts) {
+StatusOr<ShardResult> shard_model(const ModelSource& src, const ShardOptions& opts) {
   ASSIGN_OR_RETURN(std::string fp, source_fingerprint(src.files()), "fingerprinting " << src.describe());
   ShardResult r;
   r.dir = opts.out_dir.empty() ? default_store_dir(opts.cache_dir, fp, opts.dtype) : opts.out_dir;
@@ -234,7 +228,7 @@ StatusOr<ShardResult> shard_model(const WeightSource& src, const ShardOptions& o
 }
 
 StatusOr<ShardResult> shard_model_path(const std::string& model_path, const ShardOptions& opts) {
-  ASSIGN_OR_RETURN(std::unique_ptr<WeightSource> src, open_weight_source(model_path));
+  ASSIGN_OR_RETURN(std::unique_ptr<ModelSource> src, open_model_source(model_path));
   return shard_model(*src, opts);
 }
 

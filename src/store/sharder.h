@@ -1,4 +1,4 @@
-// The sharder: a model (HF checkpoint dir, or any WeightSource) -> a layer store directory.
+// The sharder: a model (HF checkpoint dir, .gguf file, or any ModelSource) -> a layer store directory.
 //
 // Output: manifest.json + layer_NNN.safetensors + extras.safetensors (see store/manifest.h).
 // Each layer file's data section is the layer blob of make_layer_layout (same offsets, padding
@@ -21,7 +21,7 @@
 #include "core/dtype.h"
 #include "core/status.h"
 #include "store/manifest.h"
-#include "store/weight_source.h"
+#include "model/load.h"
 
 namespace st {
 
@@ -48,9 +48,9 @@ struct ShardResult {
 
 // Shards `src` (or reuses an up-to-date store). Not thread-safe with respect to the same out dir
 // in other processes beyond the rename-based atomicity above.
-StatusOr<ShardResult> shard_model(const WeightSource& src, const ShardOptions& opts);
+StatusOr<ShardResult> shard_model(const ModelSource& src, const ShardOptions& opts);
 
-// Convenience: an HF checkpoint directory or a .gguf file (open_weight_source).
+// Convenience: an HF checkpoint directory or a .gguf file (open_model_source).
 StatusOr<ShardResult> shard_model_path(const std::string& model_path, const ShardOptions& opts);
 
 }  // namespace st

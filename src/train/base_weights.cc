@@ -18,24 +18,6 @@ namespace {
 bool stderr_is_tty() { return isatty(fileno(stderr)) != 0; }
 bool progress_line_due(int done, int total) { return done == total || done % std::max(1, total / 10) == 0; }
 
-StatusOr<Plan> plan_for(const TrainConfig& cfg, Backend* be, const ModelConfig& mc, DType act) {
-  PlanInput in;
-  in.model = mc;
-  in.dtype = act;
-  in.micro_batch_size = cfg.micro_batch_size;
-  in.sequence_len = cfg.sequence_len;
-  ASSIGN_OR_RETURN(in.lora, lora_config_from(cfg));
-  in.num_slots = static_cast<int>(cfg.stream_buffers);
-  in.tier = cfg.stream;
-  in.device = be->kind();
-  if (!cfg.vram_budget.empty()) {
-    ASSIGN_OR_RETURN(in.vram_budget, parse_byte_size(cfg.vram_budget), "vram_budget");
-  }
-  uint64_t free_b = 0, total_b = 0;
-  if (be->memory_info(&free_b, &total_b)) in.device_free_bytes = free_b;
-  return make_plan(in);
-}
-
 StatusOr<std::unique_ptr<LayerStore>> open_tier(const std::string& tier, const std::string& dir, Backend* be) {
   if (tier == "disk") {
     ASSIGN_OR_RETURN(std::unique_ptr<DiskStore> d, DiskStore::open(dir, be), "opening the disk store " << dir);
@@ -62,9 +44,66 @@ Status load_extras_via(Backend* be, LayerStore* store, Model& m) {
 
 }  // namespace
 
+StatusOr<DeviceKind> device_kind_for(const std::string& device) {
+  if (device == "cpu") return DeviceKind::kCpu;
+  if (device == "cuda") return DeviceKind::kCuda;
+  if (device != "auto") return InvalidArgument("device: '" + device + "' (expected auto, cpu or cuda)");
+  return cuda_available() ? DeviceKind::kCuda : DeviceKind::kCpu;
+}
+
+Status check_stream_tier(const std::string& stream) {
+  if (stream != "off" && stream != "ram" && stream != "disk")
+    return InvalidArgument(Str() << "stream: '" << stream << "' (expected off, ram or disk)");
+  return Status::OK();
+}
+
+StatusOr<Plan> plan_for(const TrainConfig& cfg, Backend* be, const ModelConfig& mc, DType act) {
+  PlanInput in;
+  in.model = mc;
+  in.dtype = act;
+  in.micro_batch_size = cfg.micro_batch_size;
+  in.sequence_len = cfg.sequence_len;
+  ASSIGN_OR_RETURN(in.lora, lora_config_from(cfg));
+  in.num_slots = static_cast<int>(cfg.stream_buffers);
+  in.tier = cfg.stream;
+  in.device = be->kind();
+  if (!cfg.vram_budget.empty()) {
+    ASSIGN_OR_RETURN(in.vram_budget, parse_byte_size(cfg.vram_budget), "vram_budget");
+  }
+  uint64_t free_b = 0, total_b = 0;
+  if (be->memory_info(&free_b, &total_b)) in.device_free_bytes = free_b;
+  return make_plan(in);
+}
+
+StreamedSourceOptions streamed_options(const TrainConfig& cfg, const Plan& plan, const ModelConfig& mc) {
+  StreamedSourceOptions opts;
+  opts.resident_layers = plan.resident_layers;
+  if (cfg.stream == "off") {
+    opts.resident_layers.clear();
+    for (int l = 0; l < static_cast<int>(mc.num_layers); ++l) opts.resident_layers.push_back(l);
+  }
+  opts.num_slots = std::max(1, plan.num_slots);
+  return opts;
+}
+
+TrainerParts streamed_parts(LayerStore* store, Backend* be, StreamedSourceOptions opts, const ModelConfig& mc,
+                            const std::string& base_model_name) {
+  TrainerParts p;
+  p.model = mc;
+  p.base_model_name = base_model_name;
+  p.make_layers = [store, opts](Backend* b, const LayerLayout& layout) -> StatusOr<std::unique_ptr<LayerSource>> {
+    if (layout.bytes != store->manifest().layer_bytes)
+      return Internal(Str() << "layer layout (" << layout.bytes << " bytes) does not match the store ("
+                            << store->manifest().layer_bytes << " bytes)");
+    ASSIGN_OR_RETURN(std::unique_ptr<StreamedLayerSource> s, StreamedLayerSource::create(b, store, opts));
+    return std::unique_ptr<LayerSource>(std::move(s));
+  };
+  p.load_extras = [be, store](Model& m) { return load_extras_via(be, store, m); };
+  return p;
+}
+
 StatusOr<BaseWeights> open_base_weights(const TrainConfig& cfg, Backend* be, DType act) {
-  if (cfg.stream != "off" && cfg.stream != "ram" && cfg.stream != "disk")
-    return InvalidArgument(Str() << "stream: '" << cfg.stream << "' (expected off, ram or disk)");
+  RETURN_IF_ERROR(check_stream_tier(cfg.stream));
   ShardOptions so;
   so.dtype = act;
   so.cache_dir = cfg.cache_dir;
@@ -86,24 +125,7 @@ StatusOr<BaseWeights> open_base_weights(const TrainConfig& cfg, Backend* be, DTy
   ASSIGN_OR_RETURN(bw.plan, plan_for(cfg, be, mc, act));
   ASSIGN_OR_RETURN(bw.store, open_tier(cfg.stream, sr.dir, be));
 
-  bw.parts.model = mc;
-  bw.parts.base_model_name = cfg.base_model;
-  LayerStore* store = bw.store.get();
-  StreamedSourceOptions opts;
-  opts.resident_layers = bw.plan.resident_layers;
-  if (cfg.stream == "off") {
-    opts.resident_layers.clear();
-    for (int l = 0; l < static_cast<int>(mc.num_layers); ++l) opts.resident_layers.push_back(l);
-  }
-  opts.num_slots = std::max(1, bw.plan.num_slots);
-  bw.parts.make_layers = [store, opts](Backend* b, const LayerLayout& layout) -> StatusOr<std::unique_ptr<LayerSource>> {
-    if (layout.bytes != store->manifest().layer_bytes)
-      return Internal(Str() << "layer layout (" << layout.bytes << " bytes) does not match the store ("
-                            << store->manifest().layer_bytes << " bytes)");
-    ASSIGN_OR_RETURN(std::unique_ptr<StreamedLayerSource> s, StreamedLayerSource::create(b, store, opts));
-    return std::unique_ptr<LayerSource>(std::move(s));
-  };
-  bw.parts.load_extras = [be, store](Model& m) { return load_extras_via(be, store, m); };
+  bw.parts = streamed_parts(bw.store.get(), be, streamed_options(cfg, bw.plan, mc), mc, cfg.base_model);
   return bw;
 }
 

@@ -12,6 +12,7 @@
 #include "backend/backend.h"
 #include "store/layer_store.h"
 #include "stream/planner.h"
+#include "stream/streamed_layer_source.h"
 #include "train/train_config.h"
 #include "train/trainer.h"
 
@@ -29,5 +30,20 @@ struct BaseWeights {
 // Shards (or reuses) the store for cfg.base_model in `act` dtype, opens the tier, plans the
 // device memory and returns parts whose LayerSource follows the plan. Progress goes to stderr.
 StatusOr<BaseWeights> open_base_weights(const TrainConfig& cfg, Backend* be, DType act);
+
+// The pieces of open_base_weights that the data-parallel run (dist/) assembles per replica.
+
+// `device`: cpu | cuda | auto (CUDA when available); InvalidArgument naming the value otherwise.
+StatusOr<DeviceKind> device_kind_for(const std::string& device);
+// InvalidArgument unless `stream` is off, ram or disk.
+Status check_stream_tier(const std::string& stream);
+// The Planner's answer for this run on `be` (its free memory, cfg's shapes, LoRA, tier, budget).
+StatusOr<Plan> plan_for(const TrainConfig& cfg, Backend* be, const ModelConfig& mc, DType act);
+// The plan's resident layers and pool slots; stream: off keeps every layer resident.
+StreamedSourceOptions streamed_options(const TrainConfig& cfg, const Plan& plan, const ModelConfig& mc);
+// Parts whose layers stream from `store` (not owned: it must outlive them) and whose extras
+// come through `be`. The LayerSource refuses a layout whose size differs from the store's.
+TrainerParts streamed_parts(LayerStore* store, Backend* be, StreamedSourceOptions opts, const ModelConfig& mc,
+                            const std::string& base_model_name);
 
 }  // namespace st

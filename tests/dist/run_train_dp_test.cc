@@ -50,6 +50,24 @@ TEST(RunTrainDataParallel, TwoCpuReplicasWriteOneRun) {
   std::filesystem::remove_all(tmp, ec);
 }
 
+// stream: disk opens one DiskStore per replica (kept alive by the replica's parts); it reads the
+// same store bytes as the shared RAM store, so the losses are the same.
+TEST(RunTrainDataParallel, DiskStreamingMatchesRam) {
+  const std::string tmp = Str() << "/tmp/st_dist_disk_" << getpid();
+  TrainConfig tc = tiny_config(tmp);
+  tc.stream = "ram";
+  auto ram = bench_data_parallel(tc, 2, /*steps=*/2, /*warmup=*/0);
+  ASSERT_TRUE(ram.ok()) << ram.status().to_string();
+  tc.stream = "disk";
+  auto disk = bench_data_parallel(tc, 2, /*steps=*/2, /*warmup=*/0);
+  ASSERT_TRUE(disk.ok()) << disk.status().to_string();
+  EXPECT_GT(ram->loss_first, 0);
+  EXPECT_EQ(disk->loss_first, ram->loss_first);
+  EXPECT_EQ(disk->loss_last, ram->loss_last);
+  std::error_code ec;
+  std::filesystem::remove_all(tmp, ec);
+}
+
 TEST(RunTrainDataParallel, BadInputsAreNamed) {
   TrainConfig tc = tiny_config("/tmp/st_dist_unused");
   tc.stream = "tape";

@@ -105,21 +105,25 @@ TEST(Sharder, ReusesUpToDateStoreRebuildsOnTouchedSourceAndDtype) {
   EXPECT_TRUE(f->reused);
 }
 
-// A WeightSource that fails partway: the sharder is "interrupted".
-class FailingSource : public WeightSource {
+// A ModelSource that fails partway: the sharder is "interrupted".
+class FailingSource : public ModelSource {
  public:
-  FailingSource(std::unique_ptr<WeightSource> s, std::string fail) : s_(std::move(s)), fail_(std::move(fail)) {}
+  FailingSource(std::unique_ptr<ModelSource> s, std::string fail) : s_(std::move(s)), fail_(std::move(fail)) {}
   const ModelConfig& config() const override { return s_->config(); }
-  std::vector<std::string> files() const override { return s_->files(); }
   std::string describe() const override { return s_->describe(); }
+  std::vector<std::string> files() const override { return s_->files(); }
   bool has(const std::string& n) const override { return s_->has(n); }
-  Status read_tensor_as(const std::string& n, const std::vector<int64_t>& shape, DType dt, void* dst) const override {
+  bool is_gguf() const override { return s_->is_gguf(); }
+  std::string hf_dir() const override { return s_->hf_dir(); }
+  std::vector<std::string> tensor_names() const override { return s_->tensor_names(); }
+  StatusOr<std::pair<std::vector<int64_t>, DType>> info(const std::string& n) const override { return s_->info(n); }
+  Status read(const std::string& n, const std::vector<int64_t>& shape, DType dt, void* dst) const override {
     if (n.find(fail_) != std::string::npos) return IOError("injected failure reading " + n);
-    return s_->read_tensor_as(n, shape, dt, dst);
+    return s_->read(n, shape, dt, dst);
   }
 
  private:
-  std::unique_ptr<WeightSource> s_;
+  std::unique_ptr<ModelSource> s_;
   std::string fail_;
 };
 
@@ -139,7 +143,7 @@ TEST(Sharder, InterruptedShardNeverLooksLikeAStore) {
   // A failing shard leaves no store and no temp dir behind.
   ShardOptions o;
   o.out_dir = out;
-  StatusOr<std::unique_ptr<WeightSource>> src = open_hf_source(t.sub("model"));
+  StatusOr<std::unique_ptr<ModelSource>> src = open_hf_model_source(t.sub("model"));
   ASSERT_TRUE(src.ok());
   FailingSource bad(std::move(*src), "model.layers.2.");
   StatusOr<ShardResult> r = shard_model(bad, o);

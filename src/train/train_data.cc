@@ -1,0 +1,65 @@
+#include "train/train_data.h"
+
+#include "data/model_tokenizer.h"
+
+namespace st {
+namespace {
+
+Status load_all(const std::vector<DatasetSpec>& specs, const Tokenizer& tok, const DatasetOptions& o,
+                std::vector<Sample>* out, DatasetStats* stats) {
+  for (const DatasetSpec& d : specs) {
+    RETURN_IF_ERROR(load_dataset(DatasetSource{d.path, d.type}, tok, o, out, stats), "dataset " << d.path);
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+bool needs_tokenizer(const TrainConfig& c) {
+  for (const auto* list : {&c.datasets, &c.eval_datasets})
+    for (const DatasetSpec& d : *list)
+      if (d.type != "tokenized") return true;
+  return false;
+}
+
+StatusOr<TrainData> load_train_data(const TrainConfig& cfg, const ModelConfig& mc) {
+  if (cfg.datasets.empty()) return InvalidArgument("datasets: at least one {path, type} is required");
+  Tokenizer tok;
+  if (needs_tokenizer(cfg)) {
+    ASSIGN_OR_RETURN(tok, load_model_tokenizer(cfg.base_model), "loading the tokenizer of " << cfg.base_model);
+  }
+  DatasetOptions o;
+  o.sequence_len = cfg.sequence_len;
+  o.train_on_inputs = cfg.train_on_inputs;
+  o.chat_template = cfg.chat_template;
+  o.vocab_size = mc.vocab_size;
+  TrainData td;
+  std::vector<Sample> all;
+  RETURN_IF_ERROR(load_all(cfg.datasets, tok, o, &all, &td.stats));
+  if (all.empty()) return InvalidArgument("the training datasets hold no sample with a trained token");
+  std::vector<Sample> eval;
+  if (cfg.val_set_size > 0) {
+    ASSIGN_OR_RETURN(TrainValSplit split, split_train_val(std::move(all), cfg.val_set_size, cfg.seed));
+    all = std::move(split.train);
+    eval = std::move(split.val);
+  }
+  DatasetStats eval_stats;
+  RETURN_IF_ERROR(load_all(cfg.eval_datasets, tok, o, &eval, &eval_stats));
+  td.train = std::make_shared<std::vector<Sample>>(std::move(all));
+  if (!eval.empty()) td.eval = std::make_shared<std::vector<Sample>>(std::move(eval));
+  td.pad_id = tok.pad_id() >= 0 ? tok.pad_id() : (tok.eos_id() >= 0 ? tok.eos_id() : 0);
+  return td;
+}
+
+LoaderOptions loader_options(const TrainConfig& cfg, int32_t pad_id, bool train) {
+  LoaderOptions lo;
+  lo.sequence_len = cfg.sequence_len;
+  lo.micro_batch_size = cfg.micro_batch_size;
+  lo.sample_packing = cfg.sample_packing;
+  lo.shuffle = train && cfg.shuffle;
+  lo.seed = cfg.seed;
+  lo.pad_id = pad_id;
+  return lo;
+}
+
+}  // namespace st

@@ -1,0 +1,35 @@
+// The training data of a run, assembled from TrainConfig: every `datasets` entry tokenised (or
+// read pre-tokenised), the optional val_set_size split, the `eval_datasets`, and the pad id.
+// Shared by the single-device run (cli/run_train.cc) and the data-parallel one (dist/).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "core/status.h"
+#include "data/data_loader.h"
+#include "data/datasets.h"
+#include "io/hf_config.h"
+#include "train/train_config.h"
+
+namespace st {
+
+struct TrainData {
+  std::shared_ptr<std::vector<Sample>> train, eval;  // eval: null when there is none
+  DatasetStats stats;                                 // of the training datasets (before the split)
+  int32_t pad_id = 0;
+};
+
+// True when some dataset (train or eval) is not pre-tokenised, so the base model's tokenizer
+// must be loaded.
+bool needs_tokenizer(const TrainConfig& cfg);
+
+// InvalidArgument when there is no dataset or no sample with a trained token; load errors name
+// the dataset path.
+StatusOr<TrainData> load_train_data(const TrainConfig& cfg, const ModelConfig& mc);
+
+// The DataLoader options for the training (`train`: shuffled when cfg.shuffle) or eval samples.
+LoaderOptions loader_options(const TrainConfig& cfg, int32_t pad_id, bool train);
+
+}  // namespace st
