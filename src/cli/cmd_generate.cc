@@ -18,9 +18,56 @@
 #include "model/decode.h"
 #include "model/load.h"
 #include "model/lora.h"
+#include "store/disk_store.h"
+#include "store/ram_store.h"
+#include "store/sharder.h"
+#include "stream/streamed_layer_source.h"
 
 namespace st {
 namespace {
+
+// Base weights for decoding: the resident LoadedModel, or a layer store streamed through a pool.
+struct DecodeWeights {
+  ModelConfig config;
+  ExtrasWeights extras;
+  LayerSource* layers = nullptr;
+  std::unique_ptr<LoadedModel> resident;
+  std::unique_ptr<LayerStore> store;
+  std::unique_ptr<StreamedLayerSource> streamed;
+  Backend* be = nullptr;
+  void* extras_dev = nullptr;
+  ~DecodeWeights() {
+    streamed.reset();
+    if (extras_dev) be->free(extras_dev);
+  }
+};
+
+// Every layer streamed from the cached store (sharded on first use), like `train` with a budget.
+Status open_streamed(Backend* be, const std::string& model, const std::string& tier, int buffers, DType dtype,
+                     DecodeWeights* w) {
+  ShardOptions so;
+  so.dtype = dtype;
+  ASSIGN_OR_RETURN(ShardResult sr, shard_model_path(model, so), "preparing the layer store for " << model);
+  w->be = be;
+  w->config = sr.manifest.config;
+  if (tier == "disk") {
+    ASSIGN_OR_RETURN(w->store, DiskStore::open(sr.dir, be));
+  } else {
+    ASSIGN_OR_RETURN(w->store, RamStore::open(sr.dir, be));
+  }
+  StreamedSourceOptions o;
+  o.num_slots = buffers;
+  ASSIGN_OR_RETURN(w->streamed, StreamedLayerSource::create(be, w->store.get(), o));
+  w->layers = w->streamed.get();
+  ASSIGN_OR_RETURN(std::vector<char> host, extras_to_host(be, *w->store));
+  ASSIGN_OR_RETURN(w->extras_dev, be->alloc(host.size()), "allocating the embedding/lm_head");
+  be->copy_h2d(w->extras_dev, host.data(), host.size(), StreamId::kCompute);
+  be->sync_stream(StreamId::kCompute);
+  w->extras = extras_weights_view(make_extras_layout(w->config, dtype), w->extras_dev, w->config.tie_word_embeddings);
+  std::fprintf(stderr, "streaming %lld layers from %s (%s) through %d buffer(s)\n",
+               static_cast<long long>(w->config.num_layers), sr.dir.c_str(), tier.c_str(), w->streamed->num_slots());
+  return Status::OK();
+}
 
 constexpr const char* kUsage =
     "usage: streamtune generate --model M [--adapter DIR] (--prompt TEXT | --prompts-file F | --chat) [options]\n"
@@ -38,6 +85,10 @@ constexpr const char* kUsage =
     "  --seed S             sampling seed (default 0)\n"
     "  --max-seq N          KV cache capacity in tokens (default 4096)\n"
     "  --device D           auto (default) | cpu | cuda\n"
+    "  --stream S           off | ram | disk: stream every layer through a pool of device buffers from the\n"
+    "                       cached layer store (default: off; a resident load that runs out of device\n"
+    "                       memory falls back to ram)\n"
+    "  --stream-buffers N   pool slots when streaming (default 2)\n"
     "  --dtype D            weights/activations: bfloat16 (default on cuda) | float32 (default on cpu)\n";
 
 int usage(const std::string& msg) {
@@ -165,19 +216,41 @@ int run(const ParsedArgs& a) {
   Gen g;
   StatusOr<Tokenizer> tok = load_tokenizer(**src, a.get("model"), &g.stops);
   if (!tok.ok()) return fail(tok.status());
-  StatusOr<std::unique_ptr<LoadedModel>> lm = load_model_resident(be->get(), **src, *dtype);
-  if (!lm.ok()) return fail(lm.status());
+  const std::string tier = a.get("stream", "off");
+  if (tier != "off" && tier != "ram" && tier != "disk") return usage("--stream: off | ram | disk");
+  StatusOr<uint64_t> buffers = flag_u64(a, "stream-buffers", 2);
+  if (!buffers.ok() || *buffers == 0 || *buffers > 64) return usage("--stream-buffers: expected 1..64");
+  DecodeWeights w;
+  Status loaded = Status::OK();
+  if (tier == "off") {
+    StatusOr<std::unique_ptr<LoadedModel>> lm = load_model_resident(be->get(), **src, *dtype);
+    if (lm.ok()) {
+      w.resident = std::move(lm).value();
+      w.config = w.resident->config;
+      w.extras = w.resident->extras;
+      w.layers = w.resident->layers.get();
+    } else if (lm.status().code() == StatusCode::kResourceExhausted) {
+      std::fprintf(stderr, "the model does not fit in device memory (%s): streaming it from RAM instead\n",
+                   lm.status().message().c_str());
+      loaded = open_streamed(be->get(), a.get("model"), "ram", static_cast<int>(*buffers), *dtype, &w);
+    } else {
+      loaded = lm.status();
+    }
+  } else {
+    loaded = open_streamed(be->get(), a.get("model"), tier, static_cast<int>(*buffers), *dtype, &w);
+  }
+  if (!loaded.ok()) return fail(loaded);
   std::unique_ptr<Lora> lora;
   if (a.has("adapter")) {
     StatusOr<LoraConfig> lc = read_peft_config(a.get("adapter"));
     if (!lc.ok()) return fail(lc.status());
-    StatusOr<std::unique_ptr<Lora>> l = Lora::create(be->get(), (*lm)->config, *lc);
+    StatusOr<std::unique_ptr<Lora>> l = Lora::create(be->get(), w.config, *lc);
     if (!l.ok()) return fail(l.status());
     lora = std::move(l).value();
     if (Status s = lora->load_peft(a.get("adapter")); !s.ok()) return fail(s);
   }
   StatusOr<std::unique_ptr<Decoder>> dec =
-      Decoder::create(be->get(), (*lm)->config, (*lm)->extras, (*lm)->layers.get(), lora.get(),
+      Decoder::create(be->get(), w.config, w.extras, w.layers, lora.get(),
                       {.max_seq = static_cast<int64_t>(*max_seq), .max_chunk = 256, .act = *dtype});
   if (!dec.ok()) return fail(dec.status());
 
@@ -187,7 +260,7 @@ int run(const ParsedArgs& a) {
   g.sampling = {.temperature = temperature, .top_p = top_p};
   g.rng.seed(*seed);
   if (tok->eos_id() >= 0) g.stops.insert(tok->eos_id());
-  for (int64_t id : (*lm)->config.eos_token_ids) g.stops.insert(static_cast<int32_t>(id));
+  for (int64_t id : w.config.eos_token_ids) g.stops.insert(static_cast<int32_t>(id));
   for (const char* s : {"<|im_end|>", "<|eot_id|>", "<|end_of_text|>", "<|endoftext|>"}) {
     if (auto id = tok->token_to_id(s); id && a.has("chat")) g.stops.insert(*id);
   }
@@ -223,7 +296,7 @@ int cmd_generate(int argc, char** argv) {
   }
   StatusOr<ParsedArgs> a = parse_flags(args, {{"model"}, {"adapter"}, {"prompt"}, {"prompts-file"}, {"chat", false}, {"system"},
                                               {"max-new-tokens"}, {"temperature"}, {"top-p"}, {"seed"},
-                                              {"max-seq"}, {"device"}, {"dtype"}});
+                                              {"max-seq"}, {"device"}, {"dtype"}, {"stream"}, {"stream-buffers"}});
   if (!a.ok()) return usage(a.status().message());
   if (!a->positional.empty()) return usage("unexpected argument '" + a->positional[0] + "'");
   return run(*a);
