@@ -87,13 +87,7 @@ struct DataParallelTrainer::Replica {
 namespace {
 
 Status validate(const TrainConfig& tc) {
-  if (tc.micro_batch_size <= 0) return InvalidArgument("micro_batch_size must be > 0");
-  if (tc.gradient_accumulation_steps <= 0) return InvalidArgument("gradient_accumulation_steps must be > 0");
-  if (tc.sequence_len <= 1) return InvalidArgument("sequence_len must be > 1");
-  if (tc.loss_normalization != "window" && tc.loss_normalization != "micro_batch")
-    return InvalidArgument(Str() << "loss_normalization '" << tc.loss_normalization
-                                 << "' is not supported (window, micro_batch)");
-  if (tc.max_steps < 0 || tc.num_epochs < 0) return InvalidArgument("max_steps / num_epochs must be >= 0");
+  RETURN_IF_ERROR(validate_train_config(tc));
   if (!tc.resume_from_checkpoint.empty())
     return Unimplemented("resume_from_checkpoint is not supported with devices > 1 yet");
   return Status::OK();
