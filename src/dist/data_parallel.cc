@@ -87,7 +87,7 @@ struct DataParallelTrainer::Replica {
 namespace {
 
 Status validate(const TrainConfig& tc) {
-  RETURN_IF_ERROR(validate_train_config(tc));
+  RETURN_IF_ERROR(check_trainer_config(tc));
   if (!tc.resume_from_checkpoint.empty())
     return Unimplemented("resume_from_checkpoint is not supported with devices > 1 yet");
   return Status::OK();

@@ -46,7 +46,7 @@ StatusOr<LoraConfig> lora_config_from(const TrainConfig& tc) {
   return lc;
 }
 
-Status validate_train_config(const TrainConfig& tc) {
+Status check_trainer_config(const TrainConfig& tc) {
   if (tc.micro_batch_size <= 0) return InvalidArgument("micro_batch_size must be > 0");
   if (tc.gradient_accumulation_steps <= 0) return InvalidArgument("gradient_accumulation_steps must be > 0");
   if (tc.sequence_len <= 1) return InvalidArgument("sequence_len must be > 1");
@@ -58,7 +58,7 @@ Status validate_train_config(const TrainConfig& tc) {
 }
 
 StatusOr<std::unique_ptr<Trainer>> Trainer::create(const TrainConfig& tc, Backend* be, TrainerParts parts) {
-  RETURN_IF_ERROR(validate_train_config(tc));
+  RETURN_IF_ERROR(check_trainer_config(tc));
   std::unique_ptr<Trainer> t(new Trainer());
   t->tc_ = tc;
   t->be_ = be;

@@ -48,7 +48,7 @@ StatusOr<TrainerParts> hf_resident_parts(const std::string& hf_dir);
 StatusOr<DType> training_act_dtype(const TrainConfig& tc, const Backend& be);
 // The checks every trainer (single device or data parallel) applies to a TrainConfig before
 // building anything: batch and sequence sizes, loss_normalization, step counts.
-Status validate_train_config(const TrainConfig& tc);
+Status check_trainer_config(const TrainConfig& tc);
 // LoRA config from the TrainConfig (targets parsed; adapter must be "lora").
 StatusOr<LoraConfig> lora_config_from(const TrainConfig& tc);
 
