@@ -294,6 +294,36 @@ class CudaBackend final : public Backend {
     grow_scratch(static_cast<size_t>(logits.rows()));
     launch_cross_entropy(logits, loss_sum, labels, grad_scale, scratch_, compute());
   }
+  void ce_chunk(Tensor logits, Tensor acc, Tensor m, Tensor s, Tensor target, const int32_t* labels,
+                int64_t col0) override {
+    bind();
+    ProfScope prof(compute(), "ce_chunk", [&] { return shp(logits) + (acc.empty() ? "" : " train"); });
+    const int64_t R = logits.rows();
+    CHECK(is_float(logits.dtype), "ce_chunk: logits dtype " << dtype_name(logits.dtype));
+    check_ce_state(m, s, target, R, "ce_chunk");
+    CHECK(col0 >= 0, "ce_chunk: col0 " << col0);
+    if (!acc.empty())
+      CHECK(acc.dtype == DType::kF32 && acc.rows() == R, "ce_chunk: acc must be f32 [" << R << ", H], got "
+                                                            << acc.shape_str());
+    launch_ce_chunk(logits, acc, m, s, target, labels, col0, compute());
+  }
+  void ce_finish(Tensor dx, Tensor loss_sum, Tensor acc, Tensor m, Tensor s, Tensor target, Tensor w_label,
+                 const int32_t* labels, float grad_scale) override {
+    bind();
+    ProfScope prof(compute(), "ce_finish", [&] { return dx.empty() ? shp(m) : shp(dx); });
+    const int64_t R = m.numel();
+    check_ce_state(m, s, target, R, "ce_finish");
+    CHECK(loss_sum.dtype == DType::kF32 && loss_sum.numel() >= 1, "ce_finish: loss_sum must be f32 [1]");
+    if (!dx.empty()) {
+      const int64_t H = dx.cols();
+      CHECK(is_float(dx.dtype) && is_float(w_label.dtype), "ce_finish: dx / w_label dtype");
+      CHECK(dx.rows() == R && acc.dtype == DType::kF32 && acc.rows() == R && acc.cols() == H &&
+                w_label.rows() == R && w_label.cols() == H,
+            "ce_finish: dx " << dx.shape_str() << ", acc (f32) " << acc.shape_str() << " and w_label "
+                             << w_label.shape_str() << " must be [" << R << ", H]");
+    }
+    launch_ce_finish(dx, loss_sum, acc, m, s, target, w_label, labels, grad_scale, compute());
+  }
   void dropout(Tensor y, Tensor x, float p, uint64_t seed) override {
     bind();
     ProfScope prof(compute(), "dropout", [&] { return shp(y); });
@@ -339,6 +369,13 @@ class CudaBackend final : public Backend {
     }
     CUDA_CHECK(cudaMalloc(&scratch_, floats * sizeof(float)));
     scratch_floats_ = floats;
+  }
+
+  static void check_ce_state(const Tensor& m, const Tensor& s, const Tensor& target, int64_t R, const char* op) {
+    CHECK(m.dtype == DType::kF32 && s.dtype == DType::kF32 && target.dtype == DType::kF32 && m.numel() == R &&
+              s.numel() == R && target.numel() == R,
+          op << ": m, s, target must be f32 [" << R << "], got " << m.shape_str() << " " << s.shape_str() << " "
+             << target.shape_str());
   }
 
   static void check_attn(Tensor q, Tensor k, Tensor v, const SeqLayout& L, const AttnShape& s) {

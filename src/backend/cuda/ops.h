@@ -33,6 +33,13 @@ void launch_rmsnorm_backward(Tensor dx, Tensor dy, Tensor x, Tensor w, Tensor rs
 void launch_cross_entropy(Tensor logits, Tensor loss_sum, const int32_t* labels, float grad_scale,
                           float* scratch, cudaStream_t s);
 
+// cross_entropy_chunked.cu: the vocabulary-chunked head (backend.h ce_chunk / ce_finish). Labels,
+// m, s, target, acc, loss_sum: device memory. acc / dx may be empty (inference / no gradient).
+void launch_ce_chunk(Tensor logits, Tensor acc, Tensor m, Tensor s, Tensor target, const int32_t* labels,
+                     int64_t col0, cudaStream_t st);
+void launch_ce_finish(Tensor dx, Tensor loss_sum, Tensor acc, Tensor m, Tensor s, Tensor target, Tensor w_label,
+                      const int32_t* labels, float grad_scale, cudaStream_t st);
+
 // attention.cu
 void launch_attention(Tensor out, Tensor lse, Tensor q, Tensor k, Tensor v, const SeqLayout& L,
                       const AttnShape& a, cudaStream_t s);

@@ -1,5 +1,6 @@
 // CUDA backend vs the CPU reference backend: GEMM, elementwise ops, RMSNorm, RoPE, SwiGLU,
-// cross-entropy, dropout, AdamW, sum of squares; plus memory/stream/event behaviour.
+// cross-entropy (whole and vocabulary-chunked), dropout, AdamW, sum of squares; plus
+// memory/stream/event behaviour.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -157,6 +158,153 @@ TEST(CudaOps, CrossEntropyMatchesCpu) {
         EXPECT_TWIN_CLOSE(logits, limit_for(t, 1e-4, 1e-10), w + " grad");
         EXPECT_TWIN_CLOSE(loss, 1e-11, w + " loss");
       }
+}
+
+// ---- vocabulary-chunked cross-entropy (ce_chunk / ce_finish) ----------------------------------
+
+struct CeCase {
+  int64_t R, H;
+  std::vector<int64_t> widths;  // the vocabulary split: chunk k covers [sum widths[<k], + widths[k])
+};
+
+std::vector<int32_t> ce_labels(int64_t R, int64_t V, std::mt19937& rng) {
+  std::vector<int32_t> labels(static_cast<size_t>(R));
+  for (int64_t r = 0; r < R; ++r) labels[r] = (r % 5 == 3) ? -100 : static_cast<int32_t>(rng() % V);
+  return labels;
+}
+
+// Walks one vocabulary split on both backends, comparing the state after every chunk, then
+// ce_finish. The acc update between chunks (p · W_chunk in the model) is stood in for by fresh
+// values after the first chunk and a shared f32 add after the others. The state starts as NaN
+// poison: the first chunk must not read it. The loss is also checked against the monolithic CPU
+// cross_entropy over the concatenated logits (an oracle independent of the chunked code).
+void check_chunked_ce(DType t, DType wt, const CeCase& c, bool train, std::mt19937& rng) {
+  int64_t V = 0;
+  for (int64_t w : c.widths) V += w;
+  const int64_t R = c.R, H = c.H;
+  const std::string what = tag("ce_chunked", t, R, V, H) + (train ? " train" : " infer");
+  const std::vector<int32_t> labels = ce_labels(R, V, rng);
+  TwinI32 tl(labels);
+  Twin m(DType::kF32, {R}, rng, 0.0f), s(DType::kF32, {R}, rng, 0.0f), tgt(DType::kF32, {R}, rng, 0.0f);
+  Twin acc(DType::kF32, {R, H}, rng, 0.0f);
+  const std::vector<uint8_t> poison = acc.gpu_bytes();
+  std::vector<float> full(static_cast<size_t>(R * V));  // the whole logits row, for the oracle
+  int64_t col0 = 0;
+  for (size_t k = 0; k < c.widths.size(); ++k) {
+    const int64_t cw = c.widths[k];
+    const std::string w = what + " chunk " + std::to_string(k) + " (C=" + std::to_string(cw) + ")";
+    // Growing scale: later chunks often raise the row max (rescale path), sometimes not (skip path).
+    Twin logits(t, {R, cw}, rng, 2.0f + 2.0f * static_cast<float>(k));
+    const std::vector<float> lv = logits.cpu_vals();
+    for (int64_t r = 0; r < R; ++r)
+      for (int64_t j = 0; j < cw; ++j) full[r * V + col0 + j] = lv[r * cw + j];
+    C().ce_chunk(logits.cpu(), train ? acc.cpu() : Tensor(), m.cpu(), s.cpu(), tgt.cpu(), tl.cpu(), col0);
+    G().ce_chunk(logits.gpu(), train ? acc.gpu() : Tensor(), m.gpu(), s.gpu(), tgt.gpu(), tl.gpu(), col0);
+    EXPECT_TWIN_CLOSE(logits, train ? limit_for(t, 1e-4, 1e-10) : 0.0, w + " p");
+    EXPECT_TWIN_CLOSE(m, 0.0, w + " m");
+    EXPECT_TWIN_CLOSE(s, 1e-10, w + " s");
+    EXPECT_TWIN_CLOSE(tgt, 0.0, w + " target");
+    if (!train) {
+      EXPECT_TRUE(acc.gpu_bytes() == poison) << w << ": inference touched acc";
+    } else if (k == 0) {
+      EXPECT_TRUE(acc.gpu_bytes() == poison) << w << ": the first chunk touched acc";
+    } else {
+      EXPECT_TWIN_CLOSE(acc, 1e-10, w + " acc");
+    }
+    if (train) {
+      Twin delta(DType::kF32, {R, H}, rng);
+      if (k == 0) {
+        acc.set(delta.cpu_vals());
+      } else {
+        C().add(acc.cpu(), acc.cpu(), delta.cpu());
+        G().add(acc.gpu(), acc.gpu(), delta.gpu());
+      }
+    }
+    col0 += cw;
+  }
+  Twin loss(DType::kF32, {1}, rng);
+  loss.set({2.0f});
+  const float gs = 1.0f / 7.0f;
+  if (train) {
+    Twin wl(wt, {R, H}, rng), dx(t, {R, H}, rng, 0.0f);
+    C().ce_finish(dx.cpu(), loss.cpu(), acc.cpu(), m.cpu(), s.cpu(), tgt.cpu(), wl.cpu(), tl.cpu(), gs);
+    G().ce_finish(dx.gpu(), loss.gpu(), acc.gpu(), m.gpu(), s.gpu(), tgt.gpu(), wl.gpu(), tl.gpu(), gs);
+    EXPECT_TWIN_CLOSE(dx, limit_for(t, 1e-4, 1e-9), what + " dx (w_label " + dtype_name(wt) + ")");
+  } else {
+    C().ce_finish(Tensor(), loss.cpu(), Tensor(), m.cpu(), s.cpu(), tgt.cpu(), Tensor(), tl.cpu(), gs);
+    G().ce_finish(Tensor(), loss.gpu(), Tensor(), m.gpu(), s.gpu(), tgt.gpu(), Tensor(), tl.gpu(), gs);
+  }
+  EXPECT_TWIN_CLOSE(loss, 1e-10, what + " loss");
+  Twin ref_logits(DType::kF32, {R, V}, rng), ref_loss(DType::kF32, {1}, rng);
+  ref_logits.set(full);
+  ref_loss.set({2.0f});
+  C().cross_entropy(ref_logits.cpu(), ref_loss.cpu(), tl.cpu(), 1.0f);
+  EXPECT_TRUE(nmse_ok(loss.gpu_vals(), ref_loss.cpu_vals(), 1e-10)) << what << " loss vs monolithic cross_entropy";
+}
+
+TEST(CudaOps, ChunkedCrossEntropyMatchesCpu) {
+  std::mt19937 rng(9);
+  const CeCase cases[] = {
+      {1, 8, {1, 1, 1}},                  // one-column chunks
+      {3, 13, {7, 7, 3}},                 // odd widths: generic kernels; H % 4 != 0: scalar acc / dx
+      {64, 96, {1000, 1000, 1001}},       // 8-wide path, then an odd last chunk
+      {300, 576, {16384, 4480}},          // a real vocab split (ragged last chunk)
+      {64, 8, {16384, 16384, 16384}},
+      {300, 96, {1000}},                  // a single chunk
+      {17, 64, {20000, 20000}},           // wider than the register-cached kernel: the two-read path
+  };
+  int i = 0;
+  for (DType t : {DType::kF32, DType::kBF16})
+    for (const CeCase& c : cases)
+      for (bool train : {true, false}) {
+        const DType wt = (i++ % 2) ? DType::kBF16 : DType::kF32;
+        check_chunked_ce(t, wt, c, train, rng);
+      }
+}
+
+// Two GPU runs of the same split on the same inputs give the same bytes everywhere.
+TEST(CudaOps, ChunkedCrossEntropyDeterministic) {
+  std::mt19937 rng(10);
+  const int64_t R = 300, H = 576;
+  const std::vector<int64_t> widths = {16384, 16384, 1000};
+  for (DType t : {DType::kBF16, DType::kF32}) {
+    const std::vector<int32_t> labels = ce_labels(R, 16384 * 2 + 1000, rng);
+    TwinI32 tl(labels);
+    std::vector<std::vector<float>> chunk_vals, deltas;
+    for (size_t k = 0; k < widths.size(); ++k) {
+      chunk_vals.push_back(Twin(t, {R, widths[k]}, rng, 2.0f + 2.0f * static_cast<float>(k)).cpu_vals());
+      deltas.push_back(Twin(DType::kF32, {R, H}, rng).cpu_vals());
+    }
+    Twin wl(DType::kBF16, {R, H}, rng);
+    std::vector<std::vector<uint8_t>> out[2];
+    for (int run = 0; run < 2; ++run) {
+      Twin m(DType::kF32, {R}, rng, 0.0f), s(DType::kF32, {R}, rng, 0.0f), tgt(DType::kF32, {R}, rng, 0.0f);
+      Twin acc(DType::kF32, {R, H}, rng, 0.0f), dx(t, {R, H}, rng, 0.0f), loss(DType::kF32, {1}, rng);
+      loss.set({0.0f});
+      int64_t col0 = 0;
+      for (size_t k = 0; k < widths.size(); ++k) {
+        Twin logits(t, {R, widths[k]}, rng);
+        logits.set(chunk_vals[k]);
+        G().ce_chunk(logits.gpu(), acc.gpu(), m.gpu(), s.gpu(), tgt.gpu(), tl.gpu(), col0);
+        out[run].push_back(logits.gpu_bytes());
+        out[run].push_back(acc.gpu_bytes());
+        Twin delta(DType::kF32, {R, H}, rng);
+        delta.set(deltas[k]);
+        if (k == 0) {
+          acc.set(deltas[k]);
+        } else {
+          G().add(acc.gpu(), acc.gpu(), delta.gpu());
+        }
+        col0 += widths[k];
+      }
+      G().ce_finish(dx.gpu(), loss.gpu(), acc.gpu(), m.gpu(), s.gpu(), tgt.gpu(), wl.gpu(), tl.gpu(), 0.5f);
+      for (const Twin* x : {&m, &s, &tgt, &acc, &dx, &loss}) out[run].push_back(x->gpu_bytes());
+      EXPECT_TRUE(nmse_ok(loss.gpu_vals(), {1.0f}, 1e30)) << "loss must be finite";
+    }
+    ASSERT_EQ(out[0].size(), out[1].size());
+    for (size_t i = 0; i < out[0].size(); ++i)
+      EXPECT_TRUE(out[0][i] == out[1][i]) << "ce_chunked " << dtype_name(t) << " output #" << i << " differs";
+  }
 }
 
 TEST(CudaOps, AdamWAndSumSquaresMatchCpu) {
