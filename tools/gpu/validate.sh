@@ -128,4 +128,17 @@ if [ -z "${SKIP_PEFT:-}" ]; then
   bash tools/ref/peft_compat.sh $B "$OUT" >"$OUT/peft_stdout.log" 2>&1
   say "peft_compat rc=$?"; tail -20 "$OUT/peft_stdout.log" | tee -a "$OUT/summary.txt"
 fi
+
+# 7. merge -> transformers (tools/ref/merge_hf_check.sh): a LoRA trained on the GPU (3 fixtures + a
+#    SmolLM2-135M-shaped bf16 model), `streamtune merge` (f32 and bf16); AutoModelForCausalLM loads
+#    the merged dir and matches PEFT base+adapter and `streamtune logits`; AutoTokenizer loads the
+#    carried tokenizer; `generate` greedy (cuda and cpu) and seeded sampling (cuda) give the same
+#    text resident, --stream ram and --stream disk.
+if [ -z "${SKIP_MERGE_HF:-}" ]; then
+  t7=$SECONDS
+  DEVICE=cuda timeout 300 bash tools/ref/merge_hf_check.sh $B $W/mhf >"$OUT/merge_hf.log" 2>&1
+  rc=$?
+  say "merge_hf rc=$rc in $((SECONDS - t7)) s: $(grep -c '^check .*  ok$' "$OUT/merge_hf.log") checks ok, $(grep -c 'FAIL' "$OUT/merge_hf.log") FAIL lines $(grep -m1 -o '^transformers not installed: skipped' "$OUT/merge_hf.log")"
+  grep -E 'FAIL|^generate cuda greedy base\+adapter stream=off' "$OUT/merge_hf.log" | head -8 | tee -a "$OUT/summary.txt"
+fi
 cat "$OUT/summary.txt"
