@@ -161,6 +161,30 @@ class Backend {
   //   (accumulated in a fixed order: deterministic). labels int32 [R].
   virtual void cross_entropy(Tensor logits, Tensor loss_sum, const int32_t* labels, float grad_scale) = 0;
 
+  // ---- vocabulary-chunked cross-entropy (model/head.cc Note [vocab-chunked head]) -----------
+  // The head walks the vocabulary in chunks of columns, keeping an online softmax per row, so it
+  // never holds [tokens, V] logits nor needs the whole lm_head on the device at once (the chunks
+  // may be streamed). Per chunk the caller runs: logits = xn · W_chunkᵀ; ce_chunk; then (training)
+  // acc += logits · W_chunk (gemm, kOverwrite on the first chunk). After the last chunk: ce_finish.
+  //
+  // ce_chunk: logits [R, C] hold columns [col0, col0 + C) of R rows; m, s, target f32 [R];
+  // labels int32 [R] (full-vocabulary ids; -100 = ignored, other values outside the chunk are
+  // simply not in it). Per row, with mc = max_j logits[j]:
+  //   first chunk (col0 == 0): m, s start at (-inf, 0); target, acc and the old m/s are not read;
+  //   m' = max(m, mc);  s' = s * exp(m - m') + sum_j exp(logits[j] - m')  (f32 state, fixed order);
+  //   if col0 <= label < col0 + C: target = logits[label - col0] (the stored value, as f32);
+  //   if acc is non-empty (training): logits[j] <- exp(logits[j] - m') in place (rounded to the
+  //   logits dtype), and acc [R, H] f32 *= exp(m - m') (skipped on the first chunk);
+  //   m <- m', s <- s'.
+  virtual void ce_chunk(Tensor logits, Tensor acc, Tensor m, Tensor s, Tensor target, const int32_t* labels,
+                        int64_t col0) = 0;
+  // ce_finish, after the last chunk. For counted rows (label != -100), lse = m + log(s):
+  //   loss_sum f32 [1] += sum over counted rows of (lse - target), added in a fixed order;
+  //   if dx [R, H] is non-empty: dx[r,:] = grad_scale * (acc[r,:] / s - w_label[r,:]) for counted rows
+  //   and 0 for ignored ones (w_label [R, H], any float dtype: the lm_head row of each row's label).
+  virtual void ce_finish(Tensor dx, Tensor loss_sum, Tensor acc, Tensor m, Tensor s, Tensor target, Tensor w_label,
+                         const int32_t* labels, float grad_scale) = 0;
+
   // Inverted dropout with a counter-based RNG: keep element i iff uniform(seed, i) >= p;
   // kept elements are scaled by 1/(1-p). The same (seed, p, shape) gives the same mask on every
   // backend, so backward re-derives it instead of storing it. y may alias x.

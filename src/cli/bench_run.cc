@@ -78,6 +78,7 @@ struct Residency {
   std::vector<int> resident;
   int slots = 0;
   uint64_t planned = 0;
+  bool host_extras = false;
 };
 
 // Note [bench residency]: stream off keeps every layer resident. A streamed run without
@@ -95,6 +96,7 @@ StatusOr<Residency> decide_residency(const BenchOptions& o, Backend* be, const M
   in.num_slots = o.stream_buffers;
   in.tier = o.stream;
   in.device = be->kind();
+  in.offload_embeddings = o.offload_embeddings;
   if (!o.vram_budget.empty()) {
     ASSIGN_OR_RETURN(in.vram_budget, parse_byte_size(o.vram_budget), "--vram-budget");
   }
@@ -102,11 +104,15 @@ StatusOr<Residency> decide_residency(const BenchOptions& o, Backend* be, const M
   if (dm.known) in.device_free_bytes = dm.free;
   const int L = static_cast<int>(c.num_layers);
   Residency res;
+  if (o.stream == "off" && o.offload_embeddings == "true")
+    return InvalidArgument("--offload-embeddings true needs --stream ram or disk");
   if (o.stream != "off" && o.vram_budget.empty()) {
     res.slots = std::min(o.stream_buffers, L);
+    res.host_extras = o.offload_embeddings == "true";
     return res;
   }
   ASSIGN_OR_RETURN(Plan p, make_plan(in));
+  res.host_extras = p.host_extras;
   res.resident = p.resident_layers;
   res.slots = p.num_slots;
   res.planned = p.vram_total;
@@ -185,6 +191,8 @@ StatusOr<BenchResult> run_bench(const BenchOptions& o) {
   mo.act_dtype = dt;
   mo.max_tokens = o.seq * o.batch;
   mo.seed = o.seed;
+  mo.host_extras = res.host_extras;
+  r.host_extras = res.host_extras;
   ASSIGN_OR_RETURN(std::unique_ptr<Model> model, Model::create(c, be.get(), lc, mo));
   model->lora().init(o.seed);
   {
@@ -197,7 +205,7 @@ StatusOr<BenchResult> run_bench(const BenchOptions& o) {
   ASSIGN_OR_RETURN(std::unique_ptr<StreamedLayerSource> src, StreamedLayerSource::create(be.get(), w.store.get(), so));
   r.num_slots = src->num_slots();
   const uint64_t lb = w.store->manifest().layer_bytes;
-  r.vram_allocated = model_arena_bytes(c, lc, mo) + model->lora().bytes() + model->extras_layout().bytes +
+  r.vram_allocated = model_arena_bytes(c, lc, mo) + model->lora().bytes() + model_device_extras_bytes(c, mo) +
                      lb * (res.resident.size() + static_cast<uint64_t>(r.num_slots));
 
   const Batch batch = synthetic_batch(o.batch, o.seq, c.vocab_size, o.seed);
@@ -231,6 +239,7 @@ StatusOr<BenchResult> run_bench(const BenchOptions& o) {
   fb_ms.clear();
   opt_ms.clear();
   const PrefetchStats s0 = src->stats();
+  const int64_t head0 = model->lm_head_bytes_streamed();
   std::vector<double> times;
   for (int i = 0; i < o.steps; ++i) {
     auto t0 = Clock::now();
@@ -240,6 +249,7 @@ StatusOr<BenchResult> run_bench(const BenchOptions& o) {
     r.loss_last = loss;
   }
   const PrefetchStats s1 = src->stats();
+  const int64_t head1 = model->lm_head_bytes_streamed();
 #ifdef STREAMTUNE_HAVE_CUDA
   if (cuda::profile_enabled()) {
     std::fprintf(stderr, "== %s seq %lld stream %s: host phases (median ms): zero_grads+forward_backward %.2f, "
@@ -257,7 +267,7 @@ StatusOr<BenchResult> run_bench(const BenchOptions& o) {
   const double step_s = r.step_ms_median / 1e3;
   r.tflops = step_s > 0 ? r.model_flops / step_s / 1e12 : 0;
   r.tflops_with_attn = step_s > 0 ? (r.model_flops + r.attn_flops) / step_s / 1e12 : 0;
-  r.bytes_streamed_per_step = static_cast<int64_t>((s1.bytes - s0.bytes) / n);
+  r.bytes_streamed_per_step = static_cast<int64_t>((s1.bytes - s0.bytes + head1 - head0) / n);
   r.loads_per_step = static_cast<int64_t>((s1.loads - s0.loads) / n);
   r.reuse_hits_per_step = static_cast<int64_t>((s1.reuse_hits - s0.reuse_hits) / n);
   r.stream_gbps = step_s > 0 ? r.bytes_streamed_per_step / step_s / 1e9 : 0;

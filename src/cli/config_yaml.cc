@@ -84,6 +84,8 @@ const std::vector<Field>& fields() {
       {"stream_buffers", &C::stream_buffers, {}, StrKind::kPlain, 2},
       {"vram_budget", &C::vram_budget, {}, StrKind::kByteSize},
       {"cache_dir", &C::cache_dir, {}, StrKind::kPath},
+      {"offload_embeddings", &C::offload_embeddings, {"auto", "true", "false"}},
+      {"vocab_chunk", &C::vocab_chunk, {}, StrKind::kPlain, 1},
   };
   return kFields;
 }

@@ -124,7 +124,10 @@ StatusOr<std::unique_ptr<DataParallelTrainer>> DataParallelTrainer::create(
     const std::string who = Str() << "replica " << r->comm->rank();
     ASSIGN_OR_RETURN(r->parts, parts(r->comm->rank(), r->be), who);
     ASSIGN_OR_RETURN(DType act, training_act_dtype(tc, *r->be));
-    ModelOptions mo{.act_dtype = act, .max_tokens = tc.micro_batch_size * tc.sequence_len, .seed = tc.seed};
+    ModelOptions mo{.act_dtype = act,
+                    .max_tokens = tc.micro_batch_size * tc.sequence_len,
+                    .seed = tc.seed,
+                    .vocab_chunk = tc.vocab_chunk};
     ASSIGN_OR_RETURN(r->model, Model::create(r->parts.model, r->be, lc, mo), who);
     RETURN_IF_ERROR(r->parts.load_extras(*r->model), who << ": loading embedding / final norm / lm_head");
     ASSIGN_OR_RETURN(r->layers, r->parts.make_layers(r->be, r->model->layer_layout()), who << ": base layers");

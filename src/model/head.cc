@@ -9,40 +9,126 @@ namespace st {
 namespace {
 
 struct HeadScratch {
-  Tensor xn, dxn;  // [N,H] act
-  Tensor rstd;     // [N] f32
-  Tensor logits;   // [rows, V] act (chunk)
+  Tensor xn, dxn;          // [N,H] act
+  Tensor rstd, m, s, tgt;  // [N] f32
+  Tensor acc;              // [N,H] f32 (training)
+  Tensor logits;           // [rows, vocab_chunk] act
 };
 
-HeadScratch carve_head(Carver& cv, const ModelConfig& c, int64_t N, DType act, size_t budget) {
+HeadScratch carve_head(Carver& cv, const ModelConfig& c, int64_t N, DType act, int64_t vocab_chunk,
+                       size_t budget) {
   HeadScratch s;
   s.xn = cv.take(act, {N, c.hidden_size});
   s.dxn = cv.take(act, {N, c.hidden_size});
   s.rstd = cv.take(DType::kF32, {N});
-  s.logits = cv.take(act, {head_chunk_rows(c, N, act, budget), c.vocab_size});
+  s.m = cv.take(DType::kF32, {N});
+  s.s = cv.take(DType::kF32, {N});
+  s.tgt = cv.take(DType::kF32, {N});
+  s.acc = cv.take(DType::kF32, {N, c.hidden_size});
+  const int64_t vc = std::min(vocab_chunk, c.vocab_size);
+  s.logits = cv.take(act, {head_chunk_rows(vc, N, act, budget), vc});
   return s;
 }
 
 HeadScratch carve_ctx(const HeadCtx& ctx) {
   Carver cv(ctx.scratch, ctx.scratch_bytes);
-  return carve_head(cv, *ctx.cfg, ctx.tokens, ctx.act, ctx.chunk_budget_bytes);
+  return carve_head(cv, *ctx.cfg, ctx.tokens, ctx.act, ctx.vocab_chunk, ctx.chunk_budget_bytes);
 }
 
-// Runs lm_head + CE chunk by chunk; when dxn is non-empty writes dlogits · lm_head into it.
-void chunked_ce(const HeadCtx& ctx, const ExtrasWeights& w, const HeadScratch& s, const int32_t* labels,
-                float grad_scale, Tensor loss_sum, Tensor dxn) {
+Tensor span(Tensor t, int64_t r0, int64_t n) { return Tensor(t.ptr<float>() + r0, DType::kF32, {n}); }
+
+// Note [vocab-chunked head]: vocabulary chunks outer, token chunks inner. With `grad`, acc ends
+// as sum_j exp(l_j - m) W_j per token.
+void chunked_ce(const HeadCtx& ctx, LmHeadSource& head, const HeadScratch& s, const int32_t* labels, bool grad) {
   Backend& be = *ctx.be;
   const int64_t N = ctx.tokens, rows = s.logits.dim(0);
-  for (int64_t r0 = 0; r0 < N; r0 += rows) {
-    const int64_t n = std::min(rows, N - r0);
-    Tensor logits = s.logits.row_slice(0, n);
-    be.gemm(logits, s.xn.row_slice(r0, n), w.lm_head, {.trans_b = Trans::kYes});
-    be.cross_entropy(logits, loss_sum, labels + r0, grad_scale);
-    if (!dxn.empty()) be.gemm(dxn.row_slice(r0, n), logits, w.lm_head, {});
+  head.begin_pass();
+  for (int64_t c = 0; c < head.num_chunks(); ++c) {
+    Tensor w = head.acquire(c);
+    const int64_t col0 = c * s.logits.cols(), vc = w.rows();
+    for (int64_t r0 = 0; r0 < N; r0 += rows) {
+      const int64_t n = std::min(rows, N - r0);
+      Tensor logits(s.logits.data, s.logits.dtype, {n, vc});
+      be.gemm(logits, s.xn.row_slice(r0, n), w, {.trans_b = Trans::kYes});
+      Tensor acc = grad ? s.acc.row_slice(r0, n) : Tensor();
+      be.ce_chunk(logits, acc, span(s.m, r0, n), span(s.s, r0, n), span(s.tgt, r0, n), labels + r0, col0);
+      if (grad) be.gemm(acc, logits, w, {.accum = c == 0 ? Accum::kOverwrite : Accum::kAdd});
+    }
+    head.release(c);
   }
 }
 
+// ---- lm_head sources -------------------------------------------------------------------------
+
+class ResidentLmHead final : public LmHeadSource {
+ public:
+  ResidentLmHead(Tensor w, int64_t chunk) : LmHeadSource(w.rows(), chunk), w_(w) {}
+  Tensor acquire(int64_t c) override { return w_.row_slice(c * chunk_, chunk_rows(c)); }
+
+ private:
+  Tensor w_;
+};
+
+// Note [head chunk streaming]
+// Two device slots, chunk c in slot c % 2. Chunk c+2 is copied (copy stream) once compute has
+// enqueued every read of chunk c (release), after the copy stream waits on that slot's `free`
+// event; compute waits on the slot's `ready` event before reading. Every wait refers to work
+// already enqueued, so the copy stream never waits on the future (no deadlock with the layer
+// prefetcher sharing it). A pass copies every chunk once: V x H elements per head call.
+class StreamedLmHead final : public LmHeadSource {
+ public:
+  StreamedLmHead(Backend* be, const void* host, DType dt, int64_t vocab, int64_t hidden, int64_t chunk, void* slots)
+      : LmHeadSource(vocab, chunk), be_(be), host_(static_cast<const char*>(host)), dt_(dt), hidden_(hidden) {
+    const size_t slot_bytes = static_cast<size_t>(chunk * hidden) * dtype_size(dt);
+    for (int i = 0; i < 2; ++i) {
+      slot_[i] = static_cast<char*>(slots) + i * slot_bytes;
+      ready_[i] = be->create_event();
+      free_[i] = be->create_event();
+    }
+  }
+  void begin_pass() override {
+    for (int64_t c = 0; c < std::min<int64_t>(2, num_chunks()); ++c) issue(c);
+  }
+  Tensor acquire(int64_t c) override {
+    be_->wait(StreamId::kCompute, *ready_[c % 2]);
+    return Tensor(slot_[c % 2], dt_, {chunk_rows(c), hidden_});
+  }
+  void release(int64_t c) override {
+    be_->record(*free_[c % 2], StreamId::kCompute);
+    if (c + 2 < num_chunks()) issue(c + 2);
+  }
+
+ private:
+  void issue(int64_t c) {
+    const size_t row_bytes = static_cast<size_t>(hidden_) * dtype_size(dt_);
+    const size_t bytes = static_cast<size_t>(chunk_rows(c)) * row_bytes;
+    be_->wait(StreamId::kH2D, *free_[c % 2]);
+    be_->copy_h2d(slot_[c % 2], host_ + static_cast<size_t>(c * chunk_) * row_bytes, bytes, StreamId::kH2D);
+    be_->record(*ready_[c % 2], StreamId::kH2D);
+    bytes_streamed_ += static_cast<int64_t>(bytes);
+  }
+  Backend* be_;
+  const char* host_;
+  DType dt_;
+  int64_t hidden_;
+  char* slot_[2];
+  std::unique_ptr<Event> ready_[2], free_[2];
+};
+
 }  // namespace
+
+std::unique_ptr<LmHeadSource> resident_lm_head(Tensor lm_head, int64_t vocab_chunk) {
+  return std::make_unique<ResidentLmHead>(lm_head, vocab_chunk);
+}
+
+std::unique_ptr<LmHeadSource> streamed_lm_head(Backend* be, const void* host_lm_head, DType dtype, int64_t vocab,
+                                               int64_t hidden, int64_t vocab_chunk, void* slots) {
+  return std::make_unique<StreamedLmHead>(be, host_lm_head, dtype, vocab, hidden, vocab_chunk, slots);
+}
+
+size_t lm_head_slot_bytes(const ModelConfig& c, DType dtype, int64_t vocab_chunk) {
+  return 2 * static_cast<size_t>(std::min(vocab_chunk, c.vocab_size) * c.hidden_size) * dtype_size(dtype);
+}
 
 std::vector<int32_t> shift_labels(const std::vector<int32_t>& labels, int64_t batch, int64_t seq) {
   std::vector<int32_t> out(labels.size(), -100);
@@ -51,46 +137,58 @@ std::vector<int32_t> shift_labels(const std::vector<int32_t>& labels, int64_t ba
   return out;
 }
 
-int64_t head_chunk_rows(const ModelConfig& c, int64_t tokens, DType act, size_t budget) {
-  const size_t row_bytes = static_cast<size_t>(c.vocab_size) * dtype_size(act);
+int64_t head_chunk_rows(int64_t vocab_chunk, int64_t tokens, DType act, size_t budget) {
+  const size_t row_bytes = static_cast<size_t>(vocab_chunk) * dtype_size(act);
   int64_t rows = static_cast<int64_t>(budget / std::max<size_t>(row_bytes, 1));
   return std::clamp<int64_t>(rows, 1, std::max<int64_t>(tokens, 1));
 }
 
-size_t head_scratch_bytes(const ModelConfig& c, int64_t tokens, DType act, size_t budget) {
+size_t head_scratch_bytes(const ModelConfig& c, int64_t tokens, DType act, int64_t vocab_chunk, size_t budget) {
   Carver cv;
-  carve_head(cv, c, tokens, act, budget);
+  carve_head(cv, c, tokens, act, vocab_chunk, budget);
   return cv.used();
 }
 
-void head_forward_backward(const HeadCtx& ctx, const ExtrasWeights& w, Tensor x, const int32_t* labels,
-                           float grad_scale, Tensor loss_sum, Tensor dx) {
+void head_forward_backward(const HeadCtx& ctx, Tensor final_norm, LmHeadSource& head, Tensor x,
+                           const int32_t* labels, Tensor w_label, float grad_scale, Tensor loss_sum, Tensor dx) {
   HeadScratch s = carve_ctx(ctx);
   Backend& be = *ctx.be;
-  be.rmsnorm(s.xn, s.rstd, x, w.final_norm, static_cast<float>(ctx.cfg->rms_norm_eps));
-  chunked_ce(ctx, w, s, labels, grad_scale, loss_sum, s.dxn);
-  be.rmsnorm_backward(dx, s.dxn, x, w.final_norm, s.rstd);
+  be.rmsnorm(s.xn, s.rstd, x, final_norm, static_cast<float>(ctx.cfg->rms_norm_eps));
+  chunked_ce(ctx, head, s, labels, true);
+  be.ce_finish(s.dxn, loss_sum, s.acc, s.m, s.s, s.tgt, w_label, labels, grad_scale);
+  be.rmsnorm_backward(dx, s.dxn, x, final_norm, s.rstd);
 }
 
-void head_loss(const HeadCtx& ctx, const ExtrasWeights& w, Tensor x, const int32_t* labels, Tensor loss_sum) {
+void head_loss(const HeadCtx& ctx, Tensor final_norm, LmHeadSource& head, Tensor x, const int32_t* labels,
+               Tensor loss_sum) {
   HeadScratch s = carve_ctx(ctx);
-  ctx.be->rmsnorm(s.xn, s.rstd, x, w.final_norm, static_cast<float>(ctx.cfg->rms_norm_eps));
-  chunked_ce(ctx, w, s, labels, 0.0f, loss_sum, Tensor());
+  ctx.be->rmsnorm(s.xn, s.rstd, x, final_norm, static_cast<float>(ctx.cfg->rms_norm_eps));
+  chunked_ce(ctx, head, s, labels, false);
+  ctx.be->ce_finish(Tensor(), loss_sum, Tensor(), s.m, s.s, s.tgt, Tensor(), labels, 0.0f);
 }
 
-void head_logits(const HeadCtx& ctx, const ExtrasWeights& w, Tensor x, float* host_logits) {
+void head_logits(const HeadCtx& ctx, Tensor final_norm, LmHeadSource& head, Tensor x, float* host_logits) {
   HeadScratch s = carve_ctx(ctx);
   Backend& be = *ctx.be;
-  be.rmsnorm(s.xn, s.rstd, x, w.final_norm, static_cast<float>(ctx.cfg->rms_norm_eps));
+  be.rmsnorm(s.xn, s.rstd, x, final_norm, static_cast<float>(ctx.cfg->rms_norm_eps));
   const int64_t N = ctx.tokens, V = ctx.cfg->vocab_size, rows = s.logits.dim(0);
   std::vector<uint8_t> staging(s.logits.bytes());
-  for (int64_t r0 = 0; r0 < N; r0 += rows) {
-    const int64_t n = std::min(rows, N - r0);
-    Tensor logits = s.logits.row_slice(0, n);
-    be.gemm(logits, s.xn.row_slice(r0, n), w.lm_head, {.trans_b = Trans::kYes});
-    be.copy_d2h(staging.data(), logits.data, logits.bytes(), StreamId::kCompute);
-    be.sync_stream(StreamId::kCompute);
-    convert_elements(host_logits + r0 * V, DType::kF32, staging.data(), ctx.act, static_cast<size_t>(n * V));
+  std::vector<float> f32(static_cast<size_t>(s.logits.numel()));
+  head.begin_pass();
+  for (int64_t c = 0; c < head.num_chunks(); ++c) {
+    Tensor w = head.acquire(c);
+    const int64_t col0 = c * s.logits.cols(), vc = w.rows();
+    for (int64_t r0 = 0; r0 < N; r0 += rows) {
+      const int64_t n = std::min(rows, N - r0);
+      Tensor logits(s.logits.data, s.logits.dtype, {n, vc});
+      be.gemm(logits, s.xn.row_slice(r0, n), w, {.trans_b = Trans::kYes});
+      be.copy_d2h(staging.data(), logits.data, logits.bytes(), StreamId::kCompute);
+      be.sync_stream(StreamId::kCompute);
+      convert_elements(f32.data(), DType::kF32, staging.data(), ctx.act, static_cast<size_t>(n * vc));
+      for (int64_t i = 0; i < n; ++i)
+        std::memcpy(host_logits + (r0 + i) * V + col0, f32.data() + i * vc, static_cast<size_t>(vc) * sizeof(float));
+    }
+    head.release(c);
   }
 }
 

@@ -1,13 +1,25 @@
-// The head: final RMSNorm + lm_head + softmax cross-entropy, chunked over tokens so a chunk of
-// logits [rows, V] stays under a byte budget (design.md §1). The frozen lm_head gets no gradient;
-// the head produces the gradient of the final-norm input and the loss sum.
+// The head: final RMSNorm + lm_head + softmax cross-entropy (design.md §1).
+//
+// Note [vocab-chunked head]
+// The head walks the vocabulary in chunks of `vocab_chunk` lm_head rows (outer loop) and the
+// tokens in chunks of `rows` (inner loop), keeping an online softmax per token (Backend::ce_chunk):
+// running max m, running sum s, the target logit, and, when training, acc = sum_j p_j W_j in f32
+// (rescaled whenever m grows), so that after the last chunk
+//   loss = m + log s - target,   d(loss)/d(xn) = acc / s - W[label]   (Backend::ce_finish).
+// One GEMM for the logits and one for acc per (vocabulary, token) chunk: no more work than a
+// whole-vocabulary head, never [tokens, V] logits, and only one vocabulary chunk of the lm_head
+// needs to be on the device at a time — so the lm_head can stream from host memory through two
+// chunk buffers like a layer (LmHeadSource). Resident and streamed heads run the very same
+// sequence of kernels on the same shapes, which is why they are bit-identical.
 //
 // Labels: `shifted` labels, already aligned so shifted[t] is the target of position t (HF
 // label shift: shifted[t] = labels[t+1] within the same row, ignore at each row's last position).
 // Use shift_labels() to build them.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "backend/backend.h"
@@ -16,12 +28,44 @@
 
 namespace st {
 
+constexpr int64_t kDefaultVocabChunk = 16384;  // lm_head rows per chunk (Note [vocab-chunked head])
+
 // Host-side HF label shift for B rows of T: out[b*T+t] = labels[b*T+t+1], -100 at t = T-1.
 std::vector<int32_t> shift_labels(const std::vector<int32_t>& labels, int64_t batch, int64_t seq);
 
-// Rows of logits per chunk for a budget in bytes (at least 1, at most `tokens`).
-int64_t head_chunk_rows(const ModelConfig& c, int64_t tokens, DType act, size_t chunk_budget_bytes);
-size_t head_scratch_bytes(const ModelConfig& c, int64_t tokens, DType act, size_t chunk_budget_bytes);
+// Tokens per logits chunk [rows, vocab_chunk] for a budget in bytes (at least 1, at most `tokens`).
+int64_t head_chunk_rows(int64_t vocab_chunk, int64_t tokens, DType act, size_t chunk_budget_bytes);
+size_t head_scratch_bytes(const ModelConfig& c, int64_t tokens, DType act, int64_t vocab_chunk,
+                          size_t chunk_budget_bytes);
+
+// The lm_head's vocabulary chunks, handed to the head one at a time in order 0..n-1 per pass.
+class LmHeadSource {
+ public:
+  virtual ~LmHeadSource() = default;
+  int64_t num_chunks() const { return (vocab_ + chunk_ - 1) / chunk_; }
+  int64_t chunk_rows(int64_t c) const { return std::min(chunk_, vocab_ - c * chunk_); }
+  virtual void begin_pass() {}
+  // Rows [c*chunk, c*chunk + chunk_rows(c)) of the lm_head, readable by compute-stream work
+  // enqueued after this call.
+  virtual Tensor acquire(int64_t c) = 0;
+  // Compute-stream work reading chunk c has been enqueued.
+  virtual void release(int64_t c) { (void)c; }
+  int64_t bytes_streamed() const { return bytes_streamed_; }
+
+ protected:
+  LmHeadSource(int64_t vocab, int64_t chunk) : vocab_(vocab), chunk_(chunk) {}
+  int64_t vocab_, chunk_;
+  int64_t bytes_streamed_ = 0;
+};
+
+// Views into an lm_head [V, H] that lives on the device.
+std::unique_ptr<LmHeadSource> resident_lm_head(Tensor lm_head, int64_t vocab_chunk);
+// An lm_head [V, H] in host memory (pinned for asynchronous copies), streamed chunk by chunk into
+// two device buffers of vocab_chunk x H elements each (`slots`: 2 x that many bytes of backend
+// memory, Note [head chunk streaming] in head.cc). The host memory must outlive the source.
+std::unique_ptr<LmHeadSource> streamed_lm_head(Backend* be, const void* host_lm_head, DType dtype, int64_t vocab,
+                                               int64_t hidden, int64_t vocab_chunk, void* slots);
+size_t lm_head_slot_bytes(const ModelConfig& c, DType dtype, int64_t vocab_chunk);  // both slots
 
 struct HeadCtx {
   Backend* be = nullptr;
@@ -30,19 +74,22 @@ struct HeadCtx {
   int64_t tokens = 0;
   void* scratch = nullptr;  // head_scratch_bytes(...) bytes of backend memory
   size_t scratch_bytes = 0;
+  int64_t vocab_chunk = kDefaultVocabChunk;
   size_t chunk_budget_bytes = 64ull << 20;
 };
 
 // loss_sum (f32 [1], backend memory) += sum of -log p(target) over counted positions;
 // dx[N,H] = d(grad_scale * loss_sum)/dx. x: the last layer's output [N,H]. labels: shifted, int32
-// backend memory [N]. Enqueues on compute.
-void head_forward_backward(const HeadCtx& ctx, const ExtrasWeights& w, Tensor x, const int32_t* labels,
-                           float grad_scale, Tensor loss_sum, Tensor dx);
+// backend memory [N]; w_label [N,H]: the lm_head row of each label (any row where ignored).
+// Enqueues on compute.
+void head_forward_backward(const HeadCtx& ctx, Tensor final_norm, LmHeadSource& head, Tensor x,
+                           const int32_t* labels, Tensor w_label, float grad_scale, Tensor loss_sum, Tensor dx);
 
 // Loss only (no gradient written anywhere the caller sees).
-void head_loss(const HeadCtx& ctx, const ExtrasWeights& w, Tensor x, const int32_t* labels, Tensor loss_sum);
+void head_loss(const HeadCtx& ctx, Tensor final_norm, LmHeadSource& head, Tensor x, const int32_t* labels,
+               Tensor loss_sum);
 
 // Logits of every position copied to host_logits ([N, V] f32, host memory). Blocks the host.
-void head_logits(const HeadCtx& ctx, const ExtrasWeights& w, Tensor x, float* host_logits);
+void head_logits(const HeadCtx& ctx, Tensor final_norm, LmHeadSource& head, Tensor x, float* host_logits);
 
 }  // namespace st

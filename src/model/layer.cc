@@ -54,10 +54,15 @@ Scratch carve(Carver& cv, const ModelConfig& c, int64_t N, const LoraConfig& lc,
   s.dq = cv.take(act, {N, Q});
   s.dk = cv.take(act, {N, KV});
   s.dv = cv.take(act, {N, KV});
-  bool any = false;
-  for (bool b : lc.targets) any = any || b;
-  if (any) {
-    const int64_t max_in = std::max({H, Q, F}), max_out = std::max({H, Q, F});
+  // LoRA staging is sized by the targeted linears only (q/v-only LoRA needs [N, H], not [N, F]).
+  int64_t max_in = 0, max_out = 0;
+  for (int t = 0; t < kNumLoraTargets; ++t) {
+    if (!lc.targets[t]) continue;
+    auto [in, out] = lora_target_dims(c, static_cast<LoraTarget>(t));
+    max_in = std::max(max_in, in);
+    max_out = std::max(max_out, out);
+  }
+  if (max_in > 0) {
     s.t = cv.take(f32, {N, lc.r});
     s.dt = cv.take(f32, {N, lc.r});
     s.dxd = cv.take(f32, {N, max_in});

@@ -1,5 +1,6 @@
 #include "model/model.h"
 
+#include <cstdio>
 #include <cstring>
 
 #include "model/carver.h"
@@ -40,8 +41,10 @@ struct Model::Arena {
   Tensor inv_freq;                 // f32 [D/2]
   Tensor loss;                     // f32 [1]
   Tensor ids, pos, docs, labels;   // i32 [Nmax]
+  Tensor safe_labels;              // i32 [Nmax]: labels with ignored positions mapped to row 0
   std::vector<Tensor> ckpt;        // L+1 x act [Nmax, H]
   Tensor grad[2];                  // act [Nmax, H]
+  Tensor w_label;                  // act [Nmax, H]: the lm_head row of each label (head.h)
   Tensor layer_scratch, head_scratch;  // raw bytes (u8)
   // current batch
   int64_t n = 0, batch = 0, seq = 0;
@@ -50,30 +53,47 @@ struct Model::Arena {
 
 namespace {
 
-void carve_model_arena(Carver& cv, const ModelConfig& c, const LoraConfig& lc, const ModelOptions& o,
-                              Tensor* inv_freq, Tensor* loss, Tensor ints[4], std::vector<Tensor>* ckpt,
-                              Tensor grad[2], Tensor* layer_scratch, Tensor* head_scratch) {
+struct ArenaViews {
+  Tensor inv_freq, loss, ints[5], grad[2], w_label, layer_scratch, head_scratch;
+  std::vector<Tensor> ckpt;
+};
+
+ArenaViews carve_model_arena(Carver& cv, const ModelConfig& c, const LoraConfig& lc, const ModelOptions& o) {
   const int64_t N = o.max_tokens, H = c.hidden_size;
-  *inv_freq = cv.take(DType::kF32, {c.head_dim / 2});
-  *loss = cv.take(DType::kF32, {1});
-  for (int i = 0; i < 4; ++i) ints[i] = cv.take(DType::kI32, {N});
-  ckpt->clear();
-  for (int64_t l = 0; l <= c.num_layers; ++l) ckpt->push_back(cv.take(o.act_dtype, {N, H}));
-  grad[0] = cv.take(o.act_dtype, {N, H});
-  grad[1] = cv.take(o.act_dtype, {N, H});
-  *layer_scratch = cv.take(DType::kU8, {static_cast<int64_t>(layer_scratch_bytes(c, N, lc, o.act_dtype))});
-  *head_scratch =
-      cv.take(DType::kU8, {static_cast<int64_t>(head_scratch_bytes(c, N, o.act_dtype, o.logits_chunk_bytes))});
+  ArenaViews v;
+  v.inv_freq = cv.take(DType::kF32, {c.head_dim / 2});
+  v.loss = cv.take(DType::kF32, {1});
+  for (Tensor& t : v.ints) t = cv.take(DType::kI32, {N});
+  for (int64_t l = 0; l <= c.num_layers; ++l) v.ckpt.push_back(cv.take(o.act_dtype, {N, H}));
+  v.grad[0] = cv.take(o.act_dtype, {N, H});
+  v.grad[1] = cv.take(o.act_dtype, {N, H});
+  v.w_label = cv.take(o.act_dtype, {N, H});
+  v.layer_scratch = cv.take(DType::kU8, {static_cast<int64_t>(layer_scratch_bytes(c, N, lc, o.act_dtype))});
+  v.head_scratch = cv.take(
+      DType::kU8, {static_cast<int64_t>(head_scratch_bytes(c, N, o.act_dtype, o.vocab_chunk, o.logits_chunk_bytes))});
+  return v;
 }
+
+size_t round_up(size_t n) { return (n + Carver::kAlign - 1) / Carver::kAlign * Carver::kAlign; }
+size_t norm_bytes(const ModelConfig& c, DType dt) { return static_cast<size_t>(c.hidden_size) * dtype_size(dt); }
 
 }  // namespace
 
 size_t model_arena_bytes(const ModelConfig& c, const LoraConfig& lc, const ModelOptions& o) {
   Carver cv;
-  Tensor t, ints[4], grad[2];
-  std::vector<Tensor> ck;
-  carve_model_arena(cv, c, lc, o, &t, &t, ints, &ck, grad, &t, &t);
+  carve_model_arena(cv, c, lc, o);
   return cv.used();
+}
+
+size_t model_device_extras_bytes(const ModelConfig& c, const ModelOptions& o) {
+  if (!o.host_extras) return make_extras_layout(c, o.act_dtype).bytes;
+  return round_up(norm_bytes(c, o.act_dtype)) + lm_head_slot_bytes(c, o.act_dtype, o.vocab_chunk);
+}
+
+size_t model_host_extras_bytes(const ModelConfig& c, const ModelOptions& o) {
+  if (!o.host_extras) return 0;
+  return make_extras_layout(c, o.act_dtype).bytes +
+         2 * static_cast<size_t>(o.max_tokens * c.hidden_size) * dtype_size(o.act_dtype);
 }
 
 // ---- model ---------------------------------------------------------------------------------
@@ -81,10 +101,19 @@ size_t model_arena_bytes(const ModelConfig& c, const LoraConfig& lc, const Model
 StatusOr<std::unique_ptr<Model>> Model::create(const ModelConfig& c, Backend* be, const LoraConfig& lc,
                                                const ModelOptions& o) {
   if (o.max_tokens <= 0) return InvalidArgument("Model: max_tokens must be > 0");
+  if (o.vocab_chunk <= 0) return InvalidArgument("Model: vocab_chunk must be > 0");
   std::unique_ptr<Model> m(new Model(c, be, o));
   ASSIGN_OR_RETURN(m->lora_, Lora::create(be, c, lc));
   m->extras_layout_ = make_extras_layout(c, o.act_dtype);
-  ASSIGN_OR_RETURN(m->extras_, be->alloc(m->extras_layout_.bytes), "allocating embedding/norm/lm_head");
+  const size_t dev_extras = model_device_extras_bytes(c, o);
+  ASSIGN_OR_RETURN(m->extras_, be->alloc(dev_extras),
+                   (o.host_extras ? "allocating the final norm and lm_head chunk buffers"
+                                  : "allocating embedding/norm/lm_head"));
+  if (o.host_extras) {
+    const size_t staging = 2 * static_cast<size_t>(o.max_tokens * c.hidden_size) * dtype_size(o.act_dtype);
+    ASSIGN_OR_RETURN(m->host_staging_, be->alloc_host_pinned(staging),
+                     "allocating " << staging << " bytes of pinned host staging for the embedding gather");
+  }
   m->arena_bytes_ = model_arena_bytes(c, lc, o);
   ASSIGN_OR_RETURN(m->arena_, be->alloc(m->arena_bytes_),
                    "allocating the activation arena (" << m->arena_bytes_ << " bytes for " << o.max_tokens
@@ -92,12 +121,20 @@ StatusOr<std::unique_ptr<Model>> Model::create(const ModelConfig& c, Backend* be
   m->a_ = std::make_unique<Arena>();
   Arena& a = *m->a_;
   Carver cv(m->arena_, m->arena_bytes_);
-  Tensor ints[4];
-  carve_model_arena(cv, c, lc, o, &a.inv_freq, &a.loss, ints, &a.ckpt, a.grad, &a.layer_scratch, &a.head_scratch);
-  a.ids = ints[0];
-  a.pos = ints[1];
-  a.docs = ints[2];
-  a.labels = ints[3];
+  ArenaViews v = carve_model_arena(cv, c, lc, o);
+  a.inv_freq = v.inv_freq;
+  a.loss = v.loss;
+  a.ids = v.ints[0];
+  a.pos = v.ints[1];
+  a.docs = v.ints[2];
+  a.labels = v.ints[3];
+  a.safe_labels = v.ints[4];
+  a.ckpt = v.ckpt;
+  a.grad[0] = v.grad[0];
+  a.grad[1] = v.grad[1];
+  a.w_label = v.w_label;
+  a.layer_scratch = v.layer_scratch;
+  a.head_scratch = v.head_scratch;
   std::vector<float> inv = rope_inv_freq(c);
   CHECK(static_cast<int64_t>(inv.size()) == c.head_dim / 2);
   be->copy_h2d(a.inv_freq.data, inv.data(), inv.size() * sizeof(float), StreamId::kCompute);
@@ -109,13 +146,42 @@ Model::Model(const ModelConfig& c, Backend* be, const ModelOptions& o) : cfg_(c)
 
 Model::~Model() {
   be_->sync_all();
+  head_.reset();
   if (arena_) be_->free(arena_);
   if (extras_) be_->free(extras_);
+  if (host_extras_ && host_pageable_.empty()) be_->free_host_pinned(host_extras_);
+  if (host_staging_) be_->free_host_pinned(host_staging_);
 }
 
 void Model::load_extras_from_host(const void* blob) {
-  be_->copy_h2d(extras_, blob, extras_layout_.bytes, StreamId::kCompute);
+  const size_t bytes = extras_layout_.bytes;
+  if (!opts_.host_extras) {
+    be_->copy_h2d(extras_, blob, bytes, StreamId::kCompute);
+    be_->sync_stream(StreamId::kCompute);
+    ExtrasWeights ew = extras_weights_view(extras_layout_, extras_, cfg_.tie_word_embeddings);
+    head_ = resident_lm_head(ew.lm_head, opts_.vocab_chunk);
+    return;
+  }
+  if (!host_extras_) {
+    StatusOr<void*> pinned = be_->alloc_host_pinned(bytes);
+    if (pinned.ok()) {
+      host_extras_ = *pinned;
+    } else {
+      std::fprintf(stderr,
+                   "streamtune: WARNING: could not pin %zu bytes for the embedding/lm_head host copy (%s); using "
+                   "pageable memory: lm_head streaming will be slower\n",
+                   bytes, pinned.status().message().c_str());
+      host_pageable_.resize(bytes);
+      host_extras_ = host_pageable_.data();
+    }
+  }
+  std::memcpy(host_extras_, blob, bytes);
+  ExtrasWeights hw = extras_weights_view(extras_layout_, host_extras_, cfg_.tie_word_embeddings);
+  be_->copy_h2d(extras_, hw.final_norm.data, hw.final_norm.bytes(), StreamId::kCompute);
   be_->sync_stream(StreamId::kCompute);
+  void* slots = static_cast<char*>(extras_) + round_up(norm_bytes(cfg_, opts_.act_dtype));
+  head_ = streamed_lm_head(be_, hw.lm_head.data, opts_.act_dtype, cfg_.vocab_size, cfg_.hidden_size,
+                           opts_.vocab_chunk, slots);
 }
 
 Status Model::load_extras(const Checkpoint& ck) {
@@ -123,6 +189,13 @@ Status Model::load_extras(const Checkpoint& ck) {
   RETURN_IF_ERROR(pack_extras(ck, extras_layout_, host.data()));
   load_extras_from_host(host.data());
   return Status::OK();
+}
+
+int64_t Model::lm_head_bytes_streamed() const { return head_ ? head_->bytes_streamed() : 0; }
+
+Tensor Model::final_norm() const {
+  if (!opts_.host_extras) return extras_weights_view(extras_layout_, extras_, cfg_.tie_word_embeddings).final_norm;
+  return Tensor(extras_, opts_.act_dtype, {cfg_.hidden_size});
 }
 
 Status Model::validate(const Batch& b) const {
@@ -151,7 +224,7 @@ void Model::upload(const Batch& b) {
   a.batch = b.batch;
   a.seq = b.seq;
   const size_t bytes = static_cast<size_t>(a.n) * sizeof(int32_t);
-  be_->sync_stream(StreamId::kCompute);  // host staging below is reused across micro-batches
+  be_->sync_stream(StreamId::kCompute);  // host staging (labels, gathers) is reused across micro-batches
   host_labels_ = shift_labels(b.labels, b.batch, b.seq);
   if (b.positions.empty()) {
     host_pos_.resize(static_cast<size_t>(a.n));
@@ -162,6 +235,10 @@ void Model::upload(const Batch& b) {
   a.has_docs = !b.doc_ids.empty();
   if (a.has_docs) be_->copy_h2d(a.docs.data, b.doc_ids.data(), bytes, StreamId::kCompute);
   be_->copy_h2d(a.labels.data, host_labels_.data(), bytes, StreamId::kCompute);
+  host_safe_labels_ = host_labels_;
+  for (int32_t& l : host_safe_labels_)
+    if (l == kIgnoreIndex) l = 0;
+  be_->copy_h2d(a.safe_labels.data, host_safe_labels_.data(), bytes, StreamId::kCompute);
   be_->sync_stream(StreamId::kCompute);  // the batch's vectors may go away after this call
 }
 
@@ -169,10 +246,44 @@ namespace {
 Tensor rows_of(Tensor t, int64_t n) { return Tensor(t.data, t.dtype, {n, t.cols()}); }
 }  // namespace
 
+namespace {
+// out[i,:] = table[ids[i],:] on the host (row bytes each).
+void gather_rows(char* out, const char* table, const int32_t* ids, int64_t n, size_t row_bytes) {
+  for (int64_t i = 0; i < n; ++i)
+    std::memcpy(out + static_cast<size_t>(i) * row_bytes, table + static_cast<size_t>(ids[i]) * row_bytes, row_bytes);
+}
+}  // namespace
+
 void Model::embed(const Batch& b) {
   upload(b);
-  ExtrasWeights ew = extras_weights_view(extras_layout_, extras_, cfg_.tie_word_embeddings);
-  be_->embedding(rows_of(a_->ckpt[0], a_->n), ew.embed, a_->ids.ptr<int32_t>());
+  Arena& a = *a_;
+  if (!opts_.host_extras) {
+    ExtrasWeights ew = extras_weights_view(extras_layout_, extras_, cfg_.tie_word_embeddings);
+    be_->embedding(rows_of(a.ckpt[0], a.n), ew.embed, a.ids.ptr<int32_t>());
+    return;
+  }
+  // Note [host extras]: gather on the host, one copy up; upload() synchronised compute, so the
+  // staging buffer is free, and the copy below completes before the next upload reuses it.
+  ExtrasWeights hw = extras_weights_view(extras_layout_, host_extras_, cfg_.tie_word_embeddings);
+  const size_t row = static_cast<size_t>(cfg_.hidden_size) * dtype_size(opts_.act_dtype);
+  char* staging = static_cast<char*>(host_staging_);
+  gather_rows(staging, static_cast<const char*>(hw.embed.data), b.input_ids.data(), a.n, row);
+  be_->copy_h2d(a.ckpt[0].data, staging, static_cast<size_t>(a.n) * row, StreamId::kCompute);
+}
+
+// The lm_head row of each (shifted) label, for the head's gradient; ignored positions read row 0.
+void Model::gather_label_rows() {
+  Arena& a = *a_;
+  if (!opts_.host_extras) {
+    ExtrasWeights ew = extras_weights_view(extras_layout_, extras_, cfg_.tie_word_embeddings);
+    be_->embedding(rows_of(a.w_label, a.n), ew.lm_head, a.safe_labels.ptr<int32_t>());
+    return;
+  }
+  ExtrasWeights hw = extras_weights_view(extras_layout_, host_extras_, cfg_.tie_word_embeddings);
+  const size_t row = static_cast<size_t>(cfg_.hidden_size) * dtype_size(opts_.act_dtype);
+  char* staging = static_cast<char*>(host_staging_) + static_cast<size_t>(opts_.max_tokens) * row;
+  gather_rows(staging, static_cast<const char*>(hw.lm_head.data), host_safe_labels_.data(), a.n, row);
+  be_->copy_h2d(a.w_label.data, staging, static_cast<size_t>(a.n) * row, StreamId::kCompute);
 }
 
 namespace {
@@ -229,6 +340,7 @@ void Model::backward_layer(int l, LayerSource& src) {
 static HeadCtx make_head_ctx(const ModelConfig& c, Backend* be, const ModelOptions& o, int64_t n,
                              const Tensor& scratch) {
   HeadCtx h;
+  h.vocab_chunk = o.vocab_chunk;
   h.be = be;
   h.cfg = &c;
   h.act = o.act_dtype;
@@ -245,7 +357,7 @@ StatusOr<std::vector<double>> Model::forward_backward(const std::vector<const Ba
   for (const Batch* b : batches) RETURN_IF_ERROR(validate(*b));
   const int L = static_cast<int>(cfg_.num_layers);
   StepSchedule sched = StepSchedule::micro_batch_major(L, static_cast<int>(batches.size()));
-  ExtrasWeights ew = extras_weights_view(extras_layout_, extras_, cfg_.tie_word_embeddings);
+  CHECK(head_ != nullptr, "Model: extras were never loaded");
   std::vector<double> losses;
   std::vector<float> loss_host(1);
   Arena& a = *a_;
@@ -255,13 +367,15 @@ StatusOr<std::vector<double>> Model::forward_backward(const std::vector<const Ba
     if (v.phase == Phase::kForward) {
       if (v.layer == 0) {
         embed(b);
+        gather_label_rows();
         be_->memset_zero(a.loss.data, sizeof(float), StreamId::kCompute);
       }
       forward_layer(v.layer, src, true);
       if (v.layer == L - 1) {
         // d(final output) goes to grad[L % 2], which backward_layer(L-1) reads as dout.
-        head_forward_backward(make_head_ctx(cfg_, be_, opts_, a.n, a.head_scratch), ew, rows_of(a.ckpt[L], a.n),
-                              a.labels.ptr<int32_t>(), grad_scales[v.micro_batch], a.loss, rows_of(a.grad[L % 2], a.n));
+        head_forward_backward(make_head_ctx(cfg_, be_, opts_, a.n, a.head_scratch), final_norm(), *head_,
+                              rows_of(a.ckpt[L], a.n), a.labels.ptr<int32_t>(), rows_of(a.w_label, a.n),
+                              grad_scales[v.micro_batch], a.loss, rows_of(a.grad[L % 2], a.n));
       }
     } else {
       backward_layer(v.layer, src);
@@ -290,10 +404,10 @@ StatusOr<double> Model::eval_loss_sum(const Batch& b, LayerSource& src) {
   Arena& a = *a_;
   embed(b);
   run_forward(src, false);
-  ExtrasWeights ew = extras_weights_view(extras_layout_, extras_, cfg_.tie_word_embeddings);
+  CHECK(head_ != nullptr, "Model: extras were never loaded");
   be_->memset_zero(a.loss.data, sizeof(float), StreamId::kCompute);
-  head_loss(make_head_ctx(cfg_, be_, opts_, a.n, a.head_scratch), ew, rows_of(a.ckpt[cfg_.num_layers], a.n),
-            a.labels.ptr<int32_t>(), a.loss);
+  head_loss(make_head_ctx(cfg_, be_, opts_, a.n, a.head_scratch), final_norm(), *head_,
+            rows_of(a.ckpt[cfg_.num_layers], a.n), a.labels.ptr<int32_t>(), a.loss);
   float loss = 0;
   be_->copy_d2h(&loss, a.loss.data, sizeof(float), StreamId::kCompute);
   be_->sync_stream(StreamId::kCompute);
@@ -305,10 +419,10 @@ StatusOr<std::vector<float>> Model::forward_logits(const Batch& b, LayerSource& 
   Arena& a = *a_;
   embed(b);
   run_forward(src, false);
-  ExtrasWeights ew = extras_weights_view(extras_layout_, extras_, cfg_.tie_word_embeddings);
+  CHECK(head_ != nullptr, "Model: extras were never loaded");
   std::vector<float> out(static_cast<size_t>(a.n * cfg_.vocab_size));
-  head_logits(make_head_ctx(cfg_, be_, opts_, a.n, a.head_scratch), ew, rows_of(a.ckpt[cfg_.num_layers], a.n),
-              out.data());
+  head_logits(make_head_ctx(cfg_, be_, opts_, a.n, a.head_scratch), final_norm(), *head_,
+              rows_of(a.ckpt[cfg_.num_layers], a.n), out.data());
   return out;
 }
 

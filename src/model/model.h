@@ -1,10 +1,16 @@
 // Model: runs micro-batches through embed -> layers -> head -> layers in reverse (design.md §1).
 //
-// Owns: the extras (embedding, final norm, lm_head) on the device, the LoRA arena (model/lora.h),
-// and one activation arena sized up front (model_arena_bytes) holding the per-layer checkpoints
+// Owns: the extras (embedding, final norm, lm_head), the LoRA arena (model/lora.h), and one
+// activation arena sized up front (model_arena_bytes) holding the per-layer checkpoints
 // ((L+1) x tokens x H: each layer's input, saved during the forward), two gradient buffers, one
 // layer's recompute scratch, the head scratch and the token/label buffers. Base layer weights are
 // NOT owned: each visit asks a LayerSource (resident or streamed) for views.
+//
+// Note [host extras]: with ModelOptions::host_extras the embedding table and lm_head stay in
+// (pinned) host memory: each micro-batch's embedding rows (and the lm_head rows of its labels)
+// are gathered on the host and copied up, and the lm_head streams through two vocabulary-chunk
+// buffers (model/head.h). Only the final norm and those buffers live on the device. The bytes the
+// kernels read are the same either way, so losses are bit-identical to device extras.
 //
 // Not thread-safe. The backend must outlive the Model.
 #pragma once
@@ -16,6 +22,7 @@
 #include "data/batch.h"
 #include "io/hf_config.h"
 #include "io/safetensors.h"
+#include "model/head.h"
 #include "model/lora.h"
 #include "model/weights.h"
 
@@ -44,12 +51,19 @@ class StepSchedule {
 struct ModelOptions {
   DType act_dtype = DType::kF32;       // activations AND base weights (layer/extras layouts)
   int64_t max_tokens = 0;              // upper bound of B*T per micro-batch (arena sizing)
-  size_t logits_chunk_bytes = 64ull << 20;
   uint64_t seed = 42;                  // LoRA dropout masks
+  size_t logits_chunk_bytes = 64ull << 20;
+  int64_t vocab_chunk = kDefaultVocabChunk;  // lm_head rows per head chunk (model/head.h); part of the numerics
+  bool host_extras = false;            // Note [host extras]
 };
 
 // Every byte of the activation arena for these options (the planner's "activations" term).
 size_t model_arena_bytes(const ModelConfig& c, const LoraConfig& lc, const ModelOptions& o);
+// Device bytes of the extras: the whole extras blob, or with host_extras the final norm plus the
+// two lm_head chunk buffers.
+size_t model_device_extras_bytes(const ModelConfig& c, const ModelOptions& o);
+// Host bytes the Model itself keeps (the pinned extras copy and gather staging with host_extras).
+size_t model_host_extras_bytes(const ModelConfig& c, const ModelOptions& o);
 
 class Model {
  public:
@@ -61,7 +75,11 @@ class Model {
   Model& operator=(const Model&) = delete;
 
   // Extras blob in make_extras_layout(config, act_dtype), host memory (copied now; blocks).
+  // With host_extras the blob is copied into the Model's pinned host buffer instead.
   void load_extras_from_host(const void* blob);
+  bool host_extras() const { return opts_.host_extras; }
+  // Bytes of lm_head copied host -> device so far (host_extras only).
+  int64_t lm_head_bytes_streamed() const;
   Status load_extras(const Checkpoint& ck);  // packs from an HF checkpoint dir
   const ExtrasLayout& extras_layout() const { return extras_layout_; }
   LayerLayout layer_layout() const { return make_layer_layout(cfg_, opts_.act_dtype); }
@@ -91,6 +109,8 @@ class Model {
   Status validate(const Batch& b) const;
   void upload(const Batch& b);
   void embed(const Batch& b);
+  void gather_label_rows();
+  Tensor final_norm() const;
   void forward_layer(int l, LayerSource& src, bool train);
   void backward_layer(int l, LayerSource& src);
   void run_forward(LayerSource& src, bool train);
@@ -100,13 +120,17 @@ class Model {
   ModelOptions opts_;
   std::unique_ptr<Lora> lora_;
   ExtrasLayout extras_layout_;
-  void* extras_ = nullptr;
+  void* extras_ = nullptr;             // device: the extras blob, or final norm + head chunk slots
+  void* host_extras_ = nullptr;        // host_extras: the extras blob (pinned, or host_pageable_)
+  std::vector<char> host_pageable_;    // fallback when pinning fails
+  void* host_staging_ = nullptr;       // host_extras: 2 x [max_tokens, H] gather buffers (pinned)
+  std::unique_ptr<LmHeadSource> head_;
   void* arena_ = nullptr;
   size_t arena_bytes_ = 0;
   std::unique_ptr<Arena> a_;
   uint64_t micro_counter_ = 0;
   // Host copies kept alive while their async uploads are in flight.
-  std::vector<int32_t> host_labels_, host_pos_;
+  std::vector<int32_t> host_labels_, host_pos_, host_safe_labels_;
 };
 
 }  // namespace st

@@ -29,13 +29,15 @@ struct Shape {
   int64_t tokens;
   int slots;
   int resident;
-  bool lm_streamed;
+  bool host_extras;
 };
 
-ModelOptions arena_options(const PlanInput& in, int64_t tokens) {
+ModelOptions model_options(const PlanInput& in, const Shape& s) {
   ModelOptions o;
   o.act_dtype = in.dtype;
-  o.max_tokens = tokens;
+  o.max_tokens = s.tokens;
+  o.vocab_chunk = in.vocab_chunk;
+  o.host_extras = s.host_extras;
   return o;
 }
 
@@ -48,14 +50,16 @@ uint64_t attention_scratch_bytes(const ModelConfig& c, int64_t tokens) {
 std::vector<PlanTerm> plan_terms(const PlanInput& in, const Shape& s) {
   const ModelConfig& c = in.model;
   const uint64_t lb = make_layer_layout(c, in.dtype).bytes;
-  const uint64_t extras = make_extras_layout(c, in.dtype).bytes;
+  const ModelOptions mo = model_options(in, s);
+  const char* extras_name = s.host_extras ? "final norm + lm_head chunk buffers"
+                            : c.tie_word_embeddings ? "embedding + final norm"
+                                                    : "embedding + final norm + lm_head";
   std::vector<PlanTerm> t = {
       {"resident layers", lb * static_cast<uint64_t>(s.resident)},
       {"pool slots", lb * static_cast<uint64_t>(s.slots)},
-      {c.tie_word_embeddings ? "embedding + final norm" : "embedding + final norm + lm_head", extras},
-      // The Model's own arena function is the single source of truth for activations: checkpoints,
-      // hidden/gradient buffers, one layer's recompute scratch and the head's logits chunk.
-      {"activations + scratch (model arena)", model_arena_bytes(c, in.lora, arena_options(in, s.tokens))},
+      // The Model's own functions are the single source of truth for its device bytes.
+      {extras_name, model_device_extras_bytes(c, mo)},
+      {"activations + scratch (model arena)", model_arena_bytes(c, in.lora, mo)},
       // Backend-internal: the CUDA attention backward's GQA dK/dV and delta scratch (f32).
       {"attention backward scratch", in.device == DeviceKind::kCuda ? attention_scratch_bytes(c, s.tokens) : 0},
       {"LoRA params+grads+AdamW", lora_bytes(c, in.lora)},
@@ -114,47 +118,81 @@ std::vector<int> spread_layers(int k, int L) {
   return out;
 }
 
-}  // namespace
+// Layer loads per micro-batch step with `slots` pool buffers: forward + backward visit every
+// streamed layer, less the ones still pooled at the forward->backward turn (Belady keeps them).
+uint64_t streamed_bytes(const PlanInput& in, const Shape& s) {
+  const int streamed = static_cast<int>(in.model.num_layers) - s.resident;
+  const uint64_t lb = make_layer_layout(in.model, in.dtype).bytes;
+  const int loads = streamed == 0 ? 0 : 2 * streamed - std::min(s.slots, streamed);
+  uint64_t b = lb * static_cast<uint64_t>(loads);
+  if (s.host_extras)
+    b += static_cast<uint64_t>(in.model.vocab_size * in.model.hidden_size) * dtype_size(in.dtype);
+  return b;
+}
 
+// The most-resident shape that fits with the given extras placement; false if even the minimal
+// one (every layer streamed) does not.
+bool best_shape(const PlanInput& in, uint64_t budget, bool host_extras, Shape* out) {
+  const int L = static_cast<int>(in.model.num_layers);
+  const int64_t tokens = in.micro_batch_size * in.sequence_len;
+  if (in.tier == "off") {
+    *out = Shape{tokens, 0, L, false};
+    return total(plan_terms(in, *out)) <= budget;
+  }
+  for (int k = L; k >= 0; --k) {
+    Shape t{tokens, std::min(in.num_slots, L - k), k, host_extras};
+    if (total(plan_terms(in, t)) <= budget) {
+      *out = t;
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
 
 StatusOr<Plan> make_plan(const PlanInput& in) {
   const ModelConfig& c = in.model;
   const int L = static_cast<int>(c.num_layers);
   if (in.tier != "off" && in.tier != "ram" && in.tier != "disk")
     return InvalidArgument("stream must be off, ram or disk (got '" + in.tier + "')");
+  if (in.offload_embeddings != "auto" && in.offload_embeddings != "true" && in.offload_embeddings != "false")
+    return InvalidArgument("offload_embeddings must be auto, true or false (got '" + in.offload_embeddings + "')");
+  if (in.tier == "off" && in.offload_embeddings == "true")
+    return InvalidArgument("offload_embeddings: true needs a streaming tier (stream: ram or disk)");
   if (in.num_slots < 1) return InvalidArgument("stream_buffers must be at least 1");
   if (in.micro_batch_size < 1 || in.sequence_len < 1) return InvalidArgument("micro_batch_size and sequence_len must be >= 1");
+  if (in.vocab_chunk < 1) return InvalidArgument("vocab_chunk must be >= 1");
   const uint64_t budget = default_budget(in);
-  const int64_t tokens = in.micro_batch_size * in.sequence_len;
-  bool stream = in.tier != "off";
-  Shape s{tokens, stream ? std::min(in.num_slots, L) : 0, stream ? 0 : L, false};
-  // Streaming a large untied lm_head like a layer is not implemented by the Model yet, so the
-  // plan keeps it resident (it is counted in the extras term) rather than promise what won't happen.
-  if (total(plan_terms(in, s)) > budget) return refuse(in, s, budget);
-  // Keep layers resident while they fit; the pool never needs more slots than streamed layers.
-  for (int k = L; stream && k >= 0; --k) {
-    Shape t = s;
-    t.resident = k;
-    t.slots = std::min(in.num_slots, L - k);
-    if (total(plan_terms(in, t)) <= budget) {
-      s = t;
-      break;
-    }
+  const bool stream = in.tier != "off";
+  // Note [host extras plan]
+  Shape dev{}, host{};
+  const bool dev_ok = in.offload_embeddings != "true" && best_shape(in, budget, false, &dev);
+  const bool host_ok = stream && in.offload_embeddings != "false" && best_shape(in, budget, true, &host);
+  if (!dev_ok && !host_ok) {
+    const int64_t tokens = in.micro_batch_size * in.sequence_len;
+    Shape min{tokens, stream ? std::min(in.num_slots, L) : 0, stream ? 0 : L, stream && in.offload_embeddings != "false"};
+    return refuse(in, min, budget);
   }
+  Shape s = dev_ok ? dev : host;
+  if (dev_ok && host_ok && in.offload_embeddings == "auto" && streamed_bytes(in, host) < streamed_bytes(in, dev))
+    s = host;
   const uint64_t lb = make_layer_layout(c, in.dtype).bytes;
   Plan p;
   p.tier = in.tier;
   p.num_layers = L;
   p.num_slots = s.slots;
   p.resident_layers = stream ? spread_layers(s.resident, L) : spread_layers(L, L);
-  p.lm_head_streamed = s.lm_streamed;
+  p.host_extras = s.host_extras;
   p.layer_bytes = lb;
   p.budget = budget;
   p.vram = plan_terms(in, s);
   p.vram_total = total(p.vram);
+  p.streamed_bytes_per_micro_batch = streamed_bytes(in, s);
   const uint64_t extras = make_extras_layout(c, in.dtype).bytes;
   if (in.tier == "ram") p.host_bytes = round_up_io(lb) * static_cast<uint64_t>(L) + round_up_io(extras);
   if (in.tier == "disk") p.host_bytes = 2 * round_up_io(lb);
+  p.host_bytes += model_host_extras_bytes(c, model_options(in, s));
   return p;
 }
 
@@ -162,7 +200,7 @@ std::string Plan::banner() const {
   Str b;
   b << "plan: stream " << tier << ", " << resident_layers.size() << " of " << num_layers << " layers resident, "
     << streamed_layers() << " streamed through " << num_slots << " buffer(s) of " << format_bytes(layer_bytes)
-    << (lm_head_streamed ? ", lm_head streamed" : "") << "\n";
+    << (host_extras ? ", embedding + lm_head in host memory (lm_head streamed in vocabulary chunks)" : "") << "\n";
   b << "  device memory " << format_bytes(vram_total) << " of "
     << (budget >= UINT64_MAX / 4 ? std::string("unlimited") : format_bytes(budget)) << ":\n";
   for (const PlanTerm& t : vram) {

@@ -2,13 +2,18 @@
 // decides how many layers stay resident, and refuses an impossible plan up front (design.md §3).
 //
 // Terms (bytes): resident layers, pool slots (n x layer blob), extras (embedding, final norm,
-// lm_head unless it streams), activation checkpoints (L x tokens x H x act), hidden/gradient
-// buffers, one layer's recompute scratch (model/layer.h layer_scratch_bytes), the logits chunk,
-// LoRA params + grads + AdamW moments, library workspaces. It keeps as many layers resident as
-// fit; resident layers are spread evenly over the depth so each streamed copy overlaps the
-// compute of the resident layers around it. An untied lm_head streams (in vocabulary chunks,
-// double-buffered) when it is large next to the budget (> 1/8) or when the minimal plan does
-// not fit with it resident.
+// lm_head — or, with host extras, the final norm and two lm_head vocabulary-chunk buffers),
+// activation checkpoints, hidden/gradient buffers, one layer's recompute scratch, the head
+// scratch (all from the Model's own arena function), LoRA params + grads + AdamW moments, library
+// workspaces. It keeps as many layers resident as fit; resident layers are spread evenly over the
+// depth so each streamed copy overlaps the compute of the resident layers around it.
+//
+// Note [host extras plan]: in a streaming plan the embedding and lm_head may stay in host memory
+// (model/model.h Note [host extras]): the embedding rows are gathered per batch and the lm_head
+// streams in vocabulary chunks "like a layer". offload_embeddings "auto" picks, of the two plans
+// (extras on the device / on the host), the one that fits and streams fewer bytes per step (the
+// lm_head costs its size once per micro-batch; every layer it displaces costs two loads); ties
+// and all-resident plans keep the extras on the device. The choice never changes the numerics.
 #pragma once
 
 #include <cstdint>
@@ -25,7 +30,6 @@
 namespace st {
 
 
-constexpr int64_t kLogitsChunkCols = 8192;         // vocabulary columns per logits chunk
 constexpr uint64_t kCudaWorkspaceBytes = 64ull << 20;  // cuBLASLt + attention workspaces
 
 struct PlanInput {
@@ -41,6 +45,8 @@ struct PlanInput {
   // Free device memory (for the default budget: free minus max(512 MiB, 5%)). 0 with no budget
   // = unlimited (CPU runs).
   uint64_t device_free_bytes = 0;
+  std::string offload_embeddings = "auto";  // auto | true | false (Note [host extras plan])
+  int64_t vocab_chunk = 16384;              // ModelOptions::vocab_chunk
 };
 
 struct PlanTerm {
@@ -53,12 +59,13 @@ struct Plan {
   int num_slots = 0;                // pool slots (0 when nothing streams)
   std::vector<int> resident_layers; // sorted
   int num_layers = 0;
-  bool lm_head_streamed = false;
+  bool host_extras = false;         // embedding + lm_head in host memory, lm_head streamed
   uint64_t layer_bytes = 0;
   uint64_t budget = 0;
   std::vector<PlanTerm> vram;       // device bytes by term
   uint64_t vram_total = 0;
-  uint64_t host_bytes = 0;          // RAM-store arena or disk staging ring
+  uint64_t host_bytes = 0;          // RAM-store arena or disk staging ring (+ host extras)
+  uint64_t streamed_bytes_per_micro_batch = 0;  // layer loads (Belady, 2 slots) + lm_head chunks
   int streamed_layers() const { return num_layers - static_cast<int>(resident_layers.size()); }
   std::string banner() const;       // multi-line, for the run banner
 };

@@ -67,6 +67,8 @@ StatusOr<Plan> plan_for(const TrainConfig& cfg, Backend* be, const ModelConfig& 
   in.num_slots = static_cast<int>(cfg.stream_buffers);
   in.tier = cfg.stream;
   in.device = be->kind();
+  in.offload_embeddings = cfg.offload_embeddings;
+  in.vocab_chunk = cfg.vocab_chunk;
   if (!cfg.vram_budget.empty()) {
     ASSIGN_OR_RETURN(in.vram_budget, parse_byte_size(cfg.vram_budget), "vram_budget");
   }
@@ -126,6 +128,7 @@ StatusOr<BaseWeights> open_base_weights(const TrainConfig& cfg, Backend* be, DTy
   ASSIGN_OR_RETURN(bw.store, open_tier(cfg.stream, sr.dir, be));
 
   bw.parts = streamed_parts(bw.store.get(), be, streamed_options(cfg, bw.plan, mc), mc, cfg.base_model);
+  bw.parts.host_extras = bw.plan.host_extras;
   return bw;
 }
 

@@ -69,6 +69,10 @@ struct TrainConfig {
   int64_t stream_buffers = 2;
   std::string vram_budget;          // "" = auto (free device memory minus a margin); "4GiB", bytes
   std::string cache_dir;            // "" = $XDG_CACHE_HOME/streamtune or ~/.cache/streamtune
+  // Embedding table + lm_head in host memory, the lm_head streamed in vocabulary chunks
+  // (stream/planner.h Note [host extras plan]): auto | true | false. Never changes the numerics.
+  std::string offload_embeddings = "auto";
+  int64_t vocab_chunk = 16384;      // lm_head rows per head chunk (model/head.h); part of the numerics
 };
 
 }  // namespace st

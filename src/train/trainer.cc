@@ -65,7 +65,11 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::create(const TrainConfig& tc, Backen
   ASSIGN_OR_RETURN(DType act, training_act_dtype(tc, *be));
   t->act_ = act;
   ASSIGN_OR_RETURN(LoraConfig lc, lora_config_from(tc));
-  ModelOptions mo{.act_dtype = act, .max_tokens = tc.micro_batch_size * tc.sequence_len, .seed = tc.seed};
+  ModelOptions mo{.act_dtype = act,
+                  .max_tokens = tc.micro_batch_size * tc.sequence_len,
+                  .seed = tc.seed,
+                  .vocab_chunk = tc.vocab_chunk,
+                  .host_extras = parts.host_extras};
   ASSIGN_OR_RETURN(t->model_, Model::create(parts.model, be, lc, mo));
   RETURN_IF_ERROR(parts.load_extras(*t->model_), "loading embedding / final norm / lm_head");
   ASSIGN_OR_RETURN(t->layers_, parts.make_layers(be, t->model_->layer_layout()), "preparing base layers");

@@ -38,6 +38,7 @@ struct TrainerParts {
   std::string base_model_name;                        // adapter_config.json base_model_name_or_path
   LayerSourceFactory make_layers;                      // called once, with the Model's layer layout
   std::function<Status(Model& m)> load_extras;         // fills embedding / norm / lm_head
+  bool host_extras = false;                            // ModelOptions::host_extras (the plan's choice)
 };
 
 // Resident parts from an HF checkpoint dir (config.json + *.safetensors): every layer packed to

@@ -48,6 +48,7 @@ uint64_t term(const Plan& p, const std::string& name) {
 
 TEST(Planner, TermsAndResidentCount) {
   PlanInput in = qwen_input(1ull << 40);
+  in.offload_embeddings = "false";  // extras on the device (host extras: HostExtras* below)
   const ModelConfig& c = in.model;
   const uint64_t lb = make_layer_layout(c, DType::kBF16).bytes;
   StatusOr<Plan> all = make_plan(in);
@@ -115,7 +116,7 @@ TEST(Planner, RefusesNamingLargestTermAndAFixThatFits) {
   EXPECT_NE(q.status().message().find("larger vram_budget"), std::string::npos) << q.status().message();
 }
 
-TEST(Planner, UntiedLmHeadIsCountedResidentAndDefaultBudget) {
+TEST(Planner, ExtrasOnTheDeviceWhenForcedAndDefaultBudget) {
   PlanInput in;
   in.model = *model_preset("llama3-8b");
   in.sequence_len = 4096;
@@ -123,10 +124,11 @@ TEST(Planner, UntiedLmHeadIsCountedResidentAndDefaultBudget) {
   in.lora.targets[static_cast<int>(LoraTarget::kQ)] = true;
   in.device = DeviceKind::kCuda;
   in.vram_budget = *parse_byte_size("8GiB");
+  in.offload_embeddings = "false";
   StatusOr<Plan> p = make_plan(in);
   ASSERT_TRUE(p.ok()) << p.status().to_string();
-  // The Model keeps the lm_head on the device, so the plan must count it there.
-  EXPECT_FALSE(p->lm_head_streamed);
+  // Extras kept on the device: the plan counts the whole blob there.
+  EXPECT_FALSE(p->host_extras);
   EXPECT_EQ(term(*p, "embedding + final norm + lm_head"), make_extras_layout(in.model, DType::kBF16).bytes);
 
   // No budget: free memory minus max(512 MiB, 5%).
@@ -136,6 +138,74 @@ TEST(Planner, UntiedLmHeadIsCountedResidentAndDefaultBudget) {
   ASSERT_TRUE(d.ok());
   EXPECT_EQ(d->budget, (80ull << 30) - (4ull << 30));
   in.tier = "bogus";
+  EXPECT_EQ(make_plan(in).status().code(), StatusCode::kInvalidArgument);
+}
+
+
+PlanInput big_input(const char* preset, int64_t seq, const char* budget) {
+  PlanInput in;
+  in.model = *model_preset(preset);
+  in.sequence_len = seq;
+  in.lora.r = 16;
+  in.lora.targets[static_cast<int>(LoraTarget::kQ)] = true;
+  in.lora.targets[static_cast<int>(LoraTarget::kV)] = true;
+  in.device = DeviceKind::kCuda;
+  in.vram_budget = *parse_byte_size(budget);
+  return in;
+}
+
+// The memory goals: 7B at 2048, 14B at 2048 and Llama-3-8B at 4096 within 4 GiB need the
+// embedding and lm_head off the device; with them forced on the device 7B does not fit.
+TEST(Planner, HostExtrasFitTheBigModelsInFourGiB) {
+  for (auto [preset, seq] : {std::pair{"qwen2.5-7b", 2048}, {"qwen2.5-14b", 2048}, {"llama3-8b", 4096}}) {
+    PlanInput in = big_input(preset, seq, "4GiB");
+    StatusOr<Plan> p = make_plan(in);
+    ASSERT_TRUE(p.ok()) << preset << ": " << p.status().to_string();
+    EXPECT_TRUE(p->host_extras) << preset;
+    EXPECT_LE(p->vram_total, 4ull << 30) << preset;
+    EXPECT_GE(p->num_slots, 1) << preset;
+    EXPECT_EQ(term(*p, "final norm + lm_head chunk buffers"),
+              (in.model.hidden_size * 2 + 255) / 256 * 256 + 2ull * 16384 * in.model.hidden_size * 2)
+        << preset;
+    // The host keeps the extras copy and the gather staging on top of the RAM store.
+    EXPECT_GE(p->host_bytes, make_extras_layout(in.model, DType::kBF16).bytes + p->layer_bytes * in.model.num_layers);
+    EXPECT_NE(p->banner().find("lm_head streamed"), std::string::npos) << p->banner();
+  }
+  PlanInput dev = big_input("qwen2.5-7b", 2048, "4GiB");
+  dev.offload_embeddings = "false";
+  StatusOr<Plan> refused = make_plan(dev);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kResourceExhausted);
+}
+
+// auto picks the placement that streams fewer bytes; forcing either way is honoured.
+TEST(Planner, HostExtrasChoiceFollowsStreamedBytes) {
+  PlanInput in = big_input("qwen2.5-7b", 2048, "12GiB");
+  in.offload_embeddings = "false";
+  StatusOr<Plan> dev = make_plan(in);
+  in.offload_embeddings = "true";
+  StatusOr<Plan> host = make_plan(in);
+  in.offload_embeddings = "auto";
+  StatusOr<Plan> autop = make_plan(in);
+  ASSERT_TRUE(dev.ok() && host.ok() && autop.ok());
+  EXPECT_FALSE(dev->host_extras);
+  EXPECT_TRUE(host->host_extras);
+  EXPECT_GT(host->resident_layers.size(), dev->resident_layers.size());
+  const Plan& best = host->streamed_bytes_per_micro_batch < dev->streamed_bytes_per_micro_batch ? *host : *dev;
+  EXPECT_EQ(autop->host_extras, best.host_extras);
+  EXPECT_EQ(autop->streamed_bytes_per_micro_batch, best.streamed_bytes_per_micro_batch);
+
+  // Everything resident (huge budget): nothing streams, extras stay on the device.
+  in.vram_budget = 1ull << 40;
+  StatusOr<Plan> all = make_plan(in);
+  ASSERT_TRUE(all.ok());
+  EXPECT_FALSE(all->host_extras);
+  EXPECT_EQ(all->streamed_bytes_per_micro_batch, 0u);
+
+  in.tier = "off";
+  in.offload_embeddings = "true";
+  EXPECT_EQ(make_plan(in).status().code(), StatusCode::kInvalidArgument);
+  in.offload_embeddings = "sometimes";
   EXPECT_EQ(make_plan(in).status().code(), StatusCode::kInvalidArgument);
 }
 

@@ -89,6 +89,14 @@ class CpuBackend : public Backend {
   void cross_entropy(Tensor logits, Tensor loss_sum, const int32_t* labels, float grad_scale) override {
     cpu::cross_entropy(logits, loss_sum, labels, grad_scale);
   }
+  void ce_chunk(Tensor logits, Tensor acc, Tensor m, Tensor s, Tensor target, const int32_t* labels,
+                int64_t col0) override {
+    cpu::ce_chunk(logits, acc, m, s, target, labels, col0);
+  }
+  void ce_finish(Tensor dx, Tensor loss_sum, Tensor acc, Tensor m, Tensor s, Tensor target, Tensor w_label,
+                 const int32_t* labels, float grad_scale) override {
+    cpu::ce_finish(dx, loss_sum, acc, m, s, target, w_label, labels, grad_scale);
+  }
   void dropout(Tensor y, Tensor x, float p, uint64_t seed) override { cpu::dropout(y, x, p, seed); }
   void adamw(Tensor param, Tensor grad, Tensor m, Tensor v, const AdamW& h) override {
     cpu::adamw(param, grad, m, v, h);

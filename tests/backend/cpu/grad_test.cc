@@ -75,6 +75,60 @@ TEST(CpuGrad, CrossEntropy) {
   for (int64_t i = 0; i < V; ++i) EXPECT_EQ(grad[V + i], 0.0f) << "ignored row must get zero gradient";
 }
 
+// The vocabulary-chunked head (model/head.h Note [vocab-chunked head]) on its own: logits = x Wᵀ
+// walked in chunks of C columns with ce_chunk + gemm into acc, then ce_finish. Loss and dx against
+// a double whole-vocabulary reference and its finite-difference gradient, for several chunk widths
+// (one chunk, uneven chunks, one column per chunk).
+TEST(CpuGrad, VocabChunkedCrossEntropy) {
+  auto be = cpu_backend();
+  const int64_t R = 5, V = 11, H = 6;
+  const float gs = 0.25f;
+  auto x = randn(R * H, 21, 1.5f), w = randn(V * H, 22, 1.5f);
+  std::vector<int32_t> labels = {3, -100, 0, 10, 7};
+  std::vector<int32_t> safe = labels;
+  for (int32_t& l : safe) l = l < 0 ? 0 : l;
+  std::vector<float> w_label(R * H);
+  for (int64_t r = 0; r < R; ++r)
+    for (int64_t h = 0; h < H; ++h) w_label[r * H + h] = w[safe[r] * H + h];
+  const auto wd = to_double(w);
+  auto ref_loss = [&](const std::vector<double>& xx) {
+    std::vector<double> logits(R * V, 0.0);
+    for (int64_t r = 0; r < R; ++r)
+      for (int64_t v = 0; v < V; ++v)
+        for (int64_t h = 0; h < H; ++h) logits[r * V + v] += xx[r * H + h] * wd[v * H + h];
+    return cross_entropy_ref(logits, labels, V);
+  };
+  const double want = ref_loss(to_double(x));
+  auto fd = fd_grad(to_double(x), [&](const std::vector<double>& xx) { return gs * ref_loss(xx); });
+  for (int64_t C : {V, int64_t{4}, int64_t{1}}) {
+    std::vector<float> m(R), s(R), tgt(R), acc(R * H), dx(R * H), loss = {0.5f}, logits(R * C);
+    for (int64_t col0 = 0; col0 < V; col0 += C) {
+      const int64_t vc = std::min(C, V - col0);
+      Tensor lg(logits.data(), DType::kF32, {R, vc});
+      Tensor wc(w.data() + col0 * H, DType::kF32, {vc, H});
+      be->gemm(lg, view(x, {R, H}), wc, {.trans_b = Trans::kYes});
+      be->ce_chunk(lg, view(acc, {R, H}), view(m, {R}), view(s, {R}), view(tgt, {R}), labels.data(), col0);
+      be->gemm(view(acc, {R, H}), lg, wc, {.accum = col0 == 0 ? Accum::kOverwrite : Accum::kAdd});
+    }
+    be->ce_finish(view(dx, {R, H}), view(loss, {1}), view(acc, {R, H}), view(m, {R}), view(s, {R}), view(tgt, {R}),
+                  view(w_label, {R, H}), labels.data(), gs);
+    EXPECT_NEAR(loss[0], 0.5 + want, 1e-5) << "chunk " << C;
+    EXPECT_LT(rel_err(dx, fd), kGradTol) << "chunk " << C;
+    for (int64_t h = 0; h < H; ++h) EXPECT_EQ(dx[H + h], 0.0f) << "ignored row must get zero gradient";
+    // Loss only (no acc, no dx): same loss.
+    std::vector<float> loss2 = {0.0f};
+    for (int64_t col0 = 0; col0 < V; col0 += C) {
+      const int64_t vc = std::min(C, V - col0);
+      Tensor lg(logits.data(), DType::kF32, {R, vc});
+      be->gemm(lg, view(x, {R, H}), Tensor(w.data() + col0 * H, DType::kF32, {vc, H}), {.trans_b = Trans::kYes});
+      be->ce_chunk(lg, Tensor(), view(m, {R}), view(s, {R}), view(tgt, {R}), labels.data(), col0);
+    }
+    be->ce_finish(Tensor(), view(loss2, {1}), Tensor(), view(m, {R}), view(s, {R}), view(tgt, {R}), Tensor(),
+                  labels.data(), 0.0f);
+    EXPECT_NEAR(loss2[0], want, 1e-5) << "chunk " << C;
+  }
+}
+
 // y[M,N] = x[M,K] W[N,K]^T; dx = dy W; dW = dy^T x, all through gemm's transpose flags.
 TEST(CpuGrad, LinearViaGemm) {
   auto be = cpu_backend();
