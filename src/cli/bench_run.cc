@@ -79,6 +79,7 @@ struct Residency {
   int slots = 0;
   uint64_t planned = 0;
   bool host_extras = false;
+  bool save_attention = false;
 };
 
 // Note [bench residency]: stream off keeps every layer resident. A streamed run without
@@ -113,6 +114,7 @@ StatusOr<Residency> decide_residency(const BenchOptions& o, Backend* be, const M
   }
   ASSIGN_OR_RETURN(Plan p, make_plan(in));
   res.host_extras = p.host_extras;
+  res.save_attention = p.save_attention;
   res.resident = p.resident_layers;
   res.slots = p.num_slots;
   res.planned = p.vram_total;
@@ -192,7 +194,9 @@ StatusOr<BenchResult> run_bench(const BenchOptions& o) {
   mo.max_tokens = o.seq * o.batch;
   mo.seed = o.seed;
   mo.host_extras = res.host_extras;
+  mo.save_attention = res.save_attention;
   r.host_extras = res.host_extras;
+  r.save_attention = res.save_attention;
   ASSIGN_OR_RETURN(std::unique_ptr<Model> model, Model::create(c, be.get(), lc, mo));
   model->lora().init(o.seed);
   {

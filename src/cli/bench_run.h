@@ -43,6 +43,7 @@ struct BenchResult {
   std::string targets;
   int64_t params = 0, layers = 0, resident_layers = 0, num_slots = 0;
   bool host_extras = false;  // embedding + lm_head in host memory, lm_head streamed
+  bool save_attention = false;  // attention outputs kept for the backward (selective recompute)
   double setup_s = 0;
   double step_ms_median = 0, step_ms_mean = 0, step_ms_min = 0, tok_s = 0;
   double loss_first = 0, loss_last = 0;  // mean per-token loss of the first / last timed step

@@ -166,7 +166,14 @@ Tensor heads(Tensor t, int64_t n_heads, int64_t d) { return t.reshape({t.rows(),
 
 Scratch carve_ctx(const LayerCtx& ctx, const LoraConfig& lc) {
   Carver cv(ctx.scratch, ctx.scratch_bytes);
-  return carve(cv, *ctx.cfg, ctx.tokens, lc, ctx.act);
+  Scratch s = carve(cv, *ctx.cfg, ctx.tokens, lc, ctx.act);
+  if (!ctx.saved_att.empty()) {  // Note [saved attention]
+    CHECK(ctx.saved_att.numel() == s.att.numel() && ctx.saved_lse.numel() == s.lse.numel(),
+          "saved attention buffers do not match the layer's shapes");
+    s.att = Tensor(ctx.saved_att.data, s.att.dtype, {ctx.tokens, ctx.cfg->q_dim()});
+    s.lse = Tensor(ctx.saved_lse.data, DType::kF32, {ctx.tokens * ctx.cfg->num_heads});
+  }
+  return s;
 }
 
 LoraConfig lora_shape_of(const LoraLayer& lora) {
@@ -180,9 +187,10 @@ LoraConfig lora_shape_of(const LoraLayer& lora) {
   return lc;
 }
 
-// Attention block up to h = x + o_proj(attention(...)); fills s.{xn,q,k,v,qn,kn,att,h,rstd*,lse}.
+// Attention block up to h = x + o_proj(attention(...)); fills s.{xn,q,k,v,qn,kn,att,h,rstd*,lse}
+// (att and lse are only read when !run_attention: Note [saved attention]).
 void attention_forward(const LayerCtx& ctx, const LayerWeights& w, const LoraLayer& lora, const Scratch& s,
-                       Tensor x) {
+                       Tensor x, bool run_attention = true) {
   Backend& be = *ctx.be;
   const ModelConfig& c = *ctx.cfg;
   const float eps = static_cast<float>(c.rms_norm_eps);
@@ -201,8 +209,9 @@ void attention_forward(const LayerCtx& ctx, const LayerWeights& w, const LoraLay
   be.rope(heads(qa, NH, D), ctx.seq.positions, ctx.inv_freq, false);
   be.rope(heads(ka, KVH, D), ctx.seq.positions, ctx.inv_freq, false);
   Tensor lse = s.lse.reshape({ctx.seq.batch, NH, ctx.seq.seq});
-  be.attention(heads(s.att, NH, D), lse, heads(qa, NH, D), heads(ka, KVH, D), heads(s.v, KVH, D), ctx.seq,
-               attn_shape(c));
+  if (run_attention)
+    be.attention(heads(s.att, NH, D), lse, heads(qa, NH, D), heads(ka, KVH, D), heads(s.v, KVH, D), ctx.seq,
+                 attn_shape(c));
   linear_forward(ctx, lora, s, {w.o, {}, &lora[LoraTarget::kO], LoraTarget::kO}, s.att, s.h);
   be.add(s.h, s.h, x);
 }
@@ -240,7 +249,7 @@ void layer_backward(const LayerCtx& ctx, const LayerWeights& w, const LoraLayer&
   const ModelConfig& c = *ctx.cfg;
   const int64_t N = ctx.tokens, D = c.head_dim, NH = c.num_heads, KVH = c.num_kv_heads;
   Scratch s = carve_ctx(ctx, lora_shape_of(lora));
-  attention_forward(ctx, w, lora, s, x);  // recompute (only x was saved)
+  attention_forward(ctx, w, lora, s, x, /*run_attention=*/ctx.saved_att.empty());  // recompute from x
   mlp_forward(ctx, w, lora, s);
 
   // MLP. dg reuses m's memory (m is dead once down_proj's backward has read it).

@@ -35,6 +35,11 @@ struct LayerCtx {
   size_t scratch_bytes = 0;
   bool train = true;           // dropout on the LoRA input only when training
   uint64_t dropout_seed = 0;   // per (micro-batch, layer); targets derive theirs from it
+  // Note [saved attention]: selective recompute. When set (backend memory, this layer's own
+  // buffers: att act [N, NH*D], lse f32 [N*NH]), the training forward writes the attention output
+  // and its log-sum-exp there, and the backward's recompute reuses them instead of running the
+  // attention forward again. The kernels are deterministic, so the bits are the same either way.
+  Tensor saved_att, saved_lse;
 };
 
 // Bytes of scratch one layer's forward or backward needs for `tokens` tokens in `batch` rows.
@@ -43,7 +48,8 @@ size_t layer_scratch_bytes(const ModelConfig& c, int64_t tokens, const LoraConfi
 // out[N,H] = layer(x[N,H]). x and out: act dtype, backend memory, distinct. Enqueues on compute.
 void layer_forward(const LayerCtx& ctx, const LayerWeights& w, const LoraLayer& lora, Tensor x, Tensor out);
 
-// Recomputes the forward from x, then back-propagates dout[N,H]: writes dx[N,H] (distinct from
+// Recomputes the forward from x (less the attention core when ctx.saved_att is set; the
+// forward of this micro-batch must have filled it), then back-propagates dout[N,H]: writes dx[N,H] (distinct from
 // dout and x) and ACCUMULATES (+=) the LoRA gradients da/db of `lora`.
 void layer_backward(const LayerCtx& ctx, const LayerWeights& w, const LoraLayer& lora, Tensor x, Tensor dout,
                     Tensor dx);

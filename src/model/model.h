@@ -28,6 +28,8 @@
 
 namespace st {
 
+struct LayerCtx;  // model/layer.h
+
 // The visit sequence of one LayerSource step (design.md §3): which layer, for which micro-batch,
 // in which phase. micro_batch_major(L, k) is the standard order (per micro-batch: 0..L-1 forward,
 // then L-1..0 backward); a layer-major order can be added as another factory.
@@ -55,6 +57,10 @@ struct ModelOptions {
   size_t logits_chunk_bytes = 64ull << 20;
   int64_t vocab_chunk = kDefaultVocabChunk;  // lm_head rows per head chunk (model/head.h); part of the numerics
   bool host_extras = false;            // Note [host extras]
+  // Keep each layer's attention output + lse from the forward for the backward (model/layer.h
+  // Note [saved attention]): L x tokens x (NH*D act + NH f32) more activation memory, one
+  // attention forward less per layer and step. Never changes the numerics.
+  bool save_attention = false;
 };
 
 // Every byte of the activation arena for these options (the planner's "activations" term).
@@ -110,6 +116,7 @@ class Model {
   void upload(const Batch& b);
   void embed(const Batch& b);
   void gather_label_rows();
+  void set_saved_attention(LayerCtx* ctx, int l) const;
   Tensor final_norm() const;
   void forward_layer(int l, LayerSource& src, bool train);
   void backward_layer(int l, LayerSource& src);

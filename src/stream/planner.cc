@@ -30,6 +30,7 @@ struct Shape {
   int slots;
   int resident;
   bool host_extras;
+  bool save_attention = false;
 };
 
 ModelOptions model_options(const PlanInput& in, const Shape& s) {
@@ -38,6 +39,7 @@ ModelOptions model_options(const PlanInput& in, const Shape& s) {
   o.max_tokens = s.tokens;
   o.vocab_chunk = in.vocab_chunk;
   o.host_extras = s.host_extras;
+  o.save_attention = s.save_attention;
   return o;
 }
 
@@ -177,6 +179,13 @@ StatusOr<Plan> make_plan(const PlanInput& in) {
   Shape s = dev_ok ? dev : host;
   if (dev_ok && host_ok && in.offload_embeddings == "auto" && streamed_bytes(in, host) < streamed_bytes(in, dev))
     s = host;
+  // Spare memory after every layer is resident keeps the attention outputs (selective recompute,
+  // model/layer.h Note [saved attention]); a streaming plan spends it on resident layers first.
+  if (s.resident == L) {
+    Shape t = s;
+    t.save_attention = true;
+    if (total(plan_terms(in, t)) <= budget) s = t;
+  }
   const uint64_t lb = make_layer_layout(c, in.dtype).bytes;
   Plan p;
   p.tier = in.tier;
@@ -184,6 +193,7 @@ StatusOr<Plan> make_plan(const PlanInput& in) {
   p.num_slots = s.slots;
   p.resident_layers = stream ? spread_layers(s.resident, L) : spread_layers(L, L);
   p.host_extras = s.host_extras;
+  p.save_attention = s.save_attention;
   p.layer_bytes = lb;
   p.budget = budget;
   p.vram = plan_terms(in, s);
@@ -200,7 +210,8 @@ std::string Plan::banner() const {
   Str b;
   b << "plan: stream " << tier << ", " << resident_layers.size() << " of " << num_layers << " layers resident, "
     << streamed_layers() << " streamed through " << num_slots << " buffer(s) of " << format_bytes(layer_bytes)
-    << (host_extras ? ", embedding + lm_head in host memory (lm_head streamed in vocabulary chunks)" : "") << "\n";
+    << (host_extras ? ", embedding + lm_head in host memory (lm_head streamed in vocabulary chunks)" : "")
+    << (save_attention ? ", attention outputs kept for the backward" : "") << "\n";
   b << "  device memory " << format_bytes(vram_total) << " of "
     << (budget >= UINT64_MAX / 4 ? std::string("unlimited") : format_bytes(budget)) << ":\n";
   for (const PlanTerm& t : vram) {

@@ -60,6 +60,7 @@ struct Plan {
   std::vector<int> resident_layers; // sorted
   int num_layers = 0;
   bool host_extras = false;         // embedding + lm_head in host memory, lm_head streamed
+  bool save_attention = false;      // ModelOptions::save_attention (only when every layer is resident)
   uint64_t layer_bytes = 0;
   uint64_t budget = 0;
   std::vector<PlanTerm> vram;       // device bytes by term

@@ -129,6 +129,7 @@ StatusOr<BaseWeights> open_base_weights(const TrainConfig& cfg, Backend* be, DTy
 
   bw.parts = streamed_parts(bw.store.get(), be, streamed_options(cfg, bw.plan, mc), mc, cfg.base_model);
   bw.parts.host_extras = bw.plan.host_extras;
+  bw.parts.save_attention = bw.plan.save_attention;
   return bw;
 }
 

@@ -59,7 +59,13 @@ TEST(Planner, TermsAndResidentCount) {
   ModelOptions mo;
   mo.act_dtype = DType::kBF16;
   mo.max_tokens = 2048;
-  EXPECT_EQ(term(*all, "activations + scratch (model arena)"), model_arena_bytes(c, in.lora, mo));
+  // Everything resident with room to spare: the attention outputs are kept (selective recompute).
+  EXPECT_TRUE(all->save_attention);
+  ModelOptions saving = mo;
+  saving.save_attention = true;
+  const uint64_t saved = model_arena_bytes(c, in.lora, saving) - model_arena_bytes(c, in.lora, mo);
+  EXPECT_EQ(saved, static_cast<uint64_t>(c.num_layers) * (2048ull * c.q_dim() * 2 + 2048ull * c.num_heads * 4));
+  EXPECT_EQ(term(*all, "activations + scratch (model arena)"), model_arena_bytes(c, in.lora, saving));
   EXPECT_GE(model_arena_bytes(c, in.lora, mo), static_cast<uint64_t>(c.num_layers) * 2048 * c.hidden_size * 2);
   // GQA (14 heads over 2 kv heads): per-head dK/dV + delta, f32.
   EXPECT_EQ(term(*all, "attention backward scratch"), 4ull * (2ull * 2048 * 14 * 64 + 2048ull * 14));
@@ -71,7 +77,7 @@ TEST(Planner, TermsAndResidentCount) {
 
   // The minimal streaming plan + 5.5 layers: 5 resident, 2 slots.
   in.vram_budget = 1ull << 40;
-  in.vram_budget = all->vram_total - lb * c.num_layers + 2 * lb;  // exactly the minimum
+  in.vram_budget = all->vram_total - saved - lb * c.num_layers + 2 * lb;  // exactly the minimum
   StatusOr<Plan> min = make_plan(in);
   ASSERT_TRUE(min.ok()) << min.status().to_string();
   EXPECT_EQ(min->resident_layers.size(), 0u);
