@@ -114,7 +114,7 @@ StatusOr<Residency> decide_residency(const BenchOptions& o, Backend* be, const M
   }
   ASSIGN_OR_RETURN(Plan p, make_plan(in));
   res.host_extras = p.host_extras;
-  res.save_attention = p.save_attention;
+  res.save_attention = p.save_attention && !o.no_save_attention;
   res.resident = p.resident_layers;
   res.slots = p.num_slots;
   res.planned = p.vram_total;

@@ -28,6 +28,7 @@ struct BenchOptions {
   std::vector<std::string> targets = {"q_proj", "v_proj"};
   std::string vram_budget;    // "" = stream every layer when stream != off (see bench_run.cc)
   std::string offload_embeddings = "auto";  // auto | true | false (stream/planner.h)
+  bool no_save_attention = false;           // recompute attention even when the plan could keep it
   std::string device = "auto";
   std::string dtype = "auto"; // auto = bfloat16 on CUDA, float32 on CPU
   uint64_t seed = 0;

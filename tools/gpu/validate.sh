@@ -58,10 +58,13 @@ sequence_len: 256
 cache_dir: $W/cache
 Y
 ref=""
-for v in "off 2 -" "ram 2 -" "ram 3 -" "disk 2 -" "disk 3 -" "ram 2 300MiB" "ram 3 400MiB"; do
+# Field 4: offload_embeddings (embedding + lm_head in host memory, lm_head streamed in 16384-row
+# vocabulary chunks: 3 for SmolLM2's 49152). "off" keeps the attention outputs (selective recompute).
+for v in "off 2 -" "ram 2 -" "ram 3 -" "disk 2 -" "disk 3 -" "ram 2 300MiB" "ram 3 400MiB" \
+         "ram 2 - true" "disk 3 - true" "ram 2 200MiB true"; do
   set -- $v
-  extra=""; [ "$3" != "-" ] && extra="--vram_budget=$3"
-  d=$W/bit_$1_$2_$3
+  extra="--offload_embeddings=${4:-auto}"; [ "$3" != "-" ] && extra="$extra --vram_budget=$3"
+  d=$W/bit_$1_$2_$3_${4:-auto}
   $B train $W/bit.yaml --stream=$1 --stream_buffers=$2 $extra --output_dir=$d >$d.log 2>&1
   rc=$?
   sig=$(python3 -c "import json,sys;print([json.loads(l)['loss'] for l in open('$d/metrics.jsonl') if '\"loss\"' in l])" 2>/dev/null | md5sum | cut -c1-12)
@@ -69,16 +72,16 @@ for v in "off 2 -" "ram 2 -" "ram 3 -" "disk 2 -" "disk 3 -" "ram 2 300MiB" "ram
   plan=$(grep -m1 '^plan:' $d.log)
   [ -z "$ref" ] && ref="$sig/$ad"
   same=$([ "$sig/$ad" = "$ref" ] && echo IDENTICAL || echo DIFFERENT)
-  say "bit stream=$1 buffers=$2 budget=$3 rc=$rc losses=$sig adapter=$ad $same | $plan"
+  say "bit stream=$1 buffers=$2 budget=$3 offload=${4:-auto} rc=$rc losses=$sig adapter=$ad $same | $plan"
 done
-tail -3 $W/bit_ram_2_-/metrics.jsonl >> "$OUT/summary.txt"
+tail -3 $W/bit_ram_2_-_auto/metrics.jsonl >> "$OUT/summary.txt"
 
 # 4. big shapes streamed from pinned RAM within 4 GiB (random weights in memory).
 for row in "qwen2.5-7b 2048" "qwen2.5-14b 2048" "llama3-8b 4096"; do
   set -- $row
   $B bench --preset $1 --seq $2 --steps 3 --warmup 1 --stream ram --vram-budget 4GiB --device cuda --json \
     >>"$OUT/big.jsonl" 2>>"$OUT/big.err"
-  say "big $1 seq $2 rc=$? $(tail -1 "$OUT/big.jsonl" | python3 -c "import json,sys; r=json.loads(sys.stdin.read()); print({k: r.get(k) for k in ['tok_s','step_ms','peak_vram_bytes','vram_peak_gib','resident_layers','num_slots','exposed_copy_ms','stream_gbps','host_store_bytes']})" 2>&1)"
+  say "big $1 seq $2 rc=$? $(tail -1 "$OUT/big.jsonl" | python3 -c "import json,sys; r=json.loads(sys.stdin.read()); g=lambda k: round((r.get(k) or 0)/2**30,3); print({'tok_s': r.get('tok_s'), 'step_ms': r.get('step_ms'), 'planned_GiB': g('vram_planned_bytes'), 'allocated_GiB': g('vram_allocated_bytes'), 'peak_above_context_GiB': round(((r.get('vram_peak_used_bytes') or 0)-(r.get('vram_baseline_used_bytes') or 0))/2**30,3), 'resident': r.get('resident_layers'), 'slots': r.get('num_slots'), 'offload': r.get('offload_embeddings'), 'GB_per_step': round(r.get('bytes_streamed_per_step',0)/1e9,2), 'exposed_ms': r.get('exposed_copy_ms'), 'xfer_floor_ms': r.get('transfer_floor_ms')})" 2>&1)"
 done
 
 # 5. compute-sanitizer on a small streamed run: a 6-layer random model, f32, a budget that leaves
@@ -117,7 +120,9 @@ Y
     if echo "$p" | grep -qE ' [0-3] of 6 layers resident'; then budget=$b; say "sanitizer plan ($b): $p"; break; fi
   done
   for tool in memcheck racecheck; do
+    # offload_embeddings + a 300-row vocab chunk: the lm_head streams in 4 chunks through the copy stream.
     timeout 240 $CS --tool $tool --error-exitcode 9 $B train $W/t6.yaml ${budget:+--vram_budget=$budget} \
+      --offload_embeddings=true --vocab_chunk=300 \
       --output_dir=$W/cs_$tool >"$OUT/sanitizer_$tool.log" 2>&1
     say "compute-sanitizer $tool rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|Error:' "$OUT/sanitizer_$tool.log" | head -3 | tr '\n' ' ')"
   done
