@@ -61,7 +61,7 @@ ref=""
 # Field 4: offload_embeddings (embedding + lm_head in host memory, lm_head streamed in 16384-row
 # vocabulary chunks: 3 for SmolLM2's 49152). "off" keeps the attention outputs (selective recompute).
 for v in "off 2 -" "ram 2 -" "ram 3 -" "disk 2 -" "disk 3 -" "ram 2 300MiB" "ram 3 400MiB" \
-         "ram 2 - true" "disk 3 - true" "ram 2 200MiB true"; do
+         "ram 2 - true" "disk 3 - true" "ram 2 300MiB true"; do
   set -- $v
   extra="--offload_embeddings=${4:-auto}"; [ "$3" != "-" ] && extra="$extra --vram_budget=$3"
   d=$W/bit_$1_$2_$3_${4:-auto}
