@@ -21,6 +21,8 @@
 #              after it is skipped and reported as such, so what ran still comes back.
 #   STEPS / WARMUP  timed / warm-up steps for every runner (default 5 / 2).
 #   RESIDENT / STREAMED  rows, "name:seq" separated by spaces (defaults below: the speed issue's).
+#   NOSAVE     resident rows run again with --no-save-attention (the selective-recompute A/B),
+#              into streamtune_nosave.jsonl; default none.
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/.." && pwd)
@@ -56,25 +58,28 @@ st bench --help >/dev/null || { echo "streamtune binary does not start"; env LD_
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | tee "$OUT/gpu.txt"
 
 # A row: name seq mode -> one JSON line (or an error object) appended to FILE.
-run_st() {  # name seq stream
+run_st() {  # name seq stream [out.jsonl [extra bench flags...]]
   local name=$1 seq=$2 stream=$3 t
+  local file=${4:-streamtune.jsonl}
+  shift 3; [ $# -gt 0 ] && shift
+  local extra=("$@")
   t=$(left)
   if [ "$t" -lt 20 ]; then
-    echo "{\"model\":\"$name\",\"seq\":$seq,\"stream\":\"$stream\",\"error\":\"skipped: deadline\"}" >>"$OUT/streamtune.jsonl"
+    echo "{\"model\":\"$name\",\"seq\":$seq,\"stream\":\"$stream\",\"error\":\"skipped: deadline\"}" >>"$OUT/$file"
     return
   fi
-  echo "== streamtune $name seq $seq stream $stream ($t s left)"
+  echo "== streamtune $name seq $seq stream $stream ${extra[*]} ($t s left)"
   local line
   line=$(timeout "$t" env LD_LIBRARY_PATH="$ST_LIBS" "$BIN" bench --preset "$name" --seq "$seq" --steps "$STEPS" \
-         --warmup "$WARMUP" --stream "$stream" --device cuda --json 2>>"$OUT/streamtune.err")
+         --warmup "$WARMUP" --stream "$stream" --device cuda --json "${extra[@]}" 2>>"$OUT/streamtune.err")
   local rc=$?
   if [ $rc -eq 0 ] && [ -n "$line" ]; then
-    echo "$line" >>"$OUT/streamtune.jsonl"
+    echo "$line" >>"$OUT/$file"
     echo "$line" | python3 -c 'import json,sys; r=json.load(sys.stdin); print("   tok/s %.0f  step %.1f ms  %.1f TFLOP/s  exposed %s ms" % (r["tok_s"], r["step_ms"], r["tflops"], r["exposed_copy_ms"]))'
   else
     local err
     err=$(tail -c 300 "$OUT/streamtune.err" | tr '"\n\\' "' /")
-    echo "{\"model\":\"$name\",\"seq\":$seq,\"stream\":\"$stream\",\"error\":\"rc $rc: $err\"}" >>"$OUT/streamtune.jsonl"
+    echo "{\"model\":\"$name\",\"seq\":$seq,\"stream\":\"$stream\",\"error\":\"rc $rc: $err\"}" >>"$OUT/$file"
     echo "   failed (rc $rc)"
   fi
 }
@@ -82,6 +87,8 @@ run_st() {  # name seq stream
 : >"$OUT/streamtune.jsonl"
 for row in $RESIDENT; do run_st "${row%%:*}" "${row##*:}" off; done
 for row in $STREAMED; do run_st "${row%%:*}" "${row##*:}" ram; done
+: >"$OUT/streamtune_nosave.jsonl"
+for row in ${NOSAVE:-}; do run_st "${row%%:*}" "${row##*:}" off streamtune_nosave.jsonl --no-save-attention; done
 
 # Peers: one Python process each (imports are slow), rows in the same order, JSON lines on stdout.
 peer_rows() {  # module fn file rows...
