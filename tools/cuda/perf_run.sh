@@ -9,8 +9,7 @@ case "${1:-}" in
     b=${2:?build dir}
     grep -q '^/.devbin/' .git/info/exclude || echo '/.devbin/' >> .git/info/exclude
     rm -rf .devbin && mkdir -p .devbin/lib
-    cp "$b"/streamtune "$b"/backend_cuda_cuda_ops_gputest "$b"/backend_cuda_cuda_attention_gputest \
-       "$b"/backend_cuda_attention_tc_gputest .devbin/
+    cp "$b"/streamtune "$b"/backend_cuda_*_gputest .devbin/
     for l in $(ldd "$b"/streamtune "$b"/backend_cuda_cuda_ops_gputest | awk '/=> \//{print $3}' | sort -u |
                grep -E 'openblas|gfortran|quadmath|gomp|yaml|png|gtest|libz\.'); do cp -L "$l" .devbin/lib/; done
     strip .devbin/streamtune .devbin/backend_cuda_*
