@@ -109,6 +109,29 @@ class Backend {
   // same dtype (f32 or bf16); C may be f32 or bf16. f32 accumulation.
   virtual void gemm(Tensor c, Tensor a, Tensor b, const GemmOpts& o) = 0;
 
+  // ---- LoRA (model/layer.cc: the low-rank path of a targeted linear) -------------------------
+  // Fused skinny products for a rank-r adapter, so the layer never stages bf16 activations into
+  // f32 copies nor runs latency-bound f32 GEMMs. Shared contract:
+  //   A f32 [r, in], B f32 [out, r]; t / dt f32 [N, r]; da f32 [r, in]; db f32 [out, r];
+  //   activations x [N, in], y / dy [N, out], dx [N, in]: f32 or bf16, any mix.
+  //   Math in f32 from the stored values; each output element is rounded once, on store.
+  //   Deterministic: every reduction (over in, r, out or N) runs in a fixed order, no atomics.
+  //   No output aliases an input (y and dx are updated in place, as stated).
+  // t[N,r] = x · Aᵀ  (overwrites t).
+  virtual void lora_down(Tensor t, Tensor x, Tensor a) = 0;
+  // y[N,out] += scale · t · Bᵀ, in place: y is read, the sum formed in f32, rounded once.
+  virtual void lora_up(Tensor y, Tensor t, Tensor b, float scale) = 0;
+  // db[out,r] += scale · dyᵀ · t  (the sum over N in a fixed order).
+  virtual void lora_grad_b(Tensor db, Tensor dy, Tensor t, float scale) = 0;
+  // dt[N,r] = scale · dy · B  (overwrites dt).
+  virtual void lora_dt(Tensor dt, Tensor dy, Tensor b, float scale) = 0;
+  // da[r,in] += dtᵀ · x  (the sum over N in a fixed order).
+  virtual void lora_grad_a(Tensor da, Tensor dt, Tensor x) = 0;
+  // dx[N,in] += mask(dt · A), in place, where mask is exactly dropout(·, dropout_p, seed) applied to
+  // the f32 product [N, in] (element i = n*in + j: dropout_rng.h, bit-identical to Backend::dropout
+  // of an f32 tensor holding dt·A); dropout_p <= 0: no mask. One rounding: dx = rnd(dx + mask(dt·A)).
+  virtual void lora_dx(Tensor dx, Tensor dt, Tensor a, float dropout_p, uint64_t seed) = 0;
+
   // y[R,N] += bias[N] (in place). bias may be f32 or bf16.
   virtual void add_bias(Tensor y, Tensor bias) = 0;
   // y = a + b (elementwise, y may alias a or b: in-place allowed for this op).

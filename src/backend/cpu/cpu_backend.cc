@@ -59,6 +59,14 @@ class CpuBackend : public Backend {
   void sync_all() override {}
 
   void gemm(Tensor c, Tensor a, Tensor b, const GemmOpts& o) override { cpu::gemm(c, a, b, o); }
+  void lora_down(Tensor t, Tensor x, Tensor a) override { cpu::lora_down(t, x, a); }
+  void lora_up(Tensor y, Tensor t, Tensor b, float scale) override { cpu::lora_up(y, t, b, scale); }
+  void lora_grad_b(Tensor db, Tensor dy, Tensor t, float scale) override { cpu::lora_grad_b(db, dy, t, scale); }
+  void lora_dt(Tensor dt, Tensor dy, Tensor b, float scale) override { cpu::lora_dt(dt, dy, b, scale); }
+  void lora_grad_a(Tensor da, Tensor dt, Tensor x) override { cpu::lora_grad_a(da, dt, x); }
+  void lora_dx(Tensor dx, Tensor dt, Tensor a, float dropout_p, uint64_t seed) override {
+    cpu::lora_dx(dx, dt, a, dropout_p, seed);
+  }
   void add_bias(Tensor y, Tensor bias) override { cpu::add_bias(y, bias); }
   void add(Tensor y, Tensor a, Tensor b) override { cpu::add(y, a, b); }
   void scale(Tensor y, Tensor x, float s) override { cpu::scale(y, x, s); }

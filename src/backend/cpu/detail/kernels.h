@@ -71,6 +71,13 @@ class F32View {
 
 // ---- ops (semantics: backend.h) ------------------------------------------------------------
 void gemm(Tensor c, Tensor a, Tensor b, const GemmOpts& o);
+// lora_ops.cc
+void lora_down(Tensor t, Tensor x, Tensor a);
+void lora_up(Tensor y, Tensor t, Tensor b, float scale);
+void lora_grad_b(Tensor db, Tensor dy, Tensor t, float scale);
+void lora_dt(Tensor dt, Tensor dy, Tensor b, float scale);
+void lora_grad_a(Tensor da, Tensor dt, Tensor x);
+void lora_dx(Tensor dx, Tensor dt, Tensor a, float dropout_p, uint64_t seed);
 void add_bias(Tensor y, Tensor bias);
 void add(Tensor y, Tensor a, Tensor b);
 void scale(Tensor y, Tensor x, float s);
