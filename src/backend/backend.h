@@ -45,6 +45,9 @@ struct GemmOpts {
   Trans trans_b = Trans::kNo;
   float alpha = 1.0f;
   Accum accum = Accum::kOverwrite;
+  // Optional bias [N] added to every row before the one rounding to C's dtype (on CUDA a cuBLASLt
+  // epilogue when bias and C share a dtype: one launch instead of two).
+  Tensor bias = Tensor();
 };
 
 // Position and document layout of a micro-batch; all arrays are backend memory, [B*T] int32.
@@ -105,8 +108,8 @@ class Backend {
   virtual void sync_all() = 0;
 
   // ---- ops ---------------------------------------------------------------------------------
-  // C[M,N] (=|+=) alpha * op(A) · op(B). op(A) is [M,K], op(B) is [K,N]. A and B must have the
-  // same dtype (f32 or bf16); C may be f32 or bf16. f32 accumulation.
+  // C[M,N] (=|+=) alpha * op(A) · op(B) (+ bias[N] per row). op(A) is [M,K], op(B) is [K,N]. A and
+  // B must have the same dtype (f32 or bf16); C may be f32 or bf16. f32 accumulation.
   virtual void gemm(Tensor c, Tensor a, Tensor b, const GemmOpts& o) = 0;
 
   // ---- LoRA (model/layer.cc: the low-rank path of a targeted linear) -------------------------
@@ -121,6 +124,9 @@ class Backend {
   virtual void lora_down(Tensor t, Tensor x, Tensor a) = 0;
   // y[N,out] += scale · t · Bᵀ, in place: y is read, the sum formed in f32, rounded once.
   virtual void lora_up(Tensor y, Tensor t, Tensor b, float scale) = 0;
+  // The two gradient ops round like C + (alpha·A·B): g = rnd(g + rnd(scale · rnd(sum))), so
+  // accumulating into g gives the bits of computing into a zeroed buffer and adding it afterwards
+  // (dist/data_parallel.h Note [exact reduction]).
   // db[out,r] += scale · dyᵀ · t  (the sum over N in a fixed order).
   virtual void lora_grad_b(Tensor db, Tensor dy, Tensor t, float scale) = 0;
   // dt[N,r] = scale · dy · B  (overwrites dt).

@@ -18,8 +18,7 @@ struct Scratch {
   Tensor dm, du, dxn, da, dq, dk, dv, dq2, dk2;  // [N,F] [N,F] [N,H] [N,Q] [N,Q] [N,KV] [N,KV] [N,Q] [N,KV]
   // LoRA, f32
   Tensor t, dt;         // [N, r]
-  Tensor xd, dxd;       // [N, max_in]  (xd only when dropout > 0 or act != f32)
-  Tensor yf, dyf;       // [N, max_out] (only when act != f32)
+  Tensor xd;            // [N, max_in]: the dropped-out LoRA input (only when dropout > 0)
 };
 
 Scratch carve(Carver& cv, const ModelConfig& c, int64_t N, const LoraConfig& lc, DType act) {
@@ -55,22 +54,17 @@ Scratch carve(Carver& cv, const ModelConfig& c, int64_t N, const LoraConfig& lc,
   s.dk = cv.take(act, {N, KV});
   s.dv = cv.take(act, {N, KV});
   // LoRA staging is sized by the targeted linears only (q/v-only LoRA needs [N, H], not [N, F]).
-  int64_t max_in = 0, max_out = 0;
+  // The fused LoRA ops read bf16 or f32 activations directly (Note [fused LoRA]); only dropout
+  // needs a staged f32 copy of the input.
+  int64_t max_in = 0;
   for (int t = 0; t < kNumLoraTargets; ++t) {
     if (!lc.targets[t]) continue;
-    auto [in, out] = lora_target_dims(c, static_cast<LoraTarget>(t));
-    max_in = std::max(max_in, in);
-    max_out = std::max(max_out, out);
+    max_in = std::max(max_in, lora_target_dims(c, static_cast<LoraTarget>(t)).first);
   }
   if (max_in > 0) {
     s.t = cv.take(f32, {N, lc.r});
     s.dt = cv.take(f32, {N, lc.r});
-    s.dxd = cv.take(f32, {N, max_in});
-    if (lc.dropout > 0 || act != f32) s.xd = cv.take(f32, {N, max_in});
-    if (act != f32) {
-      s.yf = cv.take(f32, {N, max_out});
-      s.dyf = cv.take(f32, {N, max_out});
-    }
+    if (lc.dropout > 0) s.xd = cv.take(f32, {N, max_in});
   }
   return s;
 }
@@ -91,17 +85,16 @@ struct LinearArgs {
   LoraTarget target;
 };
 
-// The LoRA input: x itself (f32, no dropout), else converted to f32 and/or dropped out into xd.
+// Note [fused LoRA]: the low-rank path runs on Backend's fused LoRA ops, which read bf16 or f32
+// activations as stored, do f32 math and round once on store: t = x A^T (lora_down), y += s t B^T
+// (lora_up); backward db += s dy^T t, dt = s dy B, da += dt^T x, dx += mask(dt A). No f32 staging
+// copies of x, y or dy and no skinny GEMMs: 2 launches per target forward, 5 backward.
+
+// The LoRA input: x itself, or (training with dropout) x dropped out into the f32 copy xd.
 Tensor lora_input(const LayerCtx& ctx, const LoraLayer& lora, const Scratch& s, Tensor x, LoraTarget t) {
-  const bool drop = ctx.train && lora.dropout > 0.0f;
-  if (x.dtype == DType::kF32 && !drop) return x;
+  if (!ctx.train || lora.dropout <= 0.0f) return x;
   Tensor xd = prefix(s.xd, DType::kF32, x.rows(), x.cols());
-  Tensor src = x;
-  if (x.dtype != DType::kF32) {
-    ctx.be->convert(xd, x);
-    src = xd;
-  }
-  if (drop) ctx.be->dropout(xd, src, lora.dropout, target_seed(ctx.dropout_seed, t));
+  ctx.be->dropout(xd, x, lora.dropout, target_seed(ctx.dropout_seed, t));
   return xd;
 }
 
@@ -112,18 +105,9 @@ void linear_forward(const LayerCtx& ctx, const LoraLayer& lora, const Scratch& s
   be.gemm(y, x, a.w, {.trans_b = Trans::kYes});
   if (!a.bias.empty()) be.add_bias(y, a.bias);
   if (!a.p || !a.p->present()) return;
-  const int64_t N = x.rows(), r = a.p->a.dim(0), out = y.cols();
-  Tensor xl = lora_input(ctx, lora, s, x, a.target);
-  Tensor t = prefix(s.t, DType::kF32, N, r);
-  be.gemm(t, xl, a.p->a, {.trans_b = Trans::kYes});
-  if (y.dtype == DType::kF32) {
-    be.gemm(y, t, a.p->b, {.trans_b = Trans::kYes, .alpha = lora.scaling, .accum = Accum::kAdd});
-    return;
-  }
-  Tensor yf = prefix(s.yf, DType::kF32, N, out);
-  be.convert(yf, y);
-  be.gemm(yf, t, a.p->b, {.trans_b = Trans::kYes, .alpha = lora.scaling, .accum = Accum::kAdd});
-  be.convert(y, yf);
+  Tensor t = prefix(s.t, DType::kF32, x.rows(), a.p->a.dim(0));
+  be.lora_down(t, lora_input(ctx, lora, s, x, a.target), a.p->a);
+  be.lora_up(y, t, a.p->b, lora.scaling);
 }
 
 // dx[N,in] (= or +=) dy W + LoRA input-gradient; LoRA grads += (x: the forward input of this linear).
@@ -132,29 +116,16 @@ void linear_backward(const LayerCtx& ctx, const LoraLayer& lora, const Scratch& 
   Backend& be = *ctx.be;
   be.gemm(dx, dy, a.w, {.accum = acc});
   if (!a.p || !a.p->present()) return;
-  const int64_t N = x.rows(), in = x.cols(), r = a.p->a.dim(0), out = dy.cols();
+  const int64_t N = x.rows(), r = a.p->a.dim(0);
   const float sc = lora.scaling;
+  const bool drop = ctx.train && lora.dropout > 0.0f;
   Tensor xl = lora_input(ctx, lora, s, x, a.target);
-  Tensor dyl = dy;
-  if (dy.dtype != DType::kF32) {
-    dyl = prefix(s.dyf, DType::kF32, N, out);
-    be.convert(dyl, dy);
-  }
   Tensor t = prefix(s.t, DType::kF32, N, r), dt = prefix(s.dt, DType::kF32, N, r);
-  be.gemm(t, xl, a.p->a, {.trans_b = Trans::kYes});                                        // [N,r]
-  be.gemm(a.p->db, dyl, t, {.trans_a = Trans::kYes, .alpha = sc, .accum = Accum::kAdd});   // [out,r]
-  be.gemm(dt, dyl, a.p->b, {.alpha = sc});                                                 // [N,r]
-  be.gemm(a.p->da, dt, xl, {.trans_a = Trans::kYes, .accum = Accum::kAdd});                // [r,in]
-  Tensor dxd = prefix(s.dxd, DType::kF32, N, in);
-  be.gemm(dxd, dt, a.p->a, {});                                                            // [N,in]
-  if (ctx.train && lora.dropout > 0.0f) be.dropout(dxd, dxd, lora.dropout, target_seed(ctx.dropout_seed, a.target));
-  if (dx.dtype == DType::kF32) {
-    be.add(dx, dx, dxd);
-    return;
-  }
-  Tensor tmp = prefix(s.xd, dx.dtype, N, in);  // xd (the LoRA input) is no longer needed
-  be.convert(tmp, dxd);
-  be.add(dx, dx, tmp);
+  be.lora_down(t, xl, a.p->a);              // [N,r]
+  be.lora_grad_b(a.p->db, dy, t, sc);       // [out,r] +=
+  be.lora_dt(dt, dy, a.p->b, sc);           // [N,r]
+  be.lora_grad_a(a.p->da, dt, xl);          // [r,in] +=
+  be.lora_dx(dx, dt, a.p->a, drop ? lora.dropout : 0.0f, target_seed(ctx.dropout_seed, a.target));  // [N,in] +=
 }
 
 AttnShape attn_shape(const ModelConfig& c) {

@@ -9,7 +9,8 @@
 //   xn = rmsnorm(x); q,k,v = xn W^T (+b) + s * (drop(xn) A^T) B^T ; [Qwen3: per-head rmsnorm of q,k]
 //   rope(q,k); att = attention(q,k,v); h = x + att Wo^T (+lora)
 //   hn = rmsnorm(h); m = silu(hn Wg^T +lora) * (hn Wu^T +lora); out = h + m Wd^T (+lora)
-// The LoRA path runs in f32 (x is converted when activations are bf16), as PEFT does.
+// The LoRA path does f32 math, as PEFT does: fused Backend ops read bf16 or f32 activations
+// directly and round once on store (layer.cc Note [fused LoRA]).
 //
 // Note [layer scratch]: all intermediates come from one caller-owned scratch region of
 // layer_scratch_bytes(...) bytes, carved per call (model/carver.h). No allocation happens here.

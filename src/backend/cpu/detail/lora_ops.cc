@@ -28,6 +28,9 @@ void check_2d(const Tensor& t, int64_t rows, int64_t cols, const char* what) {
 // Row n of an activation as f32 (in `buf`, sized by the caller).
 void load_row(const Tensor& t, int64_t n, float* buf) { load_f32(t, n * t.cols(), t.cols(), buf); }
 
+// Note [grad rounding]: the gradient ops round the product to f32 first and then add it to the
+// accumulator (g = g + rnd(scale * rnd(sum))), so accumulating a micro-batch directly gives the
+// same bits as computing it into a zeroed buffer and adding that later (dist exact reduction).
 }  // namespace
 
 void lora_down(Tensor t, Tensor x, Tensor a) {
@@ -92,7 +95,7 @@ void lora_grad_b(Tensor db, Tensor dy, Tensor t, float scale) {
         const double d = load_elem(dy.data, dy.dtype, n * out + o);
         for (int64_t k = 0; k < r; ++k) acc[k] += d * T[n * r + k];
       }
-      for (int64_t k = 0; k < r; ++k) DB[o * r + k] = static_cast<float>(DB[o * r + k] + scale * acc[k]);
+      for (int64_t k = 0; k < r; ++k) DB[o * r + k] += scale * static_cast<float>(acc[k]);  // Note [grad rounding]
     }
   }
 }
@@ -140,7 +143,7 @@ void lora_grad_a(Tensor da, Tensor dt, Tensor x) {
         const double v = load_elem(x.data, x.dtype, n * in + j);
         for (int64_t k = 0; k < r; ++k) acc[k] += v * DT[n * r + k];
       }
-      for (int64_t k = 0; k < r; ++k) DA[k * in + j] = static_cast<float>(DA[k * in + j] + acc[k]);
+      for (int64_t k = 0; k < r; ++k) DA[k * in + j] += static_cast<float>(acc[k]);  // Note [grad rounding]
     }
   }
 }
