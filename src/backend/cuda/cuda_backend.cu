@@ -194,6 +194,47 @@ class CudaBackend final : public Backend {
     if (a.dtype == DType::kF32 && c.dtype != DType::kF32) grow_scratch(static_cast<size_t>(M * N));
     gemm_->run(c, a, b, o, compute(), scratch_, scratch_floats_);
   }
+  // ---- LoRA (backend.h; kernels in lora_ops.cu) ----
+  void lora_down(Tensor t, Tensor x, Tensor a) override {
+    bind();
+    ProfScope prof(compute(), "lora_down", [&] { return shp(x) + "x" + shp(a); });
+    check_lora(x, a, t, x.cols(), a.rows(), "lora_down x, A [r,in], t [N,r]");
+    grow_scratch(static_cast<size_t>(lora_scratch_floats(x.rows(), x.cols(), a.rows(), LoraScratchOp::kRowDot)));
+    launch_lora_down(t, x, a, scratch_, compute());
+  }
+  void lora_up(Tensor y, Tensor t, Tensor b, float scale) override {
+    bind();
+    ProfScope prof(compute(), "lora_up", [&] { return shp(y) + " r" + std::to_string(t.cols()); });
+    check_lora(y, b, t, y.cols(), b.cols(), "lora_up y, B [out,r], t [N,r]", /*w_trans=*/true);
+    launch_lora_up(y, t, b, scale, compute());
+  }
+  void lora_grad_b(Tensor db, Tensor dy, Tensor t, float scale) override {
+    bind();
+    ProfScope prof(compute(), "lora_grad_b", [&] { return shp(dy) + " r" + std::to_string(t.cols()); });
+    check_lora(dy, db, t, dy.cols(), db.cols(), "lora_grad_b dy, db [out,r], t [N,r]", /*w_trans=*/true);
+    grow_scratch(static_cast<size_t>(lora_scratch_floats(dy.rows(), dy.cols(), t.cols(), LoraScratchOp::kColSum)));
+    launch_lora_grad_b(db, dy, t, scale, scratch_, compute());
+  }
+  void lora_dt(Tensor dt, Tensor dy, Tensor b, float scale) override {
+    bind();
+    ProfScope prof(compute(), "lora_dt", [&] { return shp(dy) + " r" + std::to_string(b.cols()); });
+    check_lora(dy, b, dt, dy.cols(), b.cols(), "lora_dt dy, B [out,r], dt [N,r]", /*w_trans=*/true);
+    grow_scratch(static_cast<size_t>(lora_scratch_floats(dy.rows(), dy.cols(), b.cols(), LoraScratchOp::kRowDot)));
+    launch_lora_dt(dt, dy, b, scale, scratch_, compute());
+  }
+  void lora_grad_a(Tensor da, Tensor dt, Tensor x) override {
+    bind();
+    ProfScope prof(compute(), "lora_grad_a", [&] { return shp(x) + " r" + std::to_string(dt.cols()); });
+    check_lora(x, da, dt, x.cols(), da.rows(), "lora_grad_a x, da [r,in], dt [N,r]");
+    grow_scratch(static_cast<size_t>(lora_scratch_floats(x.rows(), x.cols(), dt.cols(), LoraScratchOp::kColSum)));
+    launch_lora_grad_a(da, dt, x, scratch_, compute());
+  }
+  void lora_dx(Tensor dx, Tensor dt, Tensor a, float dropout_p, uint64_t seed) override {
+    bind();
+    ProfScope prof(compute(), "lora_dx", [&] { return shp(dx) + " r" + std::to_string(a.rows()) + (dropout_p > 0 ? " drop" : ""); });
+    check_lora(dx, a, dt, dx.cols(), a.rows(), "lora_dx dx, A [r,in], dt [N,r]");
+    launch_lora_dx(dx, dt, a, dropout_p, seed, compute());
+  }
   void add_bias(Tensor y, Tensor bias) override {
     bind();
     ProfScope prof(compute(), "add_bias", [&] { return shp(y); });
@@ -369,6 +410,17 @@ class CudaBackend final : public Backend {
     }
     CUDA_CHECK(cudaMalloc(&scratch_, floats * sizeof(float)));
     scratch_floats_ = floats;
+  }
+
+  // The LoRA ops' shared contract: act [N, C] f32/bf16; w f32 [r, C] (or [C, r] when w_trans);
+  // rt f32 [N, r].
+  static void check_lora(const Tensor& act, const Tensor& w, const Tensor& rt, int64_t C, int64_t r, const char* what,
+                         bool w_trans = false) {
+    const int64_t N = act.rows();
+    CHECK((act.dtype == DType::kF32 || act.dtype == DType::kBF16) && w.dtype == DType::kF32 &&
+              rt.dtype == DType::kF32 && act.numel() == N * C && w.numel() == C * r && rt.numel() == N * r &&
+              rt.cols() == r && (w_trans ? w.rows() == C && w.cols() == r : w.rows() == r && w.cols() == C),
+          what << ": got " << shp(act) << " " << shp(w) << " " << shp(rt));
   }
 
   static void check_ce_state(const Tensor& m, const Tensor& s, const Tensor& target, int64_t R, const char* op) {

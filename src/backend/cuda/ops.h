@@ -40,6 +40,18 @@ void launch_ce_chunk(Tensor logits, Tensor acc, Tensor m, Tensor s, Tensor targe
 void launch_ce_finish(Tensor dx, Tensor loss_sum, Tensor acc, Tensor m, Tensor s, Tensor target, Tensor w_label,
                       const int32_t* labels, float grad_scale, cudaStream_t st);
 
+// lora_ops.cu: the fused LoRA ops (backend.h "LoRA"). Ops that split a reduction over blocks
+// write partial sums to `scratch`: at least lora_scratch_floats(N, C, r, op) floats of device
+// memory, where C is the streamed activation's width (x: in, dy: out).
+enum class LoraScratchOp { kRowDot /* lora_down, lora_dt */, kColSum /* lora_grad_a, lora_grad_b */ };
+int64_t lora_scratch_floats(int64_t N, int64_t C, int64_t r, LoraScratchOp op);
+void launch_lora_down(Tensor t, Tensor x, Tensor a, float* scratch, cudaStream_t s);
+void launch_lora_up(Tensor y, Tensor t, Tensor b, float scale, cudaStream_t s);
+void launch_lora_grad_b(Tensor db, Tensor dy, Tensor t, float scale, float* scratch, cudaStream_t s);
+void launch_lora_dt(Tensor dt, Tensor dy, Tensor b, float scale, float* scratch, cudaStream_t s);
+void launch_lora_grad_a(Tensor da, Tensor dt, Tensor x, float* scratch, cudaStream_t s);
+void launch_lora_dx(Tensor dx, Tensor dt, Tensor a, float dropout_p, uint64_t seed, cudaStream_t s);
+
 // attention.cu
 void launch_attention(Tensor out, Tensor lse, Tensor q, Tensor k, Tensor v, const SeqLayout& L,
                       const AttnShape& a, cudaStream_t s);
