@@ -70,8 +70,7 @@ struct StepCtx {
 // y[n,out] = x W^T (+bias) + scaling (x A^T) B^T, the LoRA path in f32 (as layer.cc / PEFT).
 void linear(const StepCtx& s, Tensor w, Tensor bias, LoraTarget tgt, Tensor x, Tensor y) {
   Backend& be = *s.be;
-  be.gemm(y, x, w, {.trans_b = Trans::kYes});
-  if (!bias.empty()) be.add_bias(y, bias);
+  be.gemm(y, x, w, {.trans_b = Trans::kYes, .bias = bias});
   if (s.lora == nullptr || !(*s.lora)[tgt].present()) return;
   const LoraPair& p = (*s.lora)[tgt];
   const int64_t n = x.rows(), r = p.a.dim(0);

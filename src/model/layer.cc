@@ -102,8 +102,7 @@ Tensor lora_input(const LayerCtx& ctx, const LoraLayer& lora, const Scratch& s, 
 void linear_forward(const LayerCtx& ctx, const LoraLayer& lora, const Scratch& s, const LinearArgs& a, Tensor x,
                     Tensor y) {
   Backend& be = *ctx.be;
-  be.gemm(y, x, a.w, {.trans_b = Trans::kYes});
-  if (!a.bias.empty()) be.add_bias(y, a.bias);
+  be.gemm(y, x, a.w, {.trans_b = Trans::kYes, .bias = a.bias});  // bias in the GEMM epilogue
   if (!a.p || !a.p->present()) return;
   Tensor t = prefix(s.t, DType::kF32, x.rows(), a.p->a.dim(0));
   be.lora_down(t, lora_input(ctx, lora, s, x, a.target), a.p->a);

@@ -48,8 +48,8 @@ Y
   offloaded=0
   # On the CPU nothing limits device memory, so a budget is what makes layers stream. Field 4:
   # offload_embeddings (default auto: the planner picks the placement that streams fewer bytes).
-  for v in "off 2 -" "ram 2 -" "disk 2 -" "ram 2 2400KiB" "ram 3 2400KiB" "ram 4 2600KiB false" \
-           "disk 2 2200KiB" "disk 3 2400KiB false" "ram 2 2600KiB false" \
+  for v in "off 2 -" "ram 2 -" "disk 2 -" "ram 2 2400KiB" "ram 3 2400KiB" "ram 4 2500KiB false" \
+           "disk 2 2200KiB" "disk 3 2400KiB false" "ram 2 2500KiB false" \
            "ram 2 - true" "disk 3 - true" "ram 2 2000KiB true" "disk 2 2200KiB true"; do
     set -- $v
     extra=(--offload_embeddings="${4:-auto}")

@@ -60,7 +60,7 @@ GemmRunner::~GemmRunner() {
 GemmRunner::Plan& GemmRunner::plan_for(const Key& key) {
   auto it = plans_.find(key);
   if (it != plans_.end()) return *it->second;
-  const auto [M, N, K, ta, tb, abt_i, ct_i, beta_nz, align] = key;
+  const auto [M, N, K, ta, tb, abt_i, ct_i, beta_nz, align, bias] = key;
   const cudaDataType_t abt = cuda_type(static_cast<DType>(abt_i)), ct = cuda_type(static_cast<DType>(ct_i));
   auto p = std::make_unique<Plan>();
   // f32 inputs use plain f32 compute (no TF32) so f32 runs match the CPU reference closely.
@@ -70,6 +70,14 @@ GemmRunner::Plan& GemmRunner::plan_for(const Key& key) {
   const cublasOperation_t op_b = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
   CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a)));
   CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)));
+  if (bias) {
+    // Lt's D is our C transposed: its rows are our columns, so a per-row Lt bias is our bias[N].
+    const cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
+    const int32_t bias_type = ct;  // same dtype as C (GemmRunner::run checks)
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type,
+                                                sizeof(bias_type)));
+  }
   // Stored shapes (column-major view): B row-major [K,N] (or [N,K] when transposed).
   if (tb) CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->la, abt, K, N, K));
   else    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->la, abt, N, K, N));
@@ -99,10 +107,16 @@ GemmRunner::Plan& GemmRunner::plan_for(const Key& key) {
 void GemmRunner::matmul(void* c, DType ct, const void* a, const void* b, DType abt, int64_t M, int64_t N, int64_t K,
                         const GemmOpts& o, cudaStream_t s) {
   const float beta = o.accum == Accum::kAdd ? 1.0f : 0.0f;
-  const int align = std::min({align_class(a), align_class(b), align_class(c)});
+  const bool bias = !o.bias.empty();
+  int align = std::min({align_class(a), align_class(b), align_class(c)});
+  if (bias) align = std::min(align, align_class(o.bias.data));
   const Key key{M, N, K, o.trans_a == Trans::kYes, o.trans_b == Trans::kYes, static_cast<int>(abt),
-                static_cast<int>(ct), beta != 0.0f, align};
+                static_cast<int>(ct), beta != 0.0f, align, bias};
   Plan& p = plan_for(key);
+  if (bias) {
+    const void* bp = o.bias.data;
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bp, sizeof(bp)));
+  }
   CUBLAS_CHECK(cublasLtMatmul(static_cast<cublasLtHandle_t>(handle_), p.desc, &o.alpha, b, p.la, a, p.lb, &beta, c,
                               p.lc, c, p.lc, &p.algo, workspace_, workspace_bytes_, s));
 }
@@ -117,13 +131,24 @@ void GemmRunner::run(Tensor c, Tensor a, Tensor b, const GemmOpts& o, cudaStream
     if (o.accum == Accum::kOverwrite) CUDA_CHECK(cudaMemsetAsync(c.data, 0, c.bytes(), s));
     return;
   }
+  if (!o.bias.empty()) CHECK(o.bias.numel() == N, "gemm: bias has " << o.bias.numel() << " elements, C has " << N);
   if (a.dtype == DType::kF32 && c.dtype != DType::kF32) {
     // No f32 x f32 -> bf16 kernel in cuBLASLt: compute into f32 scratch, then round once.
     CHECK(tmp_elems >= static_cast<size_t>(M * N), "gemm scratch too small");
     Tensor t(tmp_f32, DType::kF32, {M, N});
     if (o.accum == Accum::kAdd) launch_convert(t, c, s);
-    matmul(tmp_f32, DType::kF32, a.data, b.data, a.dtype, M, N, K, o, s);
+    GemmOpts plain = o;
+    plain.bias = Tensor();
+    matmul(tmp_f32, DType::kF32, a.data, b.data, a.dtype, M, N, K, plain, s);
+    if (!o.bias.empty()) launch_add_bias(t, o.bias, s);
     launch_convert(c, t, s);
+    return;
+  }
+  if (!o.bias.empty() && o.bias.dtype != c.dtype) {  // the epilogue wants the bias in C's dtype
+    GemmOpts plain = o;
+    plain.bias = Tensor();
+    matmul(c.data, c.dtype, a.data, b.data, a.dtype, M, N, K, plain, s);
+    launch_add_bias(c, o.bias, s);
     return;
   }
   matmul(c.data, c.dtype, a.data, b.data, a.dtype, M, N, K, o, s);

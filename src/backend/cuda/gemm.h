@@ -26,8 +26,8 @@ class GemmRunner {
 
  private:
   struct Plan;
-  // m, n, k, trans_a, trans_b, ab dtype, c dtype, beta!=0, alignment class of A/B/C
-  using Key = std::tuple<int64_t, int64_t, int64_t, int, int, int, int, int, int>;
+  // m, n, k, trans_a, trans_b, ab dtype, c dtype, beta!=0, alignment class of A/B/C, bias epilogue
+  using Key = std::tuple<int64_t, int64_t, int64_t, int, int, int, int, int, int, int>;
   Plan& plan_for(const Key& key);
   void matmul(void* c, DType ct, const void* a, const void* b, DType abt, int64_t M, int64_t N, int64_t K,
               const GemmOpts& o, cudaStream_t s);

@@ -78,6 +78,20 @@ TEST(CpuOps, Bf16StorageRoundTrip) {
   for (size_t i = 0; i < x.size(); ++i) EXPECT_EQ(back[i], x[i] * 3.0f);
 }
 
+// GemmOpts::bias == gemm then add_bias (f32: the same additions in the same order).
+TEST(CpuOps, GemmBiasEqualsGemmThenAddBias) {
+  auto be = cpu_backend();
+  const int64_t M = 5, N = 7, K = 9;
+  auto a = randn(M * K, 31), b = randn(N * K, 32), bias = randn(N, 33);
+  std::vector<float> fused(M * N), split(M * N);
+  GemmOpts o{.trans_b = Trans::kYes};
+  be->gemm(view(split, {M, N}), view(a, {M, K}), view(b, {N, K}), o);
+  be->add_bias(view(split, {M, N}), view(bias, {N}));
+  o.bias = view(bias, {N});
+  be->gemm(view(fused, {M, N}), view(a, {M, K}), view(b, {N, K}), o);
+  EXPECT_EQ(fused, split);
+}
+
 TEST(CpuOps, AddBiasAndEmbedding) {
   auto be = cpu_backend();
   auto y = randn(6, 7), bias = randn(3, 8);

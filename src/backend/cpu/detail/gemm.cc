@@ -47,6 +47,14 @@ void gemm(Tensor c, Tensor a, Tensor b, const GemmOpts& o) {
   cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<int>(M),
               static_cast<int>(N), static_cast<int>(K), o.alpha, av.data(), static_cast<int>(a.cols()), bv.data(),
               static_cast<int>(b.cols()), add ? 1.0f : 0.0f, cf, static_cast<int>(N));
+  if (!o.bias.empty()) {
+    check_float(o.bias, "gemm bias");
+    CHECK(o.bias.numel() == N, "gemm: bias has " << o.bias.numel() << " elements, C has " << N << " columns");
+    std::vector<float> bias(static_cast<size_t>(N));
+    convert_elements(bias.data(), DType::kF32, o.bias.data, o.bias.dtype, bias.size());
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t j = 0; j < N; ++j) cf[i * N + j] += bias[j];
+  }
   if (c.dtype != DType::kF32) convert_elements(c.data, c.dtype, cbuf.data(), DType::kF32, cbuf.size());
 }
 
