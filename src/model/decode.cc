@@ -19,7 +19,7 @@ struct DecodeBufs {
   Tensor q, k, v, qn, kn, att;            // [C, Q] [C, KV] [C, KV] [C, Q] [C, KV] [C, Q]
   Tensor g, u, m;                         // [C, F]
   Tensor rstd, rstd_q, rstd_k;            // f32 [C], [C*NH], [C*KVH]
-  Tensor t, xd, yf;                       // LoRA f32: [C, r], [C, max_in], [C, max_out]
+  Tensor t;                               // LoRA f32: [C, r]
   Tensor logits;                          // f32 [C, V]
 };
 
@@ -43,12 +43,7 @@ DecodeBufs carve_bufs(Carver& cv, const ModelConfig& c, const DecoderOptions& o,
   b.rstd = cv.take(f32, {C});
   b.rstd_q = cv.take(f32, {C * c.num_heads});
   b.rstd_k = cv.take(f32, {C * c.num_kv_heads});
-  if (lora_r > 0) {
-    const int64_t wide = std::max({H, Q, F});
-    b.t = cv.take(f32, {C, lora_r});
-    b.xd = cv.take(f32, {C, wide});
-    b.yf = cv.take(f32, {C, wide});
-  }
+  if (lora_r > 0) b.t = cv.take(f32, {C, lora_r});
   b.logits = cv.take(f32, {C, c.vocab_size});
   return b;
 }
@@ -67,28 +62,16 @@ struct StepCtx {
   int64_t pos0;           // absolute position of the chunk's first token
 };
 
-// y[n,out] = x W^T (+bias) + scaling (x A^T) B^T, the LoRA path in f32 (as layer.cc / PEFT).
+// y[n,out] = x W^T (+bias) + scaling (x A^T) B^T, the LoRA path in f32 through the fused LoRA ops
+// (as layer.cc's forward; PEFT computes the adapter in f32 too).
 void linear(const StepCtx& s, Tensor w, Tensor bias, LoraTarget tgt, Tensor x, Tensor y) {
   Backend& be = *s.be;
   be.gemm(y, x, w, {.trans_b = Trans::kYes, .bias = bias});
   if (s.lora == nullptr || !(*s.lora)[tgt].present()) return;
   const LoraPair& p = (*s.lora)[tgt];
-  const int64_t n = x.rows(), r = p.a.dim(0);
-  Tensor xl = x;
-  if (x.dtype != DType::kF32) {
-    xl = Tensor(s.b->xd.data, DType::kF32, {n, x.cols()});
-    be.convert(xl, x);
-  }
-  Tensor t(s.b->t.data, DType::kF32, {n, r});
-  be.gemm(t, xl, p.a, {.trans_b = Trans::kYes});
-  if (y.dtype == DType::kF32) {
-    be.gemm(y, t, p.b, {.trans_b = Trans::kYes, .alpha = s.lora->scaling, .accum = Accum::kAdd});
-    return;
-  }
-  Tensor yf(s.b->yf.data, DType::kF32, {n, y.cols()});
-  be.convert(yf, y);
-  be.gemm(yf, t, p.b, {.trans_b = Trans::kYes, .alpha = s.lora->scaling, .accum = Accum::kAdd});
-  be.convert(y, yf);
+  Tensor t(s.b->t.data, DType::kF32, {x.rows(), p.a.dim(0)});
+  be.lora_down(t, x, p.a);
+  be.lora_up(y, t, p.b, s.lora->scaling);
 }
 
 // Rows [pos0, pos0+n) of layer l's cache, and rows [0, pos0+n) as [T, KVH, D].
