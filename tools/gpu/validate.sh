@@ -18,9 +18,11 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee -a "$OUT/
 $B --version | tee -a "$OUT/summary.txt"
 
 if [ -z "${SKIP_TESTS:-}" ]; then
-for t in cuda_ops cuda_attention attention_tc; do
-  .devbin/backend_cuda_${t}_gputest --gtest_brief=1 --gtest_filter=-*TimingTable* >"$OUT/test_$t.log" 2>&1
+for g in .devbin/backend_cuda_*_gputest; do
+  t=$(basename "$g" _gputest)
+  "$g" --gtest_brief=1 --gtest_filter=-*TimingTable* >"$OUT/test_$t.log" 2>&1
   say "gputest $t rc=$? $(grep -E '^\[  (PASSED|FAILED) ' "$OUT/test_$t.log" | tr '\n' ' ')"
+  grep -E '^\[  FAILED|Failure' "$OUT/test_$t.log" | head -4 | tee -a "$OUT/summary.txt"
 done
 fi
 
