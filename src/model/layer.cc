@@ -17,7 +17,8 @@ struct Scratch {
   // backward
   Tensor dm, du, dxn, da, dq, dk, dv, dq2, dk2;  // [N,F] [N,F] [N,H] [N,Q] [N,Q] [N,KV] [N,KV] [N,Q] [N,KV]
   // LoRA, f32
-  Tensor t, dt;         // [N, r]
+  Tensor t[kNumLoraTargets];  // [N, r] per target: the forward's x A^T, reused by the backward
+  Tensor dt;                  // [N, r]
   Tensor xd;            // [N, max_in]: the dropped-out LoRA input (only when dropout > 0)
 };
 
@@ -62,7 +63,8 @@ Scratch carve(Carver& cv, const ModelConfig& c, int64_t N, const LoraConfig& lc,
     max_in = std::max(max_in, lora_target_dims(c, static_cast<LoraTarget>(t)).first);
   }
   if (max_in > 0) {
-    s.t = cv.take(f32, {N, lc.r});
+    for (int t = 0; t < kNumLoraTargets; ++t)
+      if (lc.targets[t]) s.t[t] = cv.take(f32, {N, lc.r});
     s.dt = cv.take(f32, {N, lc.r});
     if (lc.dropout > 0) s.xd = cv.take(f32, {N, max_in});
   }
@@ -88,7 +90,8 @@ struct LinearArgs {
 // Note [fused LoRA]: the low-rank path runs on Backend's fused LoRA ops, which read bf16 or f32
 // activations as stored, do f32 math and round once on store: t = x A^T (lora_down), y += s t B^T
 // (lora_up); backward db += s dy^T t, dt = s dy B, da += dt^T x, dx += mask(dt A). No f32 staging
-// copies of x, y or dy and no skinny GEMMs: 2 launches per target forward, 5 backward.
+// copies of x, y or dy and no skinny GEMMs: 2 launches per target forward, 4 backward (t is kept
+// per target from the recompute; 5 for down_proj, whose forward the recompute skips).
 
 // The LoRA input: x itself, or (training with dropout) x dropped out into the f32 copy xd.
 Tensor lora_input(const LayerCtx& ctx, const LoraLayer& lora, const Scratch& s, Tensor x, LoraTarget t) {
@@ -104,14 +107,17 @@ void linear_forward(const LayerCtx& ctx, const LoraLayer& lora, const Scratch& s
   Backend& be = *ctx.be;
   be.gemm(y, x, a.w, {.trans_b = Trans::kYes, .bias = a.bias});  // bias in the GEMM epilogue
   if (!a.p || !a.p->present()) return;
-  Tensor t = prefix(s.t, DType::kF32, x.rows(), a.p->a.dim(0));
+  Tensor t = prefix(s.t[static_cast<int>(a.target)], DType::kF32, x.rows(), a.p->a.dim(0));
   be.lora_down(t, lora_input(ctx, lora, s, x, a.target), a.p->a);
   be.lora_up(y, t, a.p->b, lora.scaling);
 }
 
 // dx[N,in] (= or +=) dy W + LoRA input-gradient; LoRA grads += (x: the forward input of this linear).
+// t = x A^T: with t_current, the one linear_forward left in s.t[target] during layer_backward's
+// recompute (same scratch, same bits a fresh lora_down would give); else computed here (down_proj,
+// whose forward the recompute does not run).
 void linear_backward(const LayerCtx& ctx, const LoraLayer& lora, const Scratch& s, const LinearArgs& a, Tensor x,
-                     Tensor dy, Tensor dx, Accum acc) {
+                     Tensor dy, Tensor dx, Accum acc, bool t_current = true) {
   Backend& be = *ctx.be;
   be.gemm(dx, dy, a.w, {.accum = acc});
   if (!a.p || !a.p->present()) return;
@@ -119,8 +125,8 @@ void linear_backward(const LayerCtx& ctx, const LoraLayer& lora, const Scratch& 
   const float sc = lora.scaling;
   const bool drop = ctx.train && lora.dropout > 0.0f;
   Tensor xl = lora_input(ctx, lora, s, x, a.target);
-  Tensor t = prefix(s.t, DType::kF32, N, r), dt = prefix(s.dt, DType::kF32, N, r);
-  be.lora_down(t, xl, a.p->a);              // [N,r]
+  Tensor t = prefix(s.t[static_cast<int>(a.target)], DType::kF32, N, r), dt = prefix(s.dt, DType::kF32, N, r);
+  if (!t_current) be.lora_down(t, xl, a.p->a);  // [N,r]
   be.lora_grad_b(a.p->db, dy, t, sc);       // [out,r] +=
   be.lora_dt(dt, dy, a.p->b, sc);           // [N,r]
   be.lora_grad_a(a.p->da, dt, xl);          // [r,in] +=
@@ -224,7 +230,7 @@ void layer_backward(const LayerCtx& ctx, const LayerWeights& w, const LoraLayer&
 
   // MLP. dg reuses m's memory (m is dead once down_proj's backward has read it).
   linear_backward(ctx, lora, s, {w.down, {}, &lora[LoraTarget::kDown], LoraTarget::kDown}, s.m, dout, s.dm,
-                  Accum::kOverwrite);
+                  Accum::kOverwrite, /*t_current=*/false);
   Tensor dg = s.m;
   be.swiglu_backward(dg, s.du, s.dm, s.g, s.u);
   Tensor dhn = s.dxn;
