@@ -48,6 +48,9 @@ struct GemmOpts {
   // Optional bias [N] added to every row before the one rounding to C's dtype (on CUDA a cuBLASLt
   // epilogue when bias and C share a dtype: one launch instead of two).
   Tensor bias = Tensor();
+  // Optional residual [M,N] in C's dtype (may be C itself): C = alpha·op(A)op(B) + residual (+ bias),
+  // one rounding. Not with Accum::kAdd (that is residual = C).
+  Tensor residual = Tensor();
 };
 
 // Position and document layout of a micro-batch; all arrays are backend memory, [B*T] int32.
@@ -108,8 +111,8 @@ class Backend {
   virtual void sync_all() = 0;
 
   // ---- ops ---------------------------------------------------------------------------------
-  // C[M,N] (=|+=) alpha * op(A) · op(B) (+ bias[N] per row). op(A) is [M,K], op(B) is [K,N]. A and
-  // B must have the same dtype (f32 or bf16); C may be f32 or bf16. f32 accumulation.
+  // C[M,N] (=|+=) alpha * op(A) · op(B) (+ residual[M,N]) (+ bias[N] per row). op(A) is [M,K], op(B)
+  // is [K,N]. A and B must have the same dtype (f32 or bf16); C may be f32 or bf16. f32 accumulation.
   virtual void gemm(Tensor c, Tensor a, Tensor b, const GemmOpts& o) = 0;
 
   // ---- LoRA (model/layer.cc: the low-rank path of a targeted linear) -------------------------

@@ -85,6 +85,7 @@ struct LinearArgs {
   Tensor w, bias;     // W [out, in], optional bias [out]
   const LoraPair* p;  // may be absent
   LoraTarget target;
+  Tensor residual = Tensor();  // forward only: added in the GEMM epilogue (y = x W^T + residual + LoRA)
 };
 
 // Note [fused LoRA]: the low-rank path runs on Backend's fused LoRA ops, which read bf16 or f32
@@ -101,11 +102,12 @@ Tensor lora_input(const LayerCtx& ctx, const LoraLayer& lora, const Scratch& s, 
   return xd;
 }
 
-// y[N,out] = x W^T (+ bias) + s (drop(x) A^T) B^T.
+// y[N,out] = x W^T (+ bias) (+ residual) + s (drop(x) A^T) B^T. The residual rides in the GEMM (one
+// launch, one rounding) before the LoRA update is added.
 void linear_forward(const LayerCtx& ctx, const LoraLayer& lora, const Scratch& s, const LinearArgs& a, Tensor x,
                     Tensor y) {
   Backend& be = *ctx.be;
-  be.gemm(y, x, a.w, {.trans_b = Trans::kYes, .bias = a.bias});  // bias in the GEMM epilogue
+  be.gemm(y, x, a.w, {.trans_b = Trans::kYes, .bias = a.bias, .residual = a.residual});
   if (!a.p || !a.p->present()) return;
   Tensor t = prefix(s.t[static_cast<int>(a.target)], DType::kF32, x.rows(), a.p->a.dim(0));
   be.lora_down(t, lora_input(ctx, lora, s, x, a.target), a.p->a);
@@ -188,8 +190,7 @@ void attention_forward(const LayerCtx& ctx, const LayerWeights& w, const LoraLay
   if (run_attention)
     be.attention(heads(s.att, NH, D), lse, heads(qa, NH, D), heads(ka, KVH, D), heads(s.v, KVH, D), ctx.seq,
                  attn_shape(c));
-  linear_forward(ctx, lora, s, {w.o, {}, &lora[LoraTarget::kO], LoraTarget::kO}, s.att, s.h);
-  be.add(s.h, s.h, x);
+  linear_forward(ctx, lora, s, {w.o, {}, &lora[LoraTarget::kO], LoraTarget::kO, x}, s.att, s.h);  // h = x + ...
 }
 
 // MLP up to m = silu(gate) * up; fills s.{hn,g,u,m,rstd2}.
@@ -214,8 +215,7 @@ void layer_forward(const LayerCtx& ctx, const LayerWeights& w, const LoraLayer& 
   Scratch s = carve_ctx(ctx, lora_shape_of(lora));
   attention_forward(ctx, w, lora, s, x);
   mlp_forward(ctx, w, lora, s);
-  linear_forward(ctx, lora, s, {w.down, {}, &lora[LoraTarget::kDown], LoraTarget::kDown}, s.m, out);
-  ctx.be->add(out, out, s.h);
+  linear_forward(ctx, lora, s, {w.down, {}, &lora[LoraTarget::kDown], LoraTarget::kDown, s.h}, s.m, out);  // out = h + ...
 }
 
 void layer_backward(const LayerCtx& ctx, const LayerWeights& w, const LoraLayer& lora, Tensor x, Tensor dout,

@@ -105,10 +105,12 @@ GemmRunner::Plan& GemmRunner::plan_for(const Key& key) {
 }
 
 void GemmRunner::matmul(void* c, DType ct, const void* a, const void* b, DType abt, int64_t M, int64_t N, int64_t K,
-                        const GemmOpts& o, cudaStream_t s) {
-  const float beta = o.accum == Accum::kAdd ? 1.0f : 0.0f;
+                        const GemmOpts& o, cudaStream_t s, const void* c_in) {
+  // c_in: Lt's C (the addend when beta = 1); D is always c.
+  if (c_in == nullptr) c_in = c;
+  const float beta = o.accum == Accum::kAdd || c_in != c ? 1.0f : 0.0f;
   const bool bias = !o.bias.empty();
-  int align = std::min({align_class(a), align_class(b), align_class(c)});
+  int align = std::min({align_class(a), align_class(b), align_class(c), align_class(c_in)});
   if (bias) align = std::min(align, align_class(o.bias.data));
   const Key key{M, N, K, o.trans_a == Trans::kYes, o.trans_b == Trans::kYes, static_cast<int>(abt),
                 static_cast<int>(ct), beta != 0.0f, align, bias};
@@ -117,7 +119,7 @@ void GemmRunner::matmul(void* c, DType ct, const void* a, const void* b, DType a
     const void* bp = o.bias.data;
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bp, sizeof(bp)));
   }
-  CUBLAS_CHECK(cublasLtMatmul(static_cast<cublasLtHandle_t>(handle_), p.desc, &o.alpha, b, p.la, a, p.lb, &beta, c,
+  CUBLAS_CHECK(cublasLtMatmul(static_cast<cublasLtHandle_t>(handle_), p.desc, &o.alpha, b, p.la, a, p.lb, &beta, c_in,
                               p.lc, c, p.lc, &p.algo, workspace_, workspace_bytes_, s));
 }
 
@@ -127,17 +129,30 @@ void GemmRunner::run(Tensor c, Tensor a, Tensor b, const GemmOpts& o, cudaStream
   const int64_t M = ta ? a.cols() : a.rows(), K = ta ? a.rows() : a.cols();
   const int64_t N = tb ? b.rows() : b.cols();
   if (M == 0 || N == 0) return;
-  if (K == 0) {  // empty sum: C = 0 (or unchanged when accumulating)
-    if (o.accum == Accum::kOverwrite) CUDA_CHECK(cudaMemsetAsync(c.data, 0, c.bytes(), s));
+  if (K == 0) {  // empty sum: C = 0, the residual, or unchanged when accumulating
+    if (!o.residual.empty() && o.residual.data != c.data)
+      CUDA_CHECK(cudaMemcpyAsync(c.data, o.residual.data, c.bytes(), cudaMemcpyDeviceToDevice, s));
+    else if (o.residual.empty() && o.accum == Accum::kOverwrite)
+      CUDA_CHECK(cudaMemsetAsync(c.data, 0, c.bytes(), s));
     return;
   }
   if (!o.bias.empty()) CHECK(o.bias.numel() == N, "gemm: bias has " << o.bias.numel() << " elements, C has " << N);
+  const void* c_in = c.data;  // the addend of beta = 1
+  GemmOpts oo = o;
+  if (!o.residual.empty()) {
+    CHECK(o.accum == Accum::kOverwrite && o.residual.dtype == c.dtype && o.residual.rows() == M &&
+              o.residual.cols() == N,
+          "gemm: residual must be [M,N] in C's dtype, without Accum::kAdd");
+    c_in = o.residual.data;
+    oo.accum = Accum::kAdd;  // beta = 1 with C = residual, D = c
+    oo.residual = Tensor();
+  }
   if (a.dtype == DType::kF32 && c.dtype != DType::kF32) {
     // No f32 x f32 -> bf16 kernel in cuBLASLt: compute into f32 scratch, then round once.
     CHECK(tmp_elems >= static_cast<size_t>(M * N), "gemm scratch too small");
     Tensor t(tmp_f32, DType::kF32, {M, N});
-    if (o.accum == Accum::kAdd) launch_convert(t, c, s);
-    GemmOpts plain = o;
+    if (oo.accum == Accum::kAdd) launch_convert(t, Tensor(const_cast<void*>(c_in), c.dtype, {M, N}), s);
+    GemmOpts plain = oo;
     plain.bias = Tensor();
     matmul(tmp_f32, DType::kF32, a.data, b.data, a.dtype, M, N, K, plain, s);
     if (!o.bias.empty()) launch_add_bias(t, o.bias, s);
@@ -145,13 +160,13 @@ void GemmRunner::run(Tensor c, Tensor a, Tensor b, const GemmOpts& o, cudaStream
     return;
   }
   if (!o.bias.empty() && o.bias.dtype != c.dtype) {  // the epilogue wants the bias in C's dtype
-    GemmOpts plain = o;
+    GemmOpts plain = oo;
     plain.bias = Tensor();
-    matmul(c.data, c.dtype, a.data, b.data, a.dtype, M, N, K, plain, s);
+    matmul(c.data, c.dtype, a.data, b.data, a.dtype, M, N, K, plain, s, c_in);
     launch_add_bias(c, o.bias, s);
     return;
   }
-  matmul(c.data, c.dtype, a.data, b.data, a.dtype, M, N, K, o, s);
+  matmul(c.data, c.dtype, a.data, b.data, a.dtype, M, N, K, oo, s, c_in);
 }
 
 }  // namespace st::cuda

@@ -30,7 +30,7 @@ class GemmRunner {
   using Key = std::tuple<int64_t, int64_t, int64_t, int, int, int, int, int, int, int>;
   Plan& plan_for(const Key& key);
   void matmul(void* c, DType ct, const void* a, const void* b, DType abt, int64_t M, int64_t N, int64_t K,
-              const GemmOpts& o, cudaStream_t s);
+              const GemmOpts& o, cudaStream_t s, const void* c_in = nullptr);
 
   void* handle_ = nullptr;  // cublasLtHandle_t
   void* workspace_ = nullptr;

@@ -92,6 +92,23 @@ TEST(CpuOps, GemmBiasEqualsGemmThenAddBias) {
   EXPECT_EQ(fused, split);
 }
 
+// GemmOpts::residual: C = A·Bᵀ + residual (+ bias), into a separate C or in place.
+TEST(CpuOps, GemmResidual) {
+  auto be = cpu_backend();
+  const int64_t M = 5, N = 7, K = 9;
+  auto a = randn(M * K, 41), b = randn(N * K, 42), res = randn(M * N, 43), bias = randn(N, 44);
+  std::vector<float> want(M * N), out(M * N);
+  be->gemm(view(want, {M, N}), view(a, {M, K}), view(b, {N, K}), {.trans_b = Trans::kYes});
+  for (int64_t i = 0; i < M * N; ++i) want[i] += res[i] + bias[i % N];
+  be->gemm(view(out, {M, N}), view(a, {M, K}), view(b, {N, K}),
+           {.trans_b = Trans::kYes, .bias = view(bias, {N}), .residual = view(res, {M, N})});
+  for (int64_t i = 0; i < M * N; ++i) EXPECT_NEAR(out[i], want[i], 1e-5) << i;
+  auto inplace = res;  // residual == C
+  be->gemm(view(inplace, {M, N}), view(a, {M, K}), view(b, {N, K}),
+           {.trans_b = Trans::kYes, .bias = view(bias, {N}), .residual = view(inplace, {M, N})});
+  for (int64_t i = 0; i < M * N; ++i) EXPECT_NEAR(inplace[i], want[i], 1e-5) << i;
+}
+
 TEST(CpuOps, AddBiasAndEmbedding) {
   auto be = cpu_backend();
   auto y = randn(6, 7), bias = randn(3, 8);

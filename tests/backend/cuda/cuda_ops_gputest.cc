@@ -74,6 +74,35 @@ TEST(CudaOps, GemmBiasMatchesCpu) {
       }
 }
 
+// GemmOpts::residual (Lt's C != D; in place; the f32 x f32 -> bf16 path; with a bias).
+TEST(CudaOps, GemmResidualMatchesCpu) {
+  std::mt19937 rng(12);
+  struct Types { DType ab, c; };
+  const Types types[] = {{DType::kBF16, DType::kBF16}, {DType::kF32, DType::kF32}, {DType::kF32, DType::kBF16},
+                         {DType::kBF16, DType::kF32}};
+  for (const auto& ty : types)
+    for (int64_t M : {1, 37, 512})
+      for (int inplace = 0; inplace < 2; ++inplace)
+        for (int with_bias = 0; with_bias < 2; ++with_bias) {
+          const int64_t N = 96, K = 64;
+          Twin a(ty.ab, {M, K}, rng), b(ty.ab, {N, K}, rng), res(ty.c, {M, N}, rng), bias(ty.c, {N}, rng);
+          Twin c(ty.c, {M, N}, rng);
+          Twin& dst = inplace ? res : c;
+          GemmOpts oc{.trans_b = Trans::kYes}, og{.trans_b = Trans::kYes};
+          oc.residual = res.cpu();
+          og.residual = res.gpu();
+          if (with_bias) {
+            oc.bias = bias.cpu();
+            og.bias = bias.gpu();
+          }
+          C().gemm(dst.cpu(), a.cpu(), b.cpu(), oc);
+          G().gemm(dst.gpu(), a.gpu(), b.gpu(), og);
+          const double lim = ty.c == DType::kF32 && ty.ab == DType::kF32 ? 1e-10 : 1e-4;
+          EXPECT_TWIN_CLOSE(dst, lim, tag("gemm+residual", ty.ab, M, N, K) + " c=" + dtype_name(ty.c) +
+                                          " inplace=" + std::to_string(inplace) + " bias=" + std::to_string(with_bias));
+        }
+}
+
 TEST(CudaOps, ElementwiseMatchCpu) {
   std::mt19937 rng(2);
   for (DType t : {DType::kF32, DType::kBF16})

@@ -2,6 +2,8 @@
 // computed in f32 scratch (loaded first for Accum::kAdd) and rounded once on store.
 #include <cblas.h>
 
+#include <cstring>
+
 #include "backend/cpu/detail/kernels.h"
 
 namespace st::cpu {
@@ -29,7 +31,13 @@ void gemm(Tensor c, Tensor a, Tensor b, const GemmOpts& o) {
         "gemm shapes: C " << shape_of(c) << " A " << shape_of(a) << (ta ? "^T" : "") << " B " << shape_of(b)
                           << (tb ? "^T" : ""));
   if (M == 0 || N == 0) return;
-  const bool add = o.accum == Accum::kAdd;
+  const bool add = o.accum == Accum::kAdd || !o.residual.empty();
+  if (!o.residual.empty()) {
+    CHECK(o.accum == Accum::kOverwrite && o.residual.dtype == c.dtype && o.residual.rows() == M &&
+              o.residual.cols() == N,
+          "gemm: residual must be [M,N] in C's dtype, without Accum::kAdd");
+    if (o.residual.data != c.data) std::memmove(c.data, o.residual.data, c.bytes());
+  }
   if (K == 0) {
     if (!add) convert_elements(c.data, c.dtype, std::vector<float>(M * N, 0.0f).data(), DType::kF32, M * N);
     return;
