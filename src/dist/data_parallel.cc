@@ -127,7 +127,9 @@ StatusOr<std::unique_ptr<DataParallelTrainer>> DataParallelTrainer::create(
     ModelOptions mo{.act_dtype = act,
                     .max_tokens = tc.micro_batch_size * tc.sequence_len,
                     .seed = tc.seed,
-                    .vocab_chunk = tc.vocab_chunk};
+                    .vocab_chunk = tc.vocab_chunk,
+                    .host_extras = r->parts.host_extras,
+                    .save_attention = r->parts.save_attention};
     ASSIGN_OR_RETURN(r->model, Model::create(r->parts.model, r->be, lc, mo), who);
     RETURN_IF_ERROR(r->parts.load_extras(*r->model), who << ": loading embedding / final norm / lm_head");
     ASSIGN_OR_RETURN(r->layers, r->parts.make_layers(r->be, r->model->layer_layout()), who << ": base layers");
