@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Data parallel on 2 GPUs through NCCL (one device call on nvidia-h200-x2; binaries from .devbin):
+# the same tiny run with devices: 1 and devices: 2 (gradient_accumulation_steps per device halved,
+# so both see the same 4-micro-batch window); losses side by side.
+set -uo pipefail
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+[ -f .devbin/pack.tar.xz ] && tar xJf .devbin/pack.tar.xz -C .devbin
+export LD_LIBRARY_PATH=$PWD/.devbin/lib:/usr/local/cuda/lib64:/usr/local/cuda/lib:${LD_LIBRARY_PATH:-}
+B=$PWD/.devbin/streamtune W=/tmp/dpc; rm -rf $W; mkdir -p $W
+nvidia-smi -L
+$B init-model --preset smollm2-135m --out $W/m --dtype bfloat16 >/dev/null
+python3 - $W/d.jsonl <<'PY'
+import json, random, sys
+r = random.Random(5)
+with open(sys.argv[1], "w") as f:
+    for _ in range(64):
+        f.write(json.dumps({"input_ids": [r.randrange(49152) for _ in range(r.randrange(60, 257))]}) + "\n")
+PY
+cat > $W/c.yaml <<Y
+base_model: $W/m
+datasets:
+  - path: $W/d.jsonl
+    type: tokenized
+dtype: bfloat16
+device: cuda
+lora_r: 16
+lora_target_modules: [q_proj, v_proj]
+micro_batch_size: 2
+max_steps: 8
+sequence_len: 256
+shuffle: false
+cache_dir: $W/cache
+Y
+for n in 1 2; do
+  acc=$((4 / n))
+  timeout 120 $B train $W/c.yaml --devices=$n --gradient_accumulation_steps=$acc --output_dir=$W/o$n >$W/o$n.log 2>&1
+  echo "devices=$n accumulation=$acc rc=$? $(grep -m1 -iE 'replica|devices|nccl' $W/o$n.log)"
+  python3 -c "import json; print(' '.join('%.6f' % json.loads(l)['loss'] for l in open('$W/o$n/metrics.jsonl') if '\"loss\"' in l))"
+  tail -2 $W/o$n.log
+done
