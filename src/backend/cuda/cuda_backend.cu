@@ -391,13 +391,14 @@ class CudaBackend final : public Backend {
   cudaStream_t stream(StreamId s) const { return streams_[static_cast<int>(s)].get(); }
   cudaStream_t compute() const { return stream(StreamId::kCompute); }
 
-  // CUDA's current device is per host thread: make sure this thread talks to our device.
+  // CUDA's current device is per host thread: make sure this thread talks to our device. Asked of
+  // the runtime every time (cheap): a cached value goes stale when anything else (another backend's
+  // constructor, NCCL, a library) sets the device on this thread -- seen as cudaMemsetAsync
+  // "invalid argument" on the second GPU of a 2-GPU data-parallel run.
   void bind() const {
-    thread_local int current = -1;
-    if (current != dev_) {
-      CUDA_CHECK(cudaSetDevice(dev_));
-      current = dev_;
-    }
+    int current = -1;
+    CUDA_CHECK(cudaGetDevice(&current));
+    if (current != dev_) CUDA_CHECK(cudaSetDevice(dev_));
   }
 
   // Scratch (row losses, partial sums, f32 GEMM staging) is only used by compute-stream ops, which
