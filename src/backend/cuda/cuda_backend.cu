@@ -65,8 +65,10 @@ constexpr size_t kInitialScratchFloats = 1u << 20;
 
 class CudaBackend final : public Backend {
  public:
-  explicit CudaBackend(int dev) : dev_(dev) {
-    CUDA_CHECK(cudaSetDevice(dev_));
+  // dev_ is initialised (and the device made current) before streams_ is constructed: the streams
+  // must belong to this backend's device, not to whichever device was current (the second GPU's
+  // streams used to be created on the first, and its memsets failed with "invalid argument").
+  explicit CudaBackend(int dev) : dev_(select_device(dev)) {
     cudaDeviceProp prop{};
     CUDA_CHECK(cudaGetDeviceProperties(&prop, dev_));
     name_ = prop.name;
@@ -439,7 +441,12 @@ class CudaBackend final : public Backend {
               v.numel() == k.numel(), "attention: q " << q.shape_str() << " k " << k.shape_str());
   }
 
-  int dev_;
+  static int select_device(int dev) {
+    CUDA_CHECK(cudaSetDevice(dev));
+    return dev;
+  }
+
+  int dev_;  // declared before streams_ (see the constructor)
   std::string name_;
   StreamOwner streams_[3];
   std::unique_ptr<GemmRunner> gemm_;
