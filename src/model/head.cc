@@ -37,9 +37,10 @@ HeadScratch carve_ctx(const HeadCtx& ctx) {
 
 Tensor span(Tensor t, int64_t r0, int64_t n) { return Tensor(t.ptr<float>() + r0, DType::kF32, {n}); }
 
-// Note [vocab-chunked head]: vocabulary chunks outer, token chunks inner. With `grad`, acc ends
-// as sum_j exp(l_j - m) W_j per token.
-void chunked_ce(const HeadCtx& ctx, LmHeadSource& head, const HeadScratch& s, const int32_t* labels, bool grad) {
+// Note [vocab-chunked head]: vocabulary chunks outer, token chunks inner. For each block,
+// logits [n, vc] = xn[r0 .. r0+n) · W_cᵀ, then fn(logits, W_c, col0, r0, n).
+template <class Fn>
+void for_each_logits_block(const HeadCtx& ctx, LmHeadSource& head, const HeadScratch& s, Fn fn) {
   Backend& be = *ctx.be;
   const int64_t N = ctx.tokens, rows = s.logits.dim(0);
   head.begin_pass();
@@ -50,12 +51,20 @@ void chunked_ce(const HeadCtx& ctx, LmHeadSource& head, const HeadScratch& s, co
       const int64_t n = std::min(rows, N - r0);
       Tensor logits(s.logits.data, s.logits.dtype, {n, vc});
       be.gemm(logits, s.xn.row_slice(r0, n), w, {.trans_b = Trans::kYes});
-      Tensor acc = grad ? s.acc.row_slice(r0, n) : Tensor();
-      be.ce_chunk(logits, acc, span(s.m, r0, n), span(s.s, r0, n), span(s.tgt, r0, n), labels + r0, col0);
-      if (grad) be.gemm(acc, logits, w, {.accum = c == 0 ? Accum::kOverwrite : Accum::kAdd});
+      fn(logits, w, col0, r0, n);
     }
     head.release(c);
   }
+}
+
+// The online softmax over every block; with `grad`, acc ends as sum_j exp(l_j - m) W_j per token.
+void chunked_ce(const HeadCtx& ctx, LmHeadSource& head, const HeadScratch& s, const int32_t* labels, bool grad) {
+  Backend& be = *ctx.be;
+  for_each_logits_block(ctx, head, s, [&](Tensor logits, Tensor w, int64_t col0, int64_t r0, int64_t n) {
+    Tensor acc = grad ? s.acc.row_slice(r0, n) : Tensor();
+    be.ce_chunk(logits, acc, span(s.m, r0, n), span(s.s, r0, n), span(s.tgt, r0, n), labels + r0, col0);
+    if (grad) be.gemm(acc, logits, w, {.accum = col0 == 0 ? Accum::kOverwrite : Accum::kAdd});
+  });
 }
 
 // ---- lm_head sources -------------------------------------------------------------------------
@@ -171,25 +180,17 @@ void head_logits(const HeadCtx& ctx, Tensor final_norm, LmHeadSource& head, Tens
   HeadScratch s = carve_ctx(ctx);
   Backend& be = *ctx.be;
   be.rmsnorm(s.xn, s.rstd, x, final_norm, static_cast<float>(ctx.cfg->rms_norm_eps));
-  const int64_t N = ctx.tokens, V = ctx.cfg->vocab_size, rows = s.logits.dim(0);
+  const int64_t V = ctx.cfg->vocab_size;
   std::vector<uint8_t> staging(s.logits.bytes());
   std::vector<float> f32(static_cast<size_t>(s.logits.numel()));
-  head.begin_pass();
-  for (int64_t c = 0; c < head.num_chunks(); ++c) {
-    Tensor w = head.acquire(c);
-    const int64_t col0 = c * s.logits.cols(), vc = w.rows();
-    for (int64_t r0 = 0; r0 < N; r0 += rows) {
-      const int64_t n = std::min(rows, N - r0);
-      Tensor logits(s.logits.data, s.logits.dtype, {n, vc});
-      be.gemm(logits, s.xn.row_slice(r0, n), w, {.trans_b = Trans::kYes});
-      be.copy_d2h(staging.data(), logits.data, logits.bytes(), StreamId::kCompute);
-      be.sync_stream(StreamId::kCompute);
-      convert_elements(f32.data(), DType::kF32, staging.data(), ctx.act, static_cast<size_t>(n * vc));
-      for (int64_t i = 0; i < n; ++i)
-        std::memcpy(host_logits + (r0 + i) * V + col0, f32.data() + i * vc, static_cast<size_t>(vc) * sizeof(float));
-    }
-    head.release(c);
-  }
+  for_each_logits_block(ctx, head, s, [&](Tensor logits, Tensor, int64_t col0, int64_t r0, int64_t n) {
+    const int64_t vc = logits.cols();
+    be.copy_d2h(staging.data(), logits.data, logits.bytes(), StreamId::kCompute);
+    be.sync_stream(StreamId::kCompute);
+    convert_elements(f32.data(), DType::kF32, staging.data(), ctx.act, static_cast<size_t>(n * vc));
+    for (int64_t i = 0; i < n; ++i)
+      std::memcpy(host_logits + (r0 + i) * V + col0, f32.data() + i * vc, static_cast<size_t>(vc) * sizeof(float));
+  });
 }
 
 }  // namespace st

@@ -76,6 +76,28 @@ void lora_up(Tensor y, Tensor t, Tensor b, float scale) {
     }
 }
 
+namespace {
+// g(col, k) += scale * sum_n act[n, col] * f[n, k] for every column of act [N, C] and k < r, summed
+// in double over n in order, then rounded (Note [grad rounding]). g(col, k) is g[col*cs + k*ks]:
+// lora_grad_b's db [out, r] and lora_grad_a's da [r, in] are the same sum, stored transposed.
+void col_sum_into(float* g, int64_t cs, int64_t ks, Tensor act, const float* f, int64_t r, float scale) {
+  const int64_t N = act.rows(), C = act.cols();
+#pragma omp parallel
+  {
+    std::vector<double> acc(static_cast<size_t>(r));
+#pragma omp for schedule(static)
+    for (int64_t col = 0; col < C; ++col) {
+      std::fill(acc.begin(), acc.end(), 0.0);
+      for (int64_t n = 0; n < N; ++n) {
+        const double v = load_elem(act.data, act.dtype, n * C + col);
+        for (int64_t k = 0; k < r; ++k) acc[k] += v * f[n * r + k];
+      }
+      for (int64_t k = 0; k < r; ++k) g[col * cs + k * ks] += scale * static_cast<float>(acc[k]);
+    }
+  }
+}
+}  // namespace
+
 void lora_grad_b(Tensor db, Tensor dy, Tensor t, float scale) {
   check_f32(db, "lora_grad_b db");
   check_act(dy, "lora_grad_b dy");
@@ -83,21 +105,7 @@ void lora_grad_b(Tensor db, Tensor dy, Tensor t, float scale) {
   const int64_t N = dy.rows(), out = dy.cols(), r = t.cols();
   check_2d(t, N, r, "lora_grad_b t");
   check_2d(db, out, r, "lora_grad_b db");
-  const float* T = t.ptr<const float>();
-  float* DB = db.ptr<float>();
-#pragma omp parallel
-  {
-    std::vector<double> acc(static_cast<size_t>(r));
-#pragma omp for schedule(static)
-    for (int64_t o = 0; o < out; ++o) {
-      std::fill(acc.begin(), acc.end(), 0.0);
-      for (int64_t n = 0; n < N; ++n) {
-        const double d = load_elem(dy.data, dy.dtype, n * out + o);
-        for (int64_t k = 0; k < r; ++k) acc[k] += d * T[n * r + k];
-      }
-      for (int64_t k = 0; k < r; ++k) DB[o * r + k] += scale * static_cast<float>(acc[k]);  // Note [grad rounding]
-    }
-  }
+  col_sum_into(db.ptr<float>(), r, 1, dy, t.ptr<const float>(), r, scale);
 }
 
 void lora_dt(Tensor dt, Tensor dy, Tensor b, float scale) {
@@ -131,21 +139,7 @@ void lora_grad_a(Tensor da, Tensor dt, Tensor x) {
   const int64_t N = x.rows(), in = x.cols(), r = dt.cols();
   check_2d(dt, N, r, "lora_grad_a dt");
   check_2d(da, r, in, "lora_grad_a da");
-  const float* DT = dt.ptr<const float>();
-  float* DA = da.ptr<float>();
-#pragma omp parallel
-  {
-    std::vector<double> acc(static_cast<size_t>(r));
-#pragma omp for schedule(static)
-    for (int64_t j = 0; j < in; ++j) {
-      std::fill(acc.begin(), acc.end(), 0.0);
-      for (int64_t n = 0; n < N; ++n) {
-        const double v = load_elem(x.data, x.dtype, n * in + j);
-        for (int64_t k = 0; k < r; ++k) acc[k] += v * DT[n * r + k];
-      }
-      for (int64_t k = 0; k < r; ++k) DA[k * in + j] += static_cast<float>(acc[k]);  // Note [grad rounding]
-    }
-  }
+  col_sum_into(da.ptr<float>(), 1, in, x, dt.ptr<const float>(), r, 1.0f);  // 1.0f * x == x: same bits
 }
 
 void lora_dx(Tensor dx, Tensor dt, Tensor a, float dropout_p, uint64_t seed) {
