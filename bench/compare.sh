@@ -21,8 +21,12 @@
 #              after it is skipped and reported as such, so what ran still comes back.
 #   STEPS / WARMUP  timed / warm-up steps for every runner (default 5 / 2).
 #   RESIDENT / STREAMED  rows, "name:seq" separated by spaces (defaults below: the speed issue's).
-#   NOSAVE     resident rows run again with --no-save-attention (the selective-recompute A/B),
-#              into streamtune_nosave.jsonl; default none.
+#   FULL       resident rows run again with --recompute full (per-layer checkpointing, the peer's
+#              setting; the default rows take the planner's choice, which on a big GPU keeps every
+#              activation), into streamtune_full.jsonl; default none.
+#   ATTN       the same with --recompute attention (selective recompute) -> streamtune_attention.jsonl.
+#   PEER_NOCKPT  rows for peft_bench.py with gradient checkpointing switched off (the like-for-like
+#              peer of `--recompute none`) -> peft_nockpt.jsonl; default none.
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/.." && pwd)
@@ -87,8 +91,10 @@ run_st() {  # name seq stream [out.jsonl [extra bench flags...]]
 : >"$OUT/streamtune.jsonl"
 for row in $RESIDENT; do run_st "${row%%:*}" "${row##*:}" off; done
 for row in $STREAMED; do run_st "${row%%:*}" "${row##*:}" ram; done
-: >"$OUT/streamtune_nosave.jsonl"
-for row in ${NOSAVE:-}; do run_st "${row%%:*}" "${row##*:}" off streamtune_nosave.jsonl --no-save-attention; done
+: >"$OUT/streamtune_full.jsonl"
+for row in ${FULL:-}; do run_st "${row%%:*}" "${row##*:}" off streamtune_full.jsonl --recompute full; done
+: >"$OUT/streamtune_attention.jsonl"
+for row in ${ATTN:-}; do run_st "${row%%:*}" "${row##*:}" off streamtune_attention.jsonl --recompute attention; done
 
 # Peers: one Python process each (imports are slow), rows in the same order, JSON lines on stdout.
 peer_rows() {  # module fn file rows...
@@ -102,6 +108,11 @@ import json, sys, traceback
 peer_dir, mod, steps, warm, rows = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5:]
 sys.path.insert(0, peer_dir)
 import torch
+nockpt = mod == "peft_bench_nockpt"
+if nockpt:  # the same script with model.gradient_checkpointing_enable() made a no-op
+    import transformers
+    transformers.PreTrainedModel.gradient_checkpointing_enable = lambda self, *a, **k: None
+    mod = "peft_bench"
 m = __import__(mod)
 for row in rows:
     p = row.split(":")
@@ -119,6 +130,8 @@ PY
 }
 if [ -f "$PEER_DIR/peft_bench.py" ]; then
   peer_rows peft_bench peft.jsonl $RESIDENT
+  : >"$OUT/peft_nockpt.jsonl"
+  [ -n "${PEER_NOCKPT:-}" ] && peer_rows peft_bench_nockpt peft_nockpt.jsonl $PEER_NOCKPT
   srows=""
   for row in $STREAMED; do srows="$srows $row:streamed"; done
   peer_rows torch_stream_bench torch_stream.jsonl $srows 2>>"$OUT/peers.err"

@@ -32,6 +32,30 @@ def fmt(x, spec="%.1f"):
     return "-" if x is None else spec % x
 
 
+def recompute_table(d, st, peft):
+    """Resident rows by recompute mode, against the peer with and without gradient checkpointing."""
+    runs = {}
+    for f in ("streamtune.jsonl", "streamtune_full.jsonl", "streamtune_attention.jsonl"):
+        for r in load(os.path.join(d, f)):
+            if r.get("stream") == "off" and "error" not in r:
+                runs.setdefault((r["model"], r["seq"]), {})[r.get("recompute", "?")] = r["tok_s"]
+    nock = {(r["model"], r["seq"]): r for r in load(os.path.join(d, "peft_nockpt.jsonl"))}
+    if not any(len(v) > 1 for v in runs.values()) and not nock:
+        return ""
+    lines = ["", "", "| model | seq | st full | st attention | st none | peer (ckpt) | peer (no ckpt) | "
+             "full / peer | none / peer | none / peer no ckpt |", "|" + " --- |" * 10]
+    for key, modes in runs.items():
+        p, q = peft.get(key, {}), nock.get(key, {})
+        pt, qt = p.get("tok_s"), q.get("tok_s")
+        f, a, n = modes.get("full"), modes.get("attention"), modes.get("none")
+        ratio = lambda x, y: (x / y) if x and y else None
+        lines.append("| %s | %d | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+            key[0], key[1], fmt(f, "%.0f"), fmt(a, "%.0f"), fmt(n, "%.0f"), fmt(pt, "%.0f"),
+            fmt(qt, "%.0f") if qt else (q.get("error", "-")[:40] if q else "-"),
+            fmt(ratio(f, pt), "%.2f"), fmt(ratio(n, pt), "%.2f"), fmt(ratio(n, qt), "%.2f")))
+    return "\n".join(lines)
+
+
 def main(d):
     st = load(os.path.join(d, "streamtune.jsonl"))
     peft = {(r["model"], r["seq"]): r for r in load(os.path.join(d, "peft.jsonl"))}
@@ -72,7 +96,7 @@ def main(d):
             fmt(w["st_loss"], "%.3f"), fmt(w["peer_loss"], "%.3f"), fmt(w["streamed_gb"], "%.2f"),
             fmt(w["stream_gbps"]), fmt(w["exposed_ms"]), fmt(w["gemm_ceiling"], "%.0f"), fmt(w["link_gbps"]),
             note))
-    text = "\n".join(lines)
+    text = "\n".join(lines) + recompute_table(d, st, peft)
     print(text)
     with open(os.path.join(d, "compare.md"), "w") as f:
         f.write(text + "\n")

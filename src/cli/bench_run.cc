@@ -79,13 +79,14 @@ struct Residency {
   int slots = 0;
   uint64_t planned = 0;
   bool host_extras = false;
-  bool save_attention = false;
+  Recompute recompute = Recompute::kFull;
 };
 
 // Note [bench residency]: stream off keeps every layer resident. A streamed run without
 // --vram-budget streams EVERY layer (the planner would keep everything resident on a big GPU,
 // which measures nothing about streaming; the PyTorch streaming peer streams every layer too).
-// With --vram-budget the planner decides, exactly as `streamtune train` would.
+// With --vram-budget the planner decides, exactly as `streamtune train` would. --recompute applies
+// to every run; "auto" leaves it to the planner (full recompute for the all-streamed runs).
 StatusOr<Residency> decide_residency(const BenchOptions& o, Backend* be, const ModelConfig& c, DType dt,
                                      const LoraConfig& lc) {
   PlanInput in;
@@ -98,6 +99,7 @@ StatusOr<Residency> decide_residency(const BenchOptions& o, Backend* be, const M
   in.tier = o.stream;
   in.device = be->kind();
   in.offload_embeddings = o.offload_embeddings;
+  in.recompute = o.recompute;
   if (!o.vram_budget.empty()) {
     ASSIGN_OR_RETURN(in.vram_budget, parse_byte_size(o.vram_budget), "--vram-budget");
   }
@@ -110,11 +112,13 @@ StatusOr<Residency> decide_residency(const BenchOptions& o, Backend* be, const M
   if (o.stream != "off" && o.vram_budget.empty()) {
     res.slots = std::min(o.stream_buffers, L);
     res.host_extras = o.offload_embeddings == "true";
+    if (o.recompute != "auto" && !parse_recompute(o.recompute, &res.recompute))
+      return InvalidArgument("--recompute must be auto, full, attention or none (got '" + o.recompute + "')");
     return res;
   }
   ASSIGN_OR_RETURN(Plan p, make_plan(in));
   res.host_extras = p.host_extras;
-  res.save_attention = p.save_attention && !o.no_save_attention;
+  res.recompute = p.recompute;
   res.resident = p.resident_layers;
   res.slots = p.num_slots;
   res.planned = p.vram_total;
@@ -194,9 +198,9 @@ StatusOr<BenchResult> run_bench(const BenchOptions& o) {
   mo.max_tokens = o.seq * o.batch;
   mo.seed = o.seed;
   mo.host_extras = res.host_extras;
-  mo.save_attention = res.save_attention;
+  mo.recompute = res.recompute;
   r.host_extras = res.host_extras;
-  r.save_attention = res.save_attention;
+  r.recompute = recompute_name(res.recompute);
   ASSIGN_OR_RETURN(std::unique_ptr<Model> model, Model::create(c, be.get(), lc, mo));
   model->lora().init(o.seed);
   {

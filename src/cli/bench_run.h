@@ -28,7 +28,7 @@ struct BenchOptions {
   std::vector<std::string> targets = {"q_proj", "v_proj"};
   std::string vram_budget;    // "" = stream every layer when stream != off (see bench_run.cc)
   std::string offload_embeddings = "auto";  // auto | true | false (stream/planner.h)
-  bool no_save_attention = false;           // recompute attention even when the plan could keep it
+  std::string recompute = "auto";           // auto | full | attention | none (stream/planner.h)
   std::string device = "auto";
   std::string dtype = "auto"; // auto = bfloat16 on CUDA, float32 on CPU
   uint64_t seed = 0;
@@ -44,7 +44,7 @@ struct BenchResult {
   std::string targets;
   int64_t params = 0, layers = 0, resident_layers = 0, num_slots = 0;
   bool host_extras = false;  // embedding + lm_head in host memory, lm_head streamed
-  bool save_attention = false;  // attention outputs kept for the backward (selective recompute)
+  std::string recompute = "full";  // what the backward recomputed (model/layer.h Note [recompute])
   double setup_s = 0;
   double step_ms_median = 0, step_ms_mean = 0, step_ms_min = 0, tok_s = 0;
   double loss_first = 0, loss_last = 0;  // mean per-token loss of the first / last timed step

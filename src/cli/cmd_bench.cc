@@ -31,8 +31,10 @@ constexpr const char* kBenchUsage =
     "  --offload-embeddings auto|true|false\n"
     "                    keep the embedding + lm_head in host memory and stream the lm_head in\n"
     "                    vocabulary chunks (auto: the planner decides; needs --stream ram|disk)\n"
-    "  --no-save-attention  recompute the attention forward in the backward even when every layer\n"
-    "                    is resident and the planner would keep the attention outputs\n"
+    "  --recompute auto|full|attention|none\n"
+    "                    what the backward recomputes: full = per-layer checkpointing (the peers'\n"
+    "                    setting), attention = keep attention outputs, none = keep every\n"
+    "                    activation; auto (default): the planner's choice, as `train` makes it\n"
     "  --dtype           default: bfloat16 on CUDA, float32 on CPU\n"
     "  defaults: --seq 512 --batch 1 --steps 10 --warmup 3 --stream-buffers 2 --lora-r 16\n"
     "            (alpha 2r) --targets q_proj,v_proj\n";
@@ -92,7 +94,7 @@ StatusOr<BenchOptions> bench_options(const ParsedArgs& a) {
   if (o.targets.empty()) return InvalidArgument("--targets is empty");
   o.vram_budget = a.get("vram-budget");
   if (a.has("offload-embeddings")) o.offload_embeddings = a.get("offload-embeddings");
-  o.no_save_attention = a.has("no-save-attention");
+  if (a.has("recompute")) o.recompute = a.get("recompute");
   o.device = a.get("device", "auto");
   o.dtype = a.get("dtype", "auto");
   o.ceilings = !a.has("no-ceilings");
@@ -112,7 +114,7 @@ int cmd_bench(int argc, char** argv) {
   }
   StatusOr<ParsedArgs> a = parse_flags(
       args, {{"model"}, {"preset"}, {"seq"}, {"batch"}, {"steps"}, {"warmup"}, {"stream"}, {"stream-buffers"},
-             {"lora-r"}, {"targets"}, {"vram-budget"}, {"offload-embeddings"}, {"no-save-attention", false}, {"device"}, {"dtype"}, {"seed"}, {"no-ceilings", false},
+             {"lora-r"}, {"targets"}, {"vram-budget"}, {"offload-embeddings"}, {"recompute"}, {"device"}, {"dtype"}, {"seed"}, {"no-ceilings", false},
              {"json", false}});
   if (!a.ok()) return usage(a.status().message());
   StatusOr<BenchOptions> o = bench_options(*a);

@@ -86,6 +86,7 @@ const std::vector<Field>& fields() {
       {"cache_dir", &C::cache_dir, {}, StrKind::kPath},
       {"offload_embeddings", &C::offload_embeddings, {"auto", "true", "false"}},
       {"vocab_chunk", &C::vocab_chunk, {}, StrKind::kPlain, 1},
+      {"recompute", &C::recompute, {"auto", "full", "attention", "none"}},
   };
   return kFields;
 }

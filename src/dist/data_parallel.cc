@@ -129,7 +129,7 @@ StatusOr<std::unique_ptr<DataParallelTrainer>> DataParallelTrainer::create(
                     .seed = tc.seed,
                     .vocab_chunk = tc.vocab_chunk,
                     .host_extras = r->parts.host_extras,
-                    .save_attention = r->parts.save_attention};
+                    .recompute = r->parts.recompute};
     ASSIGN_OR_RETURN(r->model, Model::create(r->parts.model, r->be, lc, mo), who);
     RETURN_IF_ERROR(r->parts.load_extras(*r->model), who << ": loading embedding / final norm / lm_head");
     ASSIGN_OR_RETURN(r->layers, r->parts.make_layers(r->be, r->model->layer_layout()), who << ": base layers");

@@ -99,11 +99,11 @@ StatusOr<std::unique_ptr<DpRun>> setup_data_parallel(const TrainConfig& cfg, int
     ASSIGN_OR_RETURN(run->ram, RamStore::open(sr.dir, bes[0]), "opening the RAM store " << sr.dir);
     parts = shared_ram_store_parts(run->ram.get(), opts, cfg.base_model);
   }
-  // Every replica follows the one plan's extras placement and selective recompute.
+  // Every replica follows the one plan's extras placement and recompute mode.
   parts = [f = std::move(parts), plan](int rank, Backend* be) -> StatusOr<TrainerParts> {
     ASSIGN_OR_RETURN(TrainerParts p, f(rank, be));
     p.host_extras = plan.host_extras;
-    p.save_attention = plan.save_attention;
+    p.recompute = plan.recompute;
     return p;
   };
   ASSIGN_OR_RETURN(auto comms, communicators(kind, bes));

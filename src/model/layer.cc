@@ -22,38 +22,52 @@ struct Scratch {
   Tensor xd;            // [N, max_in]: the dropped-out LoRA input (only when dropout > 0)
 };
 
-Scratch carve(Carver& cv, const ModelConfig& c, int64_t N, const LoraConfig& lc, DType act) {
+void carve_attention(Carver& cv, Scratch* s, const ModelConfig& c, int64_t N, DType act) {
+  s->att = cv.take(act, {N, c.q_dim()});
+  s->lse = cv.take(DType::kF32, {N * c.num_heads});
+}
+
+// The forward's intermediates: what a kNone layer keeps for its backward (Note [recompute]).
+// att and lse first, so a kAttention region is a prefix-compatible carving of the same two views.
+void carve_forward(Carver& cv, Scratch* s, const ModelConfig& c, int64_t N, const LoraConfig& lc, DType act) {
   const int64_t H = c.hidden_size, Q = c.q_dim(), KV = c.kv_dim(), F = c.intermediate_size;
   const DType f32 = DType::kF32;
-  Scratch s;
-  s.rstd1 = cv.take(f32, {N});
-  s.rstd2 = cv.take(f32, {N});
-  s.lse = cv.take(f32, {N * c.num_heads});
-  s.xn = cv.take(act, {N, H});
-  s.h = cv.take(act, {N, H});
-  s.hn = cv.take(act, {N, H});
-  s.q = cv.take(act, {N, Q});
-  s.k = cv.take(act, {N, KV});
-  s.v = cv.take(act, {N, KV});
-  s.att = cv.take(act, {N, Q});
+  carve_attention(cv, s, c, N, act);
+  s->rstd1 = cv.take(f32, {N});
+  s->rstd2 = cv.take(f32, {N});
+  s->xn = cv.take(act, {N, H});
+  s->h = cv.take(act, {N, H});
+  s->hn = cv.take(act, {N, H});
+  s->q = cv.take(act, {N, Q});
+  s->k = cv.take(act, {N, KV});
+  s->v = cv.take(act, {N, KV});
   if (c.qk_norm) {
-    s.rstd_q = cv.take(f32, {N * c.num_heads});
-    s.rstd_k = cv.take(f32, {N * c.num_kv_heads});
-    s.qn = cv.take(act, {N, Q});
-    s.kn = cv.take(act, {N, KV});
-    s.dq2 = cv.take(act, {N, Q});
-    s.dk2 = cv.take(act, {N, KV});
+    s->rstd_q = cv.take(f32, {N * c.num_heads});
+    s->rstd_k = cv.take(f32, {N * c.num_kv_heads});
+    s->qn = cv.take(act, {N, Q});
+    s->kn = cv.take(act, {N, KV});
   }
-  s.g = cv.take(act, {N, F});
-  s.u = cv.take(act, {N, F});
-  s.m = cv.take(act, {N, F});
-  s.dm = cv.take(act, {N, F});
-  s.du = cv.take(act, {N, F});
-  s.dxn = cv.take(act, {N, H});
-  s.da = cv.take(act, {N, Q});
-  s.dq = cv.take(act, {N, Q});
-  s.dk = cv.take(act, {N, KV});
-  s.dv = cv.take(act, {N, KV});
+  s->g = cv.take(act, {N, F});
+  s->u = cv.take(act, {N, F});
+  s->m = cv.take(act, {N, F});
+  for (int t = 0; t < kNumLoraTargets; ++t)
+    if (lc.targets[t]) s->t[t] = cv.take(f32, {N, lc.r});
+}
+
+// The backward's own temporaries (and the dropout staging both passes use).
+void carve_backward(Carver& cv, Scratch* s, const ModelConfig& c, int64_t N, const LoraConfig& lc, DType act) {
+  const int64_t H = c.hidden_size, Q = c.q_dim(), KV = c.kv_dim(), F = c.intermediate_size;
+  if (c.qk_norm) {
+    s->dq2 = cv.take(act, {N, Q});
+    s->dk2 = cv.take(act, {N, KV});
+  }
+  s->dm = cv.take(act, {N, F});
+  s->du = cv.take(act, {N, F});
+  s->dxn = cv.take(act, {N, H});
+  s->da = cv.take(act, {N, Q});
+  s->dq = cv.take(act, {N, Q});
+  s->dk = cv.take(act, {N, KV});
+  s->dv = cv.take(act, {N, KV});
   // LoRA staging is sized by the targeted linears only (q/v-only LoRA needs [N, H], not [N, F]).
   // The fused LoRA ops read bf16 or f32 activations directly (Note [fused LoRA]); only dropout
   // needs a staged f32 copy of the input.
@@ -63,11 +77,15 @@ Scratch carve(Carver& cv, const ModelConfig& c, int64_t N, const LoraConfig& lc,
     max_in = std::max(max_in, lora_target_dims(c, static_cast<LoraTarget>(t)).first);
   }
   if (max_in > 0) {
-    for (int t = 0; t < kNumLoraTargets; ++t)
-      if (lc.targets[t]) s.t[t] = cv.take(f32, {N, lc.r});
-    s.dt = cv.take(f32, {N, lc.r});
-    if (lc.dropout > 0) s.xd = cv.take(f32, {N, max_in});
+    s->dt = cv.take(DType::kF32, {N, lc.r});
+    if (lc.dropout > 0) s->xd = cv.take(DType::kF32, {N, max_in});
   }
+}
+
+Scratch carve(Carver& cv, const ModelConfig& c, int64_t N, const LoraConfig& lc, DType act) {
+  Scratch s;
+  carve_forward(cv, &s, c, N, lc, act);
+  carve_backward(cv, &s, c, N, lc, act);
   return s;
 }
 
@@ -142,15 +160,18 @@ AttnShape attn_shape(const ModelConfig& c) {
 
 Tensor heads(Tensor t, int64_t n_heads, int64_t d) { return t.reshape({t.rows(), n_heads, d}); }
 
+// The layer's views for this call (Note [recompute]): kFull carves everything from the scratch;
+// kAttention takes att/lse from the saved region; kNone takes every forward view from it.
 Scratch carve_ctx(const LayerCtx& ctx, const LoraConfig& lc) {
+  const ModelConfig& c = *ctx.cfg;
+  const int64_t N = ctx.tokens;
   Carver cv(ctx.scratch, ctx.scratch_bytes);
-  Scratch s = carve(cv, *ctx.cfg, ctx.tokens, lc, ctx.act);
-  if (!ctx.saved_att.empty()) {  // Note [saved attention]
-    CHECK(ctx.saved_att.numel() == s.att.numel() && ctx.saved_lse.numel() == s.lse.numel(),
-          "saved attention buffers do not match the layer's shapes");
-    s.att = Tensor(ctx.saved_att.data, s.att.dtype, {ctx.tokens, ctx.cfg->q_dim()});
-    s.lse = Tensor(ctx.saved_lse.data, DType::kF32, {ctx.tokens * ctx.cfg->num_heads});
-  }
+  Scratch s = carve(cv, c, N, lc, ctx.act);
+  if (ctx.recompute == Recompute::kFull) return s;
+  CHECK(ctx.saved != nullptr, "layer: recompute " << recompute_name(ctx.recompute) << " without a saved region");
+  Carver kept(ctx.saved, ctx.saved_bytes);
+  if (ctx.recompute == Recompute::kAttention) carve_attention(kept, &s, c, N, ctx.act);
+  else carve_forward(kept, &s, c, N, lc, ctx.act);
   return s;
 }
 
@@ -166,7 +187,7 @@ LoraConfig lora_shape_of(const LoraLayer& lora) {
 }
 
 // Attention block up to h = x + o_proj(attention(...)); fills s.{xn,q,k,v,qn,kn,att,h,rstd*,lse}
-// (att and lse are only read when !run_attention: Note [saved attention]).
+// (att and lse are only read when !run_attention: Note [recompute]).
 void attention_forward(const LayerCtx& ctx, const LayerWeights& w, const LoraLayer& lora, const Scratch& s,
                        Tensor x, bool run_attention = true) {
   Backend& be = *ctx.be;
@@ -210,6 +231,32 @@ size_t layer_scratch_bytes(const ModelConfig& c, int64_t tokens, const LoraConfi
   return cv.used();
 }
 
+size_t layer_saved_bytes(const ModelConfig& c, int64_t tokens, const LoraConfig& lc, DType act, Recompute r) {
+  Carver cv;
+  Scratch s;
+  if (r == Recompute::kAttention) carve_attention(cv, &s, c, tokens, act);
+  if (r == Recompute::kNone) carve_forward(cv, &s, c, tokens, lc, act);
+  return cv.used();
+}
+
+const char* recompute_name(Recompute r) {
+  switch (r) {
+    case Recompute::kFull: return "full";
+    case Recompute::kAttention: return "attention";
+    case Recompute::kNone: return "none";
+  }
+  return "?";
+}
+
+bool parse_recompute(const std::string& s, Recompute* out) {
+  for (Recompute r : {Recompute::kFull, Recompute::kAttention, Recompute::kNone})
+    if (s == recompute_name(r)) {
+      *out = r;
+      return true;
+    }
+  return false;
+}
+
 void layer_forward(const LayerCtx& ctx, const LayerWeights& w, const LoraLayer& lora, Tensor x, Tensor out) {
   CHECK(x.dtype == ctx.act && out.dtype == ctx.act && x.data != out.data);
   Scratch s = carve_ctx(ctx, lora_shape_of(lora));
@@ -225,12 +272,14 @@ void layer_backward(const LayerCtx& ctx, const LayerWeights& w, const LoraLayer&
   const ModelConfig& c = *ctx.cfg;
   const int64_t N = ctx.tokens, D = c.head_dim, NH = c.num_heads, KVH = c.num_kv_heads;
   Scratch s = carve_ctx(ctx, lora_shape_of(lora));
-  attention_forward(ctx, w, lora, s, x, /*run_attention=*/ctx.saved_att.empty());  // recompute from x
-  mlp_forward(ctx, w, lora, s);
+  if (ctx.recompute != Recompute::kNone) {  // recompute from x (Note [recompute])
+    attention_forward(ctx, w, lora, s, x, /*run_attention=*/ctx.recompute == Recompute::kFull);
+    mlp_forward(ctx, w, lora, s);
+  }
 
   // MLP. dg reuses m's memory (m is dead once down_proj's backward has read it).
   linear_backward(ctx, lora, s, {w.down, {}, &lora[LoraTarget::kDown], LoraTarget::kDown}, s.m, dout, s.dm,
-                  Accum::kOverwrite, /*t_current=*/false);
+                  Accum::kOverwrite, /*t_current=*/ctx.recompute == Recompute::kNone);
   Tensor dg = s.m;
   be.swiglu_backward(dg, s.du, s.dm, s.g, s.u);
   Tensor dhn = s.dxn;

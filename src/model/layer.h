@@ -1,5 +1,6 @@
 // One decoder layer (Llama / Mistral / Qwen2 / Qwen3) with LoRA: forward, and backward with
-// per-layer recomputation (only the layer input is saved between the passes; design.md §1).
+// per-layer recomputation (by default only the layer input is saved between the passes, design.md
+// §1; Note [recompute] for keeping more when memory allows).
 //
 // Written with Backend ops only, so the CPU reference and CUDA run the same sequence of ops on the
 // same bytes. The weights are views (model/weights.h) wherever they are now: stateless with
@@ -17,6 +18,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "backend/backend.h"
 #include "io/hf_config.h"
@@ -24,6 +26,10 @@
 #include "model/weights.h"
 
 namespace st {
+
+enum class Recompute { kFull, kAttention, kNone };  // Note [recompute]
+const char* recompute_name(Recompute r);           // "full" | "attention" | "none"
+bool parse_recompute(const std::string& s, Recompute* out);
 
 struct LayerCtx {
   Backend* be = nullptr;
@@ -36,21 +42,27 @@ struct LayerCtx {
   size_t scratch_bytes = 0;
   bool train = true;           // dropout on the LoRA input only when training
   uint64_t dropout_seed = 0;   // per (micro-batch, layer); targets derive theirs from it
-  // Note [saved attention]: selective recompute. When set (backend memory, this layer's own
-  // buffers: att act [N, NH*D], lse f32 [N*NH]), the training forward writes the attention output
-  // and its log-sum-exp there, and the backward's recompute reuses them instead of running the
-  // attention forward again. The kernels are deterministic, so the bits are the same either way.
-  Tensor saved_att, saved_lse;
+  // Note [recompute]: how much of the forward the backward runs again. kFull keeps only the layer
+  // input (per-layer checkpointing); kAttention keeps the attention output + its log-sum-exp;
+  // kNone keeps every intermediate the backward reads, so the backward runs no forward op at all.
+  // The kept tensors live in `saved` (backend memory, this layer's own region of
+  // layer_saved_bytes(...) bytes, filled by this micro-batch's training forward). The kernels are
+  // deterministic, so the bits are the same in every mode; only time and memory differ.
+  Recompute recompute = Recompute::kFull;
+  void* saved = nullptr;
+  size_t saved_bytes = 0;
 };
 
-// Bytes of scratch one layer's forward or backward needs for `tokens` tokens in `batch` rows.
+// Bytes of scratch one layer's forward or backward needs for `tokens` tokens (any Recompute).
 size_t layer_scratch_bytes(const ModelConfig& c, int64_t tokens, const LoraConfig& lc, DType act);
+// Bytes one layer keeps from its training forward for its backward under `r` (0 for kFull).
+size_t layer_saved_bytes(const ModelConfig& c, int64_t tokens, const LoraConfig& lc, DType act, Recompute r);
 
 // out[N,H] = layer(x[N,H]). x and out: act dtype, backend memory, distinct. Enqueues on compute.
 void layer_forward(const LayerCtx& ctx, const LayerWeights& w, const LoraLayer& lora, Tensor x, Tensor out);
 
-// Recomputes the forward from x (less the attention core when ctx.saved_att is set; the
-// forward of this micro-batch must have filled it), then back-propagates dout[N,H]: writes dx[N,H] (distinct from
+// Recomputes what ctx.recompute says from x (Note [recompute]; with kAttention or kNone this
+// micro-batch's training forward must have filled ctx.saved), then back-propagates dout[N,H]: writes dx[N,H] (distinct from
 // dout and x) and ACCUMULATES (+=) the LoRA gradients da/db of `lora`.
 void layer_backward(const LayerCtx& ctx, const LayerWeights& w, const LoraLayer& lora, Tensor x, Tensor dout,
                     Tensor dx);

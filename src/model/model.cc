@@ -43,7 +43,7 @@ struct Model::Arena {
   Tensor ids, pos, docs, labels;   // i32 [Nmax]
   Tensor safe_labels;              // i32 [Nmax]: labels with ignored positions mapped to row 0
   std::vector<Tensor> ckpt;        // L+1 x act [Nmax, H]
-  std::vector<Tensor> saved_att, saved_lse;  // save_attention: L x act [Nmax, NH*D], f32 [Nmax*NH]
+  std::vector<Tensor> saved;       // recompute != kFull: L x layer_saved_bytes (u8)
   Tensor grad[2];                  // act [Nmax, H]
   Tensor w_label;                  // act [Nmax, H]: the lm_head row of each label (head.h)
   Tensor layer_scratch, head_scratch;  // raw bytes (u8)
@@ -56,7 +56,7 @@ namespace {
 
 struct ArenaViews {
   Tensor inv_freq, loss, ints[5], grad[2], w_label, layer_scratch, head_scratch;
-  std::vector<Tensor> ckpt, saved_att, saved_lse;
+  std::vector<Tensor> ckpt, saved;
 };
 
 ArenaViews carve_model_arena(Carver& cv, const ModelConfig& c, const LoraConfig& lc, const ModelOptions& o) {
@@ -66,10 +66,9 @@ ArenaViews carve_model_arena(Carver& cv, const ModelConfig& c, const LoraConfig&
   v.loss = cv.take(DType::kF32, {1});
   for (Tensor& t : v.ints) t = cv.take(DType::kI32, {N});
   for (int64_t l = 0; l <= c.num_layers; ++l) v.ckpt.push_back(cv.take(o.act_dtype, {N, H}));
-  for (int64_t l = 0; o.save_attention && l < c.num_layers; ++l) {
-    v.saved_att.push_back(cv.take(o.act_dtype, {N, c.q_dim()}));
-    v.saved_lse.push_back(cv.take(DType::kF32, {N * c.num_heads}));
-  }
+  const size_t saved = layer_saved_bytes(c, N, lc, o.act_dtype, o.recompute);
+  for (int64_t l = 0; saved > 0 && l < c.num_layers; ++l)
+    v.saved.push_back(cv.take(DType::kU8, {static_cast<int64_t>(saved)}));
   v.grad[0] = cv.take(o.act_dtype, {N, H});
   v.grad[1] = cv.take(o.act_dtype, {N, H});
   v.w_label = cv.take(o.act_dtype, {N, H});
@@ -135,8 +134,7 @@ StatusOr<std::unique_ptr<Model>> Model::create(const ModelConfig& c, Backend* be
   a.labels = v.ints[3];
   a.safe_labels = v.ints[4];
   a.ckpt = v.ckpt;
-  a.saved_att = v.saved_att;
-  a.saved_lse = v.saved_lse;
+  a.saved = v.saved;
   a.grad[0] = v.grad[0];
   a.grad[1] = v.grad[1];
   a.w_label = v.w_label;
@@ -324,19 +322,19 @@ static LayerCtx make_ctx(const ModelConfig& c, Backend* be, const ModelOptions& 
   return ctx;
 }
 
-// Note [saved attention]: views of layer l's buffers for the current batch.
-void Model::set_saved_attention(LayerCtx* ctx, int l) const {
-  if (!opts_.save_attention) return;
-  const Arena& a = *a_;
-  ctx->saved_att = Tensor(a.saved_att[l].data, opts_.act_dtype, {a.n, cfg_.q_dim()});
-  ctx->saved_lse = Tensor(a.saved_lse[l].data, DType::kF32, {a.n * cfg_.num_heads});
+// Note [recompute] (model/layer.h): layer l's saved region, kept from its training forward.
+void Model::set_saved(LayerCtx* ctx, int l) const {
+  if (opts_.recompute == Recompute::kFull) return;
+  ctx->recompute = opts_.recompute;
+  ctx->saved = a_->saved[l].data;
+  ctx->saved_bytes = a_->saved[l].bytes();
 }
 
 void Model::forward_layer(int l, LayerSource& src, bool train) {
   Arena& a = *a_;
   LayerCtx ctx = make_ctx(cfg_, be_, opts_, a.inv_freq, a.pos, a.docs, a.has_docs, a.n, a.batch, a.seq,
                           a.layer_scratch, train, micro_counter_, l);
-  if (train) set_saved_attention(&ctx, l);
+  if (train) set_saved(&ctx, l);
   LayerWeights w = src.acquire(l);
   layer_forward(ctx, w, lora_->layer(l), rows_of(a.ckpt[l], a.n), rows_of(a.ckpt[l + 1], a.n));
   src.release(l);
@@ -347,7 +345,7 @@ void Model::backward_layer(int l, LayerSource& src) {
   Arena& a = *a_;
   LayerCtx ctx = make_ctx(cfg_, be_, opts_, a.inv_freq, a.pos, a.docs, a.has_docs, a.n, a.batch, a.seq,
                           a.layer_scratch, true, micro_counter_, l);
-  set_saved_attention(&ctx, l);
+  set_saved(&ctx, l);
   LayerWeights w = src.acquire(l);
   Tensor dout = rows_of(a.grad[(l + 1) % 2], a.n), dx = rows_of(a.grad[l % 2], a.n);
   layer_backward(ctx, w, lora_->layer(l), rows_of(a.ckpt[l], a.n), dout, dx);

@@ -23,12 +23,11 @@
 #include "io/hf_config.h"
 #include "io/safetensors.h"
 #include "model/head.h"
+#include "model/layer.h"
 #include "model/lora.h"
 #include "model/weights.h"
 
 namespace st {
-
-struct LayerCtx;  // model/layer.h
 
 // The visit sequence of one LayerSource step (design.md §3): which layer, for which micro-batch,
 // in which phase. micro_batch_major(L, k) is the standard order (per micro-batch: 0..L-1 forward,
@@ -57,10 +56,10 @@ struct ModelOptions {
   size_t logits_chunk_bytes = 64ull << 20;
   int64_t vocab_chunk = kDefaultVocabChunk;  // lm_head rows per head chunk (model/head.h); part of the numerics
   bool host_extras = false;            // Note [host extras]
-  // Keep each layer's attention output + lse from the forward for the backward (model/layer.h
-  // Note [saved attention]): L x tokens x (NH*D act + NH f32) more activation memory, one
-  // attention forward less per layer and step. Never changes the numerics.
-  bool save_attention = false;
+  // How much of each layer's forward the backward runs again (model/layer.h Note [recompute]):
+  // kAttention and kNone keep L x layer_saved_bytes(...) more activation memory for less work per
+  // step. Never changes the numerics.
+  Recompute recompute = Recompute::kFull;
 };
 
 // Every byte of the activation arena for these options (the planner's "activations" term).
@@ -116,7 +115,7 @@ class Model {
   void upload(const Batch& b);
   void embed(const Batch& b);
   void gather_label_rows();
-  void set_saved_attention(LayerCtx* ctx, int l) const;
+  void set_saved(LayerCtx* ctx, int l) const;
   Tensor final_norm() const;
   void forward_layer(int l, LayerSource& src, bool train);
   void backward_layer(int l, LayerSource& src);

@@ -30,7 +30,7 @@ struct Shape {
   int slots;
   int resident;
   bool host_extras;
-  bool save_attention = false;
+  Recompute recompute = Recompute::kFull;
 };
 
 ModelOptions model_options(const PlanInput& in, const Shape& s) {
@@ -39,7 +39,7 @@ ModelOptions model_options(const PlanInput& in, const Shape& s) {
   o.max_tokens = s.tokens;
   o.vocab_chunk = in.vocab_chunk;
   o.host_extras = s.host_extras;
-  o.save_attention = s.save_attention;
+  o.recompute = s.recompute;
   return o;
 }
 
@@ -108,6 +108,11 @@ Status refuse(const PlanInput& in, const Shape& min, uint64_t budget) {
   if (in.micro_batch_size > 1 && fits(1, in.sequence_len, min.slots))
     fixes.push_back("micro_batch_size: 1 (raise gradient_accumulation_steps instead)");
   if (min.slots > 2 && fits(in.micro_batch_size, in.sequence_len, 2)) fixes.push_back("stream_buffers: 2");
+  if (min.recompute != Recompute::kFull) {
+    Shape s = min;
+    s.recompute = Recompute::kFull;
+    if (total(plan_terms(in, s)) <= budget) fixes.push_back("recompute: auto (keep only each layer's input)");
+  }
   if (fixes.empty()) fixes.push_back("a larger vram_budget (this model does not fit at any sequence length)");
   msg << ". To fit: ";
   for (size_t i = 0; i < fixes.size(); ++i) msg << (i ? ", or " : "") << fixes[i];
@@ -134,15 +139,15 @@ uint64_t streamed_bytes(const PlanInput& in, const Shape& s) {
 
 // The most-resident shape that fits with the given extras placement; false if even the minimal
 // one (every layer streamed) does not.
-bool best_shape(const PlanInput& in, uint64_t budget, bool host_extras, Shape* out) {
+bool best_shape(const PlanInput& in, uint64_t budget, bool host_extras, Recompute r, Shape* out) {
   const int L = static_cast<int>(in.model.num_layers);
   const int64_t tokens = in.micro_batch_size * in.sequence_len;
   if (in.tier == "off") {
-    *out = Shape{tokens, 0, L, false};
+    *out = Shape{tokens, 0, L, false, r};
     return total(plan_terms(in, *out)) <= budget;
   }
   for (int k = L; k >= 0; --k) {
-    Shape t{tokens, std::min(in.num_slots, L - k), k, host_extras};
+    Shape t{tokens, std::min(in.num_slots, L - k), k, host_extras, r};
     if (total(plan_terms(in, t)) <= budget) {
       *out = t;
       return true;
@@ -165,26 +170,35 @@ StatusOr<Plan> make_plan(const PlanInput& in) {
   if (in.num_slots < 1) return InvalidArgument("stream_buffers must be at least 1");
   if (in.micro_batch_size < 1 || in.sequence_len < 1) return InvalidArgument("micro_batch_size and sequence_len must be >= 1");
   if (in.vocab_chunk < 1) return InvalidArgument("vocab_chunk must be >= 1");
+  Recompute forced = Recompute::kFull;
+  const bool auto_recompute = in.recompute == "auto";
+  if (!auto_recompute && !parse_recompute(in.recompute, &forced))
+    return InvalidArgument("recompute must be auto, full, attention or none (got '" + in.recompute + "')");
   const uint64_t budget = default_budget(in);
   const bool stream = in.tier != "off";
   // Note [host extras plan]
   Shape dev{}, host{};
-  const bool dev_ok = in.offload_embeddings != "true" && best_shape(in, budget, false, &dev);
-  const bool host_ok = stream && in.offload_embeddings != "false" && best_shape(in, budget, true, &host);
+  const bool dev_ok = in.offload_embeddings != "true" && best_shape(in, budget, false, forced, &dev);
+  const bool host_ok = stream && in.offload_embeddings != "false" && best_shape(in, budget, true, forced, &host);
   if (!dev_ok && !host_ok) {
     const int64_t tokens = in.micro_batch_size * in.sequence_len;
-    Shape min{tokens, stream ? std::min(in.num_slots, L) : 0, stream ? 0 : L, stream && in.offload_embeddings != "false"};
+    Shape min{tokens, stream ? std::min(in.num_slots, L) : 0, stream ? 0 : L, stream && in.offload_embeddings != "false",
+              forced};
     return refuse(in, min, budget);
   }
   Shape s = dev_ok ? dev : host;
   if (dev_ok && host_ok && in.offload_embeddings == "auto" && streamed_bytes(in, host) < streamed_bytes(in, dev))
     s = host;
-  // Spare memory after every layer is resident keeps the attention outputs (selective recompute,
-  // model/layer.h Note [saved attention]); a streaming plan spends it on resident layers first.
-  if (s.resident == L) {
-    Shape t = s;
-    t.save_attention = true;
-    if (total(plan_terms(in, t)) <= budget) s = t;
+  // Note [recompute plan]: spare memory once every layer is resident buys less recomputation.
+  if (auto_recompute && s.resident == L) {
+    for (Recompute r : {Recompute::kNone, Recompute::kAttention}) {
+      Shape t = s;
+      t.recompute = r;
+      if (total(plan_terms(in, t)) <= budget) {
+        s = t;
+        break;
+      }
+    }
   }
   const uint64_t lb = make_layer_layout(c, in.dtype).bytes;
   Plan p;
@@ -193,7 +207,7 @@ StatusOr<Plan> make_plan(const PlanInput& in) {
   p.num_slots = s.slots;
   p.resident_layers = stream ? spread_layers(s.resident, L) : spread_layers(L, L);
   p.host_extras = s.host_extras;
-  p.save_attention = s.save_attention;
+  p.recompute = s.recompute;
   p.layer_bytes = lb;
   p.budget = budget;
   p.vram = plan_terms(in, s);
@@ -211,7 +225,10 @@ std::string Plan::banner() const {
   b << "plan: stream " << tier << ", " << resident_layers.size() << " of " << num_layers << " layers resident, "
     << streamed_layers() << " streamed through " << num_slots << " buffer(s) of " << format_bytes(layer_bytes)
     << (host_extras ? ", embedding + lm_head in host memory (lm_head streamed in vocabulary chunks)" : "")
-    << (save_attention ? ", attention outputs kept for the backward" : "") << "\n";
+    << (recompute == Recompute::kAttention ? ", attention outputs kept for the backward"
+        : recompute == Recompute::kNone    ? ", every layer's activations kept (no recompute)"
+                                           : "")
+    << "\n";
   b << "  device memory " << format_bytes(vram_total) << " of "
     << (budget >= UINT64_MAX / 4 ? std::string("unlimited") : format_bytes(budget)) << ":\n";
   for (const PlanTerm& t : vram) {

@@ -14,6 +14,13 @@
 // (extras on the device / on the host), the one that fits and streams fewer bytes per step (the
 // lm_head costs its size once per micro-batch; every layer it displaces costs two loads); ties
 // and all-resident plans keep the extras on the device. The choice never changes the numerics.
+//
+// Note [recompute plan]: recompute "auto" spends the memory left once every layer is resident on
+// less recomputation (model/layer.h Note [recompute]): first kNone (every intermediate the
+// backward reads is kept: no forward op runs twice), else kAttention (attention output + lse),
+// else kFull (per-layer checkpointing). A streaming plan spends memory on resident layers first:
+// a layer kept resident saves two copies per step, a kept intermediate saves only compute. An
+// explicit mode is planned as asked (fewer resident layers if need be) or refused.
 #pragma once
 
 #include <cstdint>
@@ -25,6 +32,7 @@
 #include "core/status.h"
 #include "core/byte_size.h"
 #include "io/hf_config.h"
+#include "model/layer.h"
 #include "model/lora.h"
 
 namespace st {
@@ -47,6 +55,7 @@ struct PlanInput {
   uint64_t device_free_bytes = 0;
   std::string offload_embeddings = "auto";  // auto | true | false (Note [host extras plan])
   int64_t vocab_chunk = 16384;              // ModelOptions::vocab_chunk
+  std::string recompute = "auto";           // auto | full | attention | none (Note [recompute plan])
 };
 
 struct PlanTerm {
@@ -60,7 +69,7 @@ struct Plan {
   std::vector<int> resident_layers; // sorted
   int num_layers = 0;
   bool host_extras = false;         // embedding + lm_head in host memory, lm_head streamed
-  bool save_attention = false;      // ModelOptions::save_attention (only when every layer is resident)
+  Recompute recompute = Recompute::kFull;  // ModelOptions::recompute (Note [recompute plan])
   uint64_t layer_bytes = 0;
   uint64_t budget = 0;
   std::vector<PlanTerm> vram;       // device bytes by term

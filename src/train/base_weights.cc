@@ -69,6 +69,7 @@ StatusOr<Plan> plan_for(const TrainConfig& cfg, Backend* be, const ModelConfig& 
   in.device = be->kind();
   in.offload_embeddings = cfg.offload_embeddings;
   in.vocab_chunk = cfg.vocab_chunk;
+  in.recompute = cfg.recompute;
   if (!cfg.vram_budget.empty()) {
     ASSIGN_OR_RETURN(in.vram_budget, parse_byte_size(cfg.vram_budget), "vram_budget");
   }
@@ -129,7 +130,7 @@ StatusOr<BaseWeights> open_base_weights(const TrainConfig& cfg, Backend* be, DTy
 
   bw.parts = streamed_parts(bw.store.get(), be, streamed_options(cfg, bw.plan, mc), mc, cfg.base_model);
   bw.parts.host_extras = bw.plan.host_extras;
-  bw.parts.save_attention = bw.plan.save_attention;
+  bw.parts.recompute = bw.plan.recompute;
   return bw;
 }
 

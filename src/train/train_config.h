@@ -73,6 +73,9 @@ struct TrainConfig {
   // (stream/planner.h Note [host extras plan]): auto | true | false. Never changes the numerics.
   std::string offload_embeddings = "auto";
   int64_t vocab_chunk = 16384;      // lm_head rows per head chunk (model/head.h); part of the numerics
+  // How much of each layer's forward the backward recomputes (stream/planner.h Note [recompute
+  // plan]): auto | full | attention | none. Never changes the numerics.
+  std::string recompute = "auto";
 };
 
 }  // namespace st

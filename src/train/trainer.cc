@@ -70,7 +70,7 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::create(const TrainConfig& tc, Backen
                   .seed = tc.seed,
                   .vocab_chunk = tc.vocab_chunk,
                   .host_extras = parts.host_extras,
-                  .save_attention = parts.save_attention};
+                  .recompute = parts.recompute};
   ASSIGN_OR_RETURN(t->model_, Model::create(parts.model, be, lc, mo));
   RETURN_IF_ERROR(parts.load_extras(*t->model_), "loading embedding / final norm / lm_head");
   ASSIGN_OR_RETURN(t->layers_, parts.make_layers(be, t->model_->layer_layout()), "preparing base layers");

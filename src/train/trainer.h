@@ -39,7 +39,7 @@ struct TrainerParts {
   LayerSourceFactory make_layers;                      // called once, with the Model's layer layout
   std::function<Status(Model& m)> load_extras;         // fills embedding / norm / lm_head
   bool host_extras = false;                            // ModelOptions::host_extras (the plan's choice)
-  bool save_attention = false;                         // ModelOptions::save_attention (the plan's choice)
+  Recompute recompute = Recompute::kFull;              // ModelOptions::recompute (the plan's choice)
 };
 
 // Resident parts from an HF checkpoint dir (config.json + *.safetensors): every layer packed to

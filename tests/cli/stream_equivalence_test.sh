@@ -4,7 +4,9 @@
 # dropout, the 20 losses (all 9 digits) and the adapter bytes are identical for stream off, ram
 # with 2, 3 and 4 buffers (L buffers: tests/stream, where the planner is bypassed), disk with 2 and 3,
 # budgets that leave k of L layers resident, and the embedding + lm_head kept in host memory with the
-# lm_head streamed in vocabulary chunks (offload_embeddings; vocab_chunk 200 of 512 = 3 chunks).
+# lm_head streamed in vocabulary chunks (offload_embeddings; vocab_chunk 200 of 512 = 3 chunks),
+# and every recompute mode (full: per-layer checkpointing; attention; none: nothing recomputed),
+# chosen by the planner or forced, resident and with layers streamed.
 set -euo pipefail
 bin=$(realpath "$1")
 w=$(mktemp -d)
@@ -46,15 +48,19 @@ Y
   ref=""
   partial=0
   offloaded=0
+  kept_none=0
+  kept_att=0
+  kept_input=0
   # On the CPU nothing limits device memory, so a budget is what makes layers stream. Field 4:
-  # offload_embeddings (default auto: the planner picks the placement that streams fewer bytes).
-  for v in "off 2 -" "ram 2 -" "disk 2 -" "ram 2 2400KiB" "ram 3 2400KiB" "ram 4 2500KiB false" \
-           "disk 2 2200KiB" "disk 3 2400KiB false" "ram 2 2500KiB false" \
-           "ram 2 - true" "disk 3 - true" "ram 2 2000KiB true" "disk 2 2200KiB true"; do
+  # offload_embeddings (default auto: the planner picks the placement that streams fewer bytes);
+  # field 5: recompute (default auto: with no budget every activation is kept).
+  for v in "off 2 - auto full" "off 2 -" "off 2 - auto attention" "ram 2 -" "disk 2 -" "ram 2 2400KiB" \
+           "ram 3 2400KiB" "ram 4 2500KiB false" "disk 2 2200KiB" "disk 3 2400KiB false" "ram 2 2500KiB false" \
+           "ram 2 - true" "disk 3 - true" "ram 2 2000KiB true" "disk 2 2200KiB true" "ram 2 4300KiB auto none"; do
     set -- $v
-    extra=(--offload_embeddings="${4:-auto}")
+    extra=(--offload_embeddings="${4:-auto}" --recompute="${5:-auto}")
     [ "$3" != "-" ] && extra+=(--vram_budget="$3")
-    out="$w/o_${preset}_$1_$2_$3_${4:-auto}"
+    out="$w/o_${preset}_$1_$2_$3_${4:-auto}_${5:-auto}"
     if ! "$bin" train "$w/c_$preset.yaml" --stream=$1 --stream_buffers=$2 "${extra[@]}" --output_dir="$out" >"$out.log" 2>&1; then
       cat "$out.log"; exit 1
     fi
@@ -62,6 +68,11 @@ Y
     k=$(echo "$plan" | sed -E 's/.* ([0-9]+) of 6 layers resident.*/\1/')
     [ "$k" -gt 0 ] && [ "$k" -lt 6 ] && partial=$((partial + 1))
     case "$plan" in *"lm_head streamed"*) offloaded=$((offloaded + 1));; esac
+    case "$plan" in
+      *"no recompute"*) kept_none=$((kept_none + 1)); [ "$k" -lt 6 ] && kept_none=$((kept_none + 10));;
+      *"attention outputs kept"*) kept_att=$((kept_att + 1));;
+      *) kept_input=$((kept_input + 1));;
+    esac
     if [ "$3" != "-" ] && [ "$k" -ge 6 ]; then echo "$preset $v: nothing streamed ($plan)"; exit 1; fi
     sig="$(grep -o '"loss":[^,]*' "$out/metrics.jsonl" | md5sum | cut -c1-16)/$(md5sum < "$out/adapter_model.safetensors" | cut -c1-16)"
     [ "$(grep -c '"loss"' "$out/metrics.jsonl")" -eq 20 ] || { echo "$preset $v: not 20 steps"; exit 1; }
@@ -70,5 +81,8 @@ Y
   done
   [ "$partial" -ge 1 ] || { echo "$preset: no variant left k of L layers resident (0 < k < 6)"; exit 1; }
   [ "$offloaded" -ge 3 ] || { echo "$preset: fewer than 3 variants kept the embedding + lm_head on the host"; exit 1; }
+  # Every recompute mode ran, and "none" ran once with layers streamed (counted x10).
+  [ "$kept_none" -ge 12 ] && [ "$kept_att" -ge 1 ] && [ "$kept_input" -ge 1 ] ||
+    { echo "$preset: recompute modes not all covered (none $kept_none, attention $kept_att, full $kept_input)"; exit 1; }
 done
 echo "all identical"

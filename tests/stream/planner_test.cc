@@ -59,13 +59,21 @@ TEST(Planner, TermsAndResidentCount) {
   ModelOptions mo;
   mo.act_dtype = DType::kBF16;
   mo.max_tokens = 2048;
-  // Everything resident with room to spare: the attention outputs are kept (selective recompute).
-  EXPECT_TRUE(all->save_attention);
-  ModelOptions saving = mo;
-  saving.save_attention = true;
-  const uint64_t saved = model_arena_bytes(c, in.lora, saving) - model_arena_bytes(c, in.lora, mo);
-  EXPECT_EQ(saved, static_cast<uint64_t>(c.num_layers) * (2048ull * c.q_dim() * 2 + 2048ull * c.num_heads * 4));
-  EXPECT_EQ(term(*all, "activations + scratch (model arena)"), model_arena_bytes(c, in.lora, saving));
+  // Everything resident with room to spare: every activation is kept (no recompute).
+  EXPECT_EQ(all->recompute, Recompute::kNone);
+  ModelOptions keep_all = mo, keep_att = mo;
+  keep_all.recompute = Recompute::kNone;
+  keep_att.recompute = Recompute::kAttention;
+  const uint64_t saved = model_arena_bytes(c, in.lora, keep_all) - model_arena_bytes(c, in.lora, mo);
+  // Per layer: att [N,Q] + lse [N*NH] f32 + rstd1/rstd2 [N] f32 + xn/h/hn [N,H] + q [N,Q] + k/v
+  // [N,KV] + g/u/m [N,F] + t [N,r] f32 per target (bf16 act; every size a multiple of 256 here).
+  const uint64_t N = 2048, H = 896, Q = 896, KV = 128, F = 4864;
+  const uint64_t per_layer = N * Q * 2 + N * 14 * 4 + 2 * N * 4 + 3 * N * H * 2 + N * Q * 2 + 2 * N * KV * 2 +
+                             3 * N * F * 2 + 2 * N * 16 * 4;
+  EXPECT_EQ(saved, static_cast<uint64_t>(c.num_layers) * per_layer);
+  EXPECT_EQ(model_arena_bytes(c, in.lora, keep_att) - model_arena_bytes(c, in.lora, mo),
+            static_cast<uint64_t>(c.num_layers) * (N * Q * 2 + N * 14 * 4));
+  EXPECT_EQ(term(*all, "activations + scratch (model arena)"), model_arena_bytes(c, in.lora, keep_all));
   EXPECT_GE(model_arena_bytes(c, in.lora, mo), static_cast<uint64_t>(c.num_layers) * 2048 * c.hidden_size * 2);
   // GQA (14 heads over 2 kv heads): per-head dK/dV + delta, f32.
   EXPECT_EQ(term(*all, "attention backward scratch"), 4ull * (2ull * 2048 * 14 * 64 + 2048ull * 14));
@@ -97,6 +105,77 @@ TEST(Planner, TermsAndResidentCount) {
   // RAM tier host bytes: the whole store arena.
   EXPECT_GE(some->host_bytes, lb * c.num_layers);
   EXPECT_NE(some->banner().find("5 of 24 layers resident"), std::string::npos) << some->banner();
+}
+
+// Note [recompute plan]: auto takes the least recompute that fits once every layer is resident;
+// an explicit mode is planned as asked or refused with a fix.
+TEST(Planner, RecomputeFollowsSpareMemory) {
+  PlanInput in = qwen_input(1ull << 40);
+  in.offload_embeddings = "false";
+  auto total_with = [&](const char* mode) {
+    PlanInput t = in;
+    t.recompute = mode;
+    StatusOr<Plan> p = make_plan(t);
+    EXPECT_TRUE(p.ok()) << mode << ": " << p.status().to_string();
+    EXPECT_EQ(std::string(recompute_name(p->recompute)), mode);
+    return p->vram_total;
+  };
+  const uint64_t full = total_with("full"), att = total_with("attention"), none = total_with("none");
+  EXPECT_LT(full, att);
+  EXPECT_LT(att, none);
+  auto pick = [&](uint64_t budget) {
+    PlanInput t = in;
+    t.vram_budget = budget;
+    StatusOr<Plan> p = make_plan(t);
+    EXPECT_TRUE(p.ok()) << p.status().to_string();
+    EXPECT_EQ(p->resident_layers.size(), static_cast<size_t>(in.model.num_layers));
+    return p->recompute;
+  };
+  EXPECT_EQ(pick(none), Recompute::kNone);
+  EXPECT_EQ(pick(none - 1), Recompute::kAttention);
+  EXPECT_EQ(pick(att - 1), Recompute::kFull);
+  EXPECT_EQ(pick(full), Recompute::kFull);
+
+  // Streaming: auto spends memory on resident layers, never on kept activations.
+  in.tier = "ram";
+  in.vram_budget = full - 10 * make_layer_layout(in.model, DType::kBF16).bytes;
+  StatusOr<Plan> streamed = make_plan(in);
+  ASSERT_TRUE(streamed.ok());
+  EXPECT_LT(streamed->resident_layers.size(), static_cast<size_t>(in.model.num_layers));
+  EXPECT_EQ(streamed->recompute, Recompute::kFull);
+  // Forced none: planned as asked, with fewer layers resident, or refused with the fix.
+  const uint64_t lb = make_layer_layout(in.model, DType::kBF16).bytes;
+  in.recompute = "none";
+  StatusOr<Plan> too_small = make_plan(in);
+  ASSERT_FALSE(too_small.ok());
+  EXPECT_NE(too_small.status().message().find("recompute: auto"), std::string::npos);
+  in.vram_budget = none - 10 * lb;
+  StatusOr<Plan> forced = make_plan(in);
+  ASSERT_TRUE(forced.ok()) << forced.status().to_string();
+  EXPECT_EQ(forced->recompute, Recompute::kNone);
+  EXPECT_LT(forced->resident_layers.size(), static_cast<size_t>(in.model.num_layers));
+  EXPECT_LE(forced->vram_total, in.vram_budget);
+  EXPECT_NE(forced->banner().find("no recompute"), std::string::npos) << forced->banner();
+  in.recompute = "auto";  // the same budget: every layer resident, activations kept as far as they fit
+  StatusOr<Plan> autop = make_plan(in);
+  ASSERT_TRUE(autop.ok());
+  EXPECT_EQ(autop->resident_layers.size(), static_cast<size_t>(in.model.num_layers));
+  EXPECT_NE(autop->recompute, Recompute::kNone);
+
+  // Resident, forced none, too small: refused, and the message names the mode that fits.
+  in.recompute = "none";
+  in.tier = "off";
+  in.vram_budget = full;
+  StatusOr<Plan> refused = make_plan(in);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(refused.status().message().find("recompute: auto"), std::string::npos) << refused.status().message();
+
+  in.recompute = "sometimes";
+  StatusOr<Plan> bad = make_plan(in);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("sometimes"), std::string::npos);
 }
 
 TEST(Planner, RefusesNamingLargestTermAndAFixThatFits) {

@@ -2,8 +2,8 @@
 # The speed issue's device call, in ONE call (binaries staged by tools/cuda/perf_run.sh stage BUILD_DIR,
 # peers copied into .peer; carry .devbin and .peer):
 #   1. every GPU parity test staged (CUDA vs the CPU reference)            -> $OUT/test_*.log
-#   2. bench/compare.sh: streamtune and the PyTorch peers side by side, plus the NOSAVE rows
-#      (selective recompute off) for the A/B                              -> $OUT/cmp/
+#   2. bench/compare.sh: streamtune and the PyTorch peers side by side, plus the FULL / ATTN rows
+#      (--recompute full / attention) and PEER_NOCKPT rows for the recompute A/B  -> $OUT/cmp/
 #   3. streamed rows against max(resident step, bytes streamed / link measured in the same row)
 set -uo pipefail
 [ -f .devbin/pack.tar.xz ] && tar xJf .devbin/pack.tar.xz -C .devbin
@@ -16,7 +16,8 @@ for t in $([ -z "${SKIP_TESTS:-}" ] && ls .devbin/backend_cuda_*_gputest); do
   echo "gputest $n rc=$? $(grep -E '^\[  (PASSED|FAILED) ' "$OUT/test_$n.log" | tr '\n' ' ')"
   grep -E '^\[  FAILED|Failure' "$OUT/test_$n.log" | head -5
 done
-BIN=$PWD/.devbin/streamtune OUT=$OUT/cmp DEADLINE_S=${DEADLINE_S:-420} NOSAVE=${NOSAVE:-} bash bench/compare.sh
+BIN=$PWD/.devbin/streamtune OUT=$OUT/cmp DEADLINE_S=${DEADLINE_S:-420} FULL=${FULL:-} ATTN=${ATTN:-} \
+  PEER_NOCKPT=${PEER_NOCKPT:-} bash bench/compare.sh
 python3 - "$OUT/cmp" <<'PY'
 import json, os, sys
 d = sys.argv[1]
@@ -25,16 +26,22 @@ def load(f):
     return [json.loads(l) for l in open(p) if l.startswith("{")] if os.path.exists(p) else []
 st = [r for r in load("streamtune.jsonl") if "error" not in r]
 res = {(r["model"], r["seq"]): r for r in st if r["stream"] == "off"}
+# A streamed row is held against the resident row doing the same work (the same recompute mode).
+same = {(r["model"], r["seq"], r.get("recompute")): r for r in st + load("streamtune_full.jsonl")
+        + load("streamtune_attention.jsonl") if r.get("stream") == "off" and "error" not in r}
 for r in st:
-    if r["stream"] == "off" or (r["model"], r["seq"]) not in res:
+    base_row = same.get((r["model"], r["seq"], r.get("recompute"))) or res.get((r["model"], r["seq"]))
+    if r["stream"] == "off" or base_row is None:
         continue
-    base, floor = res[(r["model"], r["seq"])]["step_ms"], r.get("transfer_floor_ms") or 0
+    base, floor = base_row["step_ms"], r.get("transfer_floor_ms") or 0
     print("streamed %s@%d: step %.1f ms, resident %.1f ms, floor %.1f ms (%.2f GB at %.1f GB/s) -> %.3f x max" % (
         r["model"], r["seq"], r["step_ms"], base, floor, r["bytes_streamed_per_step"] / 1e9, r["h2d_pinned_gbps"] or 0,
         r["step_ms"] / max(base, floor)))
-for r in load("streamtune_nosave.jsonl"):
-    w = res.get((r.get("model"), r.get("seq")))
-    if w and "error" not in r:
-        print("selective recompute %s@%d: %.0f tok/s (attention kept) vs %.0f (recomputed): %+.1f%%" % (
-            r["model"], r["seq"], w["tok_s"], r["tok_s"], 100 * (w["tok_s"] / r["tok_s"] - 1)))
+for f in ("streamtune_full.jsonl", "streamtune_attention.jsonl"):
+    for r in load(f):
+        w = res.get((r.get("model"), r.get("seq")))
+        if w and "error" not in r:
+            print("recompute %s@%d: %.0f tok/s (%s, the plan's choice) vs %.0f (%s): %+.1f%%" % (
+                r["model"], r["seq"], w["tok_s"], w.get("recompute"), r["tok_s"], r.get("recompute"),
+                100 * (w["tok_s"] / r["tok_s"] - 1)))
 PY
