@@ -61,12 +61,13 @@ cache_dir: $W/cache
 Y
 ref=""
 # Field 4: offload_embeddings (embedding + lm_head in host memory, lm_head streamed in 16384-row
-# vocabulary chunks: 3 for SmolLM2's 49152). "off" keeps the attention outputs (selective recompute).
-for v in "off 2 -" "ram 2 -" "ram 3 -" "disk 2 -" "disk 3 -" "ram 2 300MiB" "ram 3 400MiB" \
-         "ram 2 - true" "disk 3 - true" "ram 2 300MiB true"; do
+# vocabulary chunks: 3 for SmolLM2's 49152). Field 5: recompute (auto keeps every activation when
+# all layers are resident; full / attention forced; none forced with layers streamed).
+for v in "off 2 -" "off 2 - auto full" "off 2 - auto attention" "ram 2 -" "ram 3 -" "disk 2 -" "disk 3 -" \
+         "ram 2 300MiB" "ram 3 400MiB" "ram 2 - true" "disk 3 - true" "ram 2 300MiB true" "ram 2 600MiB auto none"; do
   set -- $v
-  extra="--offload_embeddings=${4:-auto}"; [ "$3" != "-" ] && extra="$extra --vram_budget=$3"
-  d=$W/bit_$1_$2_$3_${4:-auto}
+  extra="--offload_embeddings=${4:-auto} --recompute=${5:-auto}"; [ "$3" != "-" ] && extra="$extra --vram_budget=$3"
+  d=$W/bit_$1_$2_$3_${4:-auto}_${5:-auto}
   $B train $W/bit.yaml --stream=$1 --stream_buffers=$2 $extra --output_dir=$d >$d.log 2>&1
   rc=$?
   sig=$(python3 -c "import json,sys;print([json.loads(l)['loss'] for l in open('$d/metrics.jsonl') if '\"loss\"' in l])" 2>/dev/null | md5sum | cut -c1-12)
@@ -74,9 +75,9 @@ for v in "off 2 -" "ram 2 -" "ram 3 -" "disk 2 -" "disk 3 -" "ram 2 300MiB" "ram
   plan=$(grep -m1 '^plan:' $d.log)
   [ -z "$ref" ] && ref="$sig/$ad"
   same=$([ "$sig/$ad" = "$ref" ] && echo IDENTICAL || echo DIFFERENT)
-  say "bit stream=$1 buffers=$2 budget=$3 offload=${4:-auto} rc=$rc losses=$sig adapter=$ad $same | $plan"
+  say "bit stream=$1 buffers=$2 budget=$3 offload=${4:-auto} recompute=${5:-auto} rc=$rc losses=$sig adapter=$ad $same | $plan"
 done
-tail -3 $W/bit_ram_2_-_auto/metrics.jsonl >> "$OUT/summary.txt"
+tail -3 $W/bit_ram_2_-_auto_auto/metrics.jsonl >> "$OUT/summary.txt"
 
 # 4. big shapes streamed from pinned RAM within 4 GiB (random weights in memory).
 for row in "qwen2.5-7b 2048" "qwen2.5-14b 2048" "llama3-8b 4096"; do
