@@ -2,8 +2,12 @@
 // Kernels live in one file per op family (ops.h); GEMMs go through cuBLASLt (gemm.h).
 #include "backend/cuda/cuda_backend.h"
 
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <string>
 
+#include "backend/cuda/attention_cudnn.h"
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/gemm.h"
 #include "backend/cuda/ops.h"
@@ -63,6 +67,22 @@ std::string shp(const Tensor& t) {
 
 constexpr size_t kInitialScratchFloats = 1u << 20;
 
+// Device memory the cuDNN attention may use as workspace beyond the planner's "attention backward
+// scratch" (which it replaces): the planner's 64 MiB "workspaces" term minus GemmRunner's 32 MiB
+// cuBLASLt workspace. Larger cuDNN workspaces keep the own kernels (never allocate past the plan).
+constexpr size_t kCudnnExtraWorkspaceBytes = 32u << 20;
+
+// STREAMTUNE_ATTENTION=own keeps every attention on the backend's own kernels (A/B benches).
+bool own_attention_forced() {
+  static const bool forced = [] {
+    const char* e = std::getenv("STREAMTUNE_ATTENTION");
+    const bool own = e != nullptr && std::strcmp(e, "own") == 0;
+    if (own) std::fprintf(stderr, "streamtune: STREAMTUNE_ATTENTION=own: cuDNN attention disabled\n");
+    return own;
+  }();
+  return forced;
+}
+
 class CudaBackend final : public Backend {
  public:
   // dev_ is initialised (and the device made current) before streams_ is constructed: the streams
@@ -79,6 +99,7 @@ class CudaBackend final : public Backend {
     bind();
     cudaDeviceSynchronize();
     gemm_.reset();
+    cudnn_.reset();
     if (scratch_) cudaFree(scratch_);
   }
 
@@ -295,6 +316,9 @@ class CudaBackend final : public Backend {
     check_attn(q, k, v, L, s);
     CHECK(out.numel() == q.numel() && lse.dtype == DType::kF32 && lse.numel() == L.batch * s.num_heads * L.seq,
           "attention: out/lse shapes");
+    const Tensor all[] = {out, q, k, v};
+    size_t ws = 0;
+    if (use_cudnn(all, 4, lse, L, s, &ws)) return cudnn_->forward(out, lse, q, k, v, L, s, scratch_, compute());
     launch_attention(out, lse, q, k, v, L, s, compute());
   }
   void attention_kv(Tensor o, Tensor q, Tensor k, Tensor v, int64_t q0, const AttnShape& s) override {
@@ -314,6 +338,10 @@ class CudaBackend final : public Backend {
     check_attn(q, k, v, L, s);
     CHECK(dq.numel() == q.numel() && dk.numel() == k.numel() && dv.numel() == v.numel() &&
               dout.numel() == q.numel() && out.numel() == q.numel(), "attention_backward: shapes");
+    const Tensor all[] = {dq, dk, dv, dout, q, k, v, out};
+    size_t ws = 0;
+    if (use_cudnn(all, 8, lse, L, s, &ws))
+      return cudnn_->backward(dq, dk, dv, dout, q, k, v, out, lse, L, s, scratch_, compute());
     grow_scratch(static_cast<size_t>(attention_backward_scratch_floats(L, s)));
     launch_attention_backward(dq, dk, dv, dout, q, k, v, out, lse, L, s, scratch_, compute());
   }
@@ -441,6 +469,24 @@ class CudaBackend final : public Backend {
               v.numel() == k.numel(), "attention: q " << q.shape_str() << " k " << k.shape_str());
   }
 
+  // Whether this attention (forward or backward) runs on cuDNN; when it does, scratch_ has grown
+  // to the cuDNN workspace (*ws bytes). Past the tensors' dtype/alignment (the same for a forward
+  // and its backward), the answer depends only on the shapes: cudnn_ caches it per shape, with
+  // both graphs built together, so a forward and its backward always take the same path.
+  bool use_cudnn(const Tensor* ts, int n, const Tensor& lse, const SeqLayout& L, const AttnShape& s, size_t* ws) {
+    if (!cudnn_ || !cudnn_attention_enabled() || own_attention_forced() || L.doc_ids != nullptr) return false;
+    if (L.batch * L.seq == 0 || s.head_dim % 8 != 0 || s.head_dim > 256) return false;
+    if (lse.dtype != DType::kF32 || reinterpret_cast<uintptr_t>(lse.data) % 16 != 0) return false;
+    for (int i = 0; i < n; ++i)
+      if (ts[i].dtype != DType::kBF16 || reinterpret_cast<uintptr_t>(ts[i].data) % 16 != 0) return false;
+    const size_t limit =
+        static_cast<size_t>(attention_backward_scratch_floats(L, s)) * sizeof(float) + kCudnnExtraWorkspaceBytes;
+    std::string why;  // cudnn_ prints the decision once per shape
+    if (!cudnn_->plan(L, s, limit, ws, &why)) return false;
+    grow_scratch((*ws + sizeof(float) - 1) / sizeof(float));
+    return true;
+  }
+
   static int select_device(int dev) {
     CUDA_CHECK(cudaSetDevice(dev));
     return dev;
@@ -452,6 +498,7 @@ class CudaBackend final : public Backend {
   std::unique_ptr<GemmRunner> gemm_;
   float* scratch_ = nullptr;
   size_t scratch_floats_ = 0;
+  std::unique_ptr<CudnnAttention> cudnn_ = make_cudnn_attention();  // nullptr: built without cuDNN
 };
 
 }  // namespace

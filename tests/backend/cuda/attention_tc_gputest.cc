@@ -12,11 +12,15 @@
 #include <random>
 #include <string>
 
+#include "backend/cuda/attention_cudnn.h"
 #include "backend/cuda/attention_tc.h"
 #include "gpu_harness.h"
 
 namespace st::test {
 namespace {
+
+// These tests pin the backend's own kernels: keep the cuDNN SDPA path (attention_cudnn_gputest) out.
+[[maybe_unused]] const bool kOwnKernelsOnly = (cuda::cudnn_attention_enabled() = false, true);
 
 struct Case {
   int64_t B, T, NH, KVH, D;

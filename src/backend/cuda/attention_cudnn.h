@@ -1,0 +1,49 @@
+// Causal GQA training attention through cuDNN's fused SDPA (flash attention) via the cuDNN
+// frontend graph API: forward (O + natural-log logsumexp "Stats" = our lse [B,NH,T]) and a
+// deterministic backward. Only this header is seen by the backend; the frontend's heavy headers
+// are compiled in attention_cudnn.cc alone. Without cuDNN at build time (STREAMTUNE_HAVE_CUDNN
+// unset) make_cudnn_attention() returns nullptr and the backend keeps its own kernels.
+//
+// Same-shape consistency: plan() builds the forward AND backward graphs of a shape together and
+// answers once per shape, so a forward and the backward that reads its lse always take the same
+// path (the lse conventions of cuDNN and attention_tc happen to agree, but nothing relies on it).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "backend/backend.h"
+
+namespace st::cuda {
+
+class CudnnAttention {
+ public:
+  virtual ~CudnnAttention() = default;
+
+  // Whether cuDNN runs causal attention of this shape (bf16, no doc_ids: the caller checks
+  // those), building and caching both graphs on first sight of the shape. On true,
+  // *workspace_bytes is the larger of the two graphs' workspaces; on false, *why says why.
+  // The answer depends only on (B, T, NH, KVH, D, scale) and workspace_limit.
+  virtual bool plan(const SeqLayout& L, const AttnShape& s, size_t workspace_limit, size_t* workspace_bytes,
+                    std::string* why) = 0;
+  // Both require plan(L, s, ...) to have returned true. `workspace`: plan's workspace_bytes.
+  virtual void forward(Tensor out, Tensor lse, Tensor q, Tensor k, Tensor v, const SeqLayout& L,
+                       const AttnShape& s, void* workspace, cudaStream_t st) = 0;
+  virtual void backward(Tensor dq, Tensor dk, Tensor dv, Tensor dout, Tensor q, Tensor k, Tensor v, Tensor out,
+                        Tensor lse, const SeqLayout& L, const AttnShape& s, void* workspace, cudaStream_t st) = 0;
+};
+
+// nullptr when built without cuDNN. Creates no cuDNN handle until the first plan().
+std::unique_ptr<CudnnAttention> make_cudnn_attention();
+bool cudnn_attention_built();
+// Test/bench hook: set false to keep every call on the backend's own kernels (process-wide). Never
+// flip it between a forward and its backward: both must take the same path.
+bool& cudnn_attention_enabled();
+// Forward + backward calls that ran through cuDNN, process-wide (lets tests prove the route).
+int64_t cudnn_attention_calls();
+
+}  // namespace st::cuda

@@ -1,0 +1,211 @@
+// cuDNN SDPA attention (backend/cuda/attention_cudnn.h) vs the backend's own tensor-core kernels
+// and vs the CPU reference: forward (out, lse) and backward (dq, dk, dv) at model-like GQA shapes;
+// bitwise run-to-run determinism of forward and backward; packed documents (doc_ids) keep the own
+// kernels; a timing printout (no assertion) of cuDNN vs own at T=4096, NH=32, KVH=8, D=128.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <random>
+#include <string>
+
+#include "backend/cuda/attention_cudnn.h"
+#include "backend/cuda/attention_tc.h"
+#include "gpu_harness.h"
+
+namespace st::test {
+namespace {
+
+struct Case {
+  int64_t B, T, NH, KVH, D;
+};
+
+std::string name(const Case& c) {
+  return std::string("B") + std::to_string(c.B) + " T" + std::to_string(c.T) + " NH" + std::to_string(c.NH) + " KVH" +
+         std::to_string(c.KVH) + " D" + std::to_string(c.D);
+}
+
+AttnShape shape_of(const Case& c) { return AttnShape{c.NH, c.KVH, c.D, 1.0f / std::sqrt(static_cast<float>(c.D))}; }
+
+struct AttnRun {
+  Twin q, k, v, out, lse, dout, dq, dk, dv;
+  AttnRun(const Case& c, std::mt19937& rng)
+      : q(DType::kBF16, {c.B * c.T, c.NH, c.D}, rng), k(DType::kBF16, {c.B * c.T, c.KVH, c.D}, rng),
+        v(DType::kBF16, {c.B * c.T, c.KVH, c.D}, rng), out(DType::kBF16, {c.B * c.T, c.NH, c.D}, rng, 0.0f),
+        lse(DType::kF32, {c.B, c.NH, c.T}, rng, 0.0f), dout(DType::kBF16, {c.B * c.T, c.NH, c.D}, rng),
+        dq(DType::kBF16, {c.B * c.T, c.NH, c.D}, rng, 0.0f), dk(DType::kBF16, {c.B * c.T, c.KVH, c.D}, rng, 0.0f),
+        dv(DType::kBF16, {c.B * c.T, c.KVH, c.D}, rng, 0.0f) {}
+  void fwd(const SeqLayout& L, const AttnShape& s) {
+    gpu_backend().attention(out.gpu(), lse.gpu(), q.gpu(), k.gpu(), v.gpu(), L, s);
+  }
+  void bwd(const SeqLayout& L, const AttnShape& s) {
+    gpu_backend().attention_backward(dq.gpu(), dk.gpu(), dv.gpu(), dout.gpu(), q.gpu(), k.gpu(), v.gpu(), out.gpu(),
+                                     lse.gpu(), L, s);
+  }
+};
+
+struct Outputs {
+  std::vector<float> out, lse, dq, dk, dv;
+};
+
+// One GPU forward + backward on the cuDNN path (cudnn = true) or the own kernels, proving the route
+// by the two paths' call counters.
+Outputs pass(AttnRun& r, const SeqLayout& L, const AttnShape& s, bool cudnn) {
+  cuda::cudnn_attention_enabled() = cudnn;
+  const int64_t c0 = cuda::cudnn_attention_calls(), t0 = cuda::attention_tc_calls();
+  r.fwd(L, s);
+  r.bwd(L, s);
+  cuda::cudnn_attention_enabled() = true;
+  EXPECT_EQ(cuda::cudnn_attention_calls() - c0, cudnn ? 2 : 0) << "cuDNN path calls";
+  EXPECT_EQ(cuda::attention_tc_calls() - t0, cudnn ? 0 : 2) << "own tensor-core path calls";
+  return {r.out.gpu_vals(), r.lse.gpu_vals(), r.dq.gpu_vals(), r.dk.gpu_vals(), r.dv.gpu_vals()};
+}
+
+// NMSE bound plus a printout of the max abs error and max abs error / max |ref|.
+void expect_close(const std::vector<float>& got, const std::vector<float>& ref, double limit, const std::string& w) {
+  EXPECT_TRUE(nmse_ok(got, ref, limit)) << w;
+  double max_err = 0.0, max_ref = 0.0;
+  for (size_t i = 0; i < got.size() && i < ref.size(); ++i) {
+    max_err = std::max(max_err, std::fabs(static_cast<double>(got[i]) - ref[i]));
+    max_ref = std::max(max_ref, std::fabs(static_cast<double>(ref[i])));
+  }
+  std::printf("  %-34s max abs err %.3e  max rel (to max|ref|) %.3e\n", w.c_str(), max_err,
+              max_err / std::max(max_ref, 1e-30));
+}
+
+TEST(AttentionCudnn, BuiltWithCudnn) {
+  // These tests only mean something on a build that found cuDNN and its frontend.
+  ASSERT_TRUE(cuda::cudnn_attention_built()) << "configure found no cuDNN frontend / libcudnn";
+}
+
+// cuDNN vs the own tensor-core kernels on the same inputs: same convention for lse (natural-log
+// logsumexp of the scaled scores), bf16-close outputs and gradients.
+TEST(AttentionCudnn, MatchesOwnKernels) {
+  std::mt19937 rng(31);
+  const Case cases[] = {{1, 512, 14, 2, 64}, {2, 256, 16, 2, 128}, {1, 4096, 32, 8, 128}};
+  for (const Case& c : cases) {
+    const std::string w = name(c);
+    std::printf("%s\n", w.c_str());
+    AttnRun r(c, rng);
+    const SeqLayout L{c.B, c.T, nullptr, nullptr};
+    const AttnShape s = shape_of(c);
+    const Outputs own = pass(r, L, s, false);
+    const Outputs cd = pass(r, L, s, true);
+    expect_close(cd.out, own.out, 1e-4, "out " + w);
+    expect_close(cd.lse, own.lse, 1e-10, "lse " + w);
+    expect_close(cd.dq, own.dq, 1e-3, "dq " + w);
+    expect_close(cd.dk, own.dk, 1e-3, "dk " + w);
+    expect_close(cd.dv, own.dv, 1e-3, "dv " + w);
+    for (Twin* t : {&r.out, &r.lse, &r.dq, &r.dk, &r.dv}) EXPECT_TRUE(t->guards_ok()) << w;
+  }
+  std::fflush(stdout);
+}
+
+// Against the CPU backend (f32 math on the same bf16 inputs); the backward starts from the CPU's
+// forward results on both sides, so only backward differences count.
+TEST(AttentionCudnn, MatchesCpuReference) {
+  std::mt19937 rng(32);
+  const Case c{2, 96, 4, 2, 64};
+  const std::string w = name(c);
+  AttnRun r(c, rng);
+  const SeqLayout L{c.B, c.T, nullptr, nullptr};
+  const AttnShape s = shape_of(c);
+  cpu_backend().attention(r.out.cpu(), r.lse.cpu(), r.q.cpu(), r.k.cpu(), r.v.cpu(), L, s);
+  const int64_t c0 = cuda::cudnn_attention_calls();
+  r.fwd(L, s);
+  EXPECT_EQ(cuda::cudnn_attention_calls() - c0, 1) << "forward did not take the cuDNN path";
+  EXPECT_TWIN_CLOSE(r.out, 1e-4, "out " + w);
+  EXPECT_TWIN_CLOSE(r.lse, 1e-10, "lse " + w);
+  r.out.set(r.out.cpu_vals());
+  r.lse.set(r.lse.cpu_vals());
+  cpu_backend().attention_backward(r.dq.cpu(), r.dk.cpu(), r.dv.cpu(), r.dout.cpu(), r.q.cpu(), r.k.cpu(), r.v.cpu(),
+                                   r.out.cpu(), r.lse.cpu(), L, s);
+  r.bwd(L, s);
+  EXPECT_EQ(cuda::cudnn_attention_calls() - c0, 2) << "backward did not take the cuDNN path";
+  EXPECT_TWIN_CLOSE(r.dq, 5e-4, "dq " + w);
+  EXPECT_TWIN_CLOSE(r.dk, 5e-4, "dk " + w);
+  EXPECT_TWIN_CLOSE(r.dv, 5e-4, "dv " + w);
+}
+
+// Same inputs, same kernels -> same bits, forward and (deterministic-algorithm) backward.
+TEST(AttentionCudnn, DeterministicBits) {
+  std::mt19937 rng(33);
+  const Case cases[] = {{1, 512, 14, 2, 64}, {2, 256, 16, 2, 128}, {1, 4096, 32, 8, 128}};
+  for (const Case& c : cases) {
+    AttnRun r(c, rng);
+    const SeqLayout L{c.B, c.T, nullptr, nullptr};
+    const AttnShape s = shape_of(c);
+    std::vector<std::vector<uint8_t>> first;
+    for (int rep = 0; rep < 2; ++rep) {
+      const int64_t c0 = cuda::cudnn_attention_calls();
+      r.fwd(L, s);
+      r.bwd(L, s);
+      EXPECT_EQ(cuda::cudnn_attention_calls() - c0, 2) << name(c);
+      std::vector<std::vector<uint8_t>> now;
+      for (Twin* t : {&r.out, &r.lse, &r.dq, &r.dk, &r.dv}) now.push_back(t->gpu_bytes());
+      if (rep == 0) first = std::move(now);
+      else
+        for (size_t i = 0; i < now.size(); ++i)
+          EXPECT_TRUE(now[i] == first[i]) << name(c) << ": output " << i << " (out, lse, dq, dk, dv) differs";
+    }
+  }
+}
+
+// Packed documents stay on the own kernels (cuDNN's causal mask knows no documents).
+TEST(AttentionCudnn, DocIdsKeepOwnKernels) {
+  std::mt19937 rng(34);
+  const Case c{1, 512, 14, 2, 64};
+  AttnRun r(c, rng);
+  std::vector<int32_t> ids(static_cast<size_t>(c.T));
+  for (int64_t t = 0; t < c.T; ++t) ids[t] = static_cast<int32_t>(t / 100);
+  TwinI32 docs(ids);
+  const SeqLayout L{c.B, c.T, nullptr, docs.gpu()};
+  const int64_t c0 = cuda::cudnn_attention_calls(), t0 = cuda::attention_tc_calls();
+  r.fwd(L, shape_of(c));
+  r.bwd(L, shape_of(c));
+  EXPECT_EQ(cuda::cudnn_attention_calls() - c0, 0);
+  EXPECT_EQ(cuda::attention_tc_calls() - t0, 2);
+}
+
+// Median of 5 timings of `iters` calls between full synchronisations, after a warm-up call.
+double time_ms(int iters, const std::function<void()>& f) {
+  f();
+  gpu_backend().sync_all();
+  std::vector<double> runs;
+  for (int rep = 0; rep < 5; ++rep) {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < iters; ++i) f();
+    gpu_backend().sync_all();
+    runs.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / iters);
+  }
+  std::sort(runs.begin(), runs.end());
+  return runs[2];
+}
+
+// Printout only (causal FLOPs: fwd 2·B·NH·T²·D, bwd 2.5x fwd).
+TEST(AttentionCudnn, TimingPrintout) {
+  std::mt19937 rng(35);
+  const Case c{1, 4096, 32, 8, 128};
+  AttnRun r(c, rng);
+  const SeqLayout L{c.B, c.T, nullptr, nullptr};
+  const AttnShape s = shape_of(c);
+  const double flops = 2.0 * c.B * c.NH * static_cast<double>(c.T) * c.T * c.D;
+  std::printf("%-6s %9s %9s %9s %9s   (%s)\n", "path", "fwd ms", "fwd TF/s", "bwd ms", "bwd TF/s", name(c).c_str());
+  for (bool cudnn : {false, true}) {
+    cuda::cudnn_attention_enabled() = cudnn;
+    r.fwd(L, s);  // out/lse of this path for its backward
+    const double f = time_ms(10, [&] { r.fwd(L, s); });
+    const double b = time_ms(10, [&] { r.bwd(L, s); });
+    std::printf("%-6s %9.3f %9.1f %9.3f %9.1f\n", cudnn ? "cudnn" : "own", f, flops / (f * 1e9), b,
+                2.5 * flops / (b * 1e9));
+    EXPECT_TRUE(std::isfinite(f) && std::isfinite(b));
+  }
+  cuda::cudnn_attention_enabled() = true;
+  std::fflush(stdout);
+}
+
+}  // namespace
+}  // namespace st::test
