@@ -3,6 +3,10 @@
 // with dropout (same zero pattern as the CPU); determinism (twice -> identical bytes); guard bytes.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <functional>
 #include <random>
 #include <string>
 #include <vector>
@@ -152,6 +156,56 @@ TEST(LoraOps, NanPropagates) {
   for (int64_t k = 0; k < s.r; ++k) EXPECT_TRUE(std::isnan(tv[5 * s.r + k])) << "k=" << k;
   EXPECT_TRUE(std::isfinite(tv[4 * s.r])) << "row 4 should be untouched by row 5's NaN";
   EXPECT_TRUE(tt.guards_ok());
+}
+
+// Median of 5 timings of `iters` calls between full synchronisations, after a warm-up call.
+double time_us(int iters, const std::function<void()>& f) {
+  f();
+  G().sync_all();
+  std::vector<double> runs;
+  for (int rep = 0; rep < 5; ++rep) {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < iters; ++i) f();
+    G().sync_all();
+    runs.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / iters);
+  }
+  std::sort(runs.begin(), runs.end());
+  return runs[2];
+}
+
+// Model shapes (bf16 activations, r 16): microseconds per op and the activation bytes it must
+// move per microsecond (GB/s): these ops are memory-bound, the H200 streams ~4,000 GB/s.
+TEST(LoraOps, TimingTable) {
+  std::mt19937 rng(31);
+  const Shape model_shapes[] = {{512, 1536, 1536, 16}, {512, 1536, 256, 16}, {2048, 2048, 2048, 16},
+                                {2048, 2048, 256, 16},  {4096, 4096, 4096, 16}, {4096, 4096, 1024, 16}};
+  std::printf("%-28s %9s %9s %9s %9s %9s %9s\n", "shape (N in out r)", "down", "up", "grad_b", "dt", "grad_a", "dx");
+  for (const Shape& s : model_shapes) {
+    const DType t = DType::kBF16;
+    Twin x(t, {s.N, s.in}, rng), y(t, {s.N, s.out}, rng), dy(t, {s.N, s.out}, rng), dx(t, {s.N, s.in}, rng);
+    Twin a(DType::kF32, {s.r, s.in}, rng, 0.1f), b(DType::kF32, {s.out, s.r}, rng, 0.1f);
+    Twin tt(DType::kF32, {s.N, s.r}, rng), dt(DType::kF32, {s.N, s.r}, rng);
+    Twin da(DType::kF32, {s.r, s.in}, rng), db(DType::kF32, {s.out, s.r}, rng);
+    const int it = 50;
+    const double us[6] = {
+        time_us(it, [&] { G().lora_down(tt.gpu(), x.gpu(), a.gpu()); }),
+        time_us(it, [&] { G().lora_up(y.gpu(), tt.gpu(), b.gpu(), 0.5f); }),
+        time_us(it, [&] { G().lora_grad_b(db.gpu(), dy.gpu(), tt.gpu(), 0.5f); }),
+        time_us(it, [&] { G().lora_dt(dt.gpu(), dy.gpu(), b.gpu(), 0.5f); }),
+        time_us(it, [&] { G().lora_grad_a(da.gpu(), dt.gpu(), x.gpu()); }),
+        time_us(it, [&] { G().lora_dx(dx.gpu(), dt.gpu(), a.gpu(), 0.0f, 7); })};
+    // Activation bytes each op must move: read x / read+write y / read dy / read dy / read x / r+w dx.
+    const double in_b = 2.0 * s.N * s.in, out_b = 2.0 * s.N * s.out;
+    const double bytes[6] = {in_b, 2 * out_b, out_b, out_b, in_b, 2 * in_b};
+    char name[64];
+    std::snprintf(name, sizeof name, "%lld %lld %lld %lld", static_cast<long long>(s.N), static_cast<long long>(s.in),
+                  static_cast<long long>(s.out), static_cast<long long>(s.r));
+    std::printf("%-28s", name);
+    for (int i = 0; i < 6; ++i) std::printf(" %5.1f/%-4.0f", us[i], bytes[i] / (us[i] * 1e3));
+    std::printf("   (us / GB/s)\n");
+    for (double u : us) EXPECT_TRUE(u > 0 && u < 1e6);
+  }
+  std::fflush(stdout);
 }
 
 }  // namespace
