@@ -27,3 +27,16 @@ if ((${#pmissing[@]})); then
   echo "install_deps: pip install ${pmissing[*]}"
   $py -m pip install -q "${pmissing[@]}" || $py -m pip install -q --break-system-packages "${pmissing[@]}"
 fi
+
+# cuDNN frontend (header-only C++; the pip wheel ships it in <site-packages>/include) for the CUDA
+# backend's cuDNN SDPA attention. Only when nvcc exists; optional: the build works without it.
+if command -v nvcc >/dev/null 2>&1 || [[ -x /usr/local/cuda/bin/nvcc ]]; then
+  has_cfe='import importlib.util as u, os, sys
+s = u.find_spec("cudnn")
+sys.exit(0 if s and s.origin and os.path.exists(os.path.join(os.path.dirname(os.path.dirname(s.origin)), "include", "cudnn_frontend.h")) else 1)'
+  if ! $py -c "$has_cfe" 2>/dev/null; then
+    echo "install_deps: pip install nvidia-cudnn-frontend"
+    $py -m pip install -q nvidia-cudnn-frontend 2>/dev/null || $py -m pip install -q --break-system-packages nvidia-cudnn-frontend ||
+      echo "install_deps: WARNING: nvidia-cudnn-frontend did not install; the CUDA backend builds without cuDNN attention" >&2
+  fi
+fi

@@ -2,6 +2,9 @@
 # Perf pass in ONE device call: GPU parity tests, then `streamtune bench` rows plain (tok/s) and
 # with STREAMTUNE_PROFILE=1 (op breakdown on stderr). Binaries and host libs come from .devbin/
 # (stage: tools/cuda/perf_run.sh stage BUILD_DIR, here on the dev box; carry .devbin).
+# cuDNN (libcudnn.so.9 + the engines/graph libraries it dlopens, ~500 MiB) and NVRTC are NOT staged:
+# the device's own are used (system cuDNN; CUDNN_LIB_DIR=dir puts another first, e.g. the torch
+# venv's .../site-packages/nvidia/cudnn/lib). Where cuDNN cannot start, attention keeps its own kernels.
 #   RESIDENT="name:seq ..." STREAMED="name:seq ..." PROFILE_ROWS="name:seq ..." tools/cuda/perf_run.sh run
 set -uo pipefail
 case "${1:-}" in
@@ -18,11 +21,12 @@ case "${1:-}" in
     du -sh .devbin ;;
   run)
     [ -f .devbin/pack.tar.xz ] && tar xJf .devbin/pack.tar.xz -C .devbin
-    export LD_LIBRARY_PATH=$PWD/.devbin/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+    export LD_LIBRARY_PATH=$PWD/.devbin/lib:${CUDNN_LIB_DIR:+$CUDNN_LIB_DIR:}/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
     out=${OUT:-/tmp}
     B=.devbin/streamtune
     nvidia-smi --query-gpu=name,driver_version,clocks.sm,temperature.gpu --format=csv,noheader
-    for t in cuda_ops cuda_attention attention_tc; do
+    echo "cudnn/nvrtc: $(ldd .devbin/streamtune | grep -E 'libcudnn|libnvrtc' | awk '{print $1 " -> " $3}' | tr '\n' ' ')"
+    for t in cuda_ops cuda_attention attention_tc attention_cudnn; do
       .devbin/backend_cuda_${t}_gputest --gtest_brief=1 --gtest_filter=-*TimingTable* >"$out/test_$t.log" 2>&1
       echo "gputest $t rc=$? $(grep -E '^\[  (PASSED|FAILED) ' "$out/test_$t.log" | tr '\n' ' ')"
     done

@@ -108,7 +108,7 @@ TEST(AttentionCudnn, MatchesOwnKernels) {
 // forward results on both sides, so only backward differences count.
 TEST(AttentionCudnn, MatchesCpuReference) {
   std::mt19937 rng(32);
-  const Case c{2, 96, 4, 2, 64};
+  const Case c{2, 128, 4, 2, 64};
   const std::string w = name(c);
   AttnRun r(c, rng);
   const SeqLayout L{c.B, c.T, nullptr, nullptr};
