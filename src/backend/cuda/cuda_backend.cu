@@ -72,6 +72,17 @@ constexpr size_t kInitialScratchFloats = 1u << 20;
 // cuBLASLt workspace. Larger cuDNN workspaces keep the own kernels (never allocate past the plan).
 constexpr size_t kCudnnExtraWorkspaceBytes = 32u << 20;
 
+// Experiment hook: STREAMTUNE_CUDNN_WORKSPACE_MIB=N allows cuDNN workspaces up to N MiB regardless
+// of the plan (for measuring cuDNN on shapes whose deterministic backward needs more than the plan
+// holds). Unset: the planned limit.
+size_t cudnn_workspace_override() {
+  static const size_t v = [] {
+    const char* e = std::getenv("STREAMTUNE_CUDNN_WORKSPACE_MIB");
+    return e ? static_cast<size_t>(std::strtoull(e, nullptr, 10)) << 20 : size_t{0};
+  }();
+  return v;
+}
+
 // STREAMTUNE_ATTENTION=own keeps every attention on the backend's own kernels (A/B benches).
 bool own_attention_forced() {
   static const bool forced = [] {
@@ -479,8 +490,9 @@ class CudaBackend final : public Backend {
     if (lse.dtype != DType::kF32 || reinterpret_cast<uintptr_t>(lse.data) % 16 != 0) return false;
     for (int i = 0; i < n; ++i)
       if (ts[i].dtype != DType::kBF16 || reinterpret_cast<uintptr_t>(ts[i].data) % 16 != 0) return false;
-    const size_t limit =
+    const size_t planned =
         static_cast<size_t>(attention_backward_scratch_floats(L, s)) * sizeof(float) + kCudnnExtraWorkspaceBytes;
+    const size_t limit = std::max(planned, cudnn_workspace_override());
     std::string why;  // cudnn_ prints the decision once per shape
     if (!cudnn_->plan(L, s, limit, ws, &why)) return false;
     grow_scratch((*ws + sizeof(float) - 1) / sizeof(float));
