@@ -12,8 +12,10 @@
 //    rows whose t is staged in shared memory (broadcast reads). y is read and written once, rounded
 //    once. Every output is one thread's dot over k in order: the grid shape does not change bits.
 //  * col_sum (lora_grad_a da += dtᵀ·x, lora_grad_b db += s·dyᵀ·t): a thread owns CPT columns of
-//    the activation and sums over rows of its N range into CPT x R registers; N ranges (gridDim.y)
-//    write partials to scratch, added in range order by a second kernel.
+//    the activation and sums over rows into CPT x R registers; a block's 4 row groups are added in a
+//    fixed tree, N ranges (gridDim.y) write k-major partials to scratch, added in range order by a
+//    second kernel. Every loop trip issues all its loads before any use (latency, not bandwidth,
+//    bounded the first versions: 12-46 us for 1-8 MB on an H200, RESULTS session 3).
 // R (a compile-time rank bound) is 8, 16, 32 or 64; a smaller r is zero-padded to the next one and
 // a larger r is split into groups of R over gridDim.z (row_update falls back to a plain kernel).
 // Grid shapes depend on the problem shape only, so results are the same run after run.
@@ -76,15 +78,10 @@ __global__ void __launch_bounds__(kDotWarps * 32) row_dot_kernel(float* out, con
 #pragma unroll
     for (int k = 0; k < R; ++k) acc[i][k] = 0.0f;
 
+  // Every load of a chunk (x rows, then the weight chunk into registers) is issued before the
+  // first shared-memory store, so the chunk costs one memory latency, not one per loop trip.
+  constexpr int kFill = R * kDotCols / (kDotWarps * 32);  // weight floats per thread and chunk
   for (int64_t c0 = c_begin; c0 < c_end; c0 += kDotCols) {
-    __syncthreads();  // the previous chunk's reads are done
-    for (int i = threadIdx.x; i < R * kDotCols; i += kDotWarps * 32) {
-      // A (cs == 1): consecutive threads walk columns; B: they walk k (contiguous in B's rows).
-      const int k = cs == 1 ? i / kDotCols : i % R, c = cs == 1 ? i % kDotCols : i / R;
-      const int64_t col = c0 + c;
-      w_s[k][c] = (k0 + k < r && col < c_end) ? w[(k0 + k) * ks + col * cs] : 0.0f;
-    }
-    __syncthreads();
     const int64_t col = c0 + lane * 8;
     float xv[RW][8];
 #pragma unroll
@@ -102,6 +99,23 @@ __global__ void __launch_bounds__(kDotWarps * 32) row_dot_kernel(float* out, con
         for (int e = 0; e < 8; ++e) xv[i][e] = (n < N && col + e < c_end) ? to_f(x[n * C + col + e]) : 0.0f;
       }
     }
+    float wv[kFill];
+#pragma unroll
+    for (int j = 0; j < kFill; ++j) {
+      // A (cs == 1): consecutive threads walk columns; B: they walk k (contiguous in B's rows).
+      const int i = threadIdx.x + j * kDotWarps * 32;
+      const int k = cs == 1 ? i / kDotCols : i % R, c = cs == 1 ? i % kDotCols : i / R;
+      const int64_t wc = c0 + c;
+      wv[j] = (k0 + k < r && wc < c_end) ? __ldg(w + (k0 + k) * ks + wc * cs) : 0.0f;
+    }
+    __syncthreads();  // the previous chunk's reads of w_s are done
+#pragma unroll
+    for (int j = 0; j < kFill; ++j) {
+      const int i = threadIdx.x + j * kDotWarps * 32;
+      const int k = cs == 1 ? i / kDotCols : i % R, c = cs == 1 ? i % kDotCols : i / R;
+      w_s[k][c] = wv[j];
+    }
+    __syncthreads();
 #pragma unroll
     for (int k = 0; k < R; ++k) {
       const float4 wa = *reinterpret_cast<const float4*>(&w_s[k][lane * 8]);
@@ -198,7 +212,7 @@ void row_dot(float* out, Tensor x, const float* w, int64_t ks, int64_t cs, int r
 }
 
 // ---- row_update ------------------------------------------------------------------------------
-constexpr int kUpdThreads = 128;
+constexpr int kUpdThreads = 128, kUpdBatch = 4;
 
 // y[n, c] = rnd(y + post(sum_k t[n, k] * W(k, c))), W(k, c) = w[k*ks + c*cs]; post: scale * v
 // (p <= 0) or dropout_apply(seed, n*C + c, p, v).
@@ -212,9 +226,17 @@ __global__ void __launch_bounds__(kUpdThreads) row_update_kernel(TY* y, const fl
   const int64_t col = (static_cast<int64_t>(blockIdx.x) * kUpdThreads + threadIdx.x) * CPT;
   const int64_t row0 = static_cast<int64_t>(blockIdx.y) * rows_per_block;
   const int rows = static_cast<int>(min64(rows_per_block, N - row0));
-  for (int i = threadIdx.x; i < rows * R; i += kUpdThreads) {
-    const int rr = i / R, k = i % R;
-    t_s[rr][k] = k < r ? t[(row0 + rr) * r + k] : 0.0f;
+  constexpr int kTFill = 64 * R / kUpdThreads;  // t floats per thread: loads first, then stores
+  float tv[kTFill];
+#pragma unroll
+  for (int j = 0; j < kTFill; ++j) {
+    const int i = threadIdx.x + j * kUpdThreads, rr = i / R, k = i % R;
+    tv[j] = (rr < rows && k < r) ? __ldg(t + (row0 + rr) * r + k) : 0.0f;
+  }
+#pragma unroll
+  for (int j = 0; j < kTFill; ++j) {
+    const int i = threadIdx.x + j * kUpdThreads;
+    t_s[i / R][i % R] = tv[j];
   }
   float wr[CPT][R];
 #pragma unroll
@@ -224,43 +246,53 @@ __global__ void __launch_bounds__(kUpdThreads) row_update_kernel(TY* y, const fl
   __syncthreads();
   if (col >= C) return;
   const float keep_scale = dropout_scale(p);
-#pragma unroll 2
-  for (int rr = 0; rr < rows; ++rr) {
-    float acc[CPT];
+  // Rows go in batches of kUpdBatch whose y loads are all issued first (one memory latency per
+  // batch); each output is still one thread's dot over k in order, so the bits do not change.
+  for (int rb = 0; rb < rows; rb += kUpdBatch) {
+    float yv[kUpdBatch][CPT];
+    if (VEC) {
 #pragma unroll
-    for (int c = 0; c < CPT; ++c) acc[c] = 0.0f;
+      for (int j = 0; j < kUpdBatch; ++j)
+        if (rb + j < rows) ld_pack<CPT>(y + (row0 + rb + j) * C + col, yv[j]);
+    }
 #pragma unroll
-    for (int k = 0; k < R; k += 4) {
-      const float4 tv = *reinterpret_cast<const float4*>(&t_s[rr][k]);
+    for (int j = 0; j < kUpdBatch; ++j) {
+      const int rr = rb + j;
+      if (rr >= rows) break;
+      float acc[CPT];
+#pragma unroll
+      for (int c = 0; c < CPT; ++c) acc[c] = 0.0f;
+#pragma unroll
+      for (int k = 0; k < R; k += 4) {
+        const float4 tv = *reinterpret_cast<const float4*>(&t_s[rr][k]);
+#pragma unroll
+        for (int c = 0; c < CPT; ++c) {
+          acc[c] = fmaf(tv.x, wr[c][k], acc[c]);
+          acc[c] = fmaf(tv.y, wr[c][k + 1], acc[c]);
+          acc[c] = fmaf(tv.z, wr[c][k + 2], acc[c]);
+          acc[c] = fmaf(tv.w, wr[c][k + 3], acc[c]);
+        }
+      }
+      const int64_t base = (row0 + rr) * C + col;
 #pragma unroll
       for (int c = 0; c < CPT; ++c) {
-        acc[c] = fmaf(tv.x, wr[c][k], acc[c]);
-        acc[c] = fmaf(tv.y, wr[c][k + 1], acc[c]);
-        acc[c] = fmaf(tv.z, wr[c][k + 2], acc[c]);
-        acc[c] = fmaf(tv.w, wr[c][k + 3], acc[c]);
+        if (p > 0.0f) {
+          // dropout_apply, spelled out so the scale is computed once: the same bits.
+          const bool keep = p < 1.0f && dropout_keep(seed, static_cast<uint64_t>(base + c), p);
+          acc[c] = keep ? acc[c] * keep_scale : 0.0f;
+        } else {
+          acc[c] *= scale;
+        }
       }
-    }
-    const int64_t base = (row0 + rr) * C + col;
+      if (VEC) {
 #pragma unroll
-    for (int c = 0; c < CPT; ++c) {
-      if (p > 0.0f) {
-        // dropout_apply, spelled out so the scale is computed once: the same bits.
-        const bool keep = p < 1.0f && dropout_keep(seed, static_cast<uint64_t>(base + c), p);
-        acc[c] = keep ? acc[c] * keep_scale : 0.0f;
+        for (int c = 0; c < CPT; ++c) yv[j][c] += acc[c];
+        st_pack<CPT>(y + base, yv[j]);
       } else {
-        acc[c] *= scale;
+#pragma unroll
+        for (int c = 0; c < CPT; ++c)
+          if (col + c < C) y[base + c] = from_f<TY>(to_f(y[base + c]) + acc[c]);
       }
-    }
-    if (VEC) {
-      float yv[CPT];
-      ld_pack<CPT>(y + base, yv);
-#pragma unroll
-      for (int c = 0; c < CPT; ++c) yv[c] += acc[c];
-      st_pack<CPT>(y + base, yv);
-    } else {
-#pragma unroll
-      for (int c = 0; c < CPT; ++c)
-        if (col + c < C) y[base + c] = from_f<TY>(to_f(y[base + c]) + acc[c]);
     }
   }
 }
@@ -316,18 +348,30 @@ void row_update(Tensor y, const float* t, const float* w, int64_t ks, int64_t cs
 }
 
 // ---- col_sum ---------------------------------------------------------------------------------
-constexpr int kSumThreads = 64, kSumTile = 32;
+// A block is kSumGroups row groups of kSumThreads column threads. Per tile of kSumTile rows each
+// group takes kGroupRows consecutive rows, issuing all their loads at once (one memory latency per
+// tile); the groups' sums are added in a fixed tree at the end, (g0 + g2) + (g1 + g3).
+constexpr int kSumThreads = 64, kSumGroups = 4, kGroupRows = 8, kSumTile = kSumGroups * kGroupRows;
+constexpr int kSumMinSplitRows = 64;  // a split's partial (r x C f32) stays <= half its x (bf16, r 16)
+
+template <int R>
+constexpr int sum_cpt() { return R >= 64 ? 1 : 64 / R > 8 ? 8 : 64 / R; }
 
 // G(k, c) (+)= sum over rows n of [n_begin, n_end) of t[n, k] * x[n, c], k in [k0, k0+R) ∩ [0, r).
-// G(k, c) = g[k*gks + c*gcs]. final: g = g + scale * sum; else g is split y's partial, written.
+// final: g[k*gks + c*gcs] = g + scale * sum; else the split's partial goes to part[split][k][c]
+// (k-major, coalesced whatever g's layout).
 template <int R, class TX, bool VEC>
-__global__ void __launch_bounds__(kSumThreads) col_sum_kernel(float* g, int64_t gks, int64_t gcs, const float* t,
-                                                                const TX* x, int64_t N, int64_t C, int r,
-                                                                int64_t split_rows, float scale, bool final) {
-  constexpr int CPT = R >= 64 ? 1 : 64 / R > 8 ? 8 : 64 / R;
+__global__ void __launch_bounds__(kSumThreads* kSumGroups) col_sum_kernel(float* g, int64_t gks, int64_t gcs,
+                                                                          const float* t, const TX* x, int64_t N,
+                                                                          int64_t C, int r, int64_t split_rows,
+                                                                          float scale, bool final) {
+  constexpr int CPT = sum_cpt<R>();
+  constexpr int kTFill = kSumTile * R / (kSumThreads * kSumGroups);
   __shared__ __align__(16) float t_s[kSumTile][R];
+  __shared__ __align__(16) float red_s[2][R][kSumThreads * CPT];
+  const int tid = threadIdx.x % kSumThreads, grp = threadIdx.x / kSumThreads;
   const int k0 = blockIdx.z * R;
-  const int64_t col = (static_cast<int64_t>(blockIdx.x) * kSumThreads + threadIdx.x) * CPT;
+  const int64_t col = (static_cast<int64_t>(blockIdx.x) * kSumThreads + tid) * CPT;
   const int64_t n_begin = blockIdx.y * split_rows, n_end = min64(N, n_begin + split_rows);
   float acc[CPT][R];
 #pragma unroll
@@ -335,82 +379,144 @@ __global__ void __launch_bounds__(kSumThreads) col_sum_kernel(float* g, int64_t 
 #pragma unroll
     for (int k = 0; k < R; ++k) acc[c][k] = 0.0f;
   for (int64_t n0 = n_begin; n0 < n_end; n0 += kSumTile) {
-    const int rows = static_cast<int>(min64(kSumTile, n_end - n0));
-    __syncthreads();
-    for (int i = threadIdx.x; i < rows * R; i += kSumThreads) {
-      const int rr = i / R, k = i % R;
-      t_s[rr][k] = k0 + k < r ? t[(n0 + rr) * r + k0 + k] : 0.0f;
-    }
-    __syncthreads();
-    if (col >= C) continue;
-#pragma unroll 2
-    for (int rr = 0; rr < rows; ++rr) {
-      float xv[CPT];
-      const int64_t base = (n0 + rr) * C + col;
+    float xv[kGroupRows][CPT];
+#pragma unroll
+    for (int j = 0; j < kGroupRows; ++j) {
+      const int64_t n = n0 + grp * kGroupRows + j, base = n * C + col;
       if (VEC) {
-        ld_pack<CPT>(x + base, xv);
+        if (n < n_end && col < C) {
+          ld_pack<CPT>(x + base, xv[j]);
+        } else {
+#pragma unroll
+          for (int c = 0; c < CPT; ++c) xv[j][c] = 0.0f;
+        }
       } else {
 #pragma unroll
-        for (int c = 0; c < CPT; ++c) xv[c] = col + c < C ? to_f(x[base + c]) : 0.0f;
+        for (int c = 0; c < CPT; ++c) xv[j][c] = (n < n_end && col + c < C) ? to_f(x[base + c]) : 0.0f;
       }
+    }
+    float tv[kTFill];
+#pragma unroll
+    for (int j = 0; j < kTFill; ++j) {
+      const int i = threadIdx.x + j * kSumThreads * kSumGroups, rr = i / R, k = i % R;
+      tv[j] = (n0 + rr < n_end && k0 + k < r) ? __ldg(t + (n0 + rr) * r + k0 + k) : 0.0f;
+    }
+    __syncthreads();  // the previous tile's reads of t_s are done
+#pragma unroll
+    for (int j = 0; j < kTFill; ++j) {
+      const int i = threadIdx.x + j * kSumThreads * kSumGroups;
+      t_s[i / R][i % R] = tv[j];
+    }
+    __syncthreads();
+#pragma unroll
+    for (int j = 0; j < kGroupRows; ++j) {  // rows in order: the sum's order is fixed
+      const int rr = grp * kGroupRows + j;
 #pragma unroll
       for (int k = 0; k < R; k += 4) {
-        const float4 tv = *reinterpret_cast<const float4*>(&t_s[rr][k]);
+        const float4 tq = *reinterpret_cast<const float4*>(&t_s[rr][k]);
 #pragma unroll
         for (int c = 0; c < CPT; ++c) {
-          acc[c][k] = fmaf(tv.x, xv[c], acc[c][k]);
-          acc[c][k + 1] = fmaf(tv.y, xv[c], acc[c][k + 1]);
-          acc[c][k + 2] = fmaf(tv.z, xv[c], acc[c][k + 2]);
-          acc[c][k + 3] = fmaf(tv.w, xv[c], acc[c][k + 3]);
+          acc[c][k] = fmaf(tq.x, xv[j][c], acc[c][k]);
+          acc[c][k + 1] = fmaf(tq.y, xv[j][c], acc[c][k + 1]);
+          acc[c][k + 2] = fmaf(tq.z, xv[j][c], acc[c][k + 2]);
+          acc[c][k + 3] = fmaf(tq.w, xv[j][c], acc[c][k + 3]);
         }
       }
     }
   }
-  if (col >= C) return;
-  float* gs = final ? g : g + static_cast<int64_t>(blockIdx.y) * r * C;
+  // (g0 + g2) + (g1 + g3), through shared memory.
+  auto red = [&](int slot, int k, int c) -> float& { return red_s[slot][k][tid * CPT + c]; };
+  if (grp >= 2) {
+#pragma unroll
+    for (int c = 0; c < CPT; ++c)
+#pragma unroll
+      for (int k = 0; k < R; ++k) red(grp - 2, k, c) = acc[c][k];
+  }
+  __syncthreads();
+  if (grp < 2) {
+#pragma unroll
+    for (int c = 0; c < CPT; ++c)
+#pragma unroll
+      for (int k = 0; k < R; ++k) acc[c][k] += red(grp, k, c);
+  }
+  __syncthreads();
+  if (grp == 1) {
+#pragma unroll
+    for (int c = 0; c < CPT; ++c)
+#pragma unroll
+      for (int k = 0; k < R; ++k) red(0, k, c) = acc[c][k];
+  }
+  __syncthreads();
+  if (grp != 0 || col >= C) return;
+  float* part = g + static_cast<int64_t>(blockIdx.y) * r * C;
 #pragma unroll
   for (int c = 0; c < CPT; ++c)
 #pragma unroll
     for (int k = 0; k < R; ++k) {
       if (col + c >= C || k0 + k >= r) continue;
-      const int64_t i = (k0 + k) * gks + (col + c) * gcs;
-      gs[i] = final ? __fadd_rn(gs[i], __fmul_rn(scale, acc[c][k])) : acc[c][k];  // no fma: backend.h
+      const float v = acc[c][k] + red(0, k, c);
+      if (final) {
+        float& o = g[(k0 + k) * gks + (col + c) * gcs];
+        o = __fadd_rn(o, __fmul_rn(scale, v));  // no fma: backend.h
+      } else {
+        part[(k0 + k) * C + col + c] = v;
+      }
     }
 }
 
-// g[i] = g[i] + scale * sum_s part[s][i] (s in order; two roundings, as backend.h asks).
-__global__ void add_splits_kernel(float* g, const float* part, int64_t n, int splits, float scale) {
+// g[k*gks + c*gcs] = g + scale * sum_s part[s][k*C + c] (s in order; two roundings, as backend.h asks).
+__global__ void add_splits_kernel(float* g, int64_t gks, int64_t gcs, const float* part, int64_t C, int64_t n,
+                                  int splits, float scale) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     float s = 0.0f;
     for (int j = 0; j < splits; ++j) s += part[j * n + i];
-    g[i] = __fadd_rn(g[i], __fmul_rn(scale, s));
+    float& o = g[(i / C) * gks + (i % C) * gcs];
+    o = __fadd_rn(o, __fmul_rn(scale, s));
   }
 }
+
+struct SumPlan {
+  int64_t col_blocks, kgroups, splits, split_rows;
+};
+
+SumPlan plan_col_sum(int64_t N, int64_t C, int r, int R, int cpt) {
+  SumPlan p;
+  p.col_blocks = cdiv(C, static_cast<int64_t>(kSumThreads) * cpt);
+  p.kgroups = cdiv(r, R);
+  const int64_t tiles = cdiv(N, kSumTile);
+  // ~2 blocks of 256 threads per SM, but no split under kSumMinSplitRows rows.
+  int64_t splits = std::clamp<int64_t>(cdiv(kTargetBlocks / 2, p.col_blocks * p.kgroups), 1,
+                                       std::max<int64_t>(1, N / kSumMinSplitRows));
+  const int64_t tiles_per_split = cdiv(tiles, splits);
+  p.splits = cdiv(tiles, tiles_per_split);
+  p.split_rows = tiles_per_split * kSumTile;
+  return p;
+}
+
+int rank_bound(int r) { return r <= 8 ? 8 : r <= 16 ? 16 : r <= 32 ? 32 : 64; }
+int cpt_of(int R) { return R >= 64 ? 1 : std::min(64 / R, 8); }
 
 template <int R, class TX>
 void col_sum_typed(float* g, int64_t gks, int64_t gcs, const float* t, const TX* x, int64_t N, int64_t C, int r,
                    float scale, float* scratch, cudaStream_t s) {
-  constexpr int CPT = R >= 64 ? 1 : 64 / R > 8 ? 8 : 64 / R;
-  const int64_t col_blocks = cdiv(C, static_cast<int64_t>(kSumThreads) * CPT), kgroups = cdiv(r, R);
-  const int64_t tiles = cdiv(N, kSumTile);
-  int64_t splits = std::clamp<int64_t>(cdiv(kTargetBlocks, col_blocks * kgroups), 1, tiles);
-  const int64_t tiles_per_split = cdiv(tiles, splits);
-  splits = cdiv(tiles, tiles_per_split);
-  const int64_t split_rows = tiles_per_split * kSumTile;
-  const bool final = splits == 1;
-  // Partials are laid out like g ([r, C] with g's strides), one copy per split.
+  constexpr int CPT = sum_cpt<R>();
+  const SumPlan p = plan_col_sum(N, C, r, R, CPT);
+  const bool final = p.splits == 1;
   float* dst = final ? g : scratch;
-  const dim3 grid(static_cast<unsigned>(col_blocks), static_cast<unsigned>(splits), static_cast<unsigned>(kgroups));
+  const dim3 grid(static_cast<unsigned>(p.col_blocks), static_cast<unsigned>(p.splits),
+                  static_cast<unsigned>(p.kgroups));
+  const int threads = kSumThreads * kSumGroups;
   const bool vec = C % CPT == 0 && (reinterpret_cast<uintptr_t>(x) % std::min<size_t>(16, CPT * sizeof(TX))) == 0;
   if (vec)
-    col_sum_kernel<R, TX, true><<<grid, kSumThreads, 0, s>>>(dst, gks, gcs, t, x, N, C, r, split_rows, scale, final);
+    col_sum_kernel<R, TX, true><<<grid, threads, 0, s>>>(dst, gks, gcs, t, x, N, C, r, p.split_rows, scale, final);
   else
-    col_sum_kernel<R, TX, false><<<grid, kSumThreads, 0, s>>>(dst, gks, gcs, t, x, N, C, r, split_rows, scale, final);
+    col_sum_kernel<R, TX, false><<<grid, threads, 0, s>>>(dst, gks, gcs, t, x, N, C, r, p.split_rows, scale, final);
   CUDA_CHECK_LAUNCH();
   if (!final) {
     const int64_t n = static_cast<int64_t>(r) * C;
-    add_splits_kernel<<<grid_for(n, 256), 256, 0, s>>>(g, scratch, n, static_cast<int>(splits), scale);
+    add_splits_kernel<<<grid_for(n, 256), 256, 0, s>>>(g, gks, gcs, scratch, C, n, static_cast<int>(p.splits),
+                                                       scale);
     CUDA_CHECK_LAUNCH();
   }
 }
@@ -440,13 +546,9 @@ int64_t lora_scratch_floats(int64_t N, int64_t C, int64_t r, LoraScratchOp op) {
     return p.splits > 1 ? p.splits * N * r : 0;
   }
   // col_sum: the same plan as col_sum_typed, for the R that r maps to.
-  const int R = r <= 8 ? 8 : r <= 16 ? 16 : r <= 32 ? 32 : 64;
-  const int CPT = R >= 64 ? 1 : std::min(64 / R, 8);
-  const int64_t col_blocks = cdiv(C, static_cast<int64_t>(kSumThreads) * CPT), kgroups = cdiv(r, R);
-  const int64_t tiles = cdiv(N, kSumTile);
-  int64_t splits = std::clamp<int64_t>(cdiv(kTargetBlocks, col_blocks * kgroups), 1, tiles);
-  splits = cdiv(tiles, cdiv(tiles, splits));
-  return splits > 1 ? splits * r * C : 0;
+  const int R = rank_bound(static_cast<int>(r));
+  const SumPlan p = plan_col_sum(N, C, static_cast<int>(r), R, cpt_of(R));
+  return p.splits > 1 ? p.splits * r * C : 0;
 }
 
 void launch_lora_down(Tensor t, Tensor x, Tensor a, float* scratch, cudaStream_t s) {
