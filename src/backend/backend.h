@@ -174,6 +174,20 @@ class Backend {
                                   Tensor v, Tensor out, Tensor lse, const SeqLayout& L,
                                   const AttnShape& s) = 0;
 
+  // Note [fused attention workspace]: a backend may run training attention through a fused
+  // library kernel (CUDA: cuDNN SDPA, deterministic backward) whose workspace depends on the shape
+  // and can be large (1.1 GB for Llama-3-8B at 4096 tokens). fused_attention_workspace prepares
+  // the path for (batch, seq, s) and says how many device bytes it needs (0: the backend has no
+  // such path for the shape); only prepared shapes take it (others keep the backend's own
+  // kernels: batches of other lengths cost no preparation). The planner counts the bytes and
+  // grants them with set_fused_attention_allowance; a workspace over the grant keeps the own
+  // kernels. The choice is a function of the shape, the prepared set and the grant, so a forward
+  // and its backward agree and two runs with the same plan run the same kernels.
+  virtual uint64_t fused_attention_workspace(int64_t /*batch*/, int64_t /*seq*/, const AttnShape& /*s*/) {
+    return 0;
+  }
+  virtual void set_fused_attention_allowance(uint64_t /*bytes*/) {}
+
   // Decode-time causal GQA attention of ONE sequence against a KV cache (no lse, no backward).
   // q [Tq, NH, D] holds positions q_start .. q_start+Tq-1; k_cache / v_cache [Tk, KVH, D] hold
   // positions 0 .. Tk-1 (Tk >= q_start + Tq; rows past q_start+Tq-1 are never read).

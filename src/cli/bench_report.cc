@@ -44,6 +44,7 @@ Json bench_result_json(const BenchResult& r) {
   j["resident_layers"] = r.resident_layers;
   j["offload_embeddings"] = r.host_extras;
   j["recompute"] = r.recompute;
+  j["attention"] = r.attention;
   j["stream_buffers"] = r.num_slots;
   j["setup_s"] = round_to(r.setup_s, 2);
   j["tok_s"] = round_to(r.tok_s, 1);
@@ -93,7 +94,7 @@ std::string bench_result_text(const BenchResult& r) {
   line("layers resident", std::to_string(r.resident_layers) + " of " + std::to_string(r.layers) +
                               (r.num_slots ? ", " + std::to_string(r.num_slots) + " pool buffers" : "") +
                               (r.host_extras ? "; embedding + lm_head in host memory (lm_head streamed)" : "") +
-                              "; recompute " + r.recompute);
+                              "; recompute " + r.recompute + "; attention: " + r.attention);
   line("tok/s", fmt(r.tok_s, "%.1f", ""));
   line("step (median)", fmt(r.step_ms_median, "%.2f", " ms") + "  (min " + fmt(r.step_ms_min, "%.2f", " ms") +
                             ", " + std::to_string(r.steps) + " steps after " + std::to_string(r.warmup) + " warm-up)");

@@ -80,6 +80,7 @@ struct Residency {
   uint64_t planned = 0;
   bool host_extras = false;
   Recompute recompute = Recompute::kFull;
+  uint64_t fused_attention = 0;  // bytes granted to the fused (cuDNN) attention; 0: own kernels
 };
 
 // Note [bench residency]: stream off keeps every layer resident. A streamed run without
@@ -100,6 +101,7 @@ StatusOr<Residency> decide_residency(const BenchOptions& o, Backend* be, const M
   in.device = be->kind();
   in.offload_embeddings = o.offload_embeddings;
   in.recompute = o.recompute;
+  if (dt == DType::kBF16) in.fused_attention_workspace = be->fused_attention_workspace(o.batch, o.seq, attention_shape(c));
   if (!o.vram_budget.empty()) {
     ASSIGN_OR_RETURN(in.vram_budget, parse_byte_size(o.vram_budget), "--vram-budget");
   }
@@ -114,11 +116,13 @@ StatusOr<Residency> decide_residency(const BenchOptions& o, Backend* be, const M
     res.host_extras = o.offload_embeddings == "true";
     if (o.recompute != "auto" && !parse_recompute(o.recompute, &res.recompute))
       return InvalidArgument("--recompute must be auto, full, attention or none (got '" + o.recompute + "')");
+    res.fused_attention = in.fused_attention_workspace;  // no budget: nothing to trade it against
     return res;
   }
   ASSIGN_OR_RETURN(Plan p, make_plan(in));
   res.host_extras = p.host_extras;
   res.recompute = p.recompute;
+  res.fused_attention = p.fused_attention_allowance;
   res.resident = p.resident_layers;
   res.slots = p.num_slots;
   res.planned = p.vram_total;
@@ -199,6 +203,10 @@ StatusOr<BenchResult> run_bench(const BenchOptions& o) {
   mo.seed = o.seed;
   mo.host_extras = res.host_extras;
   mo.recompute = res.recompute;
+  mo.fused_attention_allowance = res.fused_attention;
+  mo.fused_attention_batch = o.batch;
+  mo.fused_attention_seq = o.seq;
+  r.attention = res.fused_attention > 0 ? "fused (cuDNN)" : "own kernels";
   r.host_extras = res.host_extras;
   r.recompute = recompute_name(res.recompute);
   ASSIGN_OR_RETURN(std::unique_ptr<Model> model, Model::create(c, be.get(), lc, mo));

@@ -45,6 +45,7 @@ struct BenchResult {
   int64_t params = 0, layers = 0, resident_layers = 0, num_slots = 0;
   bool host_extras = false;  // embedding + lm_head in host memory, lm_head streamed
   std::string recompute = "full";  // what the backward recomputed (model/layer.h Note [recompute])
+  std::string attention;           // "fused (cuDNN)" | "own kernels" (backend.h Note [fused attention workspace])
   double setup_s = 0;
   double step_ms_median = 0, step_ms_mean = 0, step_ms_min = 0, tok_s = 0;
   double loss_first = 0, loss_last = 0;  // mean per-token loss of the first / last timed step

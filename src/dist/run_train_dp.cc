@@ -104,6 +104,7 @@ StatusOr<std::unique_ptr<DpRun>> setup_data_parallel(const TrainConfig& cfg, int
     ASSIGN_OR_RETURN(TrainerParts p, f(rank, be));
     p.host_extras = plan.host_extras;
     p.recompute = plan.recompute;
+    p.fused_attention_allowance = plan.fused_attention_allowance;
     return p;
   };
   ASSIGN_OR_RETURN(auto comms, communicators(kind, bes));

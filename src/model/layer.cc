@@ -153,10 +153,14 @@ void linear_backward(const LayerCtx& ctx, const LoraLayer& lora, const Scratch& 
   be.lora_dx(dx, dt, a.p->a, drop ? lora.dropout : 0.0f, target_seed(ctx.dropout_seed, a.target));  // [N,in] +=
 }
 
-AttnShape attn_shape(const ModelConfig& c) {
+}  // namespace
+
+AttnShape attention_shape(const ModelConfig& c) {
   return {.num_heads = c.num_heads, .num_kv_heads = c.num_kv_heads, .head_dim = c.head_dim,
           .scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.head_dim)))};
 }
+
+namespace {
 
 Tensor heads(Tensor t, int64_t n_heads, int64_t d) { return t.reshape({t.rows(), n_heads, d}); }
 
@@ -210,7 +214,7 @@ void attention_forward(const LayerCtx& ctx, const LayerWeights& w, const LoraLay
   Tensor lse = s.lse.reshape({ctx.seq.batch, NH, ctx.seq.seq});
   if (run_attention)
     be.attention(heads(s.att, NH, D), lse, heads(qa, NH, D), heads(ka, KVH, D), heads(s.v, KVH, D), ctx.seq,
-                 attn_shape(c));
+                 attention_shape(c));
   linear_forward(ctx, lora, s, {w.o, {}, &lora[LoraTarget::kO], LoraTarget::kO, x}, s.att, s.h);  // h = x + ...
 }
 
@@ -297,7 +301,7 @@ void layer_backward(const LayerCtx& ctx, const LayerWeights& w, const LoraLayer&
   Tensor lse = s.lse.reshape({ctx.seq.batch, NH, ctx.seq.seq});
   be.attention_backward(heads(s.dq, NH, D), heads(s.dk, KVH, D), heads(s.dv, KVH, D), heads(s.da, NH, D),
                         heads(qa, NH, D), heads(ka, KVH, D), heads(s.v, KVH, D), heads(s.att, NH, D), lse, ctx.seq,
-                        attn_shape(c));
+                        attention_shape(c));
   be.rope(heads(s.dq, NH, D), ctx.seq.positions, ctx.inv_freq, true);
   be.rope(heads(s.dk, KVH, D), ctx.seq.positions, ctx.inv_freq, true);
   Tensor dq = s.dq, dk = s.dk;

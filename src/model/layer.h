@@ -53,6 +53,9 @@ struct LayerCtx {
   size_t saved_bytes = 0;
 };
 
+// The attention geometry of a layer of `c` (heads, kv heads, head dim, 1/sqrt(D) scale).
+AttnShape attention_shape(const ModelConfig& c);
+
 // Bytes of scratch one layer's forward or backward needs for `tokens` tokens (any Recompute).
 size_t layer_scratch_bytes(const ModelConfig& c, int64_t tokens, const LoraConfig& lc, DType act);
 // Bytes one layer keeps from its training forward for its backward under `r` (0 for kFull).

@@ -107,6 +107,10 @@ StatusOr<std::unique_ptr<Model>> Model::create(const ModelConfig& c, Backend* be
   if (o.max_tokens <= 0) return InvalidArgument("Model: max_tokens must be > 0");
   if (o.vocab_chunk <= 0) return InvalidArgument("Model: vocab_chunk must be > 0");
   std::unique_ptr<Model> m(new Model(c, be, o));
+  if (o.fused_attention_allowance > 0) {
+    be->fused_attention_workspace(o.fused_attention_batch, o.fused_attention_seq, attention_shape(c));
+    be->set_fused_attention_allowance(o.fused_attention_allowance);
+  }
   ASSIGN_OR_RETURN(m->lora_, Lora::create(be, c, lc));
   m->extras_layout_ = make_extras_layout(c, o.act_dtype);
   const size_t dev_extras = model_device_extras_bytes(c, o);

@@ -60,6 +60,11 @@ struct ModelOptions {
   // kAttention and kNone keep L x layer_saved_bytes(...) more activation memory for less work per
   // step. Never changes the numerics.
   Recompute recompute = Recompute::kFull;
+  // Device bytes the plan grants a fused attention path (backend.h Note [fused attention
+  // workspace]) and the micro-batch shape it was planned for: Model::create prepares that shape on
+  // the backend and grants the bytes. 0: only what fits the default scratch.
+  uint64_t fused_attention_allowance = 0;
+  int64_t fused_attention_batch = 0, fused_attention_seq = 0;
 };
 
 // Every byte of the activation arena for these options (the planner's "activations" term).

@@ -31,6 +31,7 @@ struct Shape {
   int resident;
   bool host_extras;
   Recompute recompute = Recompute::kFull;
+  bool fused_attention = false;  // Note [fused attention plan]
 };
 
 ModelOptions model_options(const PlanInput& in, const Shape& s) {
@@ -47,6 +48,14 @@ uint64_t attention_scratch_bytes(const ModelConfig& c, int64_t tokens) {
   const uint64_t T = static_cast<uint64_t>(tokens), NH = static_cast<uint64_t>(c.num_heads);
   const uint64_t gqa = c.num_heads == c.num_kv_heads ? 0 : 2 * T * NH * static_cast<uint64_t>(c.head_dim);
   return 4 * (gqa + T * NH);
+}
+
+// The part of a fused attention workspace not already inside "attention backward scratch" plus the
+// spare half of "workspaces" (the CUDA backend's default allowance, cuda_backend.cu).
+constexpr uint64_t kFusedSpareWorkspace = 32ull << 20;
+uint64_t fused_attention_extra(const PlanInput& in, int64_t tokens) {
+  const uint64_t free_part = attention_scratch_bytes(in.model, tokens) + kFusedSpareWorkspace;
+  return in.fused_attention_workspace > free_part ? in.fused_attention_workspace - free_part : 0;
 }
 
 std::vector<PlanTerm> plan_terms(const PlanInput& in, const Shape& s) {
@@ -66,6 +75,7 @@ std::vector<PlanTerm> plan_terms(const PlanInput& in, const Shape& s) {
       {"attention backward scratch", in.device == DeviceKind::kCuda ? attention_scratch_bytes(c, s.tokens) : 0},
       {"LoRA params+grads+AdamW", lora_bytes(c, in.lora)},
       {"workspaces", in.device == DeviceKind::kCuda ? kCudaWorkspaceBytes : 0},
+      {"fused attention workspace (cuDNN)", s.fused_attention ? fused_attention_extra(in, s.tokens) : 0},
   };
   return t;
 }
@@ -189,6 +199,12 @@ StatusOr<Plan> make_plan(const PlanInput& in) {
   Shape s = dev_ok ? dev : host;
   if (dev_ok && host_ok && in.offload_embeddings == "auto" && streamed_bytes(in, host) < streamed_bytes(in, dev))
     s = host;
+  // Note [fused attention plan]: granted when free, or when it fits beside this residency.
+  if (in.fused_attention_workspace > 0) {
+    Shape t = s;
+    t.fused_attention = true;
+    if (total(plan_terms(in, t)) <= budget) s = t;
+  }
   // Note [recompute plan]: spare memory once every layer is resident buys less recomputation.
   if (auto_recompute && s.resident == L) {
     for (Recompute r : {Recompute::kNone, Recompute::kAttention}) {
@@ -208,6 +224,7 @@ StatusOr<Plan> make_plan(const PlanInput& in) {
   p.resident_layers = stream ? spread_layers(s.resident, L) : spread_layers(L, L);
   p.host_extras = s.host_extras;
   p.recompute = s.recompute;
+  p.fused_attention_allowance = s.fused_attention ? in.fused_attention_workspace : 0;
   p.layer_bytes = lb;
   p.budget = budget;
   p.vram = plan_terms(in, s);
@@ -228,6 +245,7 @@ std::string Plan::banner() const {
     << (recompute == Recompute::kAttention ? ", attention outputs kept for the backward"
         : recompute == Recompute::kNone    ? ", every layer's activations kept (no recompute)"
                                            : "")
+    << (fused_attention_allowance > 0 ? ", fused (cuDNN) attention" : "")
     << "\n";
   b << "  device memory " << format_bytes(vram_total) << " of "
     << (budget >= UINT64_MAX / 4 ? std::string("unlimited") : format_bytes(budget)) << ":\n";

@@ -21,6 +21,13 @@
 // else kFull (per-layer checkpointing). A streaming plan spends memory on resident layers first:
 // a layer kept resident saves two copies per step, a kept intermediate saves only compute. An
 // explicit mode is planned as asked (fewer resident layers if need be) or refused.
+//
+// Note [fused attention plan]: a fused attention path (cuDNN SDPA on CUDA) whose workspace fits in
+// the attention scratch + spare workspace already counted is always granted. A larger one (1.1 GB
+// at Llama-3-8B x 4096 tokens: its deterministic backward keeps per-block dQ partials) is granted
+// when it fits beside the chosen residency, before memory goes to kept activations; a streaming
+// plan never gives up a resident layer for it. Granting it changes which kernels run, so two runs
+// are bit-identical only with the same grant: the banner says which.
 #pragma once
 
 #include <cstdint>
@@ -56,6 +63,8 @@ struct PlanInput {
   std::string offload_embeddings = "auto";  // auto | true | false (Note [host extras plan])
   int64_t vocab_chunk = 16384;              // ModelOptions::vocab_chunk
   std::string recompute = "auto";           // auto | full | attention | none (Note [recompute plan])
+  // Backend::fused_attention_workspace for this shape (0: none; Note [fused attention plan]).
+  uint64_t fused_attention_workspace = 0;
 };
 
 struct PlanTerm {
@@ -70,6 +79,7 @@ struct Plan {
   int num_layers = 0;
   bool host_extras = false;         // embedding + lm_head in host memory, lm_head streamed
   Recompute recompute = Recompute::kFull;  // ModelOptions::recompute (Note [recompute plan])
+  uint64_t fused_attention_allowance = 0;  // ModelOptions::fused_attention_allowance (0: not granted)
   uint64_t layer_bytes = 0;
   uint64_t budget = 0;
   std::vector<PlanTerm> vram;       // device bytes by term

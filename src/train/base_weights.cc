@@ -70,6 +70,9 @@ StatusOr<Plan> plan_for(const TrainConfig& cfg, Backend* be, const ModelConfig& 
   in.offload_embeddings = cfg.offload_embeddings;
   in.vocab_chunk = cfg.vocab_chunk;
   in.recompute = cfg.recompute;
+  if (act == DType::kBF16)  // the fused path is bf16-only; preparing it builds its graphs now
+    in.fused_attention_workspace =
+        be->fused_attention_workspace(cfg.micro_batch_size, cfg.sequence_len, attention_shape(mc));
   if (!cfg.vram_budget.empty()) {
     ASSIGN_OR_RETURN(in.vram_budget, parse_byte_size(cfg.vram_budget), "vram_budget");
   }
@@ -131,6 +134,7 @@ StatusOr<BaseWeights> open_base_weights(const TrainConfig& cfg, Backend* be, DTy
   bw.parts = streamed_parts(bw.store.get(), be, streamed_options(cfg, bw.plan, mc), mc, cfg.base_model);
   bw.parts.host_extras = bw.plan.host_extras;
   bw.parts.recompute = bw.plan.recompute;
+  bw.parts.fused_attention_allowance = bw.plan.fused_attention_allowance;
   return bw;
 }
 

@@ -70,7 +70,10 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::create(const TrainConfig& tc, Backen
                   .seed = tc.seed,
                   .vocab_chunk = tc.vocab_chunk,
                   .host_extras = parts.host_extras,
-                  .recompute = parts.recompute};
+                  .recompute = parts.recompute,
+                  .fused_attention_allowance = parts.fused_attention_allowance,
+                  .fused_attention_batch = tc.micro_batch_size,
+                  .fused_attention_seq = tc.sequence_len};
   ASSIGN_OR_RETURN(t->model_, Model::create(parts.model, be, lc, mo));
   RETURN_IF_ERROR(parts.load_extras(*t->model_), "loading embedding / final norm / lm_head");
   ASSIGN_OR_RETURN(t->layers_, parts.make_layers(be, t->model_->layer_layout()), "preparing base layers");

@@ -40,6 +40,7 @@ struct TrainerParts {
   std::function<Status(Model& m)> load_extras;         // fills embedding / norm / lm_head
   bool host_extras = false;                            // ModelOptions::host_extras (the plan's choice)
   Recompute recompute = Recompute::kFull;              // ModelOptions::recompute (the plan's choice)
+  uint64_t fused_attention_allowance = 0;              // ModelOptions::fused_attention_allowance (the plan's)
 };
 
 // Resident parts from an HF checkpoint dir (config.json + *.safetensors): every layer packed to

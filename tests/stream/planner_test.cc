@@ -178,6 +178,52 @@ TEST(Planner, RecomputeFollowsSpareMemory) {
   EXPECT_NE(bad.status().message().find("sometimes"), std::string::npos);
 }
 
+// Note [fused attention plan]: a workspace within the counted scratch is granted for free; a larger
+// one only when it fits beside the residency, never at the cost of a resident layer.
+TEST(Planner, FusedAttentionWorkspaceGrant) {
+  PlanInput in = qwen_input(1ull << 40);
+  in.offload_embeddings = "false";
+  in.recompute = "full";
+  StatusOr<Plan> base = make_plan(in);
+  ASSERT_TRUE(base.ok());
+  EXPECT_EQ(base->fused_attention_allowance, 0u);
+  EXPECT_EQ(term(*base, "fused attention workspace (cuDNN)"), 0u);
+
+  in.fused_attention_workspace = 1ull << 20;  // inside attention scratch + 32 MiB: free
+  in.vram_budget = base->vram_total;
+  StatusOr<Plan> small = make_plan(in);
+  ASSERT_TRUE(small.ok());
+  EXPECT_EQ(small->fused_attention_allowance, 1ull << 20);
+  EXPECT_EQ(small->vram_total, base->vram_total);
+  EXPECT_NE(small->banner().find("fused (cuDNN) attention"), std::string::npos) << small->banner();
+
+  const uint64_t big = 1ull << 30;  // needs ~1 GiB beyond the counted scratch
+  in.fused_attention_workspace = big;
+  StatusOr<Plan> tight = make_plan(in);  // the budget of the plan without it: not granted
+  ASSERT_TRUE(tight.ok());
+  EXPECT_EQ(tight->fused_attention_allowance, 0u);
+  EXPECT_EQ(tight->resident_layers.size(), base->resident_layers.size());
+  in.vram_budget = base->vram_total + big;
+  StatusOr<Plan> roomy = make_plan(in);
+  ASSERT_TRUE(roomy.ok());
+  EXPECT_EQ(roomy->fused_attention_allowance, big);
+  const uint64_t extra = term(*roomy, "fused attention workspace (cuDNN)");
+  EXPECT_GT(extra, 0u);
+  EXPECT_LT(extra, big);  // the part already counted is not counted twice
+  EXPECT_EQ(roomy->vram_total, base->vram_total + extra);
+
+  // Streaming: a resident layer is never given up for the workspace.
+  in.tier = "ram";
+  const uint64_t lb = make_layer_layout(in.model, DType::kBF16).bytes;
+  in.vram_budget = base->vram_total - 6 * lb;
+  in.fused_attention_workspace = 0;
+  StatusOr<Plan> s0 = make_plan(in);
+  in.fused_attention_workspace = 3 * lb + (64ull << 20);
+  StatusOr<Plan> s1 = make_plan(in);
+  ASSERT_TRUE(s0.ok() && s1.ok());
+  EXPECT_EQ(s0->resident_layers.size(), s1->resident_layers.size());
+}
+
 TEST(Planner, RefusesNamingLargestTermAndAFixThatFits) {
   PlanInput in = qwen_input(1ull << 30);  // 1 GiB
   in.sequence_len = 32768;

@@ -168,11 +168,17 @@ class CudnnAttentionImpl final : public CudnnAttention {
     if (handle_) cudnnDestroy(handle_);
   }
 
-  bool plan(const SeqLayout& L, const AttnShape& s, size_t workspace_limit, size_t* workspace_bytes,
-            std::string* why) override {
+  bool plan(const SeqLayout& L, const AttnShape& s, size_t workspace_limit, bool build_missing,
+            size_t* workspace_bytes, std::string* why) override {
     const Key key = key_of(L, s);
     auto it = plans_.find(key);
-    if (it == plans_.end()) it = plans_.emplace(key, build(key)).first;
+    if (it == plans_.end()) {
+      if (!build_missing) {
+        *why = "shape not planned";
+        return false;
+      }
+      it = plans_.emplace(key, build(key)).first;
+    }
     const Plan& p = it->second;
     if (!p.error.empty()) {
       *why = p.error;
@@ -180,7 +186,11 @@ class CudnnAttentionImpl final : public CudnnAttention {
     }
     if (p.workspace > workspace_limit) {
       *why = "cuDNN workspace " + std::to_string(p.workspace) + " bytes > the " + std::to_string(workspace_limit) +
-             " the backend has for attention";
+             " the plan grants attention";
+      if (!it->second.told_limit)
+        std::fprintf(stderr, "streamtune: attention %s keeps the own kernels: %s\n", shape_str(key).c_str(),
+                     why->c_str());
+      it->second.told_limit = true;
       return false;
     }
     *workspace_bytes = p.workspace;
@@ -209,6 +219,7 @@ class CudnnAttentionImpl final : public CudnnAttention {
     std::shared_ptr<Graph> fwd, bwd;
     size_t workspace = 0;
     std::string error;  // non-empty: this shape keeps the backend's own kernels
+    bool told_limit = false;  // the "workspace over the allowance" line was printed
   };
 
   // Both graphs or neither: a forward on cuDNN must be followed by a backward on cuDNN.
@@ -237,7 +248,7 @@ class CudnnAttentionImpl final : public CudnnAttention {
     }
     if (!p.error.empty()) p.fwd.reset(), p.bwd.reset();
     if (p.error.empty())
-      std::fprintf(stderr, "streamtune: attention %s runs on cuDNN %zu SDPA (workspace %zu bytes)\n",
+      std::fprintf(stderr, "streamtune: attention %s: cuDNN %zu SDPA graphs built (workspace %zu bytes)\n",
                    shape_str(key).c_str(), cudnnGetVersion(), p.workspace);
     else
       std::fprintf(stderr, "streamtune: attention %s keeps the own kernels: %s\n", shape_str(key).c_str(),

@@ -25,11 +25,13 @@ class CudnnAttention {
   virtual ~CudnnAttention() = default;
 
   // Whether cuDNN runs causal attention of this shape (bf16, no doc_ids: the caller checks
-  // those), building and caching both graphs on first sight of the shape. On true,
-  // *workspace_bytes is the larger of the two graphs' workspaces; on false, *why says why.
-  // The answer depends only on (B, T, NH, KVH, D, scale) and workspace_limit.
-  virtual bool plan(const SeqLayout& L, const AttnShape& s, size_t workspace_limit, size_t* workspace_bytes,
-                    std::string* why) = 0;
+  // those). With `build`, both graphs are built and cached on first sight of the shape (slow:
+  // ~1 s); without, a shape never built answers false ("not planned"), so a run whose batches
+  // vary in length builds graphs only for the shapes it planned. On true, *workspace_bytes is
+  // the larger of the two graphs' workspaces; on false, *why says why. The answer depends only on
+  // (B, T, NH, KVH, D, scale), whether the shape was built, and workspace_limit.
+  virtual bool plan(const SeqLayout& L, const AttnShape& s, size_t workspace_limit, bool build,
+                    size_t* workspace_bytes, std::string* why) = 0;
   // Both require plan(L, s, ...) to have returned true. `workspace`: plan's workspace_bytes.
   virtual void forward(Tensor out, Tensor lse, Tensor q, Tensor k, Tensor v, const SeqLayout& L,
                        const AttnShape& s, void* workspace, cudaStream_t st) = 0;

@@ -2,6 +2,8 @@
 // Kernels live in one file per op family (ops.h); GEMMs go through cuBLASLt (gemm.h).
 #include "backend/cuda/cuda_backend.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -342,6 +344,17 @@ class CudaBackend final : public Backend {
           "attention_kv: q " << q.shape_str() << " k " << k.shape_str() << " q_start " << q0);
     launch_attention_kv(o, q, k, v, q0, s, compute());
   }
+  uint64_t fused_attention_workspace(int64_t batch, int64_t seq, const AttnShape& s) override {
+    bind();
+    if (!cudnn_ || !cudnn_attention_enabled() || own_attention_forced() || batch * seq == 0 || s.head_dim % 8 != 0 ||
+        s.head_dim > 256)
+      return 0;
+    const SeqLayout L{batch, seq, nullptr, nullptr};
+    size_t ws = 0;
+    std::string why;
+    return cudnn_->plan(L, s, SIZE_MAX, /*build=*/true, &ws, &why) ? ws : 0;
+  }
+  void set_fused_attention_allowance(uint64_t bytes) override { fused_allowance_ = bytes; }
   void attention_backward(Tensor dq, Tensor dk, Tensor dv, Tensor dout, Tensor q, Tensor k, Tensor v, Tensor out,
                           Tensor lse, const SeqLayout& L, const AttnShape& s) override {
     bind();
@@ -492,9 +505,9 @@ class CudaBackend final : public Backend {
       if (ts[i].dtype != DType::kBF16 || reinterpret_cast<uintptr_t>(ts[i].data) % 16 != 0) return false;
     const size_t planned =
         static_cast<size_t>(attention_backward_scratch_floats(L, s)) * sizeof(float) + kCudnnExtraWorkspaceBytes;
-    const size_t limit = std::max(planned, cudnn_workspace_override());
+    const size_t limit = std::max({planned, static_cast<size_t>(fused_allowance_), cudnn_workspace_override()});
     std::string why;  // cudnn_ prints the decision once per shape
-    if (!cudnn_->plan(L, s, limit, ws, &why)) return false;
+    if (!cudnn_->plan(L, s, limit, /*build=*/false, ws, &why)) return false;
     grow_scratch((*ws + sizeof(float) - 1) / sizeof(float));
     return true;
   }
@@ -511,6 +524,7 @@ class CudaBackend final : public Backend {
   float* scratch_ = nullptr;
   size_t scratch_floats_ = 0;
   std::unique_ptr<CudnnAttention> cudnn_ = make_cudnn_attention();  // nullptr: built without cuDNN
+  uint64_t fused_allowance_ = 0;  // Note [fused attention workspace] (backend.h): granted by the plan
 };
 
 }  // namespace

@@ -38,7 +38,11 @@ struct AttnRun {
         lse(DType::kF32, {c.B, c.NH, c.T}, rng, 0.0f), dout(DType::kBF16, {c.B * c.T, c.NH, c.D}, rng),
         dq(DType::kBF16, {c.B * c.T, c.NH, c.D}, rng, 0.0f), dk(DType::kBF16, {c.B * c.T, c.KVH, c.D}, rng, 0.0f),
         dv(DType::kBF16, {c.B * c.T, c.KVH, c.D}, rng, 0.0f) {}
-  void fwd(const SeqLayout& L, const AttnShape& s) {
+  // Prepares the shape and grants its whole workspace first (backend.h Note [fused attention
+  // workspace]; what a plan does), unless `prepare` is false.
+  void fwd(const SeqLayout& L, const AttnShape& s, bool prepare = true) {
+    if (prepare && L.doc_ids == nullptr)
+      gpu_backend().set_fused_attention_allowance(gpu_backend().fused_attention_workspace(L.batch, L.seq, s));
     gpu_backend().attention(out.gpu(), lse.gpu(), q.gpu(), k.gpu(), v.gpu(), L, s);
   }
   void bwd(const SeqLayout& L, const AttnShape& s) {
@@ -168,6 +172,39 @@ TEST(AttentionCudnn, DocIdsKeepOwnKernels) {
   r.bwd(L, shape_of(c));
   EXPECT_EQ(cuda::cudnn_attention_calls() - c0, 0);
   EXPECT_EQ(cuda::attention_tc_calls() - t0, 2);
+}
+
+// Only prepared shapes take cuDNN, and only within the granted allowance (the plan's choice).
+TEST(AttentionCudnn, PreparedShapesAndAllowance) {
+  std::mt19937 rng(36);
+  cuda::cudnn_attention_enabled() = true;
+  Backend& g = gpu_backend();
+  {  // a shape nobody prepared keeps the own kernels
+    const Case c{1, 384, 14, 2, 64};
+    AttnRun r(c, rng);
+    const SeqLayout L{c.B, c.T, nullptr, nullptr};
+    const int64_t c0 = cuda::cudnn_attention_calls();
+    r.fwd(L, shape_of(c), /*prepare=*/false);
+    r.bwd(L, shape_of(c));
+    EXPECT_EQ(cuda::cudnn_attention_calls() - c0, 0) << "an unprepared shape ran on cuDNN";
+  }
+  const Case c{1, 4096, 32, 8, 128};
+  AttnRun r(c, rng);
+  const SeqLayout L{c.B, c.T, nullptr, nullptr};
+  const uint64_t ws = g.fused_attention_workspace(L.batch, L.seq, shape_of(c));
+  ASSERT_GT(ws, 0u) << "cuDNN has no path for " << name(c);
+  std::printf("  %s: cuDNN workspace %llu bytes\n", name(c).c_str(), static_cast<unsigned long long>(ws));
+  g.set_fused_attention_allowance(0);  // the default allowance (scratch + 32 MiB) is far below 1 GB
+  int64_t c0 = cuda::cudnn_attention_calls();
+  r.fwd(L, shape_of(c), /*prepare=*/false);
+  r.bwd(L, shape_of(c));
+  EXPECT_EQ(cuda::cudnn_attention_calls() - c0, 0) << "ran on cuDNN past the allowance";
+  g.set_fused_attention_allowance(ws);
+  c0 = cuda::cudnn_attention_calls();
+  r.fwd(L, shape_of(c), /*prepare=*/false);
+  r.bwd(L, shape_of(c));
+  EXPECT_EQ(cuda::cudnn_attention_calls() - c0, 2) << "did not run on cuDNN with its workspace granted";
+  g.set_fused_attention_allowance(0);
 }
 
 // Median of 5 timings of `iters` calls between full synchronisations, after a warm-up call.
