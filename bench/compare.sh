@@ -25,6 +25,8 @@
 #              setting; the default rows take the planner's choice, which on a big GPU keeps every
 #              activation), into streamtune_full.jsonl; default none.
 #   ATTN       the same with --recompute attention (selective recompute) -> streamtune_attention.jsonl.
+#   OWN_ATTN   resident rows run again with STREAMTUNE_ATTENTION=own (our attention kernels instead
+#              of cuDNN's fused SDPA) -> streamtune_own_attention.jsonl; default none.
 #   PEER_NOCKPT  rows for peft_bench.py with gradient checkpointing switched off (the like-for-like
 #              peer of `--recompute none`) -> peft_nockpt.jsonl; default none.
 set -uo pipefail
@@ -74,7 +76,7 @@ run_st() {  # name seq stream [out.jsonl [extra bench flags...]]
   fi
   echo "== streamtune $name seq $seq stream $stream ${extra[*]} ($t s left)"
   local line
-  line=$(timeout "$t" env LD_LIBRARY_PATH="$ST_LIBS" "$BIN" bench --preset "$name" --seq "$seq" --steps "$STEPS" \
+  line=$(timeout "$t" env LD_LIBRARY_PATH="$ST_LIBS" ${ST_ENV:-} "$BIN" bench --preset "$name" --seq "$seq" --steps "$STEPS" \
          --warmup "$WARMUP" --stream "$stream" --device cuda --json "${extra[@]}" 2>>"$OUT/streamtune.err")
   local rc=$?
   if [ $rc -eq 0 ] && [ -n "$line" ]; then
@@ -93,6 +95,10 @@ for row in $RESIDENT; do run_st "${row%%:*}" "${row##*:}" off; done
 for row in $STREAMED; do run_st "${row%%:*}" "${row##*:}" ram; done
 : >"$OUT/streamtune_full.jsonl"
 for row in ${FULL:-}; do run_st "${row%%:*}" "${row##*:}" off streamtune_full.jsonl --recompute full; done
+: >"$OUT/streamtune_own_attention.jsonl"
+for row in ${OWN_ATTN:-}; do
+  ST_ENV=STREAMTUNE_ATTENTION=own run_st "${row%%:*}" "${row##*:}" off streamtune_own_attention.jsonl
+done
 : >"$OUT/streamtune_attention.jsonl"
 for row in ${ATTN:-}; do run_st "${row%%:*}" "${row##*:}" off streamtune_attention.jsonl --recompute attention; done
 

@@ -16,7 +16,7 @@ for t in $([ -z "${SKIP_TESTS:-}" ] && ls .devbin/backend_cuda_*_gputest); do
   echo "gputest $n rc=$? $(grep -E '^\[  (PASSED|FAILED) ' "$OUT/test_$n.log" | tr '\n' ' ')"
   grep -E '^\[  FAILED|Failure' "$OUT/test_$n.log" | head -5
 done
-BIN=$PWD/.devbin/streamtune OUT=$OUT/cmp DEADLINE_S=${DEADLINE_S:-420} FULL=${FULL:-} ATTN=${ATTN:-} \
+BIN=$PWD/.devbin/streamtune OUT=$OUT/cmp DEADLINE_S=${DEADLINE_S:-420} FULL=${FULL:-} ATTN=${ATTN:-} OWN_ATTN=${OWN_ATTN:-} \
   PEER_NOCKPT=${PEER_NOCKPT:-} bash bench/compare.sh
 python3 - "$OUT/cmp" <<'PY'
 import json, os, sys
@@ -44,4 +44,10 @@ for f in ("streamtune_full.jsonl", "streamtune_attention.jsonl"):
             print("recompute %s@%d: %.0f tok/s (%s, the plan's choice) vs %.0f (%s): %+.1f%%" % (
                 r["model"], r["seq"], w["tok_s"], w.get("recompute"), r["tok_s"], r.get("recompute"),
                 100 * (w["tok_s"] / r["tok_s"] - 1)))
+for r in load("streamtune_own_attention.jsonl"):
+    w = res.get((r.get("model"), r.get("seq")))
+    if w and "error" not in r:
+        print("attention %s@%d: %.0f tok/s (%s) vs %.0f (%s): %+.1f%%" % (
+            r["model"], r["seq"], w["tok_s"], w.get("attention"), r["tok_s"], r.get("attention"),
+            100 * (w["tok_s"] / r["tok_s"] - 1)))
 PY
