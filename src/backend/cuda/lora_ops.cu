@@ -3,7 +3,7 @@
 //
 //  * row_dot (lora_down t = x·Aᵀ, lora_dt dt = s·dy·B): out[N, r] = reduce over the long axis C.
 //    A warp owns RW rows, a lane 8 consecutive columns of each (one 16-byte bf16 load per row), and
-//    keeps RW x R partial sums in registers (R*RW = 64). The weight chunk [R, 256] is staged in
+//    keeps RW x R partial sums in registers (R*RW = kDotAcc). The weight chunk [R, 256] is staged in
 //    shared memory (either layout: A [r, C] or B [C, r]) and shared by the block's 4 warps. The
 //    columns may be split over gridDim.y when rows alone give too few blocks; the splits' partial
 //    sums then go to scratch and a second kernel adds them in split order (no atomics).
@@ -58,7 +58,8 @@ int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 __device__ __forceinline__ int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
 // ---- row_dot --------------------------------------------------------------------------------
-constexpr int kDotWarps = 4, kDotCols = 256, kDotPad = 260;  // padded smem row: fewer bank conflicts
+// kDotAcc partial sums a lane: 64 needed ~250 registers a thread (2 blocks an SM; ncu, session 3).
+constexpr int kDotWarps = 4, kDotCols = 256, kDotPad = 260, kDotAcc = 64;  // padded smem row: fewer bank conflicts
 
 // Weight element (k, c) of the row_dot operand is w[k * ks + c * cs] (A: ks = C, cs = 1; B: ks = 1,
 // cs = r). out (split s) [N, r] row-major, scaled by `scale` only when writing the final result.
@@ -66,7 +67,7 @@ template <int R, class TX, bool VEC>
 __global__ void __launch_bounds__(kDotWarps * 32) row_dot_kernel(float* out, const TX* x, int64_t N, int64_t C,
                                                                   const float* w, int64_t ks, int64_t cs, int r,
                                                                   int64_t split_cols, float scale) {
-  constexpr int RW = 64 / R;
+  constexpr int RW = kDotAcc / R;
   __shared__ __align__(16) float w_s[R][kDotPad];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int k0 = blockIdx.z * R;
@@ -78,9 +79,10 @@ __global__ void __launch_bounds__(kDotWarps * 32) row_dot_kernel(float* out, con
 #pragma unroll
     for (int k = 0; k < R; ++k) acc[i][k] = 0.0f;
 
-  // Every load of a chunk (x rows, then the weight chunk into registers) is issued before the
-  // first shared-memory store, so the chunk costs one memory latency, not one per loop trip.
+  // The chunk's x rows are loaded first (in flight while the weights are staged), the weights in
+  // batches, so a chunk costs a few memory latencies, not one per loop trip.
   constexpr int kFill = R * kDotCols / (kDotWarps * 32);  // weight floats per thread and chunk
+  constexpr int kFillBatch = kFill < 8 ? kFill : 8;
   for (int64_t c0 = c_begin; c0 < c_end; c0 += kDotCols) {
     const int64_t col = c0 + lane * 8;
     float xv[RW][8];
@@ -99,21 +101,26 @@ __global__ void __launch_bounds__(kDotWarps * 32) row_dot_kernel(float* out, con
         for (int e = 0; e < 8; ++e) xv[i][e] = (n < N && col + e < c_end) ? to_f(x[n * C + col + e]) : 0.0f;
       }
     }
-    float wv[kFill];
-#pragma unroll
-    for (int j = 0; j < kFill; ++j) {
-      // A (cs == 1): consecutive threads walk columns; B: they walk k (contiguous in B's rows).
-      const int i = threadIdx.x + j * kDotWarps * 32;
-      const int k = cs == 1 ? i / kDotCols : i % R, c = cs == 1 ? i % kDotCols : i / R;
-      const int64_t wc = c0 + c;
-      wv[j] = (k0 + k < r && wc < c_end) ? __ldg(w + (k0 + k) * ks + wc * cs) : 0.0f;
-    }
     __syncthreads();  // the previous chunk's reads of w_s are done
+    // The weight chunk (hot in L2) in batches of kFillBatch loads in flight; holding the whole
+    // chunk in registers first cost 255 registers a thread and 12.5% occupancy (ncu, session 3).
+#pragma unroll 1
+    for (int j0 = 0; j0 < kFill; j0 += kFillBatch) {
+      float wv[kFillBatch];
 #pragma unroll
-    for (int j = 0; j < kFill; ++j) {
-      const int i = threadIdx.x + j * kDotWarps * 32;
-      const int k = cs == 1 ? i / kDotCols : i % R, c = cs == 1 ? i % kDotCols : i / R;
-      w_s[k][c] = wv[j];
+      for (int j = 0; j < kFillBatch; ++j) {
+        // A (cs == 1): consecutive threads walk columns; B: they walk k (contiguous in B's rows).
+        const int i = threadIdx.x + (j0 + j) * kDotWarps * 32;
+        const int k = cs == 1 ? i / kDotCols : i % R, c = cs == 1 ? i % kDotCols : i / R;
+        const int64_t wc = c0 + c;
+        wv[j] = (k0 + k < r && wc < c_end) ? __ldg(w + (k0 + k) * ks + wc * cs) : 0.0f;
+      }
+#pragma unroll
+      for (int j = 0; j < kFillBatch; ++j) {
+        const int i = threadIdx.x + (j0 + j) * kDotWarps * 32;
+        const int k = cs == 1 ? i / kDotCols : i % R, c = cs == 1 ? i % kDotCols : i / R;
+        w_s[k][c] = wv[j];
+      }
     }
     __syncthreads();
 #pragma unroll
@@ -165,7 +172,7 @@ struct DotPlan {
 DotPlan plan_row_dot(int64_t N, int64_t C, int r) {
   DotPlan p;
   p.R = r <= 8 ? 8 : r <= 16 ? 16 : 32;
-  const int64_t rows_per_block = kDotWarps * (64 / p.R), row_blocks = cdiv(N, rows_per_block);
+  const int64_t rows_per_block = kDotWarps * (kDotAcc / p.R), row_blocks = cdiv(N, rows_per_block);
   const int64_t kgroups = cdiv(r, p.R), chunks = std::max<int64_t>(cdiv(C, kDotCols), 1);
   int64_t splits = std::clamp<int64_t>(cdiv(kTargetBlocks, row_blocks * kgroups), 1, chunks);
   const int64_t chunks_per_split = cdiv(chunks, splits);
