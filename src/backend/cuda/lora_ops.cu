@@ -174,9 +174,7 @@ DotPlan plan_row_dot(int64_t N, int64_t C, int r) {
   p.R = r <= 8 ? 8 : r <= 16 ? 16 : 32;
   const int64_t rows_per_block = kDotWarps * (kDotAcc / p.R), row_blocks = cdiv(N, rows_per_block);
   const int64_t kgroups = cdiv(r, p.R), chunks = std::max<int64_t>(cdiv(C, kDotCols), 1);
-  // 4x the usual block target: a row_dot block is short, and ncu showed 1.5 active warps per
-  // scheduler at 4 blocks an SM (RESULTS session 3, call 10).
-  int64_t splits = std::clamp<int64_t>(cdiv(4 * kTargetBlocks, row_blocks * kgroups), 1, chunks);
+  int64_t splits = std::clamp<int64_t>(cdiv(kTargetBlocks, row_blocks * kgroups), 1, chunks);
   const int64_t chunks_per_split = cdiv(chunks, splits);
   splits = cdiv(chunks, chunks_per_split);  // no empty split
   p.splits = static_cast<int>(splits);
