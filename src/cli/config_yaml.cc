@@ -87,6 +87,7 @@ const std::vector<Field>& fields() {
       {"offload_embeddings", &C::offload_embeddings, {"auto", "true", "false"}},
       {"vocab_chunk", &C::vocab_chunk, {}, StrKind::kPlain, 1},
       {"recompute", &C::recompute, {"auto", "full", "attention", "none"}},
+      {"attention", &C::attention, {"auto", "own"}},
   };
   return kFields;
 }

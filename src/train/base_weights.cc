@@ -70,7 +70,7 @@ StatusOr<Plan> plan_for(const TrainConfig& cfg, Backend* be, const ModelConfig& 
   in.offload_embeddings = cfg.offload_embeddings;
   in.vocab_chunk = cfg.vocab_chunk;
   in.recompute = cfg.recompute;
-  if (act == DType::kBF16)  // the fused path is bf16-only; preparing it builds its graphs now
+  if (act == DType::kBF16 && cfg.attention != "own")  // bf16-only; preparing builds its graphs now
     in.fused_attention_workspace =
         be->fused_attention_workspace(cfg.micro_batch_size, cfg.sequence_len, attention_shape(mc));
   if (!cfg.vram_budget.empty()) {

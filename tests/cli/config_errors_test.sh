@@ -26,6 +26,7 @@ expect bad-sched 2 "key 'lr_scheduler': 'foo' is not one of" $'lr_scheduler: foo
 expect bad-r 2 "key 'lora_r': must be >= 1, got -8" $'lora_r: -8\n'
 expect bad-stream 2 "key 'stream': 'xyz' is not one of: off, ram, disk" $'stream: xyz\n'
 expect bad-recompute 2 "key 'recompute': 'sometimes' is not one of: auto, full, attention, none" $'recompute: sometimes\n'
+expect bad-attention 2 "key 'attention': 'flash' is not one of: auto, own" $'attention: flash\n'
 expect dora 2 "key 'use_dora': DoRA is not supported" $'use_dora: true\n'
 expect pissa 2 "key 'lora_init': LoRA initialisation 'pissa' is not supported" $'lora_init: pissa\n'
 expect vera 2 "adapter type 'vera' is not supported" $'peft_type: vera\n'
