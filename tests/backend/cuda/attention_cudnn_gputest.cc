@@ -207,21 +207,6 @@ TEST(AttentionCudnn, PreparedShapesAndAllowance) {
   g.set_fused_attention_allowance(0);
 }
 
-// Median of 5 timings of `iters` calls between full synchronisations, after a warm-up call.
-double time_ms(int iters, const std::function<void()>& f) {
-  f();
-  gpu_backend().sync_all();
-  std::vector<double> runs;
-  for (int rep = 0; rep < 5; ++rep) {
-    const auto t0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < iters; ++i) f();
-    gpu_backend().sync_all();
-    runs.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / iters);
-  }
-  std::sort(runs.begin(), runs.end());
-  return runs[2];
-}
-
 // Printout only (causal FLOPs: fwd 2·B·NH·T²·D, bwd 2.5x fwd).
 TEST(AttentionCudnn, TimingPrintout) {
   std::mt19937 rng(35);

@@ -183,21 +183,6 @@ TEST(AttentionTc, DeterministicBits) {
   }
 }
 
-// Median of 5 timings of `iters` calls between full synchronisations, after a warm-up call.
-double time_ms(int iters, const std::function<void()>& f) {
-  f();
-  gpu_backend().sync_all();
-  std::vector<double> runs;
-  for (int rep = 0; rep < 5; ++rep) {
-    const auto t0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < iters; ++i) f();
-    gpu_backend().sync_all();
-    runs.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / iters);
-  }
-  std::sort(runs.begin(), runs.end());
-  return runs[2];
-}
-
 // Model shapes (B=1): prints fwd/bwd time and TFLOP/s (causal count: fwd 2·NH·T²·D, bwd 2.5x fwd)
 // and, at T=2048 for the 7B shape, the scalar kernels' times; fails unless tensor cores win by 3x.
 TEST(AttentionTc, TimingTable) {

@@ -4,9 +4,12 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <random>
 #include <vector>
@@ -171,6 +174,22 @@ inline ::testing::AssertionResult nmse_ok(const std::vector<float>& got, const s
 
 // Per-dtype limits: bf16 outputs differ by output rounding (<= 1 ulp ~ 4e-3 relative); f32 by
 // summation order only.
+// Milliseconds per call: the median of 5 timings of `iters` calls between full synchronisations of
+// the GPU backend, after a warm-up call (the timing tables; never an assertion on speed).
+inline double time_ms(int iters, const std::function<void()>& f) {
+  f();
+  gpu_backend().sync_all();
+  std::vector<double> runs;
+  for (int rep = 0; rep < 5; ++rep) {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < iters; ++i) f();
+    gpu_backend().sync_all();
+    runs.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / iters);
+  }
+  std::sort(runs.begin(), runs.end());
+  return runs[2];
+}
+
 inline double limit_for(DType t, double bf16_limit = 1e-4, double f32_limit = 1e-9) {
   return t == DType::kF32 ? f32_limit : bf16_limit;
 }

@@ -4,9 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
-#include <functional>
 #include <random>
 #include <string>
 #include <vector>
@@ -158,21 +156,6 @@ TEST(LoraOps, NanPropagates) {
   EXPECT_TRUE(tt.guards_ok());
 }
 
-// Median of 5 timings of `iters` calls between full synchronisations, after a warm-up call.
-double time_us(int iters, const std::function<void()>& f) {
-  f();
-  G().sync_all();
-  std::vector<double> runs;
-  for (int rep = 0; rep < 5; ++rep) {
-    const auto t0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < iters; ++i) f();
-    G().sync_all();
-    runs.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / iters);
-  }
-  std::sort(runs.begin(), runs.end());
-  return runs[2];
-}
-
 // Model shapes (bf16 activations, r 16): microseconds per op and the activation bytes it must
 // move per microsecond (GB/s): these ops are memory-bound, the H200 streams ~4,000 GB/s.
 TEST(LoraOps, TimingTable) {
@@ -188,12 +171,12 @@ TEST(LoraOps, TimingTable) {
     Twin da(DType::kF32, {s.r, s.in}, rng), db(DType::kF32, {s.out, s.r}, rng);
     const int it = 50;
     const double us[6] = {
-        time_us(it, [&] { G().lora_down(tt.gpu(), x.gpu(), a.gpu()); }),
-        time_us(it, [&] { G().lora_up(y.gpu(), tt.gpu(), b.gpu(), 0.5f); }),
-        time_us(it, [&] { G().lora_grad_b(db.gpu(), dy.gpu(), tt.gpu(), 0.5f); }),
-        time_us(it, [&] { G().lora_dt(dt.gpu(), dy.gpu(), b.gpu(), 0.5f); }),
-        time_us(it, [&] { G().lora_grad_a(da.gpu(), dt.gpu(), x.gpu()); }),
-        time_us(it, [&] { G().lora_dx(dx.gpu(), dt.gpu(), a.gpu(), 0.0f, 7); })};
+        1e3 * time_ms(it, [&] { G().lora_down(tt.gpu(), x.gpu(), a.gpu()); }),
+        1e3 * time_ms(it, [&] { G().lora_up(y.gpu(), tt.gpu(), b.gpu(), 0.5f); }),
+        1e3 * time_ms(it, [&] { G().lora_grad_b(db.gpu(), dy.gpu(), tt.gpu(), 0.5f); }),
+        1e3 * time_ms(it, [&] { G().lora_dt(dt.gpu(), dy.gpu(), b.gpu(), 0.5f); }),
+        1e3 * time_ms(it, [&] { G().lora_grad_a(da.gpu(), dt.gpu(), x.gpu()); }),
+        1e3 * time_ms(it, [&] { G().lora_dx(dx.gpu(), dt.gpu(), a.gpu(), 0.0f, 7); })};
     // Activation bytes each op must move: read x / read+write y / read dy / read dy / read x / r+w dx.
     const double in_b = 2.0 * s.N * s.in, out_b = 2.0 * s.N * s.out;
     const double bytes[6] = {in_b, 2 * out_b, out_b, out_b, in_b, 2 * in_b};

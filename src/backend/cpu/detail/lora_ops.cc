@@ -28,6 +28,41 @@ void check_2d(const Tensor& t, int64_t rows, int64_t cols, const char* what) {
 // Row n of an activation as f32 (in `buf`, sized by the caller).
 void load_row(const Tensor& t, int64_t n, float* buf) { load_f32(t, n * t.cols(), t.cols(), buf); }
 
+// out[n, k] = rnd(scale * sum_c act[n, c] * W(k, c)) for k < r, W(k, c) = w[k*ks + c*cs], summed in
+// double over c in order: lora_down (A [r, in], scale 1: 1.0f * s == s, same bits) and lora_dt
+// (B [out, r]) are the same row dot with the weight read in either layout.
+void row_dot_into(float* out, Tensor act, const float* w, int64_t ks, int64_t cs, int64_t r, float scale) {
+  const int64_t N = act.rows(), C = act.cols();
+#pragma omp parallel
+  {
+    std::vector<float> row(static_cast<size_t>(C));
+    std::vector<double> acc(static_cast<size_t>(r));
+#pragma omp for schedule(static)
+    for (int64_t n = 0; n < N; ++n) {
+      load_row(act, n, row.data());
+      std::fill(acc.begin(), acc.end(), 0.0);
+      for (int64_t c = 0; c < C; ++c)
+        for (int64_t k = 0; k < r; ++k) acc[k] += static_cast<double>(row[c]) * w[k * ks + c * cs];
+      for (int64_t k = 0; k < r; ++k) out[n * r + k] = static_cast<float>(scale * acc[k]);
+    }
+  }
+}
+
+// y[n, c] = combine(y[n, c], sum_k t[n, k] * W(k, c), n*C + c), W(k, c) = w[k*ks + c*cs], summed in
+// double over k in order: lora_up (B [out, r]) and lora_dx (A [r, in]) differ only in `combine`.
+template <class Combine>
+void row_update_into(Tensor y, const float* t, const float* w, int64_t ks, int64_t cs, int64_t r, Combine combine) {
+  const int64_t N = y.rows(), C = y.cols();
+#pragma omp parallel for schedule(static)
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t c = 0; c < C; ++c) {
+      double s = 0.0;
+      for (int64_t k = 0; k < r; ++k) s += static_cast<double>(t[n * r + k]) * w[k * ks + c * cs];
+      const int64_t i = n * C + c;
+      store_elem(y.data, y.dtype, i, combine(load_elem(y.data, y.dtype, i), s, i));
+    }
+}
+
 // Note [grad rounding]: the gradient ops round the product to f32 first and then add it to the
 // accumulator (g = g + rnd(scale * rnd(sum))), so accumulating a micro-batch directly gives the
 // same bits as computing it into a zeroed buffer and adding that later (dist exact reduction).
@@ -40,21 +75,7 @@ void lora_down(Tensor t, Tensor x, Tensor a) {
   const int64_t N = x.rows(), in = x.cols(), r = a.rows();
   check_2d(a, r, in, "lora_down A");
   check_2d(t, N, r, "lora_down t");
-  const float* A = a.ptr<const float>();
-  float* T = t.ptr<float>();
-#pragma omp parallel
-  {
-    std::vector<float> row(static_cast<size_t>(in));
-#pragma omp for schedule(static)
-    for (int64_t n = 0; n < N; ++n) {
-      load_row(x, n, row.data());
-      for (int64_t k = 0; k < r; ++k) {
-        double s = 0.0;
-        for (int64_t j = 0; j < in; ++j) s += static_cast<double>(row[j]) * A[k * in + j];
-        T[n * r + k] = static_cast<float>(s);
-      }
-    }
-  }
+  row_dot_into(t.ptr<float>(), x, a.ptr<const float>(), /*ks=*/in, /*cs=*/1, r, 1.0f);
 }
 
 void lora_up(Tensor y, Tensor t, Tensor b, float scale) {
@@ -64,16 +85,8 @@ void lora_up(Tensor y, Tensor t, Tensor b, float scale) {
   const int64_t N = y.rows(), out = y.cols(), r = t.cols();
   check_2d(t, N, r, "lora_up t");
   check_2d(b, out, r, "lora_up B");
-  const float* T = t.ptr<const float>();
-  const float* B = b.ptr<const float>();
-#pragma omp parallel for schedule(static)
-  for (int64_t n = 0; n < N; ++n)
-    for (int64_t o = 0; o < out; ++o) {
-      double s = 0.0;
-      for (int64_t k = 0; k < r; ++k) s += static_cast<double>(T[n * r + k]) * B[o * r + k];
-      const int64_t i = n * out + o;
-      store_elem(y.data, y.dtype, i, static_cast<float>(load_elem(y.data, y.dtype, i) + scale * s));
-    }
+  row_update_into(y, t.ptr<const float>(), b.ptr<const float>(), /*ks=*/1, /*cs=*/r, r,
+                  [scale](float yv, double sum, int64_t) { return static_cast<float>(yv + scale * sum); });
 }
 
 namespace {
@@ -115,21 +128,7 @@ void lora_dt(Tensor dt, Tensor dy, Tensor b, float scale) {
   const int64_t N = dy.rows(), out = dy.cols(), r = b.cols();
   check_2d(b, out, r, "lora_dt B");
   check_2d(dt, N, r, "lora_dt dt");
-  const float* B = b.ptr<const float>();
-  float* DT = dt.ptr<float>();
-#pragma omp parallel
-  {
-    std::vector<float> row(static_cast<size_t>(out));
-    std::vector<double> acc(static_cast<size_t>(r));
-#pragma omp for schedule(static)
-    for (int64_t n = 0; n < N; ++n) {
-      load_row(dy, n, row.data());
-      std::fill(acc.begin(), acc.end(), 0.0);
-      for (int64_t o = 0; o < out; ++o)
-        for (int64_t k = 0; k < r; ++k) acc[k] += static_cast<double>(row[o]) * B[o * r + k];
-      for (int64_t k = 0; k < r; ++k) DT[n * r + k] = static_cast<float>(scale * acc[k]);
-    }
-  }
+  row_dot_into(dt.ptr<float>(), dy, b.ptr<const float>(), /*ks=*/1, /*cs=*/r, r, scale);
 }
 
 void lora_grad_a(Tensor da, Tensor dt, Tensor x) {
@@ -149,18 +148,11 @@ void lora_dx(Tensor dx, Tensor dt, Tensor a, float dropout_p, uint64_t seed) {
   const int64_t N = dx.rows(), in = dx.cols(), r = a.rows();
   check_2d(a, r, in, "lora_dx A");
   check_2d(dt, N, r, "lora_dx dt");
-  const float* DT = dt.ptr<const float>();
-  const float* A = a.ptr<const float>();
-#pragma omp parallel for schedule(static)
-  for (int64_t n = 0; n < N; ++n)
-    for (int64_t j = 0; j < in; ++j) {
-      double s = 0.0;
-      for (int64_t k = 0; k < r; ++k) s += static_cast<double>(DT[n * r + k]) * A[k * in + j];
-      const int64_t i = n * in + j;
-      // The mask sees the f32 product, as dropout() of an f32 tensor holding dt·A would.
-      const float d = dropout_apply(seed, static_cast<uint64_t>(i), dropout_p, static_cast<float>(s));
-      store_elem(dx.data, dx.dtype, i, load_elem(dx.data, dx.dtype, i) + d);
-    }
+  row_update_into(dx, dt.ptr<const float>(), a.ptr<const float>(), /*ks=*/in, /*cs=*/1, r,
+                  [seed, dropout_p](float yv, double sum, int64_t i) {
+                    // The mask sees the f32 product, as dropout() of an f32 tensor holding dt·A would.
+                    return yv + dropout_apply(seed, static_cast<uint64_t>(i), dropout_p, static_cast<float>(sum));
+                  });
 }
 
 }  // namespace st::cpu
