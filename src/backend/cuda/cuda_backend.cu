@@ -12,7 +12,6 @@
 #include "backend/cuda/attention_cudnn.h"
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/gemm.h"
-#include "backend/cuda/lora_split.h"
 #include "backend/cuda/ops.h"
 #include "backend/cuda/profiler_impl.h"
 #include "core/check.h"
@@ -231,15 +230,12 @@ class CudaBackend final : public Backend {
     if (a.dtype == DType::kF32 && c.dtype != DType::kF32) grow_scratch(static_cast<size_t>(M * N));
     gemm_->run(c, a, b, o, compute(), scratch_, scratch_floats_);
   }
-  // ---- LoRA (backend.h): tensor-core splits (lora_split.h) or the SIMT kernels (lora_ops.cu) ----
+  // ---- LoRA (backend.h): tensor-core kernels for bf16 activations (lora_tc.cu), else lora_ops.cu ----
   void lora_down(Tensor t, Tensor x, Tensor a) override {
     bind();
     ProfScope prof(compute(), "lora_down", [&] { return shp(x) + "x" + shp(a); });
     check_lora(x, a, t, x.cols(), a.rows(), "lora_down x, A [r,in], t [N,r]");
-    if (lora_split_eligible(x, a.rows())) {
-      float* ws = split_scratch(LoraSplitOp::kDown, x.rows(), x.cols(), 0, a.rows());
-      return split_lora_down(*gemm_, t, x, a, ws, compute());
-    }
+    if (lora_tc_rowdot_ok(x, a.rows())) return launch_lora_down_tc(t, x, a, compute());
     grow_scratch(static_cast<size_t>(lora_scratch_floats(x.rows(), x.cols(), a.rows(), LoraScratchOp::kRowDot)));
     launch_lora_down(t, x, a, scratch_, compute());
   }
@@ -247,20 +243,13 @@ class CudaBackend final : public Backend {
     bind();
     ProfScope prof(compute(), "lora_up", [&] { return shp(y) + " r" + std::to_string(t.cols()); });
     check_lora(y, b, t, y.cols(), b.cols(), "lora_up y, B [out,r], t [N,r]", /*w_trans=*/true);
-    if (lora_split_eligible(y, b.cols())) {
-      float* ws = split_scratch(LoraSplitOp::kUp, y.rows(), 0, y.cols(), b.cols());
-      return split_lora_up(*gemm_, y, t, b, scale, ws, compute());
-    }
+    if (lora_tc_update_ok(y, b.cols())) return launch_lora_up_tc(y, t, b, scale, compute());
     launch_lora_up(y, t, b, scale, compute());
   }
   void lora_grad_b(Tensor db, Tensor dy, Tensor t, float scale) override {
     bind();
     ProfScope prof(compute(), "lora_grad_b", [&] { return shp(dy) + " r" + std::to_string(t.cols()); });
     check_lora(dy, db, t, dy.cols(), db.cols(), "lora_grad_b dy, db [out,r], t [N,r]", /*w_trans=*/true);
-    if (lora_split_eligible(dy, t.cols())) {
-      float* ws = split_scratch(LoraSplitOp::kGradB, dy.rows(), 0, dy.cols(), t.cols());
-      return split_lora_grad_b(*gemm_, db, dy, t, scale, ws, compute());
-    }
     grow_scratch(static_cast<size_t>(lora_scratch_floats(dy.rows(), dy.cols(), t.cols(), LoraScratchOp::kColSum)));
     launch_lora_grad_b(db, dy, t, scale, scratch_, compute());
   }
@@ -268,10 +257,7 @@ class CudaBackend final : public Backend {
     bind();
     ProfScope prof(compute(), "lora_dt", [&] { return shp(dy) + " r" + std::to_string(b.cols()); });
     check_lora(dy, b, dt, dy.cols(), b.cols(), "lora_dt dy, B [out,r], dt [N,r]", /*w_trans=*/true);
-    if (lora_split_eligible(dy, b.cols())) {
-      float* ws = split_scratch(LoraSplitOp::kDt, dy.rows(), 0, dy.cols(), b.cols());
-      return split_lora_dt(*gemm_, dt, dy, b, scale, ws, compute());
-    }
+    if (lora_tc_rowdot_ok(dy, b.cols())) return launch_lora_dt_tc(dt, dy, b, scale, compute());
     grow_scratch(static_cast<size_t>(lora_scratch_floats(dy.rows(), dy.cols(), b.cols(), LoraScratchOp::kRowDot)));
     launch_lora_dt(dt, dy, b, scale, scratch_, compute());
   }
@@ -279,10 +265,6 @@ class CudaBackend final : public Backend {
     bind();
     ProfScope prof(compute(), "lora_grad_a", [&] { return shp(x) + " r" + std::to_string(dt.cols()); });
     check_lora(x, da, dt, x.cols(), da.rows(), "lora_grad_a x, da [r,in], dt [N,r]");
-    if (lora_split_eligible(x, dt.cols())) {
-      float* ws = split_scratch(LoraSplitOp::kGradA, x.rows(), x.cols(), 0, dt.cols());
-      return split_lora_grad_a(*gemm_, da, dt, x, ws, compute());
-    }
     grow_scratch(static_cast<size_t>(lora_scratch_floats(x.rows(), x.cols(), dt.cols(), LoraScratchOp::kColSum)));
     launch_lora_grad_a(da, dt, x, scratch_, compute());
   }
@@ -290,11 +272,7 @@ class CudaBackend final : public Backend {
     bind();
     ProfScope prof(compute(), "lora_dx", [&] { return shp(dx) + " r" + std::to_string(a.rows()) + (dropout_p > 0 ? " drop" : ""); });
     check_lora(dx, a, dt, dx.cols(), a.rows(), "lora_dx dx, A [r,in], dt [N,r]");
-    // The dropout mask lives in the SIMT kernel.
-    if (dropout_p <= 0.0f && lora_split_eligible(dx, a.rows())) {
-      float* ws = split_scratch(LoraSplitOp::kDx, dx.rows(), dx.cols(), 0, a.rows());
-      return split_lora_dx(*gemm_, dx, dt, a, ws, compute());
-    }
+    if (lora_tc_update_ok(dx, a.rows())) return launch_lora_dx_tc(dx, dt, a, dropout_p, seed, compute());
     launch_lora_dx(dx, dt, a, dropout_p, seed, compute());
   }
   void add_bias(Tensor y, Tensor bias) override {
@@ -491,12 +469,6 @@ class CudaBackend final : public Backend {
     }
     CUDA_CHECK(cudaMalloc(&scratch_, floats * sizeof(float)));
     scratch_floats_ = floats;
-  }
-
-  // Scratch for a split LoRA op (lora_split.h); N rows, in / out widths, rank r.
-  float* split_scratch(LoraSplitOp op, int64_t N, int64_t in, int64_t out, int64_t r) {
-    grow_scratch(static_cast<size_t>(lora_split_scratch_floats(op, N, in, out, r)));
-    return scratch_;
   }
 
   // The LoRA ops' shared contract: act [N, C] f32/bf16; w f32 [r, C] (or [C, r] when w_trans);

@@ -51,6 +51,15 @@ void launch_lora_grad_b(Tensor db, Tensor dy, Tensor t, float scale, float* scra
 void launch_lora_dt(Tensor dt, Tensor dy, Tensor b, float scale, float* scratch, cudaStream_t s);
 void launch_lora_grad_a(Tensor da, Tensor dt, Tensor x, float* scratch, cudaStream_t s);
 void launch_lora_dx(Tensor dx, Tensor dt, Tensor a, float dropout_p, uint64_t seed, cudaStream_t s);
+// lora_tc.cu: the same ops on tensor cores (Note [split LoRA products]) where *_ok says so: bf16
+// activations, r a multiple of 8 up to 64, the row dot's reduction axis a multiple of 32 on a
+// 16-byte aligned activation, the row update's width a multiple of 8. STREAMTUNE_LORA=kernels: never.
+bool lora_tc_rowdot_ok(const Tensor& act, int64_t r);
+bool lora_tc_update_ok(const Tensor& act, int64_t r);
+void launch_lora_down_tc(Tensor t, Tensor x, Tensor a, cudaStream_t s);
+void launch_lora_dt_tc(Tensor dt, Tensor dy, Tensor b, float scale, cudaStream_t s);
+void launch_lora_up_tc(Tensor y, Tensor t, Tensor b, float scale, cudaStream_t s);
+void launch_lora_dx_tc(Tensor dx, Tensor dt, Tensor a, float dropout_p, uint64_t seed, cudaStream_t s);
 
 // attention.cu
 void launch_attention(Tensor out, Tensor lse, Tensor q, Tensor k, Tensor v, const SeqLayout& L,

@@ -1,0 +1,317 @@
+// LoRA ops on tensor cores: lora_down / lora_dt (a row dot, t[N,r] = x · W) and lora_up / lora_dx
+// (a row update, y[N,C] += s · t · W) as mma.sync m16n8k16 kernels, for bf16 activations.
+//
+// Note [split LoRA products]: the SIMT kernels in lora_ops.cu are latency-bound at 10-35 us an op
+// on model shapes (RESULTS session 3; a cuBLASLt GEMM per op with separate split/combine kernels
+// was no better, session 4 call 2: launches and small kernels ate the gain). Tensor cores take bf16
+// operands, and an f32 operand (A, B, t, dt) must not be rounded to bf16: the contract is f32 math
+// from the stored values. So each f32 value v is carried as three bf16 parts
+//   hi = bf16(v), mid = bf16(v - hi), lo = bf16(v - hi - mid)
+// (each subtraction exact in f32; hi + mid + lo holds all 24 bits of v), split in registers as
+// the operand is loaded. bf16 x bf16 products are exact in the f32 accumulators, so
+//   * row dot (bf16 activation x f32 weight): x·hi, x·mid and x·lo accumulate separately and are
+//     added smallest first: f32 math up to summation order.
+//   * row update (f32 t x f32 weight): the six part pairs down to 2^-16 relative weight (lo·hi,
+//     mid·mid, hi·lo, mid·hi, hi·mid, hi·hi, smallest first) go into one f32 accumulator; the
+//     dropped pairs weigh < 2^-23.
+// Every output element is produced by a fixed set of threads in a fixed order (grid shapes depend
+// on the problem shape only): the same bits run after run, no atomics.
+//
+// Row dot: a block owns 16 rows; its 8 warps take the 32-column blocks of the reduction axis in
+// turn (warp w: blocks w, w+8, ...), 4 blocks' loads issued before any use. The reduction axis
+// is permuted within each 32-column block so a thread's x fragment is one 16-byte load per row
+// (columns 8t..8t+7 feed k-steps 0 and 1); the weight fragment uses the same permutation. The
+// 8 warps' partial sums meet in shared memory and are added in warp order.
+// Row update: a warp owns a strip of 8·NTW columns (its weight fragments split once, in registers)
+// and walks row tiles of 16; y is read and written once, rounded once, with lora_dx's dropout mask
+// applied to the f32 product exactly as the SIMT kernel does.
+#include <cuda_bf16.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/mma.cuh"
+#include "backend/cuda/ops.h"
+#include "backend/dropout_rng.h"
+
+namespace st::cuda {
+namespace {
+
+using bf16 = __nv_bfloat16;
+
+constexpr int kDotWarps = 8;     // warps of a row-dot block (the reduction axis is split over them)
+constexpr int kDotUnroll = 4;    // 32-column blocks whose loads a warp issues before using any
+constexpr int kUpdWarps = 8;     // warps of a row-update block
+constexpr int64_t kUpdTargetWarps = 4096;
+
+// Three bf16 parts of two f32 values, as bf16x2 words (the lower k in the low half).
+__device__ __forceinline__ void split_pair(float a, float b, uint32_t (&w)[3]) {
+  const bf16 ah = __float2bfloat16_rn(a), bh = __float2bfloat16_rn(b);
+  const float ar = __fsub_rn(a, __bfloat162float(ah)), br = __fsub_rn(b, __bfloat162float(bh));
+  const bf16 am = __float2bfloat16_rn(ar), bm = __float2bfloat16_rn(br);
+  const bf16 al = __float2bfloat16_rn(__fsub_rn(ar, __bfloat162float(am)));
+  const bf16 bl = __float2bfloat16_rn(__fsub_rn(br, __bfloat162float(bm)));
+  w[0] = static_cast<uint32_t>(__bfloat16_as_ushort(ah)) | (static_cast<uint32_t>(__bfloat16_as_ushort(bh)) << 16);
+  w[1] = static_cast<uint32_t>(__bfloat16_as_ushort(am)) | (static_cast<uint32_t>(__bfloat16_as_ushort(bm)) << 16);
+  w[2] = static_cast<uint32_t>(__bfloat16_as_ushort(al)) | (static_cast<uint32_t>(__bfloat16_as_ushort(bl)) << 16);
+}
+
+// out[n, j] = scale · sum_k x[n, k] · W(j, k), W(j, k) = w[j*wn + k*wk]; j < r <= 8·NT, K % 32 == 0.
+// WCONTIG: wk == 1 (lora_down's A [r, K]), else lora_dt's B [K, r] (wk = r, wn = 1).
+template <int NT, bool WCONTIG>
+__global__ void __launch_bounds__(kDotWarps * 32) rowdot_tc_kernel(float* out, const bf16* x, int64_t N, int64_t K,
+                                                                   const float* w, int64_t wk, int64_t wn, int r,
+                                                                   float scale) {
+  __shared__ float red[kDotWarps][16][8 * NT];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int64_t row0 = static_cast<int64_t>(blockIdx.x) * 16;
+  const bool oka = row0 + g < N, okb = row0 + g + 8 < N;
+  const bf16* xa = x + (row0 + g) * K;
+  const bf16* xb = x + (row0 + g + 8) * K;
+  const int64_t KB = K / 32;
+  float acc[3][NT][4];
+#pragma unroll
+  for (int p = 0; p < 3; ++p)
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[p][nt][e] = 0.0f;
+
+  for (int64_t kb0 = warp; kb0 < KB; kb0 += kDotWarps * kDotUnroll) {
+    uint4 va[kDotUnroll], vb[kDotUnroll];
+#pragma unroll
+    for (int u = 0; u < kDotUnroll; ++u) {
+      const int64_t kb = kb0 + u * kDotWarps, c0 = kb * 32 + 8 * t;
+      const bool in = kb < KB;
+      va[u] = in && oka ? __ldg(reinterpret_cast<const uint4*>(xa + c0)) : make_uint4(0, 0, 0, 0);
+      vb[u] = in && okb ? __ldg(reinterpret_cast<const uint4*>(xb + c0)) : make_uint4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int u = 0; u < kDotUnroll; ++u) {
+      const int64_t kb = kb0 + u * kDotWarps, c0 = kb * 32 + 8 * t;
+      if (kb >= KB) break;
+      const uint32_t a0[4] = {va[u].x, vb[u].x, va[u].y, vb[u].y};  // k-step 0: columns 8t..8t+3
+      const uint32_t a1[4] = {va[u].z, vb[u].z, va[u].w, vb[u].w};  // k-step 1: columns 8t+4..8t+7
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt) {
+        const int j = nt * 8 + g;
+        float wv[8];
+        if (j < r) {
+          if (WCONTIG) {
+            const float4 lo = __ldg(reinterpret_cast<const float4*>(w + j * wn + c0));
+            const float4 hi = __ldg(reinterpret_cast<const float4*>(w + j * wn + c0 + 4));
+            wv[0] = lo.x, wv[1] = lo.y, wv[2] = lo.z, wv[3] = lo.w, wv[4] = hi.x, wv[5] = hi.y, wv[6] = hi.z,
+            wv[7] = hi.w;
+          } else {
+#pragma unroll
+            for (int i = 0; i < 8; ++i) wv[i] = __ldg(w + (c0 + i) * wk + j * wn);
+          }
+        } else {
+#pragma unroll
+          for (int i = 0; i < 8; ++i) wv[i] = 0.0f;
+        }
+        uint32_t s[4][3];
+#pragma unroll
+        for (int q = 0; q < 4; ++q) split_pair(wv[2 * q], wv[2 * q + 1], s[q]);
+#pragma unroll
+        for (int p = 0; p < 3; ++p) {
+          mma16816(acc[p][nt], a0, s[0][p], s[1][p]);
+          mma16816(acc[p][nt], a1, s[2][p], s[3][p]);
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e)
+      red[warp][g + (e >= 2 ? 8 : 0)][nt * 8 + 2 * t + (e & 1)] =
+          __fadd_rn(__fadd_rn(acc[2][nt][e], acc[1][nt][e]), acc[0][nt][e]);
+  __syncthreads();
+  for (int i = threadIdx.x; i < 16 * r; i += blockDim.x) {
+    const int rr = i / r, j = i % r;
+    if (row0 + rr >= N) continue;
+    float s = red[0][rr][j];
+#pragma unroll
+    for (int q = 1; q < kDotWarps; ++q) s = __fadd_rn(s, red[q][rr][j]);
+    out[(row0 + rr) * r + j] = __fmul_rn(scale, s);
+  }
+}
+
+// y[n, c] = rnd(y + mask_or_scale(sum_k t[n, k] · W(k, c))), W(k, c) = w[k*wk + c*wc], r <= 16·KS,
+// C % 8 == 0. p > 0: dropout on the f32 product (element n*C + c), as row_update_kernel; else · scale.
+template <int KS, int NTW>
+__global__ void __launch_bounds__(kUpdWarps * 32) update_tc_kernel(bf16* y, const float* tm, int64_t N, int64_t C,
+                                                                   const float* w, int64_t wk, int64_t wc, int r,
+                                                                   int tiles_per_warp, float scale, float p,
+                                                                   uint64_t seed) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int64_t c_base = static_cast<int64_t>(blockIdx.x) * (8 * NTW);
+  // Weight fragments of this strip, split once: bw[part][nt][ks][b0/b1].
+  uint32_t bw[3][NTW][KS][2];
+#pragma unroll
+  for (int nt = 0; nt < NTW; ++nt) {
+    const int64_t c = c_base + nt * 8 + g;
+#pragma unroll
+    for (int ks = 0; ks < KS; ++ks)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int k = ks * 16 + 2 * t + 8 * h;
+        const bool ok = c < C;
+        const float w0 = ok && k < r ? __ldg(w + k * wk + c * wc) : 0.0f;
+        const float w1 = ok && k + 1 < r ? __ldg(w + (k + 1) * wk + c * wc) : 0.0f;
+        uint32_t s[3];
+        split_pair(w0, w1, s);
+#pragma unroll
+        for (int q = 0; q < 3; ++q) bw[q][nt][ks][h] = s[q];
+      }
+  }
+  const float keep_scale = dropout_scale(p);
+  const int64_t tile0 = (static_cast<int64_t>(blockIdx.y) * kUpdWarps + warp) * tiles_per_warp;
+  for (int64_t tile = tile0; tile < tile0 + tiles_per_warp; ++tile) {
+    const int64_t m0 = tile * 16;
+    if (m0 >= N) break;
+    const int64_t ra = m0 + g, rb = m0 + g + 8;
+    // A fragments of t (rows ra, rb), split: at[part][ks][4].
+    uint32_t at[3][KS][4];
+#pragma unroll
+    for (int ks = 0; ks < KS; ++ks)
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {  // q: (row a, k lo) (row b, k lo) (row a, k hi) (row b, k hi)
+        const int64_t rr = q & 1 ? rb : ra;
+        const int k = ks * 16 + 2 * t + (q >= 2 ? 8 : 0);
+        float2 v = make_float2(0.0f, 0.0f);
+        if (rr < N && k < r) v = __ldg(reinterpret_cast<const float2*>(tm + rr * r + k));
+        uint32_t s[3];
+        split_pair(v.x, v.y, s);
+#pragma unroll
+        for (int pp = 0; pp < 3; ++pp) at[pp][ks][q] = s[pp];
+      }
+    float acc[NTW][4];
+#pragma unroll
+    for (int nt = 0; nt < NTW; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[nt][e] = 0.0f;
+    // Part pairs (t part, w part), smallest first.
+    constexpr int kPairs[6][2] = {{2, 0}, {1, 1}, {0, 2}, {1, 0}, {0, 1}, {0, 0}};
+#pragma unroll
+    for (int pi = 0; pi < 6; ++pi)
+#pragma unroll
+      for (int ks = 0; ks < KS; ++ks)
+#pragma unroll
+        for (int nt = 0; nt < NTW; ++nt)
+          mma16816(acc[nt], at[kPairs[pi][0]][ks], bw[kPairs[pi][1]][nt][ks][0], bw[kPairs[pi][1]][nt][ks][1]);
+#pragma unroll
+    for (int nt = 0; nt < NTW; ++nt) {
+      const int64_t c = c_base + nt * 8 + 2 * t;
+      if (c >= C) continue;
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int64_t rr = h ? rb : ra;
+        if (rr >= N) continue;
+        const int64_t i = rr * C + c;
+        float v0 = acc[nt][2 * h], v1 = acc[nt][2 * h + 1];
+        if (p > 0.0f) {
+          const bool k0 = p < 1.0f && dropout_keep(seed, static_cast<uint64_t>(i), p);
+          const bool k1 = p < 1.0f && dropout_keep(seed, static_cast<uint64_t>(i + 1), p);
+          v0 = k0 ? v0 * keep_scale : 0.0f;
+          v1 = k1 ? v1 * keep_scale : 0.0f;
+        } else {
+          v0 *= scale;
+          v1 *= scale;
+        }
+        __nv_bfloat162* yp = reinterpret_cast<__nv_bfloat162*>(y + i);
+        const float2 old = __bfloat1622float2(*yp);
+        *yp = __floats2bfloat162_rn(old.x + v0, old.y + v1);
+      }
+    }
+  }
+}
+
+bool tc_disabled() {
+  static const bool off = [] {
+    const char* e = std::getenv("STREAMTUNE_LORA");
+    const bool k = e != nullptr && std::strcmp(e, "kernels") == 0;
+    if (k) std::fprintf(stderr, "streamtune: STREAMTUNE_LORA=kernels: LoRA ops on the SIMT kernels only\n");
+    return k;
+  }();
+  return off;
+}
+
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+template <bool WCONTIG>
+void rowdot_tc(float* out, const bf16* x, int64_t N, int64_t K, const float* w, int64_t wk, int64_t wn, int r,
+               float scale, cudaStream_t s) {
+  const dim3 grid(static_cast<unsigned>((N + 15) / 16));
+  const int threads = kDotWarps * 32;
+  if (r <= 8) rowdot_tc_kernel<1, WCONTIG><<<grid, threads, 0, s>>>(out, x, N, K, w, wk, wn, r, scale);
+  else if (r <= 16) rowdot_tc_kernel<2, WCONTIG><<<grid, threads, 0, s>>>(out, x, N, K, w, wk, wn, r, scale);
+  else if (r <= 32) rowdot_tc_kernel<4, WCONTIG><<<grid, threads, 0, s>>>(out, x, N, K, w, wk, wn, r, scale);
+  else rowdot_tc_kernel<8, WCONTIG><<<grid, threads, 0, s>>>(out, x, N, K, w, wk, wn, r, scale);
+  CUDA_CHECK(cudaGetLastError());
+}
+
+template <int KS, int NTW>
+void update_tc_typed(bf16* y, const float* tm, int64_t N, int64_t C, const float* w, int64_t wk, int64_t wc, int r,
+                     float scale, float p, uint64_t seed, cudaStream_t s) {
+  const int64_t strips = (C + 8 * NTW - 1) / (8 * NTW), tiles = (N + 15) / 16;
+  const int64_t per_warp = std::clamp<int64_t>(strips * tiles / kUpdTargetWarps, 1, 16);
+  const int64_t groups = (tiles + per_warp * kUpdWarps - 1) / (per_warp * kUpdWarps);
+  const dim3 grid(static_cast<unsigned>(strips), static_cast<unsigned>(groups));
+  update_tc_kernel<KS, NTW><<<grid, kUpdWarps * 32, 0, s>>>(y, tm, N, C, w, wk, wc, r, static_cast<int>(per_warp),
+                                                            scale, p, seed);
+  CUDA_CHECK(cudaGetLastError());
+}
+
+void update_tc(bf16* y, const float* tm, int64_t N, int64_t C, const float* w, int64_t wk, int64_t wc, int r,
+               float scale, float p, uint64_t seed, cudaStream_t s) {
+  if (r <= 16) update_tc_typed<1, 8>(y, tm, N, C, w, wk, wc, r, scale, p, seed, s);
+  else if (r <= 32) update_tc_typed<2, 4>(y, tm, N, C, w, wk, wc, r, scale, p, seed, s);
+  else update_tc_typed<4, 2>(y, tm, N, C, w, wk, wc, r, scale, p, seed, s);
+}
+
+}  // namespace
+
+bool lora_tc_rowdot_ok(const Tensor& act, int64_t r) {
+  return !tc_disabled() && act.dtype == DType::kBF16 && r > 0 && r <= 64 && r % 8 == 0 && act.cols() % 32 == 0 &&
+         aligned16(act.data);
+}
+
+bool lora_tc_update_ok(const Tensor& act, int64_t r) {
+  return !tc_disabled() && act.dtype == DType::kBF16 && r > 0 && r <= 64 && r % 8 == 0 && act.cols() % 8 == 0;
+}
+
+void launch_lora_down_tc(Tensor t, Tensor x, Tensor a, cudaStream_t s) {
+  const int64_t in = x.cols();
+  // A [r, in] rows feed float4 loads when 16-byte aligned; otherwise the strided path.
+  if (aligned16(a.data))
+    rowdot_tc<true>(t.ptr<float>(), x.ptr<const bf16>(), x.rows(), in, a.ptr<const float>(), /*wk=*/1, /*wn=*/in,
+                    static_cast<int>(a.rows()), 1.0f, s);
+  else
+    rowdot_tc<false>(t.ptr<float>(), x.ptr<const bf16>(), x.rows(), in, a.ptr<const float>(), /*wk=*/1, /*wn=*/in,
+                     static_cast<int>(a.rows()), 1.0f, s);
+}
+
+void launch_lora_dt_tc(Tensor dt, Tensor dy, Tensor b, float scale, cudaStream_t s) {
+  const int64_t r = b.cols();
+  rowdot_tc<false>(dt.ptr<float>(), dy.ptr<const bf16>(), dy.rows(), dy.cols(), b.ptr<const float>(), /*wk=*/r,
+                   /*wn=*/1, static_cast<int>(r), scale, s);
+}
+
+void launch_lora_up_tc(Tensor y, Tensor t, Tensor b, float scale, cudaStream_t s) {
+  const int64_t r = b.cols();
+  update_tc(y.ptr<bf16>(), t.ptr<const float>(), y.rows(), y.cols(), b.ptr<const float>(), /*wk=*/1, /*wc=*/r,
+            static_cast<int>(r), scale, 0.0f, 0, s);
+}
+
+void launch_lora_dx_tc(Tensor dx, Tensor dt, Tensor a, float dropout_p, uint64_t seed, cudaStream_t s) {
+  const int64_t in = dx.cols();
+  update_tc(dx.ptr<bf16>(), dt.ptr<const float>(), dx.rows(), in, a.ptr<const float>(), /*wk=*/in, /*wc=*/1,
+            static_cast<int>(a.rows()), 1.0f, dropout_p, seed, s);
+}
+
+}  // namespace st::cuda
