@@ -1,6 +1,7 @@
 // CUDA fused LoRA ops (backend.h "LoRA") vs the CPU reference: every op over odd and typical
-// shapes, f32 and bf16 activations, every rank path (padded, exact, split into groups); lora_dx
-// with dropout (same zero pattern as the CPU); determinism (twice -> identical bytes); guard bytes.
+// shapes, f32 and bf16 activations, every rank path (padded, exact, split into groups; bf16 with
+// r % 8 == 0 takes the tensor-core kernels where the widths allow, lora_tc.cu); lora_dx with
+// dropout (same zero pattern as the CPU); determinism (twice -> identical bytes); guard bytes.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -31,6 +32,9 @@ std::vector<Shape> shapes() {
     }
   v.push_back({37, 96, 1000, 80});
   v.push_back({512, 896, 896, 16});
+  // The tensor-core kernels' other rank templates (r 8 and 32), tails of 16-row tiles.
+  v.push_back({37, 256, 512, 8});
+  v.push_back({515, 1024, 256, 32});
   return v;
 }
 
