@@ -22,9 +22,10 @@
 // is permuted within each 32-column block so a thread's x fragment is one 16-byte load per row
 // (columns 8t..8t+7 feed k-steps 0 and 1); the weight fragment uses the same permutation. The
 // 8 warps' partial sums meet in shared memory and are added in warp order.
-// Row update: a warp owns a strip of 8·NTW columns (its weight fragments split once, in registers)
-// and walks row tiles of 16; y is read and written once, rounded once, with lora_dx's dropout mask
-// applied to the f32 product exactly as the SIMT kernel does.
+// Row update: a warp owns a strip of 32 or 64 columns (its weight fragments split once, in
+// registers) and walks row tiles of 16; the strip's output columns are permuted so y moves in
+// 16-byte accesses; y is read and written once, rounded once, with lora_dx's dropout mask applied
+// to the f32 product exactly as the SIMT kernel does.
 #include <cuda_bf16.h>
 
 #include <algorithm>
@@ -143,26 +144,33 @@ __global__ void __launch_bounds__(kDotWarps * 32) rowdot_tc_kernel(float* out, c
 
 // y[n, c] = rnd(y + mask_or_scale(sum_k t[n, k] · W(k, c))), W(k, c) = w[k*wk + c*wc], r <= 16·KS,
 // C % 8 == 0. p > 0: dropout on the f32 product (element n*C + c), as row_update_kernel; else · scale.
+// A warp's strip is NTW/4 groups of 32 columns. The output columns of the mma are permuted within a
+// group (upd_col) so that thread t's accumulators for one row are 8 consecutive columns: y moves in
+// 16-byte loads and stores, 4 threads covering 64 contiguous bytes of a row.
+__device__ __forceinline__ int upd_col(int nt, int j) { return (nt / 4) * 32 + (j / 2) * 8 + (nt % 4) * 2 + (j % 2); }
+
 template <int KS, int NTW>
 __global__ void __launch_bounds__(kUpdWarps * 32) update_tc_kernel(bf16* y, const float* tm, int64_t N, int64_t C,
                                                                    const float* w, int64_t wk, int64_t wc, int r,
                                                                    int tiles_per_warp, float scale, float p,
                                                                    uint64_t seed) {
+  static_assert(NTW % 4 == 0, "whole 32-column groups");
+  constexpr int kGroups = NTW / 4;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int64_t c_base = static_cast<int64_t>(blockIdx.x) * (8 * NTW);
-  // Weight fragments of this strip, split once: bw[part][nt][ks][b0/b1].
+  // Weight fragments of this strip, split once: bw[part][nt][ks][b0/b1] (column j = g of n-tile nt).
   uint32_t bw[3][NTW][KS][2];
 #pragma unroll
   for (int nt = 0; nt < NTW; ++nt) {
-    const int64_t c = c_base + nt * 8 + g;
+    const int64_t c = c_base + upd_col(nt, g);
 #pragma unroll
     for (int ks = 0; ks < KS; ++ks)
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int k = ks * 16 + 2 * t + 8 * h;
-        const bool ok = c < C;
-        const float w0 = ok && k < r ? __ldg(w + k * wk + c * wc) : 0.0f;
-        const float w1 = ok && k + 1 < r ? __ldg(w + (k + 1) * wk + c * wc) : 0.0f;
+        const bool ok = c < C && k < r;  // r % 8 == 0: k < r implies k + 1 < r
+        const float w0 = ok ? __ldg(w + k * wk + c * wc) : 0.0f;
+        const float w1 = ok ? __ldg(w + (k + 1) * wk + c * wc) : 0.0f;
         uint32_t s[3];
         split_pair(w0, w1, s);
 #pragma unroll
@@ -174,21 +182,31 @@ __global__ void __launch_bounds__(kUpdWarps * 32) update_tc_kernel(bf16* y, cons
   for (int64_t tile = tile0; tile < tile0 + tiles_per_warp; ++tile) {
     const int64_t m0 = tile * 16;
     if (m0 >= N) break;
-    const int64_t ra = m0 + g, rb = m0 + g + 8;
-    // A fragments of t (rows ra, rb), split: at[part][ks][4].
+    const int64_t rows[2] = {m0 + g, m0 + g + 8};
+    // This thread's y: rows g and g+8, columns c_base + 32·grp + 8t .. +7 (issued before the math).
+    uint4 yv[2][kGroups];
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+#pragma unroll
+      for (int grp = 0; grp < kGroups; ++grp) {
+        const int64_t c = c_base + 32 * grp + 8 * t;
+        yv[h][grp] = make_uint4(0, 0, 0, 0);
+        if (rows[h] < N && c < C) yv[h][grp] = *reinterpret_cast<const uint4*>(y + rows[h] * C + c);
+      }
+    // A fragments of t (rows g, g+8), split: at[part][ks][4].
     uint32_t at[3][KS][4];
 #pragma unroll
     for (int ks = 0; ks < KS; ++ks)
 #pragma unroll
       for (int q = 0; q < 4; ++q) {  // q: (row a, k lo) (row b, k lo) (row a, k hi) (row b, k hi)
-        const int64_t rr = q & 1 ? rb : ra;
+        const int64_t rr = rows[q & 1];
         const int k = ks * 16 + 2 * t + (q >= 2 ? 8 : 0);
         float2 v = make_float2(0.0f, 0.0f);
         if (rr < N && k < r) v = __ldg(reinterpret_cast<const float2*>(tm + rr * r + k));
-        uint32_t s[3];
-        split_pair(v.x, v.y, s);
+        uint32_t sp[3];
+        split_pair(v.x, v.y, sp);
 #pragma unroll
-        for (int pp = 0; pp < 3; ++pp) at[pp][ks][q] = s[pp];
+        for (int pp = 0; pp < 3; ++pp) at[pp][ks][q] = sp[pp];
       }
     float acc[NTW][4];
 #pragma unroll
@@ -205,29 +223,31 @@ __global__ void __launch_bounds__(kUpdWarps * 32) update_tc_kernel(bf16* y, cons
         for (int nt = 0; nt < NTW; ++nt)
           mma16816(acc[nt], at[kPairs[pi][0]][ks], bw[kPairs[pi][1]][nt][ks][0], bw[kPairs[pi][1]][nt][ks][1]);
 #pragma unroll
-    for (int nt = 0; nt < NTW; ++nt) {
-      const int64_t c = c_base + nt * 8 + 2 * t;
-      if (c >= C) continue;
+    for (int h = 0; h < 2; ++h)
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int64_t rr = h ? rb : ra;
-        if (rr >= N) continue;
-        const int64_t i = rr * C + c;
-        float v0 = acc[nt][2 * h], v1 = acc[nt][2 * h + 1];
-        if (p > 0.0f) {
-          const bool k0 = p < 1.0f && dropout_keep(seed, static_cast<uint64_t>(i), p);
-          const bool k1 = p < 1.0f && dropout_keep(seed, static_cast<uint64_t>(i + 1), p);
-          v0 = k0 ? v0 * keep_scale : 0.0f;
-          v1 = k1 ? v1 * keep_scale : 0.0f;
-        } else {
-          v0 *= scale;
-          v1 *= scale;
+      for (int grp = 0; grp < kGroups; ++grp) {
+        const int64_t c = c_base + 32 * grp + 8 * t;
+        if (rows[h] >= N || c >= C) continue;
+        // Column 8t + 2·(nt%4) + e of the group is acc[4·grp + nt%4][2h + e].
+        __nv_bfloat162* yp = reinterpret_cast<__nv_bfloat162*>(&yv[h][grp]);
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+          const int64_t i = rows[h] * C + c + 2 * q;
+          float v0 = acc[4 * grp + q][2 * h], v1 = acc[4 * grp + q][2 * h + 1];
+          if (p > 0.0f) {
+            const bool k0 = p < 1.0f && dropout_keep(seed, static_cast<uint64_t>(i), p);
+            const bool k1 = p < 1.0f && dropout_keep(seed, static_cast<uint64_t>(i + 1), p);
+            v0 = k0 ? v0 * keep_scale : 0.0f;
+            v1 = k1 ? v1 * keep_scale : 0.0f;
+          } else {
+            v0 *= scale;
+            v1 *= scale;
+          }
+          const float2 old = __bfloat1622float2(yp[q]);
+          yp[q] = __floats2bfloat162_rn(old.x + v0, old.y + v1);
         }
-        __nv_bfloat162* yp = reinterpret_cast<__nv_bfloat162*>(y + i);
-        const float2 old = __bfloat1622float2(*yp);
-        *yp = __floats2bfloat162_rn(old.x + v0, old.y + v1);
+        *reinterpret_cast<uint4*>(y + rows[h] * C + c) = yv[h][grp];
       }
-    }
   }
 }
 
@@ -271,7 +291,7 @@ void update_tc(bf16* y, const float* tm, int64_t N, int64_t C, const float* w, i
                float scale, float p, uint64_t seed, cudaStream_t s) {
   if (r <= 16) update_tc_typed<1, 8>(y, tm, N, C, w, wk, wc, r, scale, p, seed, s);
   else if (r <= 32) update_tc_typed<2, 4>(y, tm, N, C, w, wk, wc, r, scale, p, seed, s);
-  else update_tc_typed<4, 2>(y, tm, N, C, w, wk, wc, r, scale, p, seed, s);
+  else update_tc_typed<4, 4>(y, tm, N, C, w, wk, wc, r, scale, p, seed, s);
 }
 
 }  // namespace
@@ -282,7 +302,8 @@ bool lora_tc_rowdot_ok(const Tensor& act, int64_t r) {
 }
 
 bool lora_tc_update_ok(const Tensor& act, int64_t r) {
-  return !tc_disabled() && act.dtype == DType::kBF16 && r > 0 && r <= 64 && r % 8 == 0 && act.cols() % 8 == 0;
+  return !tc_disabled() && act.dtype == DType::kBF16 && r > 0 && r <= 64 && r % 8 == 0 && act.cols() % 8 == 0 &&
+         aligned16(act.data);
 }
 
 void launch_lora_down_tc(Tensor t, Tensor x, Tensor a, cudaStream_t s) {
