@@ -250,6 +250,10 @@ class CudaBackend final : public Backend {
     bind();
     ProfScope prof(compute(), "lora_grad_b", [&] { return shp(dy) + " r" + std::to_string(t.cols()); });
     check_lora(dy, db, t, dy.cols(), db.cols(), "lora_grad_b dy, db [out,r], t [N,r]", /*w_trans=*/true);
+    if (lora_tc_colsum_ok(dy, t.cols())) {
+      grow_scratch(static_cast<size_t>(lora_tc_colsum_scratch_floats(dy.rows(), dy.cols(), t.cols())));
+      return launch_lora_grad_b_tc(db, dy, t, scale, scratch_, compute());
+    }
     grow_scratch(static_cast<size_t>(lora_scratch_floats(dy.rows(), dy.cols(), t.cols(), LoraScratchOp::kColSum)));
     launch_lora_grad_b(db, dy, t, scale, scratch_, compute());
   }
@@ -265,6 +269,10 @@ class CudaBackend final : public Backend {
     bind();
     ProfScope prof(compute(), "lora_grad_a", [&] { return shp(x) + " r" + std::to_string(dt.cols()); });
     check_lora(x, da, dt, x.cols(), da.rows(), "lora_grad_a x, da [r,in], dt [N,r]");
+    if (lora_tc_colsum_ok(x, dt.cols())) {
+      grow_scratch(static_cast<size_t>(lora_tc_colsum_scratch_floats(x.rows(), x.cols(), dt.cols())));
+      return launch_lora_grad_a_tc(da, dt, x, scratch_, compute());
+    }
     grow_scratch(static_cast<size_t>(lora_scratch_floats(x.rows(), x.cols(), dt.cols(), LoraScratchOp::kColSum)));
     launch_lora_grad_a(da, dt, x, scratch_, compute());
   }

@@ -520,12 +520,7 @@ void col_sum_typed(float* g, int64_t gks, int64_t gcs, const float* t, const TX*
   else
     col_sum_kernel<R, TX, false><<<grid, threads, 0, s>>>(dst, gks, gcs, t, x, N, C, r, p.split_rows, scale, final);
   CUDA_CHECK_LAUNCH();
-  if (!final) {
-    const int64_t n = static_cast<int64_t>(r) * C;
-    add_splits_kernel<<<grid_for(n, 256), 256, 0, s>>>(g, gks, gcs, scratch, C, n, static_cast<int>(p.splits),
-                                                       scale);
-    CUDA_CHECK_LAUNCH();
-  }
+  if (!final) launch_lora_add_splits(g, gks, gcs, scratch, C, r, static_cast<int>(p.splits), scale, s);
 }
 
 void col_sum(float* g, int64_t gks, int64_t gcs, const float* t, Tensor x, int r, float scale, float* scratch,
@@ -556,6 +551,14 @@ int64_t lora_scratch_floats(int64_t N, int64_t C, int64_t r, LoraScratchOp op) {
   const int R = rank_bound(static_cast<int>(r));
   const SumPlan p = plan_col_sum(N, C, static_cast<int>(r), R, cpt_of(R));
   return p.splits > 1 ? p.splits * r * C : 0;
+}
+
+void launch_lora_add_splits(float* g, int64_t gks, int64_t gcs, const float* part, int64_t C, int64_t r, int splits,
+                            float scale, cudaStream_t s) {
+  const int64_t n = r * C;
+  if (n == 0) return;
+  add_splits_kernel<<<grid_for(n, 256), 256, 0, s>>>(g, gks, gcs, part, C, n, splits, scale);
+  CUDA_CHECK_LAUNCH();
 }
 
 void launch_lora_down(Tensor t, Tensor x, Tensor a, float* scratch, cudaStream_t s) {

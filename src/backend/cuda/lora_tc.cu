@@ -22,6 +22,7 @@
 // is permuted within each 32-column block so a thread's x fragment is one 16-byte load per row
 // (columns 8t..8t+7 feed k-steps 0 and 1); the weight fragment uses the same permutation. The
 // 8 warps' partial sums meet in shared memory and are added in warp order.
+// Column sums: a block owns 64 columns and a split of the tokens (see colsum_tc_kernel).
 // Row update: a warp owns a strip of 32 or 64 columns (its weight fragments split once, in
 // registers) and walks row tiles of 16; the strip's output columns are permuted so y moves in
 // 16-byte accesses; y is read and written once, rounded once, with lora_dx's dropout mask applied
@@ -46,7 +47,10 @@ using bf16 = __nv_bfloat16;
 constexpr int kDotWarps = 8;     // warps of a row-dot block (the reduction axis is split over them)
 constexpr int kDotUnroll = 4;    // 32-column blocks whose loads a warp issues before using any
 constexpr int kUpdWarps = 8;     // warps of a row-update block
-constexpr int64_t kUpdTargetWarps = 4096;
+constexpr int64_t kUpdTargetWarps = 2048;
+constexpr int kSumWarps = 4;              // warps of a column-sum block (they split its tokens)
+constexpr int kSumUnroll = 2;             // 16-token steps whose loads a warp issues before using any
+constexpr int64_t kSumTargetBlocks = 528; // ~4 blocks per SM on an H200 (132 SMs)
 
 // Three bf16 parts of two f32 values, as bf16x2 words (the lower k in the low half).
 __device__ __forceinline__ void split_pair(float a, float b, uint32_t (&w)[3]) {
@@ -251,6 +255,130 @@ __global__ void __launch_bounds__(kUpdWarps * 32) update_tc_kernel(bf16* y, cons
   }
 }
 
+// Column sums (lora_grad_a da += dtᵀ·x, lora_grad_b db += s·dyᵀ·t): G(k, c) = sum_n T(n, k) · X(n, c)
+// over the tokens of split blockIdx.y, for k < r <= 16·MT and the 64 columns of strip blockIdx.x.
+// mma with M = the rank (Tᵀ, split in registers), N = columns, K = tokens. A thread's B fragments
+// come from four 16-byte loads of X (rows n+2t, n+2t+1, n+2t+8, n+2t+9, columns 8g..8g+7): the
+// strip's columns are permuted (logical column j of n-tile nt is physical column 8j + nt) and
+// __byte_perm pairs the two rows' values of one column. One f32 accumulator takes the three parts
+// (lo, mid, hi) in turn: f32 dot-product accuracy. The block's warps take the split's 16-token
+// steps in turn and meet in shared memory (warp order); final: g = rnd(g + rnd(scale · sum)), else
+// the split's partial goes to part[split][k][c] for launch_lora_add_splits.
+template <int MT>
+__global__ void __launch_bounds__(kSumWarps * 32) colsum_tc_kernel(float* dst, int64_t gks, int64_t gcs,
+                                                                   const float* tm, const bf16* x, int64_t N,
+                                                                   int64_t C, int r, int64_t split_rows, float scale,
+                                                                   int final) {
+  __shared__ float red[kSumWarps][16 * MT][64];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int64_t c_base = static_cast<int64_t>(blockIdx.x) * 64;
+  const int64_t n_lo = static_cast<int64_t>(blockIdx.y) * split_rows, n_hi = min(N, n_lo + split_rows);
+  const bool cok = c_base + 8 * g < C;  // C % 8 == 0: the thread's 8 columns are all in or all out
+  const bf16* xc = x + c_base + 8 * g;
+  float acc[MT][8][4];
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[mt][nt][e] = 0.0f;
+  constexpr int kRowOff[4] = {0, 1, 8, 9};  // + 2t: the rows of b0 (0, 1) and b1 (8, 9)
+  for (int64_t n00 = n_lo + warp * 16; n00 < n_hi; n00 += kSumWarps * 16 * kSumUnroll) {
+    uint4 xv[kSumUnroll][4];
+#pragma unroll
+    for (int u = 0; u < kSumUnroll; ++u)
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        const int64_t n = n00 + u * kSumWarps * 16 + 2 * t + kRowOff[q];
+        xv[u][q] = make_uint4(0, 0, 0, 0);
+        if (cok && n < n_hi) xv[u][q] = __ldg(reinterpret_cast<const uint4*>(xc + n * C));
+      }
+#pragma unroll
+    for (int u = 0; u < kSumUnroll; ++u) {
+      const int64_t n0 = n00 + u * kSumWarps * 16;
+      if (n0 >= n_hi) break;
+      uint32_t b[2][8];  // b[0] = b0 (rows 2t, 2t+1), b[1] = b1 (rows 2t+8, 2t+9), per n-tile
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const uint32_t* r0 = reinterpret_cast<const uint32_t*>(&xv[u][2 * h]);
+        const uint32_t* r1 = reinterpret_cast<const uint32_t*>(&xv[u][2 * h + 1]);
+#pragma unroll
+        for (int nt = 0; nt < 8; ++nt) b[h][nt] = __byte_perm(r0[nt / 2], r1[nt / 2], nt % 2 ? 0x7632 : 0x5410);
+      }
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        // A = Tᵀ: a[0] (k0; rows 2t, 2t+1) a[1] (k0+8; 2t, 2t+1) a[2] (k0; 2t+8, 2t+9) a[3] (k0+8; 2t+8, 2t+9).
+        uint32_t a[3][4];
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+          const int k = 16 * mt + g + (q & 1 ? 8 : 0);
+          const int64_t n = n0 + 2 * t + (q >= 2 ? 8 : 0);
+          const float v0 = k < r && n < n_hi ? __ldg(tm + n * r + k) : 0.0f;
+          const float v1 = k < r && n + 1 < n_hi ? __ldg(tm + (n + 1) * r + k) : 0.0f;
+          uint32_t sp[3];
+          split_pair(v0, v1, sp);
+#pragma unroll
+          for (int pp = 0; pp < 3; ++pp) a[pp][q] = sp[pp];
+        }
+#pragma unroll
+        for (int pp = 2; pp >= 0; --pp)
+#pragma unroll
+          for (int nt = 0; nt < 8; ++nt) mma16816(acc[mt][nt], a[pp], b[0][nt], b[1][nt]);
+      }
+    }
+  }
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        red[warp][16 * mt + g + (e >= 2 ? 8 : 0)][8 * (2 * t + (e & 1)) + nt] = acc[mt][nt][e];
+  __syncthreads();
+  for (int i = threadIdx.x; i < 16 * MT * 64; i += blockDim.x) {
+    const int k = i / 64, cc = i % 64;
+    const int64_t c = c_base + cc;
+    if (k >= r || c >= C) continue;
+    float s = red[0][k][cc];
+#pragma unroll
+    for (int q = 1; q < kSumWarps; ++q) s = __fadd_rn(s, red[q][k][cc]);
+    if (final) {
+      float& o = dst[k * gks + c * gcs];
+      o = __fadd_rn(o, __fmul_rn(scale, s));
+    } else {
+      dst[(static_cast<int64_t>(blockIdx.y) * r + k) * C + c] = s;
+    }
+  }
+}
+
+struct SumTcPlan {
+  int64_t strips, splits, split_rows;
+};
+SumTcPlan plan_colsum_tc(int64_t N, int64_t C) {
+  SumTcPlan p;
+  p.strips = (C + 63) / 64;
+  const int64_t step = kSumWarps * 16 * kSumUnroll;  // tokens a block takes per loop trip
+  const int64_t want = std::clamp<int64_t>(kSumTargetBlocks / p.strips, 1, std::max<int64_t>(1, N / step));
+  p.split_rows = ((N + want - 1) / want + step - 1) / step * step;
+  p.splits = (N + p.split_rows - 1) / p.split_rows;
+  return p;
+}
+
+void colsum_tc(float* g, int64_t gks, int64_t gcs, const float* tm, const bf16* x, int64_t N, int64_t C, int r,
+               float scale, float* scratch, cudaStream_t s) {
+  if (N == 0 || C == 0) return;
+  const SumTcPlan p = plan_colsum_tc(N, C);
+  const bool final = p.splits == 1;
+  const dim3 grid(static_cast<unsigned>(p.strips), static_cast<unsigned>(p.splits));
+  float* dst = final ? g : scratch;
+  if (r <= 16)
+    colsum_tc_kernel<1><<<grid, kSumWarps * 32, 0, s>>>(dst, gks, gcs, tm, x, N, C, r, p.split_rows, scale, final);
+  else
+    colsum_tc_kernel<2><<<grid, kSumWarps * 32, 0, s>>>(dst, gks, gcs, tm, x, N, C, r, p.split_rows, scale, final);
+  CUDA_CHECK(cudaGetLastError());
+  if (!final) launch_lora_add_splits(g, gks, gcs, scratch, C, r, static_cast<int>(p.splits), scale, s);
+}
+
 bool tc_disabled() {
   static const bool off = [] {
     const char* e = std::getenv("STREAMTUNE_LORA");
@@ -333,6 +461,29 @@ void launch_lora_dx_tc(Tensor dx, Tensor dt, Tensor a, float dropout_p, uint64_t
   const int64_t in = dx.cols();
   update_tc(dx.ptr<bf16>(), dt.ptr<const float>(), dx.rows(), in, a.ptr<const float>(), /*wk=*/in, /*wc=*/1,
             static_cast<int>(a.rows()), 1.0f, dropout_p, seed, s);
+}
+
+bool lora_tc_colsum_ok(const Tensor& act, int64_t r) {
+  return !tc_disabled() && act.dtype == DType::kBF16 && r > 0 && r <= 32 && r % 8 == 0 && act.cols() % 8 == 0 &&
+         aligned16(act.data);
+}
+
+int64_t lora_tc_colsum_scratch_floats(int64_t N, int64_t C, int64_t r) {
+  const SumTcPlan p = plan_colsum_tc(N, C);
+  return p.splits > 1 ? p.splits * r * C : 0;
+}
+
+void launch_lora_grad_b_tc(Tensor db, Tensor dy, Tensor t, float scale, float* scratch, cudaStream_t s) {
+  const int64_t r = t.cols();
+  // G(k, c) = db[c, k]: the activation's columns are db's rows.
+  colsum_tc(db.ptr<float>(), /*gks=*/1, /*gcs=*/r, t.ptr<const float>(), dy.ptr<const bf16>(), dy.rows(), dy.cols(),
+            static_cast<int>(r), scale, scratch, s);
+}
+
+void launch_lora_grad_a_tc(Tensor da, Tensor dt, Tensor x, float* scratch, cudaStream_t s) {
+  const int64_t in = x.cols();
+  colsum_tc(da.ptr<float>(), /*gks=*/in, /*gcs=*/1, dt.ptr<const float>(), x.ptr<const bf16>(), x.rows(), in,
+            static_cast<int>(dt.cols()), 1.0f, scratch, s);
 }
 
 }  // namespace st::cuda

@@ -60,6 +60,15 @@ void launch_lora_down_tc(Tensor t, Tensor x, Tensor a, cudaStream_t s);
 void launch_lora_dt_tc(Tensor dt, Tensor dy, Tensor b, float scale, cudaStream_t s);
 void launch_lora_up_tc(Tensor y, Tensor t, Tensor b, float scale, cudaStream_t s);
 void launch_lora_dx_tc(Tensor dx, Tensor dt, Tensor a, float dropout_p, uint64_t seed, cudaStream_t s);
+// Column sums (grad_a, grad_b) on tensor cores: bf16 activation, r a multiple of 8 up to 32, width a
+// multiple of 8, 16-byte aligned; scratch: lora_tc_colsum_scratch_floats(N, C, r) floats.
+bool lora_tc_colsum_ok(const Tensor& act, int64_t r);
+int64_t lora_tc_colsum_scratch_floats(int64_t N, int64_t C, int64_t r);
+void launch_lora_grad_b_tc(Tensor db, Tensor dy, Tensor t, float scale, float* scratch, cudaStream_t s);
+void launch_lora_grad_a_tc(Tensor da, Tensor dt, Tensor x, float* scratch, cudaStream_t s);
+// g[k*gks + c*gcs] = rnd(g + rnd(scale · sum_s part[s][k*C + c])), s in order (lora_ops.cu).
+void launch_lora_add_splits(float* g, int64_t gks, int64_t gcs, const float* part, int64_t C, int64_t r, int splits,
+                            float scale, cudaStream_t s);
 
 // attention.cu
 void launch_attention(Tensor out, Tensor lse, Tensor q, Tensor k, Tensor v, const SeqLayout& L,
