@@ -85,14 +85,39 @@ __global__ void __launch_bounds__(kDotWarps * 32) rowdot_tc_kernel(float* out, c
 #pragma unroll
       for (int e = 0; e < 4; ++e) acc[p][nt][e] = 0.0f;
 
+  // Weight values W(j = 8nt + g, k = c0 .. c0+7) of one 32-column block.
+  auto load_w = [&](int64_t c0, int nt, float (&wv)[8]) {
+    const int j = nt * 8 + g;
+    if (j >= r) {
+#pragma unroll
+      for (int i = 0; i < 8; ++i) wv[i] = 0.0f;
+    } else if (WCONTIG) {
+      const float4 lo = __ldg(reinterpret_cast<const float4*>(w + j * wn + c0));
+      const float4 hi = __ldg(reinterpret_cast<const float4*>(w + j * wn + c0 + 4));
+      wv[0] = lo.x, wv[1] = lo.y, wv[2] = lo.z, wv[3] = lo.w, wv[4] = hi.x, wv[5] = hi.y, wv[6] = hi.z, wv[7] = hi.w;
+    } else {
+#pragma unroll
+      for (int i = 0; i < 8; ++i) wv[i] = __ldg(w + (c0 + i) * wk + j * wn);
+    }
+  };
+  // Small ranks load the weights of all kDotUnroll blocks with the x loads (one latency per trip);
+  // larger ones (more registers) load them block by block.
+  constexpr bool kPre = NT <= 2;
   for (int64_t kb0 = warp; kb0 < KB; kb0 += kDotWarps * kDotUnroll) {
     uint4 va[kDotUnroll], vb[kDotUnroll];
+    float wpre[kPre ? kDotUnroll : 1][NT][8];
 #pragma unroll
     for (int u = 0; u < kDotUnroll; ++u) {
       const int64_t kb = kb0 + u * kDotWarps, c0 = kb * 32 + 8 * t;
       const bool in = kb < KB;
       va[u] = in && oka ? __ldg(reinterpret_cast<const uint4*>(xa + c0)) : make_uint4(0, 0, 0, 0);
       vb[u] = in && okb ? __ldg(reinterpret_cast<const uint4*>(xb + c0)) : make_uint4(0, 0, 0, 0);
+      if constexpr (kPre) {
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) {
+          if (in) load_w(c0, nt, wpre[u][nt]);
+        }
+      }
     }
 #pragma unroll
     for (int u = 0; u < kDotUnroll; ++u) {
@@ -102,22 +127,9 @@ __global__ void __launch_bounds__(kDotWarps * 32) rowdot_tc_kernel(float* out, c
       const uint32_t a1[4] = {va[u].z, vb[u].z, va[u].w, vb[u].w};  // k-step 1: columns 8t+4..8t+7
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt) {
-        const int j = nt * 8 + g;
-        float wv[8];
-        if (j < r) {
-          if (WCONTIG) {
-            const float4 lo = __ldg(reinterpret_cast<const float4*>(w + j * wn + c0));
-            const float4 hi = __ldg(reinterpret_cast<const float4*>(w + j * wn + c0 + 4));
-            wv[0] = lo.x, wv[1] = lo.y, wv[2] = lo.z, wv[3] = lo.w, wv[4] = hi.x, wv[5] = hi.y, wv[6] = hi.z,
-            wv[7] = hi.w;
-          } else {
-#pragma unroll
-            for (int i = 0; i < 8; ++i) wv[i] = __ldg(w + (c0 + i) * wk + j * wn);
-          }
-        } else {
-#pragma unroll
-          for (int i = 0; i < 8; ++i) wv[i] = 0.0f;
-        }
+        float wl[8];
+        if constexpr (!kPre) load_w(c0, nt, wl);
+        const float* wv = kPre ? wpre[kPre ? u : 0][nt] : wl;
         uint32_t s[4][3];
 #pragma unroll
         for (int q = 0; q < 4; ++q) split_pair(wv[2 * q], wv[2 * q + 1], s[q]);
@@ -285,14 +297,27 @@ __global__ void __launch_bounds__(kSumWarps * 32) colsum_tc_kernel(float* dst, i
   constexpr int kRowOff[4] = {0, 1, 8, 9};  // + 2t: the rows of b0 (0, 1) and b1 (8, 9)
   for (int64_t n00 = n_lo + warp * 16; n00 < n_hi; n00 += kSumWarps * 16 * kSumUnroll) {
     uint4 xv[kSumUnroll][4];
+    float tv[kSumUnroll][MT][4][2];  // T values of a[q]'s pair, all loaded with the x rows
 #pragma unroll
-    for (int u = 0; u < kSumUnroll; ++u)
+    for (int u = 0; u < kSumUnroll; ++u) {
+      const int64_t n0 = n00 + u * kSumWarps * 16;
 #pragma unroll
       for (int q = 0; q < 4; ++q) {
-        const int64_t n = n00 + u * kSumWarps * 16 + 2 * t + kRowOff[q];
+        const int64_t n = n0 + 2 * t + kRowOff[q];
         xv[u][q] = make_uint4(0, 0, 0, 0);
         if (cok && n < n_hi) xv[u][q] = __ldg(reinterpret_cast<const uint4*>(xc + n * C));
       }
+      // A = Tᵀ: a[0] (k0; rows 2t, 2t+1) a[1] (k0+8; 2t, 2t+1) a[2] (k0; 2t+8, 2t+9) a[3] (k0+8; 2t+8, 2t+9).
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+          const int k = 16 * mt + g + (q & 1 ? 8 : 0);
+          const int64_t n = n0 + 2 * t + (q >= 2 ? 8 : 0);
+          tv[u][mt][q][0] = k < r && n < n_hi ? __ldg(tm + n * r + k) : 0.0f;
+          tv[u][mt][q][1] = k < r && n + 1 < n_hi ? __ldg(tm + (n + 1) * r + k) : 0.0f;
+        }
+    }
 #pragma unroll
     for (int u = 0; u < kSumUnroll; ++u) {
       const int64_t n0 = n00 + u * kSumWarps * 16;
@@ -307,16 +332,11 @@ __global__ void __launch_bounds__(kSumWarps * 32) colsum_tc_kernel(float* dst, i
       }
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt) {
-        // A = Tᵀ: a[0] (k0; rows 2t, 2t+1) a[1] (k0+8; 2t, 2t+1) a[2] (k0; 2t+8, 2t+9) a[3] (k0+8; 2t+8, 2t+9).
         uint32_t a[3][4];
 #pragma unroll
         for (int q = 0; q < 4; ++q) {
-          const int k = 16 * mt + g + (q & 1 ? 8 : 0);
-          const int64_t n = n0 + 2 * t + (q >= 2 ? 8 : 0);
-          const float v0 = k < r && n < n_hi ? __ldg(tm + n * r + k) : 0.0f;
-          const float v1 = k < r && n + 1 < n_hi ? __ldg(tm + (n + 1) * r + k) : 0.0f;
           uint32_t sp[3];
-          split_pair(v0, v1, sp);
+          split_pair(tv[u][mt][q][0], tv[u][mt][q][1], sp);
 #pragma unroll
           for (int pp = 0; pp < 3; ++pp) a[pp][q] = sp[pp];
         }
