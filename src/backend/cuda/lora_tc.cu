@@ -67,7 +67,7 @@ __device__ __forceinline__ void split_pair(float a, float b, uint32_t (&w)[3]) {
 // out[n, j] = scale · sum_k x[n, k] · W(j, k), W(j, k) = w[j*wn + k*wk]; j < r <= 8·NT, K % 32 == 0.
 // WCONTIG: wk == 1 (lora_down's A [r, K]), else lora_dt's B [K, r] (wk = r, wn = 1).
 template <int NT, bool WCONTIG>
-__global__ void __launch_bounds__(kDotWarps * 32) rowdot_tc_kernel(float* out, const bf16* x, int64_t N, int64_t K,
+__global__ void __launch_bounds__(kDotWarps * 32, NT <= 2 ? 2 : 1) rowdot_tc_kernel(float* out, const bf16* x, int64_t N, int64_t K,
                                                                    const float* w, int64_t wk, int64_t wn, int r,
                                                                    float scale) {
   __shared__ float red[kDotWarps][16][8 * NT];
