@@ -110,7 +110,9 @@ struct LinearArgs {
 // activations as stored, do f32 math and round once on store: t = x A^T (lora_down), y += s t B^T
 // (lora_up); backward db += s dy^T t, dt = s dy B, da += dt^T x, dx += mask(dt A). No f32 staging
 // copies of x, y or dy and no skinny GEMMs: 2 launches per target forward, 4 backward (t is kept
-// per target from the recompute; 5 for down_proj, whose forward the recompute skips).
+// per target from the recompute; 5 for down_proj, whose forward the recompute skips). On CUDA with
+// bf16 activations they run on tensor cores with the f32 operand split into exact bf16 parts
+// (backend/cuda/lora_tc.cu Note [split LoRA products]).
 
 // The LoRA input: x itself, or (training with dropout) x dropped out into the f32 copy xd.
 Tensor lora_input(const LayerCtx& ctx, const LoraLayer& lora, const Scratch& s, Tensor x, LoraTarget t) {
