@@ -66,6 +66,9 @@ ST_LIBS="$(dirname "$BIN")/lib:/usr/local/cuda/lib64:/usr/local/cuda/lib${PIP_CU
 st() { env LD_LIBRARY_PATH="$ST_LIBS" "$BIN" "$@"; }
 st bench --help >/dev/null || { echo "streamtune binary does not start"; env LD_LIBRARY_PATH="$ST_LIBS" ldd "$BIN"; exit 1; }
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | tee "$OUT/gpu.txt"
+# The host CPU too: the peer is launch-bound on small shapes, so its tok/s follows the host (RESULTS
+# session 4: 1.5B@2048 8,671 and 13,070 tok/s on two calls, with the same GPU and driver).
+{ lscpu 2>/dev/null | grep -E '^Model name|^CPU\(s\)|^CPU max MHz' | tr -s ' '; } | tee -a "$OUT/gpu.txt"
 
 # A row: name seq mode -> one JSON line (or an error object) appended to FILE.
 run_st() {  # name seq stream [out.jsonl [extra bench flags...]]
