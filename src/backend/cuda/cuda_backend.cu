@@ -243,7 +243,7 @@ class CudaBackend final : public Backend {
     bind();
     ProfScope prof(compute(), "lora_up", [&] { return shp(y) + " r" + std::to_string(t.cols()); });
     check_lora(y, b, t, y.cols(), b.cols(), "lora_up y, B [out,r], t [N,r]", /*w_trans=*/true);
-    if (lora_tc_update_ok(y, b.cols())) return launch_lora_up_tc(y, t, b, scale, compute());
+    if (lora_tc_update_ok(y, t, b.cols())) return launch_lora_up_tc(y, t, b, scale, compute());
     launch_lora_up(y, t, b, scale, compute());
   }
   void lora_grad_b(Tensor db, Tensor dy, Tensor t, float scale) override {
@@ -280,7 +280,7 @@ class CudaBackend final : public Backend {
     bind();
     ProfScope prof(compute(), "lora_dx", [&] { return shp(dx) + " r" + std::to_string(a.rows()) + (dropout_p > 0 ? " drop" : ""); });
     check_lora(dx, a, dt, dx.cols(), a.rows(), "lora_dx dx, A [r,in], dt [N,r]");
-    if (lora_tc_update_ok(dx, a.rows())) return launch_lora_dx_tc(dx, dt, a, dropout_p, seed, compute());
+    if (lora_tc_update_ok(dx, dt, a.rows())) return launch_lora_dx_tc(dx, dt, a, dropout_p, seed, compute());
     launch_lora_dx(dx, dt, a, dropout_p, seed, compute());
   }
   void add_bias(Tensor y, Tensor bias) override {

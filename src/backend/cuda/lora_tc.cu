@@ -66,10 +66,11 @@ __device__ __forceinline__ void split_pair(float a, float b, uint32_t (&w)[3]) {
 
 // out[n, j] = scale · sum_k x[n, k] · W(j, k), W(j, k) = w[j*wn + k*wk]; j < r <= 8·NT, K % 32 == 0.
 // WCONTIG: wk == 1 (lora_down's A [r, K]), else lora_dt's B [K, r] (wk = r, wn = 1).
+// Two blocks an SM for r <= 16: the prefetched weights would otherwise take 164 registers.
 template <int NT, bool WCONTIG>
-__global__ void __launch_bounds__(kDotWarps * 32, NT <= 2 ? 2 : 1) rowdot_tc_kernel(float* out, const bf16* x, int64_t N, int64_t K,
-                                                                   const float* w, int64_t wk, int64_t wn, int r,
-                                                                   float scale) {
+__global__ void __launch_bounds__(kDotWarps * 32, NT <= 2 ? 2 : 1)
+    rowdot_tc_kernel(float* out, const bf16* x, int64_t N, int64_t K, const float* w, int64_t wk, int64_t wn, int r,
+                     float scale) {
   __shared__ float red[kDotWarps][16][8 * NT];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int64_t row0 = static_cast<int64_t>(blockIdx.x) * 16;
@@ -449,9 +450,10 @@ bool lora_tc_rowdot_ok(const Tensor& act, int64_t r) {
          aligned16(act.data);
 }
 
-bool lora_tc_update_ok(const Tensor& act, int64_t r) {
+bool lora_tc_update_ok(const Tensor& act, const Tensor& rt, int64_t r) {
+  // rt (t or dt, f32 [N, r]) is read in float2 pairs.
   return !tc_disabled() && act.dtype == DType::kBF16 && r > 0 && r <= 64 && r % 8 == 0 && act.cols() % 8 == 0 &&
-         aligned16(act.data);
+         aligned16(act.data) && reinterpret_cast<uintptr_t>(rt.data) % 8 == 0;
 }
 
 void launch_lora_down_tc(Tensor t, Tensor x, Tensor a, cudaStream_t s) {

@@ -55,7 +55,7 @@ void launch_lora_dx(Tensor dx, Tensor dt, Tensor a, float dropout_p, uint64_t se
 // activations, r a multiple of 8 up to 64, the row dot's reduction axis a multiple of 32 on a
 // 16-byte aligned activation, the row update's width a multiple of 8. STREAMTUNE_LORA=kernels: never.
 bool lora_tc_rowdot_ok(const Tensor& act, int64_t r);
-bool lora_tc_update_ok(const Tensor& act, int64_t r);
+bool lora_tc_update_ok(const Tensor& act, const Tensor& rt, int64_t r);  // rt: t / dt
 void launch_lora_down_tc(Tensor t, Tensor x, Tensor a, cudaStream_t s);
 void launch_lora_dt_tc(Tensor dt, Tensor dy, Tensor b, float scale, cudaStream_t s);
 void launch_lora_up_tc(Tensor y, Tensor t, Tensor b, float scale, cudaStream_t s);
