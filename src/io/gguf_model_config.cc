@@ -148,6 +148,7 @@ Status read_sizes(const GgufFile& f, const std::string& p, ModelConfig* c) {
     return bad_config(f, Str() << "bad sizes: H " << c->hidden_size << ", L " << c->num_layers << ", F "
                                << c->intermediate_size << ", NH " << c->num_heads << ", KVH " << c->num_kv_heads);
   }
+  RETURN_IF_ERROR(check_size_limits(*c, "gguf " + f.path()));
   int64_t dflt_d = c->hidden_size % c->num_heads == 0 ? c->hidden_size / c->num_heads : 0;
   ASSIGN_OR_RETURN(c->head_dim, f.get_int_or(p + "attention.key_length", dflt_d));
   ASSIGN_OR_RETURN(int64_t v_dim, f.get_int_or(p + "attention.value_length", c->head_dim));

@@ -137,6 +137,7 @@ Status validate(const ModelConfig& c, const std::string& what) {
       {"head_dim", c.head_dim},             {"max_position_embeddings", c.max_position_embeddings}};
   for (const auto& [key, v] : sizes)
     if (v <= 0) return InvalidArgument(Str() << what << ": '" << key << "' must be positive, got " << v);
+  RETURN_IF_ERROR(check_size_limits(c, what));
   if (c.num_heads % c.num_kv_heads != 0)
     return InvalidArgument(Str() << what << ": num_attention_heads " << c.num_heads
                                  << " is not a multiple of num_key_value_heads " << c.num_kv_heads);
@@ -171,6 +172,24 @@ Status parse_family(const Json& j, const std::string& what, ModelConfig* c) {
 }
 
 }  // namespace
+
+Status check_size_limits(const ModelConfig& c, const std::string& what) {
+  const struct {
+    const char* key;
+    int64_t v, max;
+  } sizes[] = {{"vocab_size", c.vocab_size, int64_t{1} << 24},
+               {"hidden_size", c.hidden_size, int64_t{1} << 18},
+               {"intermediate_size", c.intermediate_size, int64_t{1} << 21},
+               {"num_hidden_layers", c.num_layers, int64_t{1} << 12},
+               {"num_attention_heads", c.num_heads, int64_t{1} << 12},
+               {"num_key_value_heads", c.num_kv_heads, int64_t{1} << 12},
+               {"head_dim", c.head_dim, int64_t{1} << 14}};
+  for (const auto& s : sizes)
+    if (s.v > s.max)
+      return InvalidArgument(Str() << what << ": '" << s.key << "' = " << s.v
+                                   << " is beyond any supported model (at most " << s.max << "): a damaged config?");
+  return Status::OK();
+}
 
 const char* arch_name(Arch a) { return arch_info(a).model_type; }
 

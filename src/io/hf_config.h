@@ -52,6 +52,11 @@ struct ModelConfig {
   int64_t total_params() const;
 };
 
+// Upper bounds on a config's sizes, far above any released model (vocab 2^24, hidden 2^18,
+// intermediate 2^21, layers and heads 2^12, head_dim 2^14): sizes multiply into byte counts, so
+// a damaged or hostile config is refused by name before anything is sized from it.
+Status check_size_limits(const ModelConfig& c, const std::string& what);
+
 // Parses and validates (positive sizes, GQA divisibility, supported model_type).
 // `what` names the source in errors (usually the file path).
 StatusOr<ModelConfig> parse_hf_config(const Json& j, const std::string& what);

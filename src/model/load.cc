@@ -65,17 +65,50 @@ bool ends_with(const std::string& s, const std::string& suf) {
   return s.size() >= suf.size() && s.compare(s.size() - suf.size(), suf.size(), suf) == 0;
 }
 
+std::string shape_str(const std::vector<int64_t>& s) {
+  std::string o = "[";
+  for (size_t i = 0; i < s.size(); ++i) o += (i ? ", " : "") + std::to_string(s[i]);
+  return o + "]";
+}
+
+Status check_tensor(const ModelSource& src, const std::string& name, const std::vector<int64_t>& want) {
+  ASSIGN_OR_RETURN(auto got, src.info(name), src.describe());
+  if (got.first != want)
+    return InvalidArgument(Str() << src.describe() << ": tensor '" << name << "' has shape " << shape_str(got.first)
+                                 << ", the config implies " << shape_str(want));
+  return Status::OK();
+}
+
+// Note [config against weights]: every consumer sizes host and device buffers from the config
+// (layer blobs, the pool, activations). A config that does not match its weights (a damaged file,
+// a config.json from another model) must fail naming a tensor, from metadata only, before any of
+// that is allocated; otherwise hidden_size 65536 over a 64-wide checkpoint ends in std::bad_alloc.
+Status check_shapes(const ModelSource& src) {
+  const ModelConfig& c = src.config();
+  const LayerLayout layer = make_layer_layout(c, DType::kF32);  // shapes do not depend on the dtype
+  for (int l = 0; l < c.num_layers; ++l)
+    for (const LayerTensorSpec& s : layer.tensors)
+      RETURN_IF_ERROR(check_tensor(src, layer_tensor_name(l, s), s.shape));
+  for (const LayerTensorSpec& s : make_extras_layout(c, DType::kF32).tensors)
+    RETURN_IF_ERROR(check_tensor(src, s.hf_suffix, s.shape));
+  return Status::OK();
+}
+
 }  // namespace
 
 StatusOr<std::unique_ptr<ModelSource>> open_hf_model_source(const std::string& dir) {
   ASSIGN_OR_RETURN(ModelConfig c, load_hf_config(path_join(dir, "config.json")));
   ASSIGN_OR_RETURN(Checkpoint ck, Checkpoint::open(dir));
-  return std::unique_ptr<ModelSource>(new HfModelSource(dir, std::move(c), std::move(ck)));
+  std::unique_ptr<ModelSource> src(new HfModelSource(dir, std::move(c), std::move(ck)));
+  RETURN_IF_ERROR(check_shapes(*src));
+  return src;
 }
 
 StatusOr<std::unique_ptr<ModelSource>> open_gguf_model_source(const std::string& path) {
   ASSIGN_OR_RETURN(GgufCheckpoint g, GgufCheckpoint::open(path));
-  return std::unique_ptr<ModelSource>(new GgufModelSource(std::move(g)));
+  std::unique_ptr<ModelSource> src(new GgufModelSource(std::move(g)));
+  RETURN_IF_ERROR(check_shapes(*src));
+  return src;
 }
 
 StatusOr<std::unique_ptr<ModelSource>> open_model_source(const std::string& path) {

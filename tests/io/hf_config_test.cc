@@ -168,6 +168,13 @@ TEST(HfConfig, Errors) {
   EXPECT_NE(s.message().find("eos_token_id"), std::string::npos);
   s = parse_err(R"({)" + base + R"("num_attention_heads":2})");
   EXPECT_NE(s.message().find("model_type"), std::string::npos);
+  // Sizes past any real model (a damaged file) are refused by key before anything is sized.
+  s = parse_err(R"({"model_type":"llama","vocab_size":10,"hidden_size":1099511627776,"intermediate_size":4,
+    "num_hidden_layers":1,"num_attention_heads":2})");
+  EXPECT_NE(s.message().find("'hidden_size' = 1099511627776 is beyond"), std::string::npos) << s.to_string();
+  s = parse_err(R"({"model_type":"llama","vocab_size":10,"hidden_size":8,"intermediate_size":4,
+    "num_hidden_layers":2147483647,"num_attention_heads":2})");
+  EXPECT_NE(s.message().find("num_hidden_layers"), std::string::npos) << s.to_string();
 }
 
 TEST(HfConfig, LegacyTypeKeyAndLinearScaling) {

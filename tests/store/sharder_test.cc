@@ -158,5 +158,44 @@ TEST(Sharder, InterruptedShardNeverLooksLikeAStore) {
     EXPECT_EQ(e.path().filename().string().find(".tmp."), std::string::npos) << e.path();
 }
 
+// Note [config against weights]: a config that does not match its tensors fails when the source
+// is opened, naming a tensor (before any buffer is sized from the config: hidden_size 65536 over a
+// 64-wide checkpoint used to end in std::bad_alloc), and a size past any real model names its key.
+TEST(ModelSource, ConfigThatDoesNotMatchItsWeightsIsRefusedByName) {
+  TempDir t;
+  ModelConfig c = testing_util::tiny_config(2);
+  testing_util::write_model(c, t.sub("model"));
+  ASSERT_TRUE(open_hf_model_source(t.sub("model")).ok());
+  const std::string cfg = t.sub("model") + "/config.json";
+  auto write_cfg = [&](const ModelConfig& m) {
+    ASSERT_TRUE(write_file_atomic(cfg, hf_config_to_json(m).dump()).ok());
+  };
+  ModelConfig wide = c;
+  wide.hidden_size = 65536;
+  wide.head_dim = c.head_dim;
+  write_cfg(wide);
+  Status s = open_hf_model_source(t.sub("model")).status();
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.to_string();
+  EXPECT_NE(s.message().find("config implies"), std::string::npos) << s.to_string();
+  EXPECT_NE(s.message().find("model.layers.0."), std::string::npos) << s.to_string();
+
+  ModelConfig deep = c;
+  deep.num_layers = 4000;
+  write_cfg(deep);
+  s = open_hf_model_source(t.sub("model")).status();
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("model.layers.2."), std::string::npos) << s.to_string();
+
+  ModelConfig huge = c;
+  huge.intermediate_size = int64_t{1} << 40;
+  write_cfg(huge);
+  s = open_hf_model_source(t.sub("model")).status();
+  EXPECT_NE(s.message().find("intermediate_size"), std::string::npos) << s.to_string();
+  EXPECT_NE(s.message().find("beyond any supported model"), std::string::npos) << s.to_string();
+
+  write_cfg(c);
+  EXPECT_TRUE(open_hf_model_source(t.sub("model")).ok());
+}
+
 }  // namespace
 }  // namespace st
