@@ -69,6 +69,10 @@ Status DiskStore::load_layer(int layer, void* dst) {
   s.in_flight = false;
   const StoreFile& f = m_.layers[layer];
   RETURN_IF_ERROR(reader_->read(path_join(dir_, f.name), f.data_start, f.bytes, s.p), "layer " << layer);
+  if (!verified_[static_cast<size_t>(layer)]) {  // once per process (manifest.h verify_store_file)
+    RETURN_IF_ERROR(verify_store_file(dir_, f, s.p));
+    verified_[static_cast<size_t>(layer)] = true;
+  }
   be_->copy_h2d(dst, s.p, f.bytes, StreamId::kH2D);
   be_->record(*s.done, StreamId::kH2D);
   s.in_flight = true;
@@ -80,6 +84,7 @@ Status DiskStore::load_extras(void* dst) {
   std::unique_ptr<void, FreeDeleter> buf(std::aligned_alloc(kStoreIoAlign, round_up_io(f.bytes)));
   if (!buf) return ResourceExhausted(Str() << "allocating " << f.bytes << " bytes to read " << f.name);
   RETURN_IF_ERROR(reader_->read(path_join(dir_, f.name), f.data_start, f.bytes, buf.get()));
+  RETURN_IF_ERROR(verify_store_file(dir_, f, buf.get()));
   be_->copy_h2d(dst, buf.get(), f.bytes, StreamId::kH2D);
   be_->sync_stream(StreamId::kH2D);  // pageable source: must finish before buf is freed
   return Status::OK();

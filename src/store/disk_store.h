@@ -44,7 +44,8 @@ class DiskStore : public LayerStore {
     std::unique_ptr<Event> done;  // h2d from this buffer finished
     bool in_flight = false;
   };
-  DiskStore(std::string dir, Backend* be, StoreManifest m) : dir_(std::move(dir)), be_(be), m_(std::move(m)) {}
+  DiskStore(std::string dir, Backend* be, StoreManifest m)
+      : dir_(std::move(dir)), be_(be), m_(std::move(m)), verified_(static_cast<size_t>(m_.num_layers), false) {}
   Status alloc_ring(int n);
 
   std::string dir_;
@@ -55,6 +56,7 @@ class DiskStore : public LayerStore {
   std::vector<Staging> staging_;
   size_t staging_bytes_ = 0;
   size_t next_ = 0;
+  std::vector<bool> verified_;  // per layer: its checksum has been checked in this process
 };
 
 }  // namespace st

@@ -3,8 +3,10 @@
 #include <sys/stat.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 
+#include "core/checksum.h"
 #include "core/file.h"
 #include "model/weights.h"
 
@@ -12,7 +14,11 @@ namespace st {
 namespace {
 
 Json file_to_json(const StoreFile& f) {
-  return Json{{"name", f.name}, {"size", f.size}, {"data_start", f.data_start}, {"bytes", f.bytes}};
+  return Json{{"name", f.name},
+              {"size", f.size},
+              {"data_start", f.data_start},
+              {"bytes", f.bytes},
+              {"checksum", checksum_hex(f.checksum)}};
 }
 
 StatusOr<StoreFile> file_from_json(const Json& j, const std::string& what) {
@@ -23,6 +29,11 @@ StatusOr<StoreFile> file_from_json(const Json& j, const std::string& what) {
   ASSIGN_OR_RETURN(int64_t ds, json_int(j, "data_start", what));
   ASSIGN_OR_RETURN(int64_t bytes, json_int(j, "bytes", what));
   if (size < 0 || ds < 0 || bytes < 0) return Corruption(what + ": negative size for " + f.name);
+  ASSIGN_OR_RETURN(std::string sum, json_string(j, "checksum", what));
+  char* end = nullptr;
+  f.checksum = std::strtoull(sum.c_str(), &end, 16);
+  if (sum.size() != 16 || end != sum.c_str() + sum.size())
+    return Corruption(what + ": checksum of " + f.name + " is not 16 hex digits: '" + sum + "'");
   f.size = static_cast<uint64_t>(size);
   f.data_start = static_cast<uint64_t>(ds);
   f.bytes = static_cast<uint64_t>(bytes);
@@ -60,6 +71,15 @@ Status check_file(const std::string& dir, const StoreFile& f, uint64_t want_byte
 }
 
 }  // namespace
+
+Status verify_store_file(const std::string& dir, const StoreFile& f, const void* data) {
+  const uint64_t got = checksum64(data, f.bytes);
+  if (got != f.checksum)
+    return Corruption(Str() << path_join(dir, f.name) << ": the data does not match its checksum (" << checksum_hex(got)
+                            << ", manifest " << checksum_hex(f.checksum) << "): the store is damaged; remove " << dir
+                            << " (or run `streamtune shard --force`) and it is rebuilt from the model");
+  return Status::OK();
+}
 
 std::string layer_file_name(int layer) {
   char buf[32];

@@ -17,7 +17,7 @@
 
 namespace st {
 
-constexpr int kStoreFormatVersion = 1;
+constexpr int kStoreFormatVersion = 2;  // 2: a checksum of every file's data section
 constexpr size_t kStoreIoAlign = 4096;  // data sections start here (O_DIRECT-friendly)
 
 struct StoreFile {
@@ -25,6 +25,7 @@ struct StoreFile {
   uint64_t size = 0;        // whole file, bytes
   uint64_t data_start = 0;  // file offset of the data section (multiple of kStoreIoAlign)
   uint64_t bytes = 0;       // blob bytes (== data section length)
+  uint64_t checksum = 0;    // checksum64 of the data section (core/checksum.h)
 };
 
 struct StoreManifest {
@@ -53,5 +54,12 @@ StatusOr<StoreManifest> manifest_from_json(const Json& j, const std::string& wha
 // safetensors header length agrees) and blob bytes. NotFound if there is no manifest (not a
 // store, e.g. an interrupted shard); Corruption naming the file on any mismatch or truncation.
 StatusOr<StoreManifest> open_store_manifest(const std::string& dir);
+
+// Checks `data` (f.bytes just read from f's data section) against f.checksum. Corruption naming
+// the file and how to rebuild the store otherwise. The stores verify each file on its first read
+// (the RAM store when it fills, the disk store on a layer's first load): sizes are checked at open,
+// contents cannot be without reading everything, and a flipped bit would otherwise train silently
+// on damaged weights.
+Status verify_store_file(const std::string& dir, const StoreFile& f, const void* data);
 
 }  // namespace st

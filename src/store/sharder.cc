@@ -11,6 +11,7 @@
 #include <memory>
 #include <vector>
 
+#include "core/checksum.h"
 #include "core/file.h"
 #include "io/fingerprint.h"
 #include "model/pack.h"
@@ -81,7 +82,7 @@ StatusOr<StoreFile> write_blob_file(const std::string& dir, const std::string& n
   if (s.ok() && ::fsync(fd) != 0) s = ErrnoError("flushing " + path);
   ::close(fd);
   RETURN_IF_ERROR(s);
-  return StoreFile{name, header.size() + bytes, header.size(), bytes};
+  return StoreFile{name, header.size() + bytes, header.size(), bytes, checksum64(blob, bytes)};
 }
 
 struct FreeDeleter {
@@ -172,6 +173,8 @@ std::string reuse_reason(const std::string& dir, const std::string& fp, DType dt
   StatusOr<StoreManifest> m = open_store_manifest(dir);
   if (!m.ok()) {
     if (m.status().code() == StatusCode::kNotFound) return "building a new store";
+    if (m.status().message().find("store format version") != std::string::npos)
+      return "rebuilding: the store format changed (" + m.status().message() + ")";
     return "rebuilding: the existing store is damaged (" + m.status().message() + ")";
   }
   if (m->fingerprint != fp) return "rebuilding: the source changed (fingerprint " + m->fingerprint + " -> " + fp + ")";

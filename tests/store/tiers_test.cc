@@ -78,6 +78,35 @@ TEST(StoreValidation, TruncatedLayerFileIsCorruptionNamingIt) {
   }
 }
 
+// A flipped byte in a data section (same size, so open_store_manifest cannot see it) is caught by
+// the checksum: the RAM store when it fills, the disk store on the layer's first load.
+TEST(StoreValidation, FlippedDataByteIsCorruptionNamingTheFile) {
+  Fixture f;
+  StoreManifest m = *open_store_manifest(f.store);
+  const std::string victim = f.store + "/layer_002.safetensors";
+  std::string bytes = *read_file_to_string(victim);
+  bytes[m.layers[2].data_start + m.layers[2].bytes / 2] ^= 0x10;
+  ASSERT_TRUE(write_file_atomic(victim, bytes).ok());
+  ASSERT_TRUE(open_store_manifest(f.store).ok());  // sizes and headers still agree
+  Status s = RamStore::open(f.store, f.be.get()).status();
+  EXPECT_EQ(s.code(), StatusCode::kCorruption) << s.to_string();
+  EXPECT_NE(s.message().find("layer_002.safetensors"), std::string::npos) << s.to_string();
+  EXPECT_NE(s.message().find("checksum"), std::string::npos) << s.to_string();
+  auto ds = DiskStore::open(f.store, f.be.get());
+  ASSERT_TRUE(ds.ok()) << ds.status().to_string();
+  std::vector<char> dev((*ds)->manifest().layer_bytes);
+  EXPECT_TRUE((*ds)->load_layer(0, dev.data()).ok());
+  s = (*ds)->load_layer(2, dev.data());
+  EXPECT_EQ(s.code(), StatusCode::kCorruption) << s.to_string();
+  EXPECT_NE(s.message().find("layer_002.safetensors"), std::string::npos) << s.to_string();
+  // A damaged store is rebuilt by the next shard (the manifest's checksum is the sharder's).
+  ShardOptions o;
+  o.out_dir = f.store;
+  o.force = true;
+  ASSERT_TRUE(shard_model(**open_model_source(f.t.sub("model")), o).ok());
+  EXPECT_TRUE(RamStore::open(f.store, f.be.get()).ok());
+}
+
 TEST(StoreValidation, ManifestNotMatchingFiles) {
   Fixture f;
   std::string mpath = f.store + "/manifest.json";
