@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <map>
 
+#include "core/checksum.h"
 #include "core/file.h"
 #include "io/safetensors.h"
 
@@ -247,8 +248,13 @@ StatusOr<std::string> write_checkpoint(const std::string& output_dir, const Lora
   RETURN_IF_ERROR(remove_tree(tmp));
   RETURN_IF_ERROR(lora.save_peft(tmp, base_model_name), "checkpoint adapter");
   RETURN_IF_ERROR(write_optimizer(path_join(tmp, kOptimFile), lora, be, state.global_step));
+  // The optimizer file's checksum, from the bytes on disk (read back), so a resume can tell a
+  // damaged file from a good one: it holds the exact f32 parameters and moments a resume continues.
+  ASSIGN_OR_RETURN(std::string optim_bytes, read_file_to_string(path_join(tmp, kOptimFile)));
+  Json sj = trainer_state_to_json(state);
+  sj["optimizer_checksum"] = checksum_hex(checksum64(optim_bytes.data(), optim_bytes.size()));
   // trainer_state.json last: list_checkpoints treats a dir without it as incomplete.
-  RETURN_IF_ERROR(write_file_atomic(path_join(tmp, kStateFile), trainer_state_to_json(state).dump(1) + "\n"));
+  RETURN_IF_ERROR(write_file_atomic(path_join(tmp, kStateFile), sj.dump(1) + "\n"));
   fsync_dir(tmp);
   if (is_directory(final_dir)) {
     const std::string old = final_dir + ".old." + std::to_string(getpid());
@@ -268,7 +274,16 @@ StatusOr<TrainerState> read_checkpoint(const std::string& dir, const Json& expec
   ASSIGN_OR_RETURN(Json j, read_json_file(state_path));
   ASSIGN_OR_RETURN(TrainerState s, trainer_state_from_json(j, state_path));
   RETURN_IF_ERROR(check_fingerprint(s.fingerprint, expect, dir));
-  RETURN_IF_ERROR(read_optimizer(path_join(dir, kOptimFile), lora, be));
+  const std::string optim_path = path_join(dir, kOptimFile);
+  if (j.contains("optimizer_checksum")) {  // checkpoints from before the checksum resume unchecked
+    ASSIGN_OR_RETURN(std::string bytes, read_file_to_string(optim_path));
+    const std::string got = checksum_hex(checksum64(bytes.data(), bytes.size()));
+    if (!j["optimizer_checksum"].is_string() || j["optimizer_checksum"].get<std::string>() != got)
+      return Corruption(Str() << optim_path << ": its checksum " << got << " does not match the one in " << kStateFile
+                              << " (" << j["optimizer_checksum"].dump() << "): the checkpoint is damaged; resume from "
+                              << "an earlier checkpoint-N directory instead");
+  }
+  RETURN_IF_ERROR(read_optimizer(optim_path, lora, be));
   return s;
 }
 

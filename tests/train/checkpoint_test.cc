@@ -189,6 +189,32 @@ TEST(Checkpoint, DifferentConfigIsRefusedNamingTheKeys) {
   EXPECT_EQ(r.status.code(), StatusCode::kNotFound) << r.status.to_string();
 }
 
+// optimizer.safetensors holds the exact parameters and moments a resume continues from; a damaged
+// one (a flipped byte keeps it a valid safetensors file) is refused by its checksum, naming it.
+TEST(Checkpoint, DamagedOptimizerFileIsRefusedByItsChecksum) {
+  const std::string a = fresh_dir("damaged");
+  TrainConfig tc = base_config(a);
+  tc.max_steps = 3;
+  ASSERT_TRUE(run(tc).status.ok());
+  const std::string optim = a + "/checkpoint-3/optimizer.safetensors";
+  std::string bytes = bytes_of(optim);
+  ASSERT_GT(bytes.size(), 64u);
+  bytes[bytes.size() - 5] ^= 0x04;  // inside the last tensor's data
+  ASSERT_TRUE(write_file_atomic(optim, bytes).ok());
+  TrainConfig again = tc;
+  again.max_steps = 4;
+  again.resume_from_checkpoint = a + "/checkpoint-3";
+  RunResult r = run(again);
+  ASSERT_FALSE(r.status.ok());
+  EXPECT_EQ(r.status.code(), StatusCode::kCorruption) << r.status.to_string();
+  EXPECT_NE(r.status.message().find("optimizer.safetensors"), std::string::npos) << r.status.to_string();
+  EXPECT_NE(r.status.message().find("checksum"), std::string::npos) << r.status.to_string();
+  EXPECT_TRUE(r.steps.empty());
+  bytes[bytes.size() - 5] ^= 0x04;  // repaired: resumes
+  ASSERT_TRUE(write_file_atomic(optim, bytes).ok());
+  EXPECT_TRUE(run(again).status.ok());
+}
+
 TEST(Checkpoint, TotalLimitKeepsNewestAndSkipsIncompleteDirs) {
   const std::string a = fresh_dir("limit");
   TrainConfig tc = base_config(a);
