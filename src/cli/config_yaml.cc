@@ -38,6 +38,11 @@ struct Field {
 };
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
+// Upper bounds far past any real run (2^24 tokens in a sequence or a micro-batch, rank 2^16): sizes
+// multiply into element counts, so a typo such as 4611686018427387904 must not reach int64 math.
+// check_trainer_config also bounds their product.
+constexpr double kMaxTokens = 16777216;
+constexpr double kMaxRank = 65536;
 
 const std::vector<Field>& fields() {
   using C = TrainConfig;
@@ -47,7 +52,7 @@ const std::vector<Field>& fields() {
       {"device", &C::device, {"auto", "cpu", "cuda"}},
       {"devices", &C::devices},  // "1" | "all" | N: checked by dist/run_train_dp.h resolve_devices
       {"datasets", &C::datasets},
-      {"sequence_len", &C::sequence_len, {}, StrKind::kPlain, 1},
+      {"sequence_len", &C::sequence_len, {}, StrKind::kPlain, 1, kMaxTokens},
       {"shuffle", &C::shuffle},
       {"sample_packing", &C::sample_packing},
       {"train_on_inputs", &C::train_on_inputs},
@@ -56,7 +61,7 @@ const std::vector<Field>& fields() {
       {"eval_datasets", &C::eval_datasets},
       {"eval_steps", &C::eval_steps, {}, StrKind::kPlain, 0},
       {"adapter", &C::adapter, {"lora", "qlora"}},
-      {"lora_r", &C::lora_r, {}, StrKind::kPlain, 1},
+      {"lora_r", &C::lora_r, {}, StrKind::kPlain, 1, kMaxRank},
       {"lora_alpha", &C::lora_alpha, {}, StrKind::kPlain, 0, kInf, true},
       {"lora_dropout", &C::lora_dropout, {}, StrKind::kPlain, 0, 1, false, true},
       {"lora_target_modules", &C::lora_target_modules},
@@ -70,7 +75,7 @@ const std::vector<Field>& fields() {
       {"adam_beta2", &C::adam_beta2, {}, StrKind::kPlain, 0, 1, false, true},
       {"adam_epsilon", &C::adam_epsilon, {}, StrKind::kPlain, 0, kInf, true},
       {"max_grad_norm", &C::max_grad_norm, {}, StrKind::kPlain, 0},
-      {"micro_batch_size", &C::micro_batch_size, {}, StrKind::kPlain, 1},
+      {"micro_batch_size", &C::micro_batch_size, {}, StrKind::kPlain, 1, kMaxTokens},
       {"gradient_accumulation_steps", &C::gradient_accumulation_steps, {}, StrKind::kPlain, 1},
       {"max_steps", &C::max_steps, {}, StrKind::kPlain, 0},
       {"num_epochs", &C::num_epochs, {}, StrKind::kPlain, 1},
@@ -81,11 +86,11 @@ const std::vector<Field>& fields() {
       {"resume_from_checkpoint", &C::resume_from_checkpoint, {}, StrKind::kPath},
       {"logging_steps", &C::logging_steps, {}, StrKind::kPlain, 1},
       {"stream", &C::stream, {"off", "ram", "disk"}},
-      {"stream_buffers", &C::stream_buffers, {}, StrKind::kPlain, 2},
+      {"stream_buffers", &C::stream_buffers, {}, StrKind::kPlain, 2, 1024},
       {"vram_budget", &C::vram_budget, {}, StrKind::kByteSize},
       {"cache_dir", &C::cache_dir, {}, StrKind::kPath},
       {"offload_embeddings", &C::offload_embeddings, {"auto", "true", "false"}},
-      {"vocab_chunk", &C::vocab_chunk, {}, StrKind::kPlain, 1},
+      {"vocab_chunk", &C::vocab_chunk, {}, StrKind::kPlain, 1, kMaxTokens},
       {"recompute", &C::recompute, {"auto", "full", "attention", "none"}},
       {"attention", &C::attention, {"auto", "own"}},
   };
@@ -175,11 +180,16 @@ Status check_range(const Input& in, const Field& f, double v) {
   const bool lo_ok = f.lo_open ? v > f.lo : v >= f.lo;
   const bool hi_ok = f.hi_open ? v < f.hi : v <= f.hi;
   if (lo_ok && hi_ok) return Status::OK();
+  // Whole-number bounds print as integers (16777216, not 1.67772e+07).
+  auto num = [](double d) -> std::string {
+    if (d == std::floor(d) && std::fabs(d) < 9e15) return std::to_string(static_cast<int64_t>(d));
+    return Str() << d;
+  };
   Str want;
   if (std::isinf(f.hi)) {
-    want << (f.lo_open ? "> " : ">= ") << f.lo;
+    want << (f.lo_open ? "> " : ">= ") << num(f.lo);
   } else {
-    want << "in " << (f.lo_open ? "(" : "[") << f.lo << ", " << f.hi << (f.hi_open ? ")" : "]");
+    want << "in " << (f.lo_open ? "(" : "[") << num(f.lo) << ", " << num(f.hi) << (f.hi_open ? ")" : "]");
   }
   return bad(in, f.name, Str() << "must be " << want.str() << ", got " << in.scalar);
 }

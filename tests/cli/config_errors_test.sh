@@ -23,7 +23,10 @@ expect malformed 2 "malformed.yaml:4:[0-9]+: malformed YAML" \
 expect bad-dtype 2 "bad-dtype.yaml:2:1: key 'dtype': 'float8' is not one of: bfloat16, float32" \
   $'base_model: m\ndtype: float8\n'
 expect bad-sched 2 "key 'lr_scheduler': 'foo' is not one of" $'lr_scheduler: foo\n'
-expect bad-r 2 "key 'lora_r': must be >= 1, got -8" $'lora_r: -8\n'
+expect bad-r 2 "key 'lora_r': must be in \[1, 65536\], got -8" $'lora_r: -8\n'
+expect huge-r 2 "key 'lora_r': must be in \[1, 65536\], got 100000" $'lora_r: 100000\n'
+expect huge-seq 2 "key 'sequence_len': must be in \[1, 16777216\], got 4611686018427387904" \
+  $'sequence_len: 4611686018427387904\n'
 expect bad-stream 2 "key 'stream': 'xyz' is not one of: off, ram, disk" $'stream: xyz\n'
 expect bad-recompute 2 "key 'recompute': 'sometimes' is not one of: auto, full, attention, none" $'recompute: sometimes\n'
 expect bad-attention 2 "key 'attention': 'flash' is not one of: auto, own" $'attention: flash\n'

@@ -139,7 +139,7 @@ TEST(ConfigYaml, BadValuesNameTheKey) {
   EXPECT_HAS(error_of("dtype: float8\n"), "cfg.yaml:1:1: key 'dtype': 'float8' is not one of: bfloat16, float32");
   EXPECT_HAS(error_of("x: 1\n", StatusCode::kInvalidArgument), "unknown key 'x'");
   EXPECT_HAS(error_of("seed: 1\nlr_scheduler: foo\n"), "cfg.yaml:2:1: key 'lr_scheduler': 'foo' is not one of: constant, linear, cosine");
-  EXPECT_HAS(error_of("lora_r: -4\n"), "key 'lora_r': must be >= 1, got -4");
+  EXPECT_HAS(error_of("lora_r: -4\n"), "key 'lora_r': must be in [1, 65536], got -4");
   EXPECT_HAS(error_of("stream: xyz\n"), "key 'stream': 'xyz' is not one of: off, ram, disk");
   EXPECT_HAS(error_of("learning_rate: fast\n"), "key 'learning_rate': expected a number, got 'fast'");
   EXPECT_HAS(error_of("learning_rate: 0\n"), "key 'learning_rate': must be > 0");
