@@ -1,5 +1,6 @@
-// LoRA ops on tensor cores: lora_down / lora_dt (a row dot, t[N,r] = x · W) and lora_up / lora_dx
-// (a row update, y[N,C] += s · t · W) as mma.sync m16n8k16 kernels, for bf16 activations.
+// LoRA ops on tensor cores: lora_down / lora_dt (a row dot, t[N,r] = x · W), lora_up / lora_dx (a
+// row update, y[N,C] += s · t · W) and lora_grad_a / lora_grad_b (column sums, g[r,C] += tᵀ · x) as
+// mma.sync m16n8k16 kernels, for bf16 activations.
 //
 // Note [split LoRA products]: the SIMT kernels in lora_ops.cu are latency-bound at 10-35 us an op
 // on model shapes (RESULTS session 3; a cuBLASLt GEMM per op with separate split/combine kernels
@@ -11,6 +12,8 @@
 // the operand is loaded. bf16 x bf16 products are exact in the f32 accumulators, so
 //   * row dot (bf16 activation x f32 weight): x·hi, x·mid and x·lo accumulate separately and are
 //     added smallest first: f32 math up to summation order.
+//   * column sums (f32 t x bf16 activation): the three parts go into one f32 accumulator in turn
+//     (lo, mid, hi each k-step): f32 dot-product accuracy.
 //   * row update (f32 t x f32 weight): the six part pairs down to 2^-16 relative weight (lo·hi,
 //     mid·mid, hi·lo, mid·hi, hi·mid, hi·hi, smallest first) go into one f32 accumulator; the
 //     dropped pairs weigh < 2^-23.
