@@ -15,6 +15,7 @@
 
 #include "cli/suggest.h"
 #include "core/file.h"
+#include "model/lora.h"
 
 namespace st {
 namespace {
@@ -42,7 +43,7 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 // multiply into element counts, so a typo such as 4611686018427387904 must not reach int64 math.
 // check_trainer_config also bounds their product.
 constexpr double kMaxTokens = 16777216;
-constexpr double kMaxRank = 65536;
+constexpr double kMaxRank = static_cast<double>(kMaxLoraRank);
 
 const std::vector<Field>& fields() {
   using C = TrainConfig;

@@ -90,7 +90,8 @@ std::string peft_tensor_name(int layer, LoraTarget t, bool is_b) {
 }
 
 StatusOr<std::unique_ptr<Lora>> Lora::create(Backend* be, const ModelConfig& mc, const LoraConfig& lc) {
-  if (lc.r <= 0) return InvalidArgument(Str() << "lora_r must be > 0, got " << lc.r);
+  if (lc.r <= 0 || lc.r > kMaxLoraRank)
+    return InvalidArgument(Str() << "lora_r must be in [1, " << kMaxLoraRank << "], got " << lc.r);
   std::unique_ptr<Lora> lora(new Lora(be, mc, lc));
   const int L = static_cast<int>(mc.num_layers);
   lora->off_.assign(static_cast<size_t>(L) * kNumLoraTargets, {-1, -1});

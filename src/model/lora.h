@@ -42,6 +42,9 @@ struct LoraConfig {
 std::pair<int64_t, int64_t> lora_target_dims(const ModelConfig& c, LoraTarget t);
 
 constexpr int64_t kLoraAlignFloats = 64;  // 256 bytes
+// The largest rank accepted anywhere (configs, PEFT adapters): far past any real adapter, and it
+// keeps r x width element counts far from int64 overflow.
+constexpr int64_t kMaxLoraRank = 65536;
 
 // One adapted projection in one layer. Views into the arena (backend memory, f32).
 struct LoraPair {

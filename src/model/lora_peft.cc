@@ -86,6 +86,9 @@ StatusOr<LoraConfig> read_peft_config(const std::string& dir) {
   LoraConfig lc;
   ASSIGN_OR_RETURN(lc.r, json_int(j, "r", path));
   if (lc.r <= 0) return InvalidArgument(Str() << path << ": r must be > 0");
+  if (lc.r > kMaxLoraRank)
+    return InvalidArgument(Str() << path << ": r = " << lc.r << " is beyond any adapter (at most " << kMaxLoraRank
+                                 << "): a damaged adapter_config.json?");
   ASSIGN_OR_RETURN(lc.alpha, json_number(j, "lora_alpha", path));
   if (j.contains("lora_dropout") && j["lora_dropout"].is_number()) lc.dropout = j["lora_dropout"].get<double>();
   ASSIGN_OR_RETURN(auto names, target_list(j, path));

@@ -167,6 +167,25 @@ TEST(Lora, RefusesUnsupportedVariantsByName) {
   expect_refused("r", 3, "rank");
 }
 
+// A rank past any adapter (a damaged adapter_config.json) is refused before anything is sized
+// from it (r = 2^31-1 used to request 77 TB for the parameters).
+TEST(Lora, ImplausibleRankInAdapterConfigIsRefused) {
+  auto be = cpu();
+  auto lora = Lora::create(be.get(), tiny(), all_targets(2));
+  const std::string d = temp_dir("huge_r");
+  ASSERT_TRUE((*lora)->save_peft(d, "x").ok());
+  auto j = read_json_file(d + "/adapter_config.json");
+  (*j)["r"] = int64_t{2147483647};
+  ASSERT_TRUE(write_file_atomic(d + "/adapter_config.json", j->dump()).ok());
+  auto lc = read_peft_config(d);
+  ASSERT_FALSE(lc.ok());
+  EXPECT_NE(lc.status().message().find("r = 2147483647 is beyond any adapter"), std::string::npos)
+      << lc.status().to_string();
+  LoraConfig big = all_targets(2);
+  big.r = kMaxLoraRank + 1;
+  EXPECT_EQ(Lora::create(be.get(), tiny(), big).status().code(), StatusCode::kInvalidArgument);
+}
+
 TEST(Lora, MissingTensorIsNotFound) {
   auto be = cpu();
   LoraConfig lc = all_targets(2);
