@@ -39,10 +39,9 @@ struct Field {
 };
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
-// Upper bounds far past any real run (2^24 tokens in a sequence or a micro-batch, rank 2^16): sizes
-// multiply into element counts, so a typo such as 4611686018427387904 must not reach int64 math.
-// check_trainer_config also bounds their product.
-constexpr double kMaxTokens = 16777216;
+// Upper bounds far past any real run (train_config.h, model/lora.h): sizes multiply into element
+// counts, so a typo such as 4611686018427387904 must not reach int64 math.
+constexpr double kMaxTokens = static_cast<double>(kMaxMicroBatchTokens);
 constexpr double kMaxRank = static_cast<double>(kMaxLoraRank);
 
 const std::vector<Field>& fields() {

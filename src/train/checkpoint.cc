@@ -68,25 +68,49 @@ void remove_stale_temps(const std::string& output_dir) {
   }
 }
 
-Status write_optimizer(const std::string& path, const Lora& lora, Backend* be, int64_t step) {
+// Note [optimizer checksum]: trainer_state.json records a checksum of the three sections'
+// bytes (the exact f32 parameters and moments a resume continues from), taken from the host copy
+// that is written and checked on the mapped bytes that are loaded: no read-back, no second read.
+constexpr const char* kOptimChecksumKey = "optimizer_sections_checksum";
+
+std::string sections_checksum(const void* const (&p)[3], uint64_t bytes_each) {
+  uint64_t h[3];
+  for (int i = 0; i < 3; ++i) h[i] = checksum64(p[i], bytes_each);
+  return checksum_hex(checksum64(h, sizeof h));
+}
+
+// Writes the sections; returns their checksum (Note [optimizer checksum]).
+StatusOr<std::string> write_optimizer(const std::string& path, const Lora& lora, Backend* be, int64_t step) {
   std::vector<std::vector<float>> host;
   std::vector<TensorToWrite> tensors;
   for (int i = 0; i < 3; ++i) host.push_back(to_host(be, section_of(lora, i)));
   for (int i = 0; i < 3; ++i) tensors.push_back({kSections[i], DType::kF32, {lora.numel()}, host[i].data()});
-  return write_safetensors(path, tensors, {{"step", std::to_string(step)}});
+  RETURN_IF_ERROR(write_safetensors(path, tensors, {{"step", std::to_string(step)}}));
+  const void* const p[3] = {host[0].data(), host[1].data(), host[2].data()};
+  return sections_checksum(p, static_cast<uint64_t>(lora.numel()) * sizeof(float));
 }
 
-Status read_optimizer(const std::string& path, Lora* lora, Backend* be) {
+// `want`: the checksum trainer_state.json recorded, or null (checkpoints from before it resume
+// unchecked).
+Status read_optimizer(const std::string& path, Lora* lora, Backend* be, const Json* want) {
   ASSIGN_OR_RETURN(SafetensorsFile f, SafetensorsFile::open(path));
+  const TensorInfo* t[3];
   for (int i = 0; i < 3; ++i) {
-    const TensorInfo* t = f.find(kSections[i]);
-    if (!t) return Corruption(Str() << path << ": tensor " << kSections[i] << " is missing");
-    if (t->dtype != DType::kF32 || t->shape != std::vector<int64_t>{lora->numel()})
-      return InvalidArgument(Str() << path << ": tensor " << kSections[i] << " has " << t->numel()
+    t[i] = f.find(kSections[i]);
+    if (!t[i]) return Corruption(Str() << path << ": tensor " << kSections[i] << " is missing");
+    if (t[i]->dtype != DType::kF32 || t[i]->shape != std::vector<int64_t>{lora->numel()})
+      return InvalidArgument(Str() << path << ": tensor " << kSections[i] << " has " << t[i]->numel()
                                    << " elements, this run's LoRA arena has " << lora->numel());
-    Tensor dst = section_of(*lora, i);
-    be->copy_h2d(dst.data, f.data(*t), t->nbytes, StreamId::kCompute);
   }
+  if (want != nullptr) {
+    const void* const p[3] = {f.data(*t[0]), f.data(*t[1]), f.data(*t[2])};
+    const std::string got = sections_checksum(p, t[0]->nbytes);
+    if (!want->is_string() || want->get<std::string>() != got)
+      return Corruption(Str() << path << ": its data checksum " << got << " does not match the one in " << kStateFile
+                              << " (" << want->dump() << "): the checkpoint is damaged; resume from an earlier "
+                              << "checkpoint-N directory instead");
+  }
+  for (int i = 0; i < 3; ++i) be->copy_h2d(section_of(*lora, i).data, f.data(*t[i]), t[i]->nbytes, StreamId::kCompute);
   be->sync_stream(StreamId::kCompute);
   return Status::OK();
 }
@@ -247,12 +271,9 @@ StatusOr<std::string> write_checkpoint(const std::string& output_dir, const Lora
   const std::string tmp = final_dir + ".tmp." + std::to_string(getpid());
   RETURN_IF_ERROR(remove_tree(tmp));
   RETURN_IF_ERROR(lora.save_peft(tmp, base_model_name), "checkpoint adapter");
-  RETURN_IF_ERROR(write_optimizer(path_join(tmp, kOptimFile), lora, be, state.global_step));
-  // The optimizer file's checksum, from the bytes on disk (read back), so a resume can tell a
-  // damaged file from a good one: it holds the exact f32 parameters and moments a resume continues.
-  ASSIGN_OR_RETURN(std::string optim_bytes, read_file_to_string(path_join(tmp, kOptimFile)));
+  ASSIGN_OR_RETURN(std::string optim_sum, write_optimizer(path_join(tmp, kOptimFile), lora, be, state.global_step));
   Json sj = trainer_state_to_json(state);
-  sj["optimizer_checksum"] = checksum_hex(checksum64(optim_bytes.data(), optim_bytes.size()));
+  sj[kOptimChecksumKey] = optim_sum;
   // trainer_state.json last: list_checkpoints treats a dir without it as incomplete.
   RETURN_IF_ERROR(write_file_atomic(path_join(tmp, kStateFile), sj.dump(1) + "\n"));
   fsync_dir(tmp);
@@ -274,16 +295,8 @@ StatusOr<TrainerState> read_checkpoint(const std::string& dir, const Json& expec
   ASSIGN_OR_RETURN(Json j, read_json_file(state_path));
   ASSIGN_OR_RETURN(TrainerState s, trainer_state_from_json(j, state_path));
   RETURN_IF_ERROR(check_fingerprint(s.fingerprint, expect, dir));
-  const std::string optim_path = path_join(dir, kOptimFile);
-  if (j.contains("optimizer_checksum")) {  // checkpoints from before the checksum resume unchecked
-    ASSIGN_OR_RETURN(std::string bytes, read_file_to_string(optim_path));
-    const std::string got = checksum_hex(checksum64(bytes.data(), bytes.size()));
-    if (!j["optimizer_checksum"].is_string() || j["optimizer_checksum"].get<std::string>() != got)
-      return Corruption(Str() << optim_path << ": its checksum " << got << " does not match the one in " << kStateFile
-                              << " (" << j["optimizer_checksum"].dump() << "): the checkpoint is damaged; resume from "
-                              << "an earlier checkpoint-N directory instead");
-  }
-  RETURN_IF_ERROR(read_optimizer(optim_path, lora, be));
+  RETURN_IF_ERROR(read_optimizer(path_join(dir, kOptimFile), lora, be,
+                                 j.contains(kOptimChecksumKey) ? &j[kOptimChecksumKey] : nullptr));
   return s;
 }
 

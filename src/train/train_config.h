@@ -13,6 +13,11 @@ struct DatasetSpec {
   std::string type = "tokenized";  // tokenized | text | prompt_completion | messages
 };
 
+// The most tokens a micro-batch (micro_batch_size x sequence_len) may hold: ~100x any real run,
+// and it keeps element counts (tokens x widths) far from int64 overflow. Checked by the YAML
+// reader per key and by check_trainer_config for the product.
+constexpr int64_t kMaxMicroBatchTokens = int64_t{1} << 24;
+
 struct TrainConfig {
   // model
   std::string base_model;           // HF dir, store dir, or .gguf

@@ -50,13 +50,11 @@ Status check_trainer_config(const TrainConfig& tc) {
   if (tc.micro_batch_size <= 0) return InvalidArgument("micro_batch_size must be > 0");
   if (tc.gradient_accumulation_steps <= 0) return InvalidArgument("gradient_accumulation_steps must be > 0");
   if (tc.sequence_len <= 1) return InvalidArgument("sequence_len must be > 1");
-  // Element counts are int64 products of these: keep them far from overflow (2^24 tokens a
-  // micro-batch is ~100x any real run; the planner refuses what does not fit long before).
-  constexpr int64_t kMaxTokens = int64_t{1} << 24;
-  if (tc.sequence_len > kMaxTokens || tc.micro_batch_size > kMaxTokens ||
-      tc.sequence_len * tc.micro_batch_size > kMaxTokens)
+  // Each factor first, so their product cannot overflow (train_config.h kMaxMicroBatchTokens).
+  const int64_t kMax = kMaxMicroBatchTokens;
+  if (tc.sequence_len > kMax || tc.micro_batch_size > kMax || tc.sequence_len * tc.micro_batch_size > kMax)
     return InvalidArgument(Str() << "micro_batch_size x sequence_len = " << tc.micro_batch_size << " x "
-                                 << tc.sequence_len << " is beyond " << kMaxTokens << " tokens a micro-batch");
+                                 << tc.sequence_len << " is beyond " << kMax << " tokens a micro-batch");
   if (tc.lora_r > kMaxLoraRank)
     return InvalidArgument(Str() << "lora_r " << tc.lora_r << " is beyond " << kMaxLoraRank);
   if (tc.loss_normalization != "window" && tc.loss_normalization != "micro_batch")

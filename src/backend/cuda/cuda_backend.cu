@@ -87,12 +87,7 @@ size_t cudnn_workspace_override() {
 
 // STREAMTUNE_ATTENTION=own keeps every attention on the backend's own kernels (A/B benches).
 bool own_attention_forced() {
-  static const bool forced = [] {
-    const char* e = std::getenv("STREAMTUNE_ATTENTION");
-    const bool own = e != nullptr && std::strcmp(e, "own") == 0;
-    if (own) std::fprintf(stderr, "streamtune: STREAMTUNE_ATTENTION=own: cuDNN attention disabled\n");
-    return own;
-  }();
+  static const bool forced = env_switch("STREAMTUNE_ATTENTION", "own", "cuDNN attention disabled");
   return forced;
 }
 

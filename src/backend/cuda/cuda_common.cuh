@@ -10,10 +10,20 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 
 #include "core/dtype.h"
 
 namespace st::cuda {
+
+// An experiment switch (A/B benches): whether the environment sets `name` to `value`; when it
+// does, `effect` is printed once to stderr. Callers keep the answer in a function-local static.
+inline bool env_switch(const char* name, const char* value, const char* effect) {
+  const char* e = std::getenv(name);
+  const bool on = e != nullptr && std::strcmp(e, value) == 0;
+  if (on) std::fprintf(stderr, "streamtune: %s=%s: %s\n", name, value, effect);
+  return on;
+}
 
 [[noreturn]] inline void cuda_fail(const char* expr, const char* file, int line, const char* what) {
   int dev = -1;

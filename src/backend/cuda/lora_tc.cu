@@ -33,9 +33,6 @@
 #include <cuda_bf16.h>
 
 #include <algorithm>
-#include <cstdio>
-#include <cstdlib>
-#include <cstring>
 
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/mma.cuh"
@@ -404,12 +401,7 @@ void colsum_tc(float* g, int64_t gks, int64_t gcs, const float* tm, const bf16* 
 }
 
 bool tc_disabled() {
-  static const bool off = [] {
-    const char* e = std::getenv("STREAMTUNE_LORA");
-    const bool k = e != nullptr && std::strcmp(e, "kernels") == 0;
-    if (k) std::fprintf(stderr, "streamtune: STREAMTUNE_LORA=kernels: LoRA ops on the SIMT kernels only\n");
-    return k;
-  }();
+  static const bool off = env_switch("STREAMTUNE_LORA", "kernels", "LoRA ops on the SIMT kernels only");
   return off;
 }
 
