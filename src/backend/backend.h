@@ -70,6 +70,28 @@ struct AttnShape {
   float scale = 0.0f;        // usually 1/sqrt(D)
 };
 
+// Note [launch plans]: a backend may record the ops a caller enqueues on the compute stream into a
+// plan (CUDA: a stream-captured CUDA graph) and replay it later with one launch, instead of paying
+// the per-op launch cost again. Recorded ops do not run; a replay runs them with the arguments
+// they had when recorded -- the same device pointers, shapes and scalars -- so the same kernels
+// produce the same bits as the eager calls. model/launch_plans.h decides what is recorded.
+class LaunchPlan {
+ public:
+  virtual ~LaunchPlan() = default;
+};
+class PlanRecorder {
+ public:
+  virtual ~PlanRecorder() = default;
+  // Starts recording (false + *why when it cannot: the ops must then be enqueued eagerly).
+  virtual bool begin_capture(std::string* why) = 0;
+  // Ends recording: the plan, or nullptr + *why when recording failed (none of the recorded ops
+  // ran: the caller enqueues them again, eagerly).
+  virtual std::unique_ptr<LaunchPlan> end_capture(std::string* why) = 0;
+  // Enqueues the plan on the compute stream. False (nothing enqueued) when the plan went stale:
+  // memory it recorded was since replaced (CUDA: the backend's scratch grew); record it again.
+  virtual bool replay(LaunchPlan& p) = 0;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -247,6 +269,10 @@ class Backend {
 
   // out f32 [1] (backend memory) += sum(x²) over x (f32), fixed reduction order.
   virtual void sum_squares(Tensor out, Tensor x) = 0;
+
+  // Note [launch plans]: this backend's recorder, or nullptr when it has none (CPU: ops run
+  // on the call) or plans are switched off.
+  virtual PlanRecorder* plan_recorder() { return nullptr; }
 };
 
 struct BackendOptions {

@@ -64,6 +64,8 @@ Json bench_result_json(const BenchResult& r) {
   j["bytes_streamed_per_step"] = r.bytes_streamed_per_step;
   j["loads_per_step"] = r.loads_per_step;
   j["reuse_hits_per_step"] = r.reuse_hits_per_step;
+  j["plan_replays_per_step"] = r.plan_replays_per_step;
+  j["eager_visits_per_step"] = r.eager_visits_per_step;
   j["stream_gbps"] = round_to(r.stream_gbps, 4);
   j["exposed_copy_ms"] = maybe(r.exposed_copy_ms, 3);
   j["exposed_copy_method"] = r.exposed_copy_method;
@@ -107,6 +109,8 @@ std::string bench_result_text(const BenchResult& r) {
   line("streamed per step", format_bytes(static_cast<uint64_t>(r.bytes_streamed_per_step)) + " (" +
                                 std::to_string(r.loads_per_step) + " loads, " + std::to_string(r.reuse_hits_per_step) +
                                 " reuse hits), " + fmt(r.stream_gbps, "%.2f", " GB/s"));
+  line("layer visits", std::to_string(r.plan_replays_per_step) + " replayed from launch plans, " +
+                          std::to_string(r.eager_visits_per_step) + " op by op (per step)");
   line("exposed copy", fmt(r.exposed_copy_ms, "%.3f", " ms/step") + " [" + r.exposed_copy_method + "]");
   line("compute fraction", fmt(r.compute_fraction, "%.3f", ""));
   line("VRAM", "allocated " + format_bytes(r.vram_allocated) +

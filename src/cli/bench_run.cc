@@ -256,6 +256,7 @@ StatusOr<BenchResult> run_bench(const BenchOptions& o) {
   opt_ms.clear();
   const PrefetchStats s0 = src->stats();
   const int64_t head0 = model->lm_head_bytes_streamed();
+  const LaunchPlanCache::Stats p0 = model->launch_plan_stats();
   std::vector<double> times;
   for (int i = 0; i < o.steps; ++i) {
     auto t0 = Clock::now();
@@ -266,6 +267,7 @@ StatusOr<BenchResult> run_bench(const BenchOptions& o) {
   }
   const PrefetchStats s1 = src->stats();
   const int64_t head1 = model->lm_head_bytes_streamed();
+  const LaunchPlanCache::Stats p1 = model->launch_plan_stats();
 #ifdef STREAMTUNE_HAVE_CUDA
   if (cuda::profile_enabled()) {
     std::fprintf(stderr, "== %s seq %lld stream %s: host phases (median ms): zero_grads+forward_backward %.2f, "
@@ -286,6 +288,8 @@ StatusOr<BenchResult> run_bench(const BenchOptions& o) {
   r.bytes_streamed_per_step = static_cast<int64_t>((s1.bytes - s0.bytes + head1 - head0) / n);
   r.loads_per_step = static_cast<int64_t>((s1.loads - s0.loads) / n);
   r.reuse_hits_per_step = static_cast<int64_t>((s1.reuse_hits - s0.reuse_hits) / n);
+  r.plan_replays_per_step = static_cast<int64_t>((p1.replayed - p0.replayed) / n);
+  r.eager_visits_per_step = static_cast<int64_t>((p1.eager - p0.eager) / n);
   r.stream_gbps = step_s > 0 ? r.bytes_streamed_per_step / step_s / 1e9 : 0;
   r.host_wait_ms = (s1.compute_wait_ns - s0.compute_wait_ns) / 1e6 / n;
   if (r.gemm_ceiling_tflops > 0) r.compute_floor_ms = (r.model_flops + r.attn_flops) / (r.gemm_ceiling_tflops * 1e12) * 1e3;

@@ -63,6 +63,8 @@ struct BenchResult {
   double compute_fraction = -1;       // 1 - exposed / step
   double compute_floor_ms = -1, transfer_floor_ms = -1;  // FLOPs / ceiling, bytes / link
   int64_t reuse_hits_per_step = 0, loads_per_step = 0;
+  // Layer visits per timed step launched from recorded plans / op by op (model/launch_plans.h).
+  int64_t plan_replays_per_step = 0, eager_visits_per_step = 0;
   uint64_t vram_planned = 0;          // the planner's total for this configuration
   uint64_t vram_allocated = 0;        // what bench allocated (arenas, LoRA, extras, layers, pool)
   int64_t vram_peak_used = -1;        // cudaMemGetInfo total - free, max over the run (-1 unknown)

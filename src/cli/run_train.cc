@@ -154,6 +154,11 @@ Status train_and_report(const TrainConfig& cfg, bool* interrupted) {
   Status cs = write_loss_curve_svg(metrics, curve, "streamtune: " + path_basename(cfg.output_dir));
   if (!cs.ok()) std::fprintf(stderr, "warning: no loss curve: %s\n", cs.message().c_str());
   print_outputs(cfg, cs.ok() ? curve : std::string());
+  const LaunchPlanCache::Stats& lp = trainer->model().launch_plan_stats();
+  if (be->plan_recorder())  // Note [layer launch plans]; nothing to say where ops run on the call
+    std::printf("launch     %lld layer visits replayed from launch plans, %lld op by op%s\n",
+              static_cast<long long>(lp.replayed), static_cast<long long>(lp.eager),
+              cfg.lora_dropout > 0 ? " (LoRA dropout: training visits are not recorded)" : "");
   return Status::OK();
 }
 

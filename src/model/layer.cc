@@ -220,13 +220,15 @@ void attention_forward(const LayerCtx& ctx, const LayerWeights& w, const LoraLay
   linear_forward(ctx, lora, s, {w.o, {}, &lora[LoraTarget::kO], LoraTarget::kO, x}, s.att, s.h);  // h = x + ...
 }
 
-// MLP up to m = silu(gate) * up; fills s.{hn,g,u,m,rstd2}.
-void mlp_forward(const LayerCtx& ctx, const LayerWeights& w, const LoraLayer& lora, const Scratch& s) {
+// MLP up to m = silu(gate) * up; fills s.{hn,g,u,m,rstd2}. Without need_m, m is left unwritten: the
+// backward's recompute reads m only as the LoRA input of down_proj (swiglu_backward reads g and u).
+void mlp_forward(const LayerCtx& ctx, const LayerWeights& w, const LoraLayer& lora, const Scratch& s,
+                 bool need_m = true) {
   Backend& be = *ctx.be;
   be.rmsnorm(s.hn, s.rstd2, s.h, w.post_norm, static_cast<float>(ctx.cfg->rms_norm_eps));
   linear_forward(ctx, lora, s, {w.gate, {}, &lora[LoraTarget::kGate], LoraTarget::kGate}, s.hn, s.g);
   linear_forward(ctx, lora, s, {w.up, {}, &lora[LoraTarget::kUp], LoraTarget::kUp}, s.hn, s.u);
-  be.swiglu(s.m, s.g, s.u);
+  if (need_m) be.swiglu(s.m, s.g, s.u);
 }
 
 }  // namespace
@@ -280,7 +282,7 @@ void layer_backward(const LayerCtx& ctx, const LayerWeights& w, const LoraLayer&
   Scratch s = carve_ctx(ctx, lora_shape_of(lora));
   if (ctx.recompute != Recompute::kNone) {  // recompute from x (Note [recompute])
     attention_forward(ctx, w, lora, s, x, /*run_attention=*/ctx.recompute == Recompute::kFull);
-    mlp_forward(ctx, w, lora, s);
+    mlp_forward(ctx, w, lora, s, /*need_m=*/lora[LoraTarget::kDown].present());
   }
 
   // MLP. dg reuses m's memory (m is dead once down_proj's backward has read it).

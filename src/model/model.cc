@@ -127,6 +127,7 @@ StatusOr<std::unique_ptr<Model>> Model::create(const ModelConfig& c, Backend* be
                    "allocating the activation arena (" << m->arena_bytes_ << " bytes for " << o.max_tokens
                                                        << " tokens)");
   m->a_ = std::make_unique<Arena>();
+  m->plans_ = std::make_unique<LaunchPlanCache>(be->plan_recorder());
   Arena& a = *m->a_;
   Carver cv(m->arena_, m->arena_bytes_);
   ArenaViews v = carve_model_arena(cv, c, lc, o);
@@ -334,13 +335,30 @@ void Model::set_saved(LayerCtx* ctx, int l) const {
   ctx->saved_bytes = a_->saved[l].bytes();
 }
 
+// Note [layer launch plans] (model/launch_plans.h): everything a visit's ops depend on that is not
+// fixed for the Model's life (the arena views, the LoRA tensors, the config are). The dropout
+// seed is not in it: visits that use one are not recordable.
+LaunchPlanCache::Key Model::visit_key(Phase phase, int l, bool train, const LayerWeights& w) const {
+  const Arena& a = *a_;
+  LaunchPlanCache::Key k = {static_cast<uint64_t>(phase), static_cast<uint64_t>(l), train,
+                            static_cast<uint64_t>(a.n), static_cast<uint64_t>(a.batch), static_cast<uint64_t>(a.seq),
+                            a.has_docs, static_cast<uint64_t>(opts_.recompute)};
+  for (const Tensor* t : {&w.input_norm, &w.q, &w.k, &w.v, &w.o, &w.q_bias, &w.k_bias, &w.v_bias, &w.q_norm,
+                          &w.k_norm, &w.post_norm, &w.gate, &w.up, &w.down})
+    k.push_back(reinterpret_cast<uintptr_t>(t->data));
+  return k;
+}
+
 void Model::forward_layer(int l, LayerSource& src, bool train) {
   Arena& a = *a_;
   LayerCtx ctx = make_ctx(cfg_, be_, opts_, a.inv_freq, a.pos, a.docs, a.has_docs, a.n, a.batch, a.seq,
                           a.layer_scratch, train, micro_counter_, l);
   if (train) set_saved(&ctx, l);
   LayerWeights w = src.acquire(l);
-  layer_forward(ctx, w, lora_->layer(l), rows_of(a.ckpt[l], a.n), rows_of(a.ckpt[l + 1], a.n));
+  const LoraLayer& lora = lora_->layer(l);
+  plans_->run(visit_key(Phase::kForward, l, train, w), !train || lora.dropout <= 0.0f, [&] {
+    layer_forward(ctx, w, lora, rows_of(a.ckpt[l], a.n), rows_of(a.ckpt[l + 1], a.n));
+  });
   src.release(l);
 }
 
@@ -352,7 +370,9 @@ void Model::backward_layer(int l, LayerSource& src) {
   set_saved(&ctx, l);
   LayerWeights w = src.acquire(l);
   Tensor dout = rows_of(a.grad[(l + 1) % 2], a.n), dx = rows_of(a.grad[l % 2], a.n);
-  layer_backward(ctx, w, lora_->layer(l), rows_of(a.ckpt[l], a.n), dout, dx);
+  const LoraLayer& lora = lora_->layer(l);
+  plans_->run(visit_key(Phase::kBackward, l, true, w), lora.dropout <= 0.0f,
+              [&] { layer_backward(ctx, w, lora, rows_of(a.ckpt[l], a.n), dout, dx); });
   src.release(l);
 }
 

@@ -23,6 +23,7 @@
 #include "io/hf_config.h"
 #include "io/safetensors.h"
 #include "model/head.h"
+#include "model/launch_plans.h"
 #include "model/layer.h"
 #include "model/lora.h"
 #include "model/weights.h"
@@ -111,6 +112,9 @@ class Model {
 
   // Dropout masks derive from (seed, micro-batch counter, layer); the counter is part of resume state.
   uint64_t micro_batches_run() const { return micro_counter_; }
+
+  // Layer visits enqueued eagerly / from recorded launch plans so far (model/launch_plans.h).
+  const LaunchPlanCache::Stats& launch_plan_stats() const { return plans_->stats(); }
   void set_micro_batches_run(uint64_t n) { micro_counter_ = n; }
 
  private:
@@ -125,6 +129,7 @@ class Model {
   void forward_layer(int l, LayerSource& src, bool train);
   void backward_layer(int l, LayerSource& src);
   void run_forward(LayerSource& src, bool train);
+  LaunchPlanCache::Key visit_key(Phase phase, int l, bool train, const LayerWeights& w) const;
 
   ModelConfig cfg_;
   Backend* be_;
@@ -139,6 +144,7 @@ class Model {
   void* arena_ = nullptr;
   size_t arena_bytes_ = 0;
   std::unique_ptr<Arena> a_;
+  std::unique_ptr<LaunchPlanCache> plans_;  // Note [layer launch plans]
   uint64_t micro_counter_ = 0;
   // Host copies kept alive while their async uploads are in flight.
   std::vector<int32_t> host_labels_, host_pos_, host_safe_labels_;

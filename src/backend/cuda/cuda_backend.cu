@@ -12,6 +12,7 @@
 #include "backend/cuda/attention_cudnn.h"
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/gemm.h"
+#include "backend/cuda/graph_recorder.h"
 #include "backend/cuda/ops.h"
 #include "backend/cuda/profiler_impl.h"
 #include "core/check.h"
@@ -448,6 +449,14 @@ class CudaBackend final : public Backend {
     launch_sum_squares(out, x, scratch_, compute());
   }
 
+  // Note [launch plans] (backend.h): CUDA graphs of the compute stream. Off with
+  // STREAMTUNE_GRAPHS=off (A/B benches) and while the op profiler runs (it times every op).
+  PlanRecorder* plan_recorder() override {
+    static const bool off = env_switch("STREAMTUNE_GRAPHS", "off", "launch plans (CUDA graphs) disabled");
+    if (off || profile_enabled()) return nullptr;
+    return &recorder_;
+  }
+
  private:
   cudaStream_t stream(StreamId s) const { return streams_[static_cast<int>(s)].get(); }
   cudaStream_t compute() const { return stream(StreamId::kCompute); }
@@ -466,6 +475,11 @@ class CudaBackend final : public Backend {
   // run in order, so one buffer serves them all. It grows (rarely, at first use of a bigger shape).
   void grow_scratch(size_t floats) {
     if (floats <= scratch_floats_) return;
+    // A recorded plan may point at scratch_: growth bumps the epoch (older plans go stale), and
+    // must not happen while recording (a plan is only recorded for a visit seen before, whose
+    // ops already grew the scratch they need).
+    CHECK(!recorder_.capturing(), "CUDA backend: scratch grew to " << floats << " floats while recording a plan");
+    ++scratch_epoch_;
     if (scratch_) {
       CUDA_CHECK(cudaStreamSynchronize(compute()));
       CUDA_CHECK(cudaFree(scratch_));
@@ -530,6 +544,8 @@ class CudaBackend final : public Backend {
   std::unique_ptr<GemmRunner> gemm_;
   float* scratch_ = nullptr;
   size_t scratch_floats_ = 0;
+  uint64_t scratch_epoch_ = 0;                                    // bumped by grow_scratch
+  GraphRecorder recorder_{streams_[0].get(), &scratch_epoch_};    // records the compute stream
   std::unique_ptr<CudnnAttention> cudnn_ = make_cudnn_attention();  // nullptr: built without cuDNN
   uint64_t fused_allowance_ = 0;  // Note [fused attention workspace] (backend.h): granted by the plan
 };

@@ -1,0 +1,54 @@
+#include "model/launch_plans.h"
+
+#include <cstdio>
+#include <string>
+
+#include "core/check.h"
+
+namespace st {
+
+void LaunchPlanCache::eager(const std::function<void()>& ops) {
+  ops();
+  ++stats_.eager;
+}
+
+void LaunchPlanCache::fail(const std::string& why) {
+  failed_ = true;
+  entries_.clear();
+  std::fprintf(stderr, "streamtune: launch plans off (%s): layer ops are launched one by one\n", why.c_str());
+}
+
+void LaunchPlanCache::run(const Key& key, bool recordable, const std::function<void()>& ops) {
+  if (!active() || !recordable) return eager(ops);
+  auto it = entries_.find(key);
+  if (it == entries_.end()) {
+    if (entries_.size() >= max_plans_) entries_.clear();
+    entries_[key].seen = true;
+    return eager(ops);  // first sighting: let lazy state settle before recording
+  }
+  Entry& e = it->second;
+  if (e.plan) {
+    if (rec_->replay(*e.plan)) {
+      ++stats_.replayed;
+      return;
+    }
+    e.plan.reset();  // stale (the backend replaced memory it recorded): record it again
+  }
+  std::string why;
+  if (!rec_->begin_capture(&why)) {
+    fail(why);
+    return eager(ops);
+  }
+  ops();  // recorded, not run
+  std::unique_ptr<LaunchPlan> plan = rec_->end_capture(&why);
+  if (!plan) {
+    fail(why);
+    return eager(ops);  // nothing recorded ran: run it now
+  }
+  CHECK(rec_->replay(*plan), "LaunchPlanCache: a plan went stale as it was recorded");
+  e.plan = std::move(plan);
+  ++stats_.recorded;
+  ++stats_.replayed;
+}
+
+}  // namespace st

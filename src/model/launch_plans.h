@@ -1,0 +1,63 @@
+// LaunchPlanCache: records a layer visit's ops into a backend launch plan and replays it
+// (backend.h Note [launch plans]).
+//
+// Note [layer launch plans]: a decoder layer's forward or backward is ~30-70 small ops; on CUDA
+// each costs a host launch (~3-5 us) and a gap on the device. The visit of layer l in a phase,
+// with the same weights address, micro-batch shape and recompute mode, enqueues exactly the same
+// ops with exactly the same arguments every step (every buffer comes from the planned arenas), so
+// it is recorded once and replayed with one launch from then on. The bits are those of the eager
+// ops: the same kernels run on the same pointers. What must not be recorded is a visit whose
+// arguments change from step to step while its key does not: LoRA dropout in training (the mask
+// seed is per micro-batch), so the caller passes recordable = false for those. A key is recorded
+// on its SECOND sighting: the first runs eagerly, so every lazily built thing (cuDNN graphs,
+// scratch growth, cuBLASLt heuristics) exists before recording starts. A failed recording
+// switches plans off for the cache's life (the visit then runs eagerly) and says why once.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "backend/backend.h"
+
+namespace st {
+
+class LaunchPlanCache {
+ public:
+  using Key = std::vector<uint64_t>;
+  struct Stats {
+    int64_t eager = 0;     // visits enqueued op by op
+    int64_t recorded = 0;  // plans recorded (each is also replayed once at once)
+    int64_t replayed = 0;  // visits enqueued as one replay (including those just recorded)
+  };
+
+  // recorder may be null (the backend has none): every visit runs eagerly. At most max_plans
+  // plans are kept (past that the cache starts over: a bound, not a working set).
+  explicit LaunchPlanCache(PlanRecorder* recorder, size_t max_plans = 512)
+      : rec_(recorder), max_plans_(max_plans) {}
+
+  // Enqueues `ops` -- a function whose only effect is enqueueing compute-stream ops -- eagerly,
+  // or from the plan recorded for `key` (Note [layer launch plans]).
+  void run(const Key& key, bool recordable, const std::function<void()>& ops);
+
+  const Stats& stats() const { return stats_; }
+  bool active() const { return rec_ != nullptr && !failed_; }
+
+ private:
+  struct Entry {
+    bool seen = false;
+    std::unique_ptr<LaunchPlan> plan;
+  };
+  void eager(const std::function<void()>& ops);
+  void fail(const std::string& why);
+
+  PlanRecorder* rec_;
+  size_t max_plans_;
+  bool failed_ = false;
+  std::map<Key, Entry> entries_;
+  Stats stats_;
+};
+
+}  // namespace st
