@@ -26,7 +26,8 @@ for g in .devbin/backend_cuda_*_gputest; do
 done
 fi
 
-for fx in llama_gqa qwen2_tied qwen3_qknorm; do
+# ONLY_PLANS=1: the gputests and section 3b only (launch plans bit identity).
+[ -n "${ONLY_PLANS:-}" ] || for fx in llama_gqa qwen2_tied qwen3_qknorm; do
   for dt in float32 bfloat16; do
     python3 tools/gpu/golden_trace.py $B tests/fixtures/$fx $W/g_${fx}_$dt cuda $dt >>"$OUT/golden.jsonl"
     say "golden $fx $dt rc=$? $(tail -1 "$OUT/golden.jsonl")"
@@ -63,7 +64,7 @@ ref=""
 # Field 4: offload_embeddings (embedding + lm_head in host memory, lm_head streamed in 16384-row
 # vocabulary chunks: 3 for SmolLM2's 49152). Field 5: recompute (auto keeps every activation when
 # all layers are resident; full / attention forced; none forced with layers streamed).
-for v in "off 2 -" "off 2 - auto full" "off 2 - auto attention" "ram 2 -" "ram 3 -" "disk 2 -" "disk 3 -" \
+[ -n "${ONLY_PLANS:-}" ] || for v in "off 2 -" "off 2 - auto full" "off 2 - auto attention" "ram 2 -" "ram 3 -" "disk 2 -" "disk 3 -" \
          "ram 2 300MiB" "ram 3 400MiB" "ram 2 - true" "disk 3 - true" "ram 2 300MiB true" "ram 2 600MiB auto none"; do
   set -- $v
   extra="--offload_embeddings=${4:-auto} --recompute=${5:-auto}"; [ "$3" != "-" ] && extra="$extra --vram_budget=$3"
@@ -77,7 +78,7 @@ for v in "off 2 -" "off 2 - auto full" "off 2 - auto attention" "ram 2 -" "ram 3
   same=$([ "$sig/$ad" = "$ref" ] && echo IDENTICAL || echo DIFFERENT)
   say "bit stream=$1 buffers=$2 budget=$3 offload=${4:-auto} recompute=${5:-auto} rc=$rc losses=$sig adapter=$ad $same | $plan"
 done
-tail -3 $W/bit_ram_2_-_auto_auto/metrics.jsonl >> "$OUT/summary.txt"
+[ -n "${ONLY_PLANS:-}" ] || tail -3 $W/bit_ram_2_-_auto_auto/metrics.jsonl >> "$OUT/summary.txt"
 
 # 3b. launch plans (model/launch_plans.h): recorded only without LoRA dropout, so the same runs
 #     with lora_dropout 0, plans on (default) and off (STREAMTUNE_GRAPHS=off): one signature.
@@ -96,6 +97,7 @@ for v in "off 2 - on" "off 2 - off" "ram 2 - on" "disk 3 - on" "ram 2 300MiB on"
   same=$([ "$sig/$ad" = "$ref" ] && echo IDENTICAL || echo DIFFERENT)
   say "plans=$4 stream=$1 buffers=$2 budget=$3 recompute=${5:-auto} rc=$rc losses=$sig adapter=$ad $same | $(grep -m1 "^launch " $d.log) $(grep -m1 "launch plans off" $d.log)"
 done
+[ -n "${ONLY_PLANS:-}" ] && exit 0
 
 # 4. big shapes streamed from pinned RAM within 4 GiB (random weights in memory).
 for row in "qwen2.5-7b 2048" "qwen2.5-14b 2048" "llama3-8b 4096"; do
