@@ -55,6 +55,7 @@ const std::vector<Field>& fields() {
       {"sequence_len", &C::sequence_len, {}, StrKind::kPlain, 1, kMaxTokens},
       {"shuffle", &C::shuffle},
       {"sample_packing", &C::sample_packing},
+      {"pad_to_multiple_of", &C::pad_to_multiple_of, {}, StrKind::kPlain, 0, kMaxTokens},
       {"train_on_inputs", &C::train_on_inputs},
       {"chat_template", &C::chat_template, {"", "chatml", "llama3", "mistral"}},
       {"val_set_size", &C::val_set_size, {}, StrKind::kPlain, 0},

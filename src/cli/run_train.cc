@@ -117,9 +117,9 @@ Status train_and_report(const TrainConfig& cfg, bool* interrupted) {
   ASSIGN_OR_RETURN(TrainData td, load_train_data(cfg, bw.parts.model));
   print_banner(cfg, *be, bw, td, lc);
 
-  DataLoaderSource data(td.train, loader_options(cfg, td.pad_id, /*train=*/true));
+  DataLoaderSource data(td.train, loader_options(cfg, td.pad_id, /*train=*/true, *be));
   std::unique_ptr<DataLoaderSource> eval;
-  if (td.eval) eval = std::make_unique<DataLoaderSource>(td.eval, loader_options(cfg, td.pad_id, /*train=*/false));
+  if (td.eval) eval = std::make_unique<DataLoaderSource>(td.eval, loader_options(cfg, td.pad_id, /*train=*/false, *be));
   RETURN_IF_ERROR(make_dirs(cfg.output_dir), "output_dir");
   ASSIGN_OR_RETURN(auto trainer, Trainer::create(cfg, be.get(), std::move(bw.parts)));
   trainer->set_eval_data(eval.get());

@@ -45,6 +45,8 @@ StatusOr<bool> DataLoader::next(Batch* out) {
     seq = std::max(seq, len);
   }
   if (opt_.sample_packing) seq = opt_.sequence_len;
+  const int64_t m = std::max<int64_t>(1, opt_.pad_to_multiple_of);
+  seq = std::min(opt_.sequence_len, (seq + m - 1) / m * m);
   build_batch(*samples_, rows, seq, opt_.pad_id, out);
   pos_.index = end;
   return true;

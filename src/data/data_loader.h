@@ -22,6 +22,11 @@ struct LoaderOptions {
   int64_t sequence_len = 2048;  // T with packing; rows without packing are padded to the longest
   int64_t micro_batch_size = 1; // rows per batch (the last batch of an epoch may have fewer)
   bool sample_packing = false;
+  // Without packing, a batch's length is its longest row rounded up to this multiple (capped at
+  // sequence_len): fewer distinct shapes, so recorded launch plans are replayed more often
+  // (model/launch_plans.h). Padding is masked from the loss and, being at the end of each row,
+  // is never attended by a real token.
+  int64_t pad_to_multiple_of = 1;
   bool shuffle = true;
   uint64_t seed = 42;
   int64_t num_epochs = 1;       // next() returns false after this many epochs

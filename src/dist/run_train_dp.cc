@@ -164,10 +164,10 @@ Status run_train_data_parallel(const TrainConfig& cfg, int n) {
                 m.grad_norm, m.tok_s, m.elapsed_s);
     std::fflush(stdout);
   };
-  DataLoaderSource train(data.train, loader_options(cfg, data.pad_id, /*train=*/true));
+  DataLoaderSource train(data.train, loader_options(cfg, data.pad_id, /*train=*/true, *run->owned[0]));
   RETURN_IF_ERROR(trainer.train(train));
   if (data.eval && talk) {
-    DataLoaderSource eval(data.eval, loader_options(cfg, data.pad_id, /*train=*/false));
+    DataLoaderSource eval(data.eval, loader_options(cfg, data.pad_id, /*train=*/false, *run->owned[0]));
     ASSIGN_OR_RETURN(double loss, trainer.evaluate(eval));
     std::printf("eval loss %.6f\n", loss);
   }

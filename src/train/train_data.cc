@@ -51,11 +51,14 @@ StatusOr<TrainData> load_train_data(const TrainConfig& cfg, const ModelConfig& m
   return td;
 }
 
-LoaderOptions loader_options(const TrainConfig& cfg, int32_t pad_id, bool train) {
+LoaderOptions loader_options(const TrainConfig& cfg, int32_t pad_id, bool train, Backend& be) {
   LoaderOptions lo;
   lo.sequence_len = cfg.sequence_len;
   lo.micro_batch_size = cfg.micro_batch_size;
   lo.sample_packing = cfg.sample_packing;
+  constexpr int64_t kAutoPadMultiple = 64;
+  lo.pad_to_multiple_of = cfg.pad_to_multiple_of > 0 ? cfg.pad_to_multiple_of
+                                                     : (be.plan_recorder() != nullptr ? kAutoPadMultiple : 1);
   lo.shuffle = train && cfg.shuffle;
   lo.seed = cfg.seed;
   lo.pad_id = pad_id;

@@ -7,6 +7,7 @@
 #include <memory>
 #include <vector>
 
+#include "backend/backend.h"
 #include "core/status.h"
 #include "data/data_loader.h"
 #include "data/datasets.h"
@@ -29,7 +30,8 @@ bool needs_tokenizer(const TrainConfig& cfg);
 // the dataset path.
 StatusOr<TrainData> load_train_data(const TrainConfig& cfg, const ModelConfig& mc);
 
-// The DataLoader options for the training (`train`: shuffled when cfg.shuffle) or eval samples.
-LoaderOptions loader_options(const TrainConfig& cfg, int32_t pad_id, bool train);
+// The DataLoader options for the training (`train`: shuffled when cfg.shuffle) or eval samples,
+// on backend `be` (which resolves pad_to_multiple_of: 0).
+LoaderOptions loader_options(const TrainConfig& cfg, int32_t pad_id, bool train, Backend& be);
 
 }  // namespace st

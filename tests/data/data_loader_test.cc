@@ -79,6 +79,22 @@ TEST(DataLoader, PaddingNoPacking) {
   EXPECT_EQ(seen.size(), 10u);
 }
 
+TEST(DataLoader, PaddingToAMultipleCappedAtSequenceLen) {
+  auto s = make_samples(10);  // first batch: lengths 1, 4, 7
+  for (auto [multiple, expect] : {std::pair<int64_t, int64_t>{4, 8}, {6, 10}, {1, 7}}) {
+    LoaderOptions o{.sequence_len = 10, .micro_batch_size = 3, .sample_packing = false,
+                    .pad_to_multiple_of = multiple, .shuffle = false, .seed = 1, .num_epochs = 1, .pad_id = 0};
+    DataLoader dl(s, o);
+    Batch b;
+    std::map<int, int> seen;
+    auto r = dl.next(&b);
+    ASSERT_TRUE(r.ok() && *r);
+    EXPECT_EQ(b.seq, expect) << "multiple " << multiple;
+    check_batch(b, o, &seen);  // padding: pad ids, ignored labels, targets unchanged
+    EXPECT_EQ(b.num_targets, 0 + 3 + 6);
+  }
+}
+
 TEST(DataLoader, PackingEpochsShuffleResume) {
   auto s = make_samples(50);
   LoaderOptions o{.sequence_len = 12, .micro_batch_size = 2, .sample_packing = true, .shuffle = true, .seed = 5,

@@ -86,7 +86,10 @@ TEST(TrainData, LoaderOptionsShuffleOnlyTraining) {
   c.sample_packing = true;
   c.shuffle = true;
   c.seed = 7;
-  LoaderOptions tr = loader_options(c, 5, /*train=*/true), ev = loader_options(c, 5, /*train=*/false);
+  auto cpu = make_backend(DeviceKind::kCpu);
+  ASSERT_TRUE(cpu.ok());
+  Backend& be = **cpu;
+  LoaderOptions tr = loader_options(c, 5, /*train=*/true, be), ev = loader_options(c, 5, /*train=*/false, be);
   EXPECT_TRUE(tr.shuffle);
   EXPECT_FALSE(ev.shuffle);
   for (const LoaderOptions& o : {tr, ev}) {
@@ -95,7 +98,10 @@ TEST(TrainData, LoaderOptionsShuffleOnlyTraining) {
     EXPECT_TRUE(o.sample_packing);
     EXPECT_EQ(o.seed, 7u);
     EXPECT_EQ(o.pad_id, 5);
+    EXPECT_EQ(o.pad_to_multiple_of, 1);  // auto: no launch plans on the CPU backend
   }
+  c.pad_to_multiple_of = 16;
+  EXPECT_EQ(loader_options(c, 5, /*train=*/true, be).pad_to_multiple_of, 16);
 }
 
 }  // namespace

@@ -114,11 +114,12 @@ TEST(LaunchPlans, ScratchGrowthMakesAPlanStale) {
   std::unique_ptr<LaunchPlan> p = record(l);
   ASSERT_NE(p, nullptr);
   ASSERT_TRUE(gpu_backend().plan_recorder()->replay(*p));
-  // A much larger column sum needs more scratch than anything so far: the scratch is replaced.
+  // An f32 x f32 -> bf16 GEMM stages its [M, N] f32 product in the scratch: 12288^2 floats (576
+  // MiB) is more than anything before, so the scratch is replaced.
   std::mt19937 rng(3);
-  const int64_t N = 1 << 16, C = 4096;
-  Twin dy(DType::kBF16, {N, C}, rng), tt(DType::kF32, {N, R}, rng), db(DType::kF32, {C, R}, rng);
-  gpu_backend().lora_grad_b(db.gpu(), dy.gpu(), tt.gpu(), 1.0f);
+  const int64_t M = 12288, K = 8;
+  Twin a(DType::kF32, {M, K}, rng), b(DType::kF32, {K, M}, rng), c(DType::kBF16, {M, M}, rng, 0);
+  gpu_backend().gemm(c.gpu(), a.gpu(), b.gpu(), {});
   gpu_backend().sync_all();
   EXPECT_FALSE(gpu_backend().plan_recorder()->replay(*p)) << "a plan recorded before the scratch moved replayed";
   std::unique_ptr<LaunchPlan> again = record(l);
