@@ -22,6 +22,7 @@
 #include <string>
 
 #include "core/status.h"
+#include "backend/dropout_seed.h"
 #include "core/tensor.h"
 
 namespace st {
@@ -161,7 +162,7 @@ class Backend {
   // dx[N,in] += mask(dt · A), in place, where mask is exactly dropout(·, dropout_p, seed) applied to
   // the f32 product [N, in] (element i = n*in + j: dropout_rng.h, bit-identical to Backend::dropout
   // of an f32 tensor holding dt·A); dropout_p <= 0: no mask. One rounding: dx = rnd(dx + mask(dt·A)).
-  virtual void lora_dx(Tensor dx, Tensor dt, Tensor a, float dropout_p, uint64_t seed) = 0;
+  virtual void lora_dx(Tensor dx, Tensor dt, Tensor a, float dropout_p, DropoutSeed seed) = 0;
 
   // y[R,N] += bias[N] (in place). bias may be f32 or bf16.
   virtual void add_bias(Tensor y, Tensor bias) = 0;
@@ -253,10 +254,11 @@ class Backend {
   virtual void ce_finish(Tensor dx, Tensor loss_sum, Tensor acc, Tensor m, Tensor s, Tensor target, Tensor w_label,
                          const int32_t* labels, float grad_scale) = 0;
 
-  // Inverted dropout with a counter-based RNG: keep element i iff uniform(seed, i) >= p;
+  // Inverted dropout with a counter-based RNG: keep element i iff uniform(seed, i) >= p (seed:
+  // seed.get(), dropout_rng.h DropoutSeed);
   // kept elements are scaled by 1/(1-p). The same (seed, p, shape) gives the same mask on every
   // backend, so backward re-derives it instead of storing it. y may alias x.
-  virtual void dropout(Tensor y, Tensor x, float p, uint64_t seed) = 0;
+  virtual void dropout(Tensor y, Tensor x, float p, DropoutSeed seed) = 0;
 
   // AdamW (torch semantics, decoupled weight decay) on f32 param/grad/m/v [N], step t >= 1:
   //   p -= lr*wd*p; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g²;

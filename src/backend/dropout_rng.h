@@ -12,11 +12,7 @@
 
 #include <cstdint>
 
-#ifdef __CUDACC__
-#define ST_HD __host__ __device__
-#else
-#define ST_HD
-#endif
+#include "backend/dropout_seed.h"
 
 namespace st {
 

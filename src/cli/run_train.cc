@@ -156,9 +156,8 @@ Status train_and_report(const TrainConfig& cfg, bool* interrupted) {
   print_outputs(cfg, cs.ok() ? curve : std::string());
   const LaunchPlanCache::Stats& lp = trainer->model().launch_plan_stats();
   if (be->plan_recorder())  // Note [layer launch plans]; nothing to say where ops run on the call
-    std::printf("launch     %lld layer visits replayed from launch plans, %lld op by op%s\n",
-              static_cast<long long>(lp.replayed), static_cast<long long>(lp.eager),
-              cfg.lora_dropout > 0 ? " (LoRA dropout: training visits are not recorded)" : "");
+    std::printf("launch     %lld layer visits replayed from launch plans, %lld op by op\n",
+                static_cast<long long>(lp.replayed), static_cast<long long>(lp.eager));
   return Status::OK();
 }
 

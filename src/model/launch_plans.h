@@ -6,9 +6,11 @@
 // with the same weights address, micro-batch shape and recompute mode, enqueues exactly the same
 // ops with exactly the same arguments every step (every buffer comes from the planned arenas), so
 // it is recorded once and replayed with one launch from then on. The bits are those of the eager
-// ops: the same kernels run on the same pointers. What must not be recorded is a visit whose
-// arguments change from step to step while its key does not: LoRA dropout in training (the mask
-// seed is per micro-batch), so the caller passes recordable = false for those. A key is recorded
+// ops: the same kernels run on the same pointers. What changes from micro-batch to micro-batch
+// lives in device memory that the recorded ops read when they run: the tokens, positions and
+// LoRA dropout seeds (LayerCtx::dropout_seed_slot; the ops take a DropoutSeed pointing there). A
+// visit that would bake a changing host value into its arguments must pass recordable = false.
+// A key is recorded
 // on its SECOND sighting: the first runs eagerly, so every lazily built thing (cuDNN graphs,
 // scratch growth, cuBLASLt heuristics) exists before recording starts. A failed recording
 // switches plans off for the cache's life (the visit then runs eagerly) and says why once.

@@ -95,8 +95,11 @@ Tensor prefix(Tensor buf, DType dt, int64_t rows, int64_t cols) {
   return Tensor(buf.data, dt, {rows, cols});
 }
 
-uint64_t target_seed(uint64_t layer_seed, LoraTarget t) {
-  return layer_seed ^ (0x9E3779B97F4A7C15ull * (static_cast<uint64_t>(t) + 1));
+// Target t's mask seed: the layer's seed ^ a per-target constant (read from the slot when there is one).
+DropoutSeed target_seed(const LayerCtx& ctx, LoraTarget t) {
+  const uint64_t salt = 0x9E3779B97F4A7C15ull * (static_cast<uint64_t>(t) + 1);
+  if (ctx.dropout_seed_slot != nullptr) return DropoutSeed(salt, ctx.dropout_seed_slot);
+  return DropoutSeed(ctx.dropout_seed ^ salt);
 }
 
 struct LinearArgs {
@@ -118,7 +121,7 @@ struct LinearArgs {
 Tensor lora_input(const LayerCtx& ctx, const LoraLayer& lora, const Scratch& s, Tensor x, LoraTarget t) {
   if (!ctx.train || lora.dropout <= 0.0f) return x;
   Tensor xd = prefix(s.xd, DType::kF32, x.rows(), x.cols());
-  ctx.be->dropout(xd, x, lora.dropout, target_seed(ctx.dropout_seed, t));
+  ctx.be->dropout(xd, x, lora.dropout, target_seed(ctx, t));
   return xd;
 }
 
@@ -152,7 +155,7 @@ void linear_backward(const LayerCtx& ctx, const LoraLayer& lora, const Scratch& 
   be.lora_grad_b(a.p->db, dy, t, sc);       // [out,r] +=
   be.lora_dt(dt, dy, a.p->b, sc);           // [N,r]
   be.lora_grad_a(a.p->da, dt, xl);          // [r,in] +=
-  be.lora_dx(dx, dt, a.p->a, drop ? lora.dropout : 0.0f, target_seed(ctx.dropout_seed, a.target));  // [N,in] +=
+  be.lora_dx(dx, dt, a.p->a, drop ? lora.dropout : 0.0f, target_seed(ctx, a.target));  // [N,in] +=
 }
 
 }  // namespace

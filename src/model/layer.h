@@ -42,6 +42,10 @@ struct LayerCtx {
   size_t scratch_bytes = 0;
   bool train = true;           // dropout on the LoRA input only when training
   uint64_t dropout_seed = 0;   // per (micro-batch, layer); targets derive theirs from it
+  // When set (backend memory): holds dropout_seed, and the dropout ops read it from there when they
+  // run, so a recorded launch plan of this visit draws each micro-batch's own masks
+  // (model/launch_plans.h Note [layer launch plans]).
+  const uint64_t* dropout_seed_slot = nullptr;
   // Note [recompute]: how much of the forward the backward runs again. kFull keeps only the layer
   // input (per-layer checkpointing); kAttention keeps the attention output + its log-sum-exp;
   // kNone keeps every intermediate the backward reads, so the backward runs no forward op at all.

@@ -47,6 +47,7 @@ struct Model::Arena {
   Tensor grad[2];                  // act [Nmax, H]
   Tensor w_label;                  // act [Nmax, H]: the lm_head row of each label (head.h)
   Tensor layer_scratch, head_scratch;  // raw bytes (u8)
+  Tensor seeds;                    // u8 [8 L]: the current micro-batch's dropout seed per layer (u64)
   // current batch
   int64_t n = 0, batch = 0, seq = 0;
   bool has_docs = false;
@@ -55,7 +56,7 @@ struct Model::Arena {
 namespace {
 
 struct ArenaViews {
-  Tensor inv_freq, loss, ints[5], grad[2], w_label, layer_scratch, head_scratch;
+  Tensor inv_freq, loss, ints[5], grad[2], w_label, layer_scratch, head_scratch, seeds;
   std::vector<Tensor> ckpt, saved;
 };
 
@@ -64,6 +65,7 @@ ArenaViews carve_model_arena(Carver& cv, const ModelConfig& c, const LoraConfig&
   ArenaViews v;
   v.inv_freq = cv.take(DType::kF32, {c.head_dim / 2});
   v.loss = cv.take(DType::kF32, {1});
+  v.seeds = cv.take(DType::kU8, {8 * c.num_layers});
   for (Tensor& t : v.ints) t = cv.take(DType::kI32, {N});
   for (int64_t l = 0; l <= c.num_layers; ++l) v.ckpt.push_back(cv.take(o.act_dtype, {N, H}));
   const size_t saved = layer_saved_bytes(c, N, lc, o.act_dtype, o.recompute);
@@ -144,6 +146,7 @@ StatusOr<std::unique_ptr<Model>> Model::create(const ModelConfig& c, Backend* be
   a.grad[1] = v.grad[1];
   a.w_label = v.w_label;
   a.layer_scratch = v.layer_scratch;
+  a.seeds = v.seeds;
   a.head_scratch = v.head_scratch;
   std::vector<float> inv = rope_inv_freq(c);
   CHECK(static_cast<int64_t>(inv.size()) == c.head_dim / 2);
@@ -227,6 +230,21 @@ Status Model::validate(const Batch& b) const {
   return Status::OK();
 }
 
+namespace {
+uint64_t mix64(uint64_t x) {
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdull;
+  x ^= x >> 33;
+  x *= 0xc4ceb9fe1a85ec53ull;
+  return x ^ (x >> 33);
+}
+}  // namespace
+
+// The LoRA dropout seed of (micro-batch, layer): a mix of (seed, micro-batch counter, layer).
+static uint64_t layer_dropout_seed(uint64_t seed, uint64_t micro, int layer) {
+  return mix64(mix64(seed ^ 0x5eedull) ^ mix64(micro * 0x10001ull + static_cast<uint64_t>(layer)));
+}
+
 // Copies ids/positions/doc ids/shifted labels to the device (positions default to 0..T-1).
 void Model::upload(const Batch& b) {
   Arena& a = *a_;
@@ -249,6 +267,10 @@ void Model::upload(const Batch& b) {
   for (int32_t& l : host_safe_labels_)
     if (l == kIgnoreIndex) l = 0;
   be_->copy_h2d(a.safe_labels.data, host_safe_labels_.data(), bytes, StreamId::kCompute);
+  // Note [layer launch plans]: the dropout ops read this micro-batch's seeds from the arena.
+  host_seeds_.resize(static_cast<size_t>(cfg_.num_layers));
+  for (int l = 0; l < cfg_.num_layers; ++l) host_seeds_[l] = layer_dropout_seed(opts_.seed, micro_counter_, l);
+  be_->copy_h2d(a.seeds.data, host_seeds_.data(), host_seeds_.size() * sizeof(uint64_t), StreamId::kCompute);
   be_->sync_stream(StreamId::kCompute);  // the batch's vectors may go away after this call
 }
 
@@ -296,16 +318,6 @@ void Model::gather_label_rows() {
   be_->copy_h2d(a.w_label.data, staging, static_cast<size_t>(a.n) * row, StreamId::kCompute);
 }
 
-namespace {
-uint64_t mix64(uint64_t x) {
-  x ^= x >> 33;
-  x *= 0xff51afd7ed558ccdull;
-  x ^= x >> 33;
-  x *= 0xc4ceb9fe1a85ec53ull;
-  return x ^ (x >> 33);
-}
-}  // namespace
-
 // Builds the per-layer context for the current batch. Dropout seeds mix (seed, micro-batch, layer).
 static LayerCtx make_ctx(const ModelConfig& c, Backend* be, const ModelOptions& o, const Tensor& inv_freq,
                          const Tensor& pos, const Tensor& docs, bool has_docs, int64_t n, int64_t batch,
@@ -323,7 +335,7 @@ static LayerCtx make_ctx(const ModelConfig& c, Backend* be, const ModelOptions& 
   ctx.scratch = scratch.data;
   ctx.scratch_bytes = scratch.bytes();
   ctx.train = train;
-  ctx.dropout_seed = mix64(mix64(o.seed ^ 0x5eedull) ^ mix64(micro * 0x10001ull + static_cast<uint64_t>(layer)));
+  ctx.dropout_seed = layer_dropout_seed(o.seed, micro, layer);
   return ctx;
 }
 
@@ -354,9 +366,10 @@ void Model::forward_layer(int l, LayerSource& src, bool train) {
   LayerCtx ctx = make_ctx(cfg_, be_, opts_, a.inv_freq, a.pos, a.docs, a.has_docs, a.n, a.batch, a.seq,
                           a.layer_scratch, train, micro_counter_, l);
   if (train) set_saved(&ctx, l);
+  ctx.dropout_seed_slot = static_cast<const uint64_t*>(a.seeds.data) + l;  // upload() stored ctx.dropout_seed there
   LayerWeights w = src.acquire(l);
   const LoraLayer& lora = lora_->layer(l);
-  plans_->run(visit_key(Phase::kForward, l, train, w), !train || lora.dropout <= 0.0f, [&] {
+  plans_->run(visit_key(Phase::kForward, l, train, w), /*recordable=*/true, [&] {
     layer_forward(ctx, w, lora, rows_of(a.ckpt[l], a.n), rows_of(a.ckpt[l + 1], a.n));
   });
   src.release(l);
@@ -368,10 +381,11 @@ void Model::backward_layer(int l, LayerSource& src) {
   LayerCtx ctx = make_ctx(cfg_, be_, opts_, a.inv_freq, a.pos, a.docs, a.has_docs, a.n, a.batch, a.seq,
                           a.layer_scratch, true, micro_counter_, l);
   set_saved(&ctx, l);
+  ctx.dropout_seed_slot = static_cast<const uint64_t*>(a.seeds.data) + l;
   LayerWeights w = src.acquire(l);
   Tensor dout = rows_of(a.grad[(l + 1) % 2], a.n), dx = rows_of(a.grad[l % 2], a.n);
   const LoraLayer& lora = lora_->layer(l);
-  plans_->run(visit_key(Phase::kBackward, l, true, w), lora.dropout <= 0.0f,
+  plans_->run(visit_key(Phase::kBackward, l, true, w), /*recordable=*/true,
               [&] { layer_backward(ctx, w, lora, rows_of(a.ckpt[l], a.n), dout, dx); });
   src.release(l);
 }

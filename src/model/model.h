@@ -148,6 +148,7 @@ class Model {
   uint64_t micro_counter_ = 0;
   // Host copies kept alive while their async uploads are in flight.
   std::vector<int32_t> host_labels_, host_pos_, host_safe_labels_;
+  std::vector<uint64_t> host_seeds_;
 };
 
 }  // namespace st

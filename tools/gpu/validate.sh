@@ -80,22 +80,25 @@ ref=""
 done
 [ -n "${ONLY_PLANS:-}" ] || tail -3 $W/bit_ram_2_-_auto_auto/metrics.jsonl >> "$OUT/summary.txt"
 
-# 3b. launch plans (model/launch_plans.h): recorded only without LoRA dropout, so the same runs
-#     with lora_dropout 0, plans on (default) and off (STREAMTUNE_GRAPHS=off): one signature.
+# 3b. launch plans (model/launch_plans.h): the same config (LoRA dropout 0.1: seeds read from device
+#     memory), plans on (default) and off (STREAMTUNE_GRAPHS=off): one signature; then dropout 0.
 sed 's/^lora_dropout: .*/lora_dropout: 0.0/' $W/bit.yaml > $W/bit0.yaml
 ref=""
-for v in "off 2 - on" "off 2 - off" "ram 2 - on" "disk 3 - on" "ram 2 300MiB on" "ram 2 300MiB off" "off 2 - on full"; do
+for v in "off 2 - on" "off 2 - off" "ram 2 - on" "disk 3 - on" "ram 2 300MiB on" "ram 2 300MiB off" "off 2 - on full" \
+         "off 2 - on auto 0" "off 2 - off auto 0"; do
   set -- $v
   d=$W/plan_$1_$2_$3_$4_${5:-auto}
   extra="--recompute=${5:-auto}"; [ "$3" != "-" ] && extra="$extra --vram_budget=$3"
-  if [ "$4" = off ]; then STREAMTUNE_GRAPHS=off $B train $W/bit0.yaml --stream=$1 --stream_buffers=$2 $extra --output_dir=$d >$d.log 2>&1
-  else $B train $W/bit0.yaml --stream=$1 --stream_buffers=$2 $extra --output_dir=$d >$d.log 2>&1; fi
+  y=$W/bit.yaml; [ -n "${6:-}" ] && { y=$W/bit0.yaml; d=${d}_d0; [ "${ref0:-}" ] || { ref0=1; ref=""; }; }
+  if [ "$4" = off ]; then STREAMTUNE_GRAPHS=off $B train $y --stream=$1 --stream_buffers=$2 $extra --output_dir=$d >$d.log 2>&1
+  else $B train $y --stream=$1 --stream_buffers=$2 $extra --output_dir=$d >$d.log 2>&1; fi
   rc=$?
   sig=$(python3 -c "import json,sys;print([json.loads(l)['loss'] for l in open('$d/metrics.jsonl') if '\"loss\"' in l])" 2>/dev/null | md5sum | cut -c1-12)
   ad=$(md5sum $d/adapter_model.safetensors 2>/dev/null | cut -c1-12)
   [ -z "$ref" ] && ref="$sig/$ad"
   same=$([ "$sig/$ad" = "$ref" ] && echo IDENTICAL || echo DIFFERENT)
-  say "plans=$4 stream=$1 buffers=$2 budget=$3 recompute=${5:-auto} rc=$rc losses=$sig adapter=$ad $same | $(grep -m1 "^launch " $d.log) $(grep -m1 "launch plans off" $d.log)"
+  tps=$(python3 -c "import json;v=[json.loads(l).get('tok_s',0) for l in open('$d/metrics.jsonl') if '\"loss\"' in l][2:];print(round(sorted(v)[len(v)//2]))" 2>/dev/null)
+  say "plans=$4 dropout=${6:-0.1} stream=$1 buffers=$2 budget=$3 recompute=${5:-auto} rc=$rc losses=$sig adapter=$ad $same median tok/s $tps | $(grep -m1 "^launch " $d.log) $(grep -m1 "launch plans off" $d.log)"
 done
 [ -n "${ONLY_PLANS:-}" ] && exit 0
 

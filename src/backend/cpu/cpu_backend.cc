@@ -64,8 +64,8 @@ class CpuBackend : public Backend {
   void lora_grad_b(Tensor db, Tensor dy, Tensor t, float scale) override { cpu::lora_grad_b(db, dy, t, scale); }
   void lora_dt(Tensor dt, Tensor dy, Tensor b, float scale) override { cpu::lora_dt(dt, dy, b, scale); }
   void lora_grad_a(Tensor da, Tensor dt, Tensor x) override { cpu::lora_grad_a(da, dt, x); }
-  void lora_dx(Tensor dx, Tensor dt, Tensor a, float dropout_p, uint64_t seed) override {
-    cpu::lora_dx(dx, dt, a, dropout_p, seed);
+  void lora_dx(Tensor dx, Tensor dt, Tensor a, float dropout_p, DropoutSeed seed) override {
+    cpu::lora_dx(dx, dt, a, dropout_p, seed.get());
   }
   void add_bias(Tensor y, Tensor bias) override { cpu::add_bias(y, bias); }
   void add(Tensor y, Tensor a, Tensor b) override { cpu::add(y, a, b); }
@@ -105,7 +105,7 @@ class CpuBackend : public Backend {
                  const int32_t* labels, float grad_scale) override {
     cpu::ce_finish(dx, loss_sum, acc, m, s, target, w_label, labels, grad_scale);
   }
-  void dropout(Tensor y, Tensor x, float p, uint64_t seed) override { cpu::dropout(y, x, p, seed); }
+  void dropout(Tensor y, Tensor x, float p, DropoutSeed seed) override { cpu::dropout(y, x, p, seed.get()); }
   void adamw(Tensor param, Tensor grad, Tensor m, Tensor v, const AdamW& h) override {
     cpu::adamw(param, grad, m, v, h);
   }

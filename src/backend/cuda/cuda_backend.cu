@@ -272,7 +272,7 @@ class CudaBackend final : public Backend {
     grow_scratch(static_cast<size_t>(lora_scratch_floats(x.rows(), x.cols(), dt.cols(), LoraScratchOp::kColSum)));
     launch_lora_grad_a(da, dt, x, scratch_, compute());
   }
-  void lora_dx(Tensor dx, Tensor dt, Tensor a, float dropout_p, uint64_t seed) override {
+  void lora_dx(Tensor dx, Tensor dt, Tensor a, float dropout_p, DropoutSeed seed) override {
     bind();
     ProfScope prof(compute(), "lora_dx", [&] { return shp(dx) + " r" + std::to_string(a.rows()) + (dropout_p > 0 ? " drop" : ""); });
     check_lora(dx, a, dt, dx.cols(), a.rows(), "lora_dx dx, A [r,in], dt [N,r]");
@@ -427,7 +427,7 @@ class CudaBackend final : public Backend {
     }
     launch_ce_finish(dx, loss_sum, acc, m, s, target, w_label, labels, grad_scale, compute());
   }
-  void dropout(Tensor y, Tensor x, float p, uint64_t seed) override {
+  void dropout(Tensor y, Tensor x, float p, DropoutSeed seed) override {
     bind();
     ProfScope prof(compute(), "dropout", [&] { return shp(y); });
     CHECK(y.numel() == x.numel(), "dropout: numel");

@@ -60,7 +60,8 @@ __global__ void swiglu_bwd_kernel(void* dg, DType dgt, void* du, DType dut, cons
   }
 }
 
-__global__ void dropout_kernel(void* y, DType yt, const void* x, DType xt, float p, uint64_t seed, int64_t n) {
+__global__ void dropout_kernel(void* y, DType yt, const void* x, DType xt, float p, DropoutSeed seed_arg, int64_t n) {
+  const uint64_t seed = p > 0.0f && p < 1.0f ? seed_arg.get() : 0;
   ST_GRID_STRIDE(i, n) st_elem(y, yt, i, dropout_apply(seed, static_cast<uint64_t>(i), p, ld(x, xt, i)));
 }
 
@@ -341,7 +342,7 @@ void launch_swiglu_backward(Tensor dgate, Tensor dup, Tensor dh, Tensor gate, Te
   CUDA_CHECK_LAUNCH();
 }
 
-void launch_dropout(Tensor y, Tensor x, float p, uint64_t seed, cudaStream_t s) {
+void launch_dropout(Tensor y, Tensor x, float p, DropoutSeed seed, cudaStream_t s) {
   const int64_t n = y.numel();
   if (n == 0) return;
   dropout_kernel<<<grid_for(n, kThreads), kThreads, 0, s>>>(y.data, y.dtype, x.data, x.dtype, p, seed, n);

@@ -227,7 +227,8 @@ template <int R, class TY, bool VEC>
 __global__ void __launch_bounds__(kUpdThreads) row_update_kernel(TY* y, const float* t, int64_t N, int64_t C,
                                                                    const float* w, int64_t ks, int64_t cs, int r,
                                                                    int rows_per_block, float scale, float p,
-                                                                   uint64_t seed) {
+                                                                   DropoutSeed seed_arg) {
+  const uint64_t seed = p > 0.0f && p < 1.0f ? seed_arg.get() : 0;
   constexpr int CPT = R >= 64 ? 1 : 64 / R > 8 ? 8 : 64 / R;
   __shared__ __align__(16) float t_s[64][R];
   const int64_t col = (static_cast<int64_t>(blockIdx.x) * kUpdThreads + threadIdx.x) * CPT;
@@ -307,7 +308,8 @@ __global__ void __launch_bounds__(kUpdThreads) row_update_kernel(TY* y, const fl
 // Any r (the fallback above 64): one thread per element, k in order.
 template <class TY>
 __global__ void row_update_plain_kernel(TY* y, const float* t, int64_t N, int64_t C, const float* w, int64_t ks,
-                                        int64_t cs, int r, float scale, float p, uint64_t seed) {
+                                        int64_t cs, int r, float scale, float p, DropoutSeed seed_arg) {
+  const uint64_t seed = p > 0.0f && p < 1.0f ? seed_arg.get() : 0;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < N * C;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t n = i / C, c = i % C;
@@ -320,7 +322,7 @@ __global__ void row_update_plain_kernel(TY* y, const float* t, int64_t N, int64_
 
 template <int R, class TY>
 void row_update_typed(TY* y, const float* t, int64_t N, int64_t C, const float* w, int64_t ks, int64_t cs, int r,
-                      float scale, float p, uint64_t seed, cudaStream_t s) {
+                      float scale, float p, DropoutSeed seed, cudaStream_t s) {
   constexpr int CPT = R >= 64 ? 1 : 64 / R > 8 ? 8 : 64 / R;
   const int64_t col_blocks = cdiv(C, static_cast<int64_t>(kUpdThreads) * CPT);
   int rows = 64;  // more rows per block reuse the register-held weights more; fewer fill the GPU
@@ -335,7 +337,7 @@ void row_update_typed(TY* y, const float* t, int64_t N, int64_t C, const float* 
 }
 
 void row_update(Tensor y, const float* t, const float* w, int64_t ks, int64_t cs, int r, float scale, float p,
-                uint64_t seed, cudaStream_t s) {
+                DropoutSeed seed, cudaStream_t s) {
   const int64_t N = y.rows(), C = y.cols();
   if (N == 0 || C == 0) return;
   auto go = [&](auto tag) {
@@ -578,7 +580,7 @@ void launch_lora_up(Tensor y, Tensor t, Tensor b, float scale, cudaStream_t s) {
              s);
 }
 
-void launch_lora_dx(Tensor dx, Tensor dt, Tensor a, float dropout_p, uint64_t seed, cudaStream_t s) {
+void launch_lora_dx(Tensor dx, Tensor dt, Tensor a, float dropout_p, DropoutSeed seed, cudaStream_t s) {
   const int64_t in = dx.cols();
   row_update(dx, dt.ptr<const float>(), a.ptr<const float>(), /*ks=*/in, /*cs=*/1, static_cast<int>(a.rows()), 1.0f,
              dropout_p, seed, s);

@@ -170,7 +170,8 @@ template <int KS, int NTW>
 __global__ void __launch_bounds__(kUpdWarps * 32) update_tc_kernel(bf16* y, const float* tm, int64_t N, int64_t C,
                                                                    const float* w, int64_t wk, int64_t wc, int r,
                                                                    int tiles_per_warp, float scale, float p,
-                                                                   uint64_t seed) {
+                                                                   DropoutSeed seed_arg) {
+  const uint64_t seed = p > 0.0f && p < 1.0f ? seed_arg.get() : 0;
   static_assert(NTW % 4 == 0, "whole 32-column groups");
   constexpr int kGroups = NTW / 4;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
@@ -421,7 +422,7 @@ void rowdot_tc(float* out, const bf16* x, int64_t N, int64_t K, const float* w, 
 
 template <int KS, int NTW>
 void update_tc_typed(bf16* y, const float* tm, int64_t N, int64_t C, const float* w, int64_t wk, int64_t wc, int r,
-                     float scale, float p, uint64_t seed, cudaStream_t s) {
+                     float scale, float p, DropoutSeed seed, cudaStream_t s) {
   const int64_t strips = (C + 8 * NTW - 1) / (8 * NTW), tiles = (N + 15) / 16;
   const int64_t per_warp = std::clamp<int64_t>(strips * tiles / kUpdTargetWarps, 1, 16);
   const int64_t groups = (tiles + per_warp * kUpdWarps - 1) / (per_warp * kUpdWarps);
@@ -432,7 +433,7 @@ void update_tc_typed(bf16* y, const float* tm, int64_t N, int64_t C, const float
 }
 
 void update_tc(bf16* y, const float* tm, int64_t N, int64_t C, const float* w, int64_t wk, int64_t wc, int r,
-               float scale, float p, uint64_t seed, cudaStream_t s) {
+               float scale, float p, DropoutSeed seed, cudaStream_t s) {
   if (r <= 16) update_tc_typed<1, 8>(y, tm, N, C, w, wk, wc, r, scale, p, seed, s);
   else if (r <= 32) update_tc_typed<2, 4>(y, tm, N, C, w, wk, wc, r, scale, p, seed, s);
   else update_tc_typed<4, 4>(y, tm, N, C, w, wk, wc, r, scale, p, seed, s);
@@ -474,7 +475,7 @@ void launch_lora_up_tc(Tensor y, Tensor t, Tensor b, float scale, cudaStream_t s
             static_cast<int>(r), scale, 0.0f, 0, s);
 }
 
-void launch_lora_dx_tc(Tensor dx, Tensor dt, Tensor a, float dropout_p, uint64_t seed, cudaStream_t s) {
+void launch_lora_dx_tc(Tensor dx, Tensor dt, Tensor a, float dropout_p, DropoutSeed seed, cudaStream_t s) {
   const int64_t in = dx.cols();
   update_tc(dx.ptr<bf16>(), dt.ptr<const float>(), dx.rows(), in, a.ptr<const float>(), /*wk=*/in, /*wc=*/1,
             static_cast<int>(a.rows()), 1.0f, dropout_p, seed, s);

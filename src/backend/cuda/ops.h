@@ -18,7 +18,7 @@ void launch_convert(Tensor dst, Tensor src, cudaStream_t s);
 void launch_embedding(Tensor out, Tensor table, const int32_t* ids, cudaStream_t s);
 void launch_swiglu(Tensor h, Tensor gate, Tensor up, cudaStream_t s);
 void launch_swiglu_backward(Tensor dgate, Tensor dup, Tensor dh, Tensor gate, Tensor up, cudaStream_t s);
-void launch_dropout(Tensor y, Tensor x, float p, uint64_t seed, cudaStream_t s);
+void launch_dropout(Tensor y, Tensor x, float p, DropoutSeed seed, cudaStream_t s);
 void launch_adamw(Tensor param, Tensor grad, Tensor m, Tensor v, const Backend::AdamW& h, cudaStream_t s);
 void launch_rope(Tensor x, const int32_t* positions, Tensor inv_freq, bool inverse, cudaStream_t s);
 // scratch: at least kSumSquaresBlocks floats of device memory.
@@ -50,7 +50,7 @@ void launch_lora_up(Tensor y, Tensor t, Tensor b, float scale, cudaStream_t s);
 void launch_lora_grad_b(Tensor db, Tensor dy, Tensor t, float scale, float* scratch, cudaStream_t s);
 void launch_lora_dt(Tensor dt, Tensor dy, Tensor b, float scale, float* scratch, cudaStream_t s);
 void launch_lora_grad_a(Tensor da, Tensor dt, Tensor x, float* scratch, cudaStream_t s);
-void launch_lora_dx(Tensor dx, Tensor dt, Tensor a, float dropout_p, uint64_t seed, cudaStream_t s);
+void launch_lora_dx(Tensor dx, Tensor dt, Tensor a, float dropout_p, DropoutSeed seed, cudaStream_t s);
 // lora_tc.cu: the same ops on tensor cores (Note [split LoRA products]) where *_ok says so: bf16
 // activations, r a multiple of 8 up to 64, the row dot's reduction axis a multiple of 32 on a
 // 16-byte aligned activation, the row update's width a multiple of 8. STREAMTUNE_LORA=kernels: never.
@@ -59,7 +59,7 @@ bool lora_tc_update_ok(const Tensor& act, const Tensor& rt, int64_t r);  // rt: 
 void launch_lora_down_tc(Tensor t, Tensor x, Tensor a, cudaStream_t s);
 void launch_lora_dt_tc(Tensor dt, Tensor dy, Tensor b, float scale, cudaStream_t s);
 void launch_lora_up_tc(Tensor y, Tensor t, Tensor b, float scale, cudaStream_t s);
-void launch_lora_dx_tc(Tensor dx, Tensor dt, Tensor a, float dropout_p, uint64_t seed, cudaStream_t s);
+void launch_lora_dx_tc(Tensor dx, Tensor dt, Tensor a, float dropout_p, DropoutSeed seed, cudaStream_t s);
 // Column sums (grad_a, grad_b) on tensor cores: bf16 activation, r a multiple of 8 up to 32, width a
 // multiple of 8, 16-byte aligned; scratch: lora_tc_colsum_scratch_floats(N, C, r) floats.
 bool lora_tc_colsum_ok(const Tensor& act, int64_t r);

@@ -191,6 +191,10 @@ TEST(CpuOps, DropoutMaskFractionScaleAndRepeatability) {
   be->dropout(view(y2, {n}), view(x, {n}), p, 1235);
   EXPECT_NE(std::memcmp(y1.data(), y2.data(), n * 4), 0);
   EXPECT_EQ(splitmix64(0), 0xE220A8397B1DCDAFull);  // first output of SplitMix64 seeded with 0
+  // A seed read from memory when the op runs (DropoutSeed base: launch plans) is *base ^ value.
+  const uint64_t stored = 1234 ^ 0xFEEDull;
+  be->dropout(view(y2, {n}), view(x, {n}), p, DropoutSeed(0xFEEDull, &stored));
+  EXPECT_EQ(std::memcmp(y1.data(), y2.data(), n * 4), 0);
 }
 
 // Same inputs, 1 vs 2 OpenMP threads: identical bits.

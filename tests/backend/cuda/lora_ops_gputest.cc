@@ -141,6 +141,16 @@ TEST(LoraOps, DxDropoutMaskMatchesCpu) {
         dx.set(std::vector<float>(static_cast<size_t>(s.N * s.in), 0.0f));
         G().lora_dx(dx.gpu(), dt.gpu(), a.gpu(), p, seed);
         expect_same_bytes(b1, dx.gpu_bytes(), w);
+        // The same mask with the seed read when the op runs (DropoutSeed base, as launch plans do):
+        // *base ^ value == seed. On the CPU the base is host memory.
+        const uint64_t salt = 0x0123456789ABCDEFull, stored = seed ^ salt;
+        GuardedDev slot(sizeof(uint64_t));
+        slot.upload(&stored);
+        dx.set(std::vector<float>(static_cast<size_t>(s.N * s.in), 0.0f));
+        G().lora_dx(dx.gpu(), dt.gpu(), a.gpu(), p, DropoutSeed(salt, static_cast<const uint64_t*>(slot.data())));
+        expect_same_bytes(b1, dx.gpu_bytes(), w + " (seed in device memory)");
+        C().lora_dx(dx.cpu(), dt.cpu(), a.cpu(), p, DropoutSeed(salt, &stored));
+        EXPECT_EQ(dx.cpu_vals(), cv) << w << " (CPU, seed in memory)";
       }
 }
 
