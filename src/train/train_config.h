@@ -31,8 +31,8 @@ struct TrainConfig {
   int64_t sequence_len = 2048;
   bool shuffle = true;
   bool sample_packing = false;
-  // Rows without packing are padded to the longest, rounded up to this multiple. 0 = auto: 64
-  // where layer launch plans run (CUDA; model/launch_plans.h: repeated shapes replay), else 1.
+  // Rows without packing are padded to the longest, rounded up to this multiple. 0 = auto: 64 on
+  // CUDA (layer launch plans replay repeated shapes: model/launch_plans.h), else 1.
   int64_t pad_to_multiple_of = 0;
   bool train_on_inputs = false;
   std::string chat_template;        // "" = from tokenizer_config.json; chatml | llama3 | mistral

@@ -57,8 +57,9 @@ LoaderOptions loader_options(const TrainConfig& cfg, int32_t pad_id, bool train,
   lo.micro_batch_size = cfg.micro_batch_size;
   lo.sample_packing = cfg.sample_packing;
   constexpr int64_t kAutoPadMultiple = 64;
+  // By device kind, not by whether plans are on: STREAMTUNE_GRAPHS=off must not change the bits.
   lo.pad_to_multiple_of = cfg.pad_to_multiple_of > 0 ? cfg.pad_to_multiple_of
-                                                     : (be.plan_recorder() != nullptr ? kAutoPadMultiple : 1);
+                                                     : (be.kind() == DeviceKind::kCuda ? kAutoPadMultiple : 1);
   lo.shuffle = train && cfg.shuffle;
   lo.seed = cfg.seed;
   lo.pad_id = pad_id;

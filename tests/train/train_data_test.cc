@@ -98,7 +98,7 @@ TEST(TrainData, LoaderOptionsShuffleOnlyTraining) {
     EXPECT_TRUE(o.sample_packing);
     EXPECT_EQ(o.seed, 7u);
     EXPECT_EQ(o.pad_id, 5);
-    EXPECT_EQ(o.pad_to_multiple_of, 1);  // auto: no launch plans on the CPU backend
+    EXPECT_EQ(o.pad_to_multiple_of, 1);  // auto: 1 on the CPU backend (64 on CUDA)
   }
   c.pad_to_multiple_of = 16;
   EXPECT_EQ(loader_options(c, 5, /*train=*/true, be).pad_to_multiple_of, 16);
