@@ -12,9 +12,14 @@ void LaunchPlanCache::eager(const std::function<void()>& ops) {
   ++stats_.eager;
 }
 
+void LaunchPlanCache::forget_unrecorded() {
+  for (auto it = entries_.begin(); it != entries_.end();) it = it->second.plan ? std::next(it) : entries_.erase(it);
+}
+
 void LaunchPlanCache::fail(const std::string& why) {
   failed_ = true;
   entries_.clear();
+  plans_ = 0;
   std::fprintf(stderr, "streamtune: launch plans off (%s): layer ops are launched one by one\n", why.c_str());
 }
 
@@ -22,17 +27,19 @@ void LaunchPlanCache::run(const Key& key, bool recordable, const std::function<v
   if (!active() || !recordable) return eager(ops);
   auto it = entries_.find(key);
   if (it == entries_.end()) {
-    if (entries_.size() >= max_plans_) entries_.clear();
+    if (entries_.size() >= kMaxKeysPerPlan * max_plans_) forget_unrecorded();
     entries_[key].seen = true;
     return eager(ops);  // first sighting: let lazy state settle before recording
   }
   Entry& e = it->second;
+  if (!e.plan && plans_ >= max_plans_) return eager(ops);  // full: the plans kept stay, no thrashing
   if (e.plan) {
     if (rec_->replay(*e.plan)) {
       ++stats_.replayed;
       return;
     }
     e.plan.reset();  // stale (the backend replaced memory it recorded): record it again
+    --plans_;
   }
   std::string why;
   if (!rec_->begin_capture(&why)) {
@@ -46,6 +53,7 @@ void LaunchPlanCache::run(const Key& key, bool recordable, const std::function<v
     return eager(ops);  // nothing recorded ran: run it now
   }
   CHECK(rec_->replay(*plan), "LaunchPlanCache: a plan went stale as it was recorded");
+  if (!e.plan) ++plans_;
   e.plan = std::move(plan);
   ++stats_.recorded;
   ++stats_.replayed;

@@ -36,8 +36,9 @@ class LaunchPlanCache {
   };
 
   // recorder may be null (the backend has none): every visit runs eagerly. At most max_plans
-  // plans are kept (past that the cache starts over: a bound, not a working set).
-  explicit LaunchPlanCache(PlanRecorder* recorder, size_t max_plans = 512)
+  // plans are recorded; keys seen after that run eagerly (the plans kept stay: recording again
+  // and again would cost more than it saves). Plans hold a little device memory each.
+  explicit LaunchPlanCache(PlanRecorder* recorder, size_t max_plans = 1024)
       : rec_(recorder), max_plans_(max_plans) {}
 
   // Enqueues `ops` -- a function whose only effect is enqueueing compute-stream ops -- eagerly,
@@ -54,10 +55,13 @@ class LaunchPlanCache {
   };
   void eager(const std::function<void()>& ops);
   void fail(const std::string& why);
+  void forget_unrecorded();  // drops first sightings (bounds the key map)
+  static constexpr size_t kMaxKeysPerPlan = 8;
 
   PlanRecorder* rec_;
   size_t max_plans_;
   bool failed_ = false;
+  size_t plans_ = 0;  // entries holding a plan
   std::map<Key, Entry> entries_;
   Stats stats_;
 };

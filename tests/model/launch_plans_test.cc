@@ -132,9 +132,16 @@ TEST(LaunchPlanCache, FailedRecordingRunsTheOpsOnceAndSwitchesPlansOff) {
 TEST(LaunchPlanCache, BoundedNumberOfPlans) {
   FakeRecorder r;
   LaunchPlanCache c(&r, /*max_plans=*/2);
-  for (int step = 0; step < 3; ++step)
+  for (int step = 0; step < 4; ++step)
     for (uint64_t k = 0; k < 3; ++k) c.run({k}, true, visit(r, 0));
-  EXPECT_EQ(r.ran.size(), 18u);  // every visit ran once, whatever the cache kept
+  EXPECT_EQ(r.ran.size(), 24u);  // every visit ran once, whatever the cache kept
+  EXPECT_EQ(c.stats().recorded, 2);   // keys 0 and 1; key 2 found the cache full
+  EXPECT_EQ(c.stats().replayed, 6);   // keys 0 and 1 in steps 2-4
+  EXPECT_EQ(c.stats().eager, 6);      // first sightings of 0 and 1, all four of key 2
+  // Many keys seen once do not grow the map without bound, and the kept plans stay.
+  for (uint64_t k = 100; k < 100 + 64; ++k) c.run({k}, true, visit(r, 0));
+  c.run({0}, true, visit(r, 0));
+  EXPECT_EQ(c.stats().replayed, 7);
 }
 
 }  // namespace

@@ -136,6 +136,19 @@ TEST(LaunchPlans, TimingPrintout) {
   const double replay = time_ms(50, [&] { gpu_backend().plan_recorder()->replay(*p); });
   std::printf("layer-like sequence (13 ops, T=%lld): eager %.1f us, replayed %.1f us\n", static_cast<long long>(T),
               eager * 1e3, replay * 1e3);
+  // What a recorded plan costs in device memory (the planner does not count plans).
+  uint64_t free0 = 0, free1 = 0, total = 0;
+  gpu_backend().sync_all();
+  ASSERT_TRUE(gpu_backend().memory_info(&free0, &total));
+  std::vector<std::unique_ptr<LaunchPlan>> many;
+  for (int i = 0; i < 200; ++i) {
+    many.push_back(record(l));
+    gpu_backend().plan_recorder()->replay(*many.back());
+  }
+  gpu_backend().sync_all();
+  ASSERT_TRUE(gpu_backend().memory_info(&free1, &total));
+  std::printf("200 recorded plans of 13 ops: %.1f KiB of device memory each\n",
+              (static_cast<double>(free0) - static_cast<double>(free1)) / 200 / 1024);
 }
 
 }  // namespace
