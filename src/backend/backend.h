@@ -79,6 +79,8 @@ struct AttnShape {
 class LaunchPlan {
  public:
   virtual ~LaunchPlan() = default;
+  // Device memory the plan holds (measured when recorded; 0 when the backend cannot tell).
+  virtual uint64_t device_bytes() const { return 0; }
 };
 class PlanRecorder {
  public:

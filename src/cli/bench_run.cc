@@ -81,6 +81,7 @@ struct Residency {
   bool host_extras = false;
   Recompute recompute = Recompute::kFull;
   uint64_t fused_attention = 0;  // bytes granted to the fused (cuDNN) attention; 0: own kernels
+  uint64_t launch_plans = 0;     // bytes granted to layer launch plans (Note [launch plan memory])
 };
 
 // Note [bench residency]: stream off keeps every layer resident. A streamed run without
@@ -117,12 +118,14 @@ StatusOr<Residency> decide_residency(const BenchOptions& o, Backend* be, const M
     if (o.recompute != "auto" && !parse_recompute(o.recompute, &res.recompute))
       return InvalidArgument("--recompute must be auto, full, attention or none (got '" + o.recompute + "')");
     res.fused_attention = in.fused_attention_workspace;  // no budget: nothing to trade it against
+    res.launch_plans = be->kind() == DeviceKind::kCuda ? kLaunchPlanBytes : 0;
     return res;
   }
   ASSIGN_OR_RETURN(Plan p, make_plan(in));
   res.host_extras = p.host_extras;
   res.recompute = p.recompute;
   res.fused_attention = p.fused_attention_allowance;
+  res.launch_plans = p.launch_plan_bytes;
   res.resident = p.resident_layers;
   res.slots = p.num_slots;
   res.planned = p.vram_total;
@@ -204,6 +207,7 @@ StatusOr<BenchResult> run_bench(const BenchOptions& o) {
   mo.host_extras = res.host_extras;
   mo.recompute = res.recompute;
   mo.fused_attention_allowance = res.fused_attention;
+  mo.launch_plan_bytes = res.launch_plans;
   mo.fused_attention_batch = o.batch;
   mo.fused_attention_seq = o.seq;
   r.attention = res.fused_attention > 0 ? "fused (cuDNN)" : "own kernels";

@@ -132,7 +132,8 @@ StatusOr<std::unique_ptr<DataParallelTrainer>> DataParallelTrainer::create(
                     .recompute = r->parts.recompute,
                     .fused_attention_allowance = r->parts.fused_attention_allowance,
                     .fused_attention_batch = tc.micro_batch_size,
-                    .fused_attention_seq = tc.sequence_len};
+                    .fused_attention_seq = tc.sequence_len,
+                    .launch_plan_bytes = r->parts.launch_plan_bytes};
     ASSIGN_OR_RETURN(r->model, Model::create(r->parts.model, r->be, lc, mo), who);
     RETURN_IF_ERROR(r->parts.load_extras(*r->model), who << ": loading embedding / final norm / lm_head");
     ASSIGN_OR_RETURN(r->layers, r->parts.make_layers(r->be, r->model->layer_layout()), who << ": base layers");

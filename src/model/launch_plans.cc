@@ -19,7 +19,7 @@ void LaunchPlanCache::forget_unrecorded() {
 void LaunchPlanCache::fail(const std::string& why) {
   failed_ = true;
   entries_.clear();
-  plans_ = 0;
+  stats_.bytes = 0;
   std::fprintf(stderr, "streamtune: launch plans off (%s): layer ops are launched one by one\n", why.c_str());
 }
 
@@ -27,19 +27,19 @@ void LaunchPlanCache::run(const Key& key, bool recordable, const std::function<v
   if (!active() || !recordable) return eager(ops);
   auto it = entries_.find(key);
   if (it == entries_.end()) {
-    if (entries_.size() >= kMaxKeysPerPlan * max_plans_) forget_unrecorded();
+    if (entries_.size() >= kMaxKeys) forget_unrecorded();
     entries_[key].seen = true;
     return eager(ops);  // first sighting: let lazy state settle before recording
   }
   Entry& e = it->second;
-  if (!e.plan && plans_ >= max_plans_) return eager(ops);  // full: the plans kept stay, no thrashing
+  if (!e.plan && stats_.bytes >= max_bytes_) return eager(ops);  // full: the plans kept stay, no thrashing
   if (e.plan) {
     if (rec_->replay(*e.plan)) {
       ++stats_.replayed;
       return;
     }
+    stats_.bytes -= e.plan->device_bytes();
     e.plan.reset();  // stale (the backend replaced memory it recorded): record it again
-    --plans_;
   }
   std::string why;
   if (!rec_->begin_capture(&why)) {
@@ -53,7 +53,7 @@ void LaunchPlanCache::run(const Key& key, bool recordable, const std::function<v
     return eager(ops);  // nothing recorded ran: run it now
   }
   CHECK(rec_->replay(*plan), "LaunchPlanCache: a plan went stale as it was recorded");
-  if (!e.plan) ++plans_;
+  stats_.bytes += plan->device_bytes();
   e.plan = std::move(plan);
   ++stats_.recorded;
   ++stats_.replayed;

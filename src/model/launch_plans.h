@@ -33,13 +33,14 @@ class LaunchPlanCache {
     int64_t eager = 0;     // visits enqueued op by op
     int64_t recorded = 0;  // plans recorded (each is also replayed once at once)
     int64_t replayed = 0;  // visits enqueued as one replay (including those just recorded)
+    uint64_t bytes = 0;    // device memory the plans kept hold
   };
 
-  // recorder may be null (the backend has none): every visit runs eagerly. At most max_plans
-  // plans are recorded; keys seen after that run eagerly (the plans kept stay: recording again
-  // and again would cost more than it saves). Plans hold a little device memory each.
-  explicit LaunchPlanCache(PlanRecorder* recorder, size_t max_plans = 1024)
-      : rec_(recorder), max_plans_(max_plans) {}
+  // recorder may be null (the backend has none): every visit runs eagerly. Plans hold device
+  // memory (LaunchPlan::device_bytes): no plan is recorded once they hold max_bytes; keys seen
+  // after that run eagerly (the plans kept stay: recording again and again would cost more than
+  // it saves).
+  LaunchPlanCache(PlanRecorder* recorder, uint64_t max_bytes) : rec_(recorder), max_bytes_(max_bytes) {}
 
   // Enqueues `ops` -- a function whose only effect is enqueueing compute-stream ops -- eagerly,
   // or from the plan recorded for `key` (Note [layer launch plans]).
@@ -56,12 +57,11 @@ class LaunchPlanCache {
   void eager(const std::function<void()>& ops);
   void fail(const std::string& why);
   void forget_unrecorded();  // drops first sightings (bounds the key map)
-  static constexpr size_t kMaxKeysPerPlan = 8;
+  static constexpr size_t kMaxKeys = 1 << 16;
 
   PlanRecorder* rec_;
-  size_t max_plans_;
+  uint64_t max_bytes_;
   bool failed_ = false;
-  size_t plans_ = 0;  // entries holding a plan
   std::map<Key, Entry> entries_;
   Stats stats_;
 };

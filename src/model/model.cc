@@ -129,7 +129,8 @@ StatusOr<std::unique_ptr<Model>> Model::create(const ModelConfig& c, Backend* be
                    "allocating the activation arena (" << m->arena_bytes_ << " bytes for " << o.max_tokens
                                                        << " tokens)");
   m->a_ = std::make_unique<Arena>();
-  m->plans_ = std::make_unique<LaunchPlanCache>(be->plan_recorder());
+  m->plans_ = std::make_unique<LaunchPlanCache>(o.launch_plan_bytes > 0 ? be->plan_recorder() : nullptr,
+                                                o.launch_plan_bytes);
   Arena& a = *m->a_;
   Carver cv(m->arena_, m->arena_bytes_);
   ArenaViews v = carve_model_arena(cv, c, lc, o);

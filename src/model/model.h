@@ -66,6 +66,9 @@ struct ModelOptions {
   // the backend and grants the bytes. 0: only what fits the default scratch.
   uint64_t fused_attention_allowance = 0;
   int64_t fused_attention_batch = 0, fused_attention_seq = 0;
+  // Device bytes recorded layer launch plans may hold (model/launch_plans.h; the planner's grant,
+  // stream/planner.h Note [launch plan memory]). 0: layer ops run one by one.
+  uint64_t launch_plan_bytes = 0;
 };
 
 // Every byte of the activation arena for these options (the planner's "activations" term).

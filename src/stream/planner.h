@@ -28,6 +28,11 @@
 // when it fits beside the chosen residency, before memory goes to kept activations; a streaming
 // plan never gives up a resident layer for it. Granting it changes which kernels run, so two runs
 // are bit-identical only with the same grant: the banner says which.
+//
+// Note [launch plan memory]: recorded layer launch plans (model/launch_plans.h) hold device memory
+// (~11 KiB per recorded op on the H200: ~0.3-0.8 MiB per layer visit). On CUDA the plan grants
+// them kLaunchPlanBytes when that fits beside the chosen residency and the fused attention, before
+// kept activations; ungranted, layer ops run one by one. The bits are the same either way.
 #pragma once
 
 #include <cstdint>
@@ -46,6 +51,7 @@ namespace st {
 
 
 constexpr uint64_t kCudaWorkspaceBytes = 64ull << 20;  // cuBLASLt + attention workspaces
+constexpr uint64_t kLaunchPlanBytes = 192ull << 20;    // Note [launch plan memory]
 
 struct PlanInput {
   ModelConfig model;
@@ -80,6 +86,7 @@ struct Plan {
   bool host_extras = false;         // embedding + lm_head in host memory, lm_head streamed
   Recompute recompute = Recompute::kFull;  // ModelOptions::recompute (Note [recompute plan])
   uint64_t fused_attention_allowance = 0;  // ModelOptions::fused_attention_allowance (0: not granted)
+  uint64_t launch_plan_bytes = 0;          // ModelOptions::launch_plan_bytes (Note [launch plan memory])
   uint64_t layer_bytes = 0;
   uint64_t budget = 0;
   std::vector<PlanTerm> vram;       // device bytes by term

@@ -135,6 +135,7 @@ StatusOr<BaseWeights> open_base_weights(const TrainConfig& cfg, Backend* be, DTy
   bw.parts.host_extras = bw.plan.host_extras;
   bw.parts.recompute = bw.plan.recompute;
   bw.parts.fused_attention_allowance = bw.plan.fused_attention_allowance;
+  bw.parts.launch_plan_bytes = bw.plan.launch_plan_bytes;
   return bw;
 }
 

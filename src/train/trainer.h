@@ -41,6 +41,7 @@ struct TrainerParts {
   bool host_extras = false;                            // ModelOptions::host_extras (the plan's choice)
   Recompute recompute = Recompute::kFull;              // ModelOptions::recompute (the plan's choice)
   uint64_t fused_attention_allowance = 0;              // ModelOptions::fused_attention_allowance (the plan's)
+  uint64_t launch_plan_bytes = 0;                      // ModelOptions::launch_plan_bytes (the plan's)
 };
 
 // Resident parts from an HF checkpoint dir (config.json + *.safetensors): every layer packed to

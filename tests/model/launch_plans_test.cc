@@ -17,6 +17,7 @@ class FakeRecorder final : public PlanRecorder {
   struct Plan final : LaunchPlan {
     std::vector<int> ops;
     int epoch = 0;
+    uint64_t device_bytes() const override { return 100; }
   };
   bool begin_capture(std::string* why) override {
     if (fail_begin) {
@@ -63,7 +64,7 @@ std::function<void()> visit(FakeRecorder& r, int a) {
 
 TEST(LaunchPlanCache, EagerFirstThenRecordedThenReplayed) {
   FakeRecorder r;
-  LaunchPlanCache c(&r);
+  LaunchPlanCache c(&r, 1 << 20);
   for (int i = 0; i < 4; ++i) c.run({7, 1}, true, visit(r, 10));
   EXPECT_EQ(r.ran, (std::vector<int>{10, 11, 10, 11, 10, 11, 10, 11}));  // each visit ran exactly once
   EXPECT_EQ(c.stats().eager, 1);
@@ -73,7 +74,7 @@ TEST(LaunchPlanCache, EagerFirstThenRecordedThenReplayed) {
 }
 
 TEST(LaunchPlanCache, NoRecorderOrNotRecordableRunsEagerly) {
-  LaunchPlanCache none(nullptr);
+  LaunchPlanCache none(nullptr, 1 << 20);
   int runs = 0;
   for (int i = 0; i < 3; ++i) none.run({1}, true, [&] { ++runs; });
   EXPECT_EQ(runs, 3);
@@ -81,7 +82,7 @@ TEST(LaunchPlanCache, NoRecorderOrNotRecordableRunsEagerly) {
   EXPECT_FALSE(none.active());
 
   FakeRecorder r;
-  LaunchPlanCache c(&r);
+  LaunchPlanCache c(&r, 1 << 20);
   for (int i = 0; i < 3; ++i) c.run({1}, /*recordable=*/false, visit(r, 0));
   EXPECT_EQ(r.ran.size(), 6u);
   EXPECT_EQ(c.stats().eager, 3);
@@ -90,7 +91,7 @@ TEST(LaunchPlanCache, NoRecorderOrNotRecordableRunsEagerly) {
 
 TEST(LaunchPlanCache, KeysAreIndependent) {
   FakeRecorder r;
-  LaunchPlanCache c(&r);
+  LaunchPlanCache c(&r, 1 << 20);
   for (int step = 0; step < 3; ++step) {
     c.run({0, 5}, true, visit(r, 100));
     c.run({1, 5}, true, visit(r, 200));
@@ -102,7 +103,7 @@ TEST(LaunchPlanCache, KeysAreIndependent) {
 
 TEST(LaunchPlanCache, StalePlanIsRecordedAgain) {
   FakeRecorder r;
-  LaunchPlanCache c(&r);
+  LaunchPlanCache c(&r, 1 << 20);
   c.run({3}, true, visit(r, 1));
   c.run({3}, true, visit(r, 1));
   r.epoch = 1;  // the backend replaced memory the plan points at
@@ -115,7 +116,7 @@ TEST(LaunchPlanCache, StalePlanIsRecordedAgain) {
 TEST(LaunchPlanCache, FailedRecordingRunsTheOpsOnceAndSwitchesPlansOff) {
   for (bool at_begin : {true, false}) {
     FakeRecorder r;
-    LaunchPlanCache c(&r);
+    LaunchPlanCache c(&r, 1 << 20);
     c.run({9}, true, visit(r, 4));
     (at_begin ? r.fail_begin : r.fail_end) = true;
     c.run({9}, true, visit(r, 4));  // not lost (end failed: the held ops never ran) and not doubled
@@ -131,13 +132,14 @@ TEST(LaunchPlanCache, FailedRecordingRunsTheOpsOnceAndSwitchesPlansOff) {
 
 TEST(LaunchPlanCache, BoundedNumberOfPlans) {
   FakeRecorder r;
-  LaunchPlanCache c(&r, /*max_plans=*/2);
+  LaunchPlanCache c(&r, /*max_bytes=*/200);  // two plans of 100 bytes
   for (int step = 0; step < 4; ++step)
     for (uint64_t k = 0; k < 3; ++k) c.run({k}, true, visit(r, 0));
   EXPECT_EQ(r.ran.size(), 24u);  // every visit ran once, whatever the cache kept
   EXPECT_EQ(c.stats().recorded, 2);   // keys 0 and 1; key 2 found the cache full
   EXPECT_EQ(c.stats().replayed, 6);   // keys 0 and 1 in steps 2-4
   EXPECT_EQ(c.stats().eager, 6);      // first sightings of 0 and 1, all four of key 2
+  EXPECT_EQ(c.stats().bytes, 200u);
   // Many keys seen once do not grow the map without bound, and the kept plans stay.
   for (uint64_t k = 100; k < 100 + 64; ++k) c.run({k}, true, visit(r, 0));
   c.run({0}, true, visit(r, 0));

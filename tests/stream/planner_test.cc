@@ -82,13 +82,18 @@ TEST(Planner, TermsAndResidentCount) {
   uint64_t sum = 0;
   for (const PlanTerm& t : all->vram) sum += t.bytes;
   EXPECT_EQ(sum, all->vram_total);
+  // Note [launch plan memory]: granted on CUDA when it fits.
+  EXPECT_EQ(term(*all, "launch plans (CUDA graphs)"), kLaunchPlanBytes);
+  EXPECT_EQ(all->launch_plan_bytes, kLaunchPlanBytes);
 
   // The minimal streaming plan + 5.5 layers: 5 resident, 2 slots.
   in.vram_budget = 1ull << 40;
-  in.vram_budget = all->vram_total - saved - lb * c.num_layers + 2 * lb;  // exactly the minimum
+  // exactly the minimum (no launch plans: they are granted only beside the residency)
+  in.vram_budget = all->vram_total - saved - lb * c.num_layers + 2 * lb - kLaunchPlanBytes;
   StatusOr<Plan> min = make_plan(in);
   ASSERT_TRUE(min.ok()) << min.status().to_string();
   EXPECT_EQ(min->resident_layers.size(), 0u);
+  EXPECT_EQ(min->launch_plan_bytes, 0u);
   EXPECT_EQ(min->num_slots, 2);
   EXPECT_EQ(min->vram_total, in.vram_budget);
   in.vram_budget += lb * 11 / 2;

@@ -7,7 +7,7 @@ namespace {
 
 class GraphPlan final : public LaunchPlan {
  public:
-  GraphPlan(cudaGraphExec_t exec, uint64_t epoch) : exec_(exec), epoch_(epoch) {}
+  GraphPlan(cudaGraphExec_t exec, uint64_t epoch, uint64_t bytes) : exec_(exec), epoch_(epoch), bytes_(bytes) {}
   ~GraphPlan() override {
     if (exec_) cudaGraphExecDestroy(exec_);
   }
@@ -15,11 +15,23 @@ class GraphPlan final : public LaunchPlan {
   GraphPlan& operator=(const GraphPlan&) = delete;
   cudaGraphExec_t exec() const { return exec_; }
   uint64_t epoch() const { return epoch_; }
+  uint64_t device_bytes() const override { return bytes_; }
 
  private:
   cudaGraphExec_t exec_;
   uint64_t epoch_;
+  uint64_t bytes_;
 };
+
+// Free device memory now (0 if the runtime cannot tell).
+uint64_t free_bytes() {
+  size_t f = 0, t = 0;
+  if (cudaMemGetInfo(&f, &t) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return f;
+}
 
 // The error text of `e`, clearing it so that later calls do not report it again.
 std::string consume(cudaError_t e, const char* what) {
@@ -56,6 +68,9 @@ std::unique_ptr<LaunchPlan> GraphRecorder::end_capture(std::string* why) {
     *why = "backend scratch was reallocated while recording";
     return nullptr;
   }
+  // The device memory a plan holds is taken at instantiation and upload: measured around both
+  // (nothing else allocates on this device meanwhile: arenas are allocated before training).
+  const uint64_t before = free_bytes();
   cudaGraphExec_t exec = nullptr;
   e = cudaGraphInstantiateWithFlags(&exec, graph, 0);
   cudaGraphDestroy(graph);
@@ -63,7 +78,14 @@ std::unique_ptr<LaunchPlan> GraphRecorder::end_capture(std::string* why) {
     *why = consume(e, "cudaGraphInstantiate");
     return nullptr;
   }
-  return std::make_unique<GraphPlan>(exec, begin_epoch_);
+  e = cudaGraphUpload(exec, stream_);
+  if (e != cudaSuccess) {
+    cudaGraphExecDestroy(exec);
+    *why = consume(e, "cudaGraphUpload");
+    return nullptr;
+  }
+  const uint64_t after = free_bytes();
+  return std::make_unique<GraphPlan>(exec, begin_epoch_, before > after ? before - after : 0);
 }
 
 bool GraphRecorder::replay(LaunchPlan& p) {
