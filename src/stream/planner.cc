@@ -32,7 +32,7 @@ struct Shape {
   bool host_extras;
   Recompute recompute = Recompute::kFull;
   bool fused_attention = false;  // Note [fused attention plan]
-  bool launch_plans = false;     // Note [launch plan memory]
+  uint64_t launch_plan_bytes = 0;  // Note [launch plan memory]
 };
 
 ModelOptions model_options(const PlanInput& in, const Shape& s) {
@@ -77,7 +77,7 @@ std::vector<PlanTerm> plan_terms(const PlanInput& in, const Shape& s) {
       {"LoRA params+grads+AdamW", lora_bytes(c, in.lora)},
       {"workspaces", in.device == DeviceKind::kCuda ? kCudaWorkspaceBytes : 0},
       {"fused attention workspace (cuDNN)", s.fused_attention ? fused_attention_extra(in, s.tokens) : 0},
-      {"launch plans (CUDA graphs)", s.launch_plans ? kLaunchPlanBytes : 0},
+      {"launch plans (CUDA graphs)", s.launch_plan_bytes},
   };
   return t;
 }
@@ -207,11 +207,11 @@ StatusOr<Plan> make_plan(const PlanInput& in) {
     t.fused_attention = true;
     if (total(plan_terms(in, t)) <= budget) s = t;
   }
-  // Note [launch plan memory]: granted when it fits beside this residency.
+  // Note [launch plan memory]: what is left beside this residency, up to kLaunchPlanBytes, when
+  // that is at least about one micro-batch shape's plans.
   if (in.device == DeviceKind::kCuda) {
-    Shape t = s;
-    t.launch_plans = true;
-    if (total(plan_terms(in, t)) <= budget) s = t;
+    const uint64_t used = total(plan_terms(in, s)), least = kLaunchPlanBytesPerLayer * static_cast<uint64_t>(L);
+    if (used < budget && budget - used >= least) s.launch_plan_bytes = std::min(kLaunchPlanBytes, budget - used);
   }
   // Note [recompute plan]: spare memory once every layer is resident buys less recomputation.
   if (auto_recompute && s.resident == L) {
@@ -233,7 +233,7 @@ StatusOr<Plan> make_plan(const PlanInput& in) {
   p.host_extras = s.host_extras;
   p.recompute = s.recompute;
   p.fused_attention_allowance = s.fused_attention ? in.fused_attention_workspace : 0;
-  p.launch_plan_bytes = s.launch_plans ? kLaunchPlanBytes : 0;
+  p.launch_plan_bytes = s.launch_plan_bytes;
   p.layer_bytes = lb;
   p.budget = budget;
   p.vram = plan_terms(in, s);

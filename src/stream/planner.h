@@ -31,8 +31,10 @@
 //
 // Note [launch plan memory]: recorded layer launch plans (model/launch_plans.h) hold device memory
 // (~11 KiB per recorded op on the H200: ~0.3-0.8 MiB per layer visit). On CUDA the plan grants
-// them kLaunchPlanBytes when that fits beside the chosen residency and the fused attention, before
-// kept activations; ungranted, layer ops run one by one. The bits are the same either way.
+// them what is left beside the chosen residency and the fused attention, up to kLaunchPlanBytes
+// and only if that is at least kLaunchPlanBytesPerLayer per layer (about one micro-batch shape's
+// forward and backward plans), before kept activations; ungranted, layer ops run one by one. The
+// bits are the same either way.
 #pragma once
 
 #include <cstdint>
@@ -52,6 +54,7 @@ namespace st {
 
 constexpr uint64_t kCudaWorkspaceBytes = 64ull << 20;  // cuBLASLt + attention workspaces
 constexpr uint64_t kLaunchPlanBytes = 192ull << 20;    // Note [launch plan memory]
+constexpr uint64_t kLaunchPlanBytesPerLayer = 2ull << 20;
 
 struct PlanInput {
   ModelConfig model;

@@ -94,6 +94,23 @@ TEST(Planner, TermsAndResidentCount) {
   ASSERT_TRUE(min.ok()) << min.status().to_string();
   EXPECT_EQ(min->resident_layers.size(), 0u);
   EXPECT_EQ(min->launch_plan_bytes, 0u);
+  {  // what is left beside the residency goes to launch plans when it is at least 2 MiB a layer
+    PlanInput more = in;
+    more.tier = "off";
+    more.recompute = "full";
+    more.vram_budget = 1ull << 40;
+    StatusOr<Plan> big = make_plan(more);
+    ASSERT_TRUE(big.ok());
+    EXPECT_EQ(big->launch_plan_bytes, kLaunchPlanBytes);
+    const uint64_t base = big->vram_total - kLaunchPlanBytes;
+    more.vram_budget = base + (48ull << 20);  // 24 layers x 2 MiB
+    StatusOr<Plan> p = make_plan(more);
+    ASSERT_TRUE(p.ok());
+    EXPECT_EQ(p->launch_plan_bytes, 48ull << 20);
+    EXPECT_EQ(p->vram_total, more.vram_budget);
+    more.vram_budget -= 1;  // one byte short of a shape's plans: none
+    EXPECT_EQ(make_plan(more)->launch_plan_bytes, 0u);
+  }
   EXPECT_EQ(min->num_slots, 2);
   EXPECT_EQ(min->vram_total, in.vram_budget);
   in.vram_budget += lb * 11 / 2;
