@@ -23,6 +23,7 @@
 
 #include <cudnn_frontend.h>
 
+#include "backend/cuda/graph_recorder.h"
 #include "core/check.h"
 
 #endif
@@ -263,9 +264,9 @@ class CudnnAttentionImpl final : public CudnnAttention {
     try {
       e = g.execute(handle_, pack, workspace);
     } catch (const std::exception& x) {
-      CHECK(false, "cuDNN SDPA " << what << " threw: " << x.what());
+      CHECK(false, "cuDNN SDPA " << what << " threw: " << x.what() << plan_hint());
     }
-    CHECK(e.is_good(), "cuDNN SDPA " << what << " failed: " << e.get_message());
+    CHECK(e.is_good(), "cuDNN SDPA " << what << " failed: " << e.get_message() << plan_hint());
     g_cudnn_calls.fetch_add(1);
   }
 

@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "backend/cuda/graph_recorder.h"
 #include "core/dtype.h"
 
 namespace st::cuda {
@@ -28,7 +29,8 @@ inline bool env_switch(const char* name, const char* value, const char* effect) 
 [[noreturn]] inline void cuda_fail(const char* expr, const char* file, int line, const char* what) {
   int dev = -1;
   cudaGetDevice(&dev);
-  std::fprintf(stderr, "CUDA_CHECK failed: %s\n  at %s:%d on device %d: %s\n", expr, file, line, dev, what);
+  std::fprintf(stderr, "CUDA_CHECK failed: %s\n  at %s:%d on device %d: %s%s\n", expr, file, line, dev, what,
+               plan_hint());
   std::abort();
 }
 

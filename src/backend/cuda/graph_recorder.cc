@@ -39,7 +39,11 @@ std::string consume(cudaError_t e, const char* what) {
   return std::string(what) + ": " + cudaGetErrorString(e);
 }
 
+thread_local bool t_recording = false;
+
 }  // namespace
+
+bool recording_plan_on_this_thread() { return t_recording; }
 
 bool GraphRecorder::begin_capture(std::string* why) {
   CHECK(!capturing_, "GraphRecorder: begin_capture while recording");
@@ -49,6 +53,7 @@ bool GraphRecorder::begin_capture(std::string* why) {
     return false;
   }
   capturing_ = true;
+  t_recording = true;
   begin_epoch_ = *epoch_;
   return true;
 }
@@ -56,6 +61,7 @@ bool GraphRecorder::begin_capture(std::string* why) {
 std::unique_ptr<LaunchPlan> GraphRecorder::end_capture(std::string* why) {
   CHECK(capturing_, "GraphRecorder: end_capture without begin_capture");
   capturing_ = false;
+  t_recording = false;
   cudaGraph_t graph = nullptr;
   cudaError_t e = cudaStreamEndCapture(stream_, &graph);
   if (e != cudaSuccess || graph == nullptr) {

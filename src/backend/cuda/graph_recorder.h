@@ -18,6 +18,15 @@
 
 namespace st::cuda {
 
+// True between begin_capture and end_capture on this thread: error messages then say how to run
+// without plans (a failing call inside a recording aborts like any CUDA error).
+bool recording_plan_on_this_thread();
+inline const char* plan_hint() {
+  return recording_plan_on_this_thread()
+             ? " (while recording a layer launch plan: STREAMTUNE_GRAPHS=off runs the layers op by op)"
+             : "";
+}
+
 class GraphRecorder final : public PlanRecorder {
  public:
   GraphRecorder(cudaStream_t stream, const uint64_t* epoch) : stream_(stream), epoch_(epoch) {}
