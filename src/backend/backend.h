@@ -21,8 +21,8 @@
 #include <memory>
 #include <string>
 
-#include "core/status.h"
 #include "backend/dropout_seed.h"
+#include "core/status.h"
 #include "core/tensor.h"
 
 namespace st {

@@ -20,6 +20,8 @@ struct DropoutSeed {
   const uint64_t* base = nullptr;
   constexpr DropoutSeed(uint64_t v = 0, const uint64_t* b = nullptr) : value(v), base(b) {}  // NOLINT: implicit
   ST_HD uint64_t get() const { return base != nullptr ? (*base ^ value) : value; }
+  // The seed for drop probability p: memory is read only when a mask is drawn (0 < p < 1).
+  ST_HD uint64_t for_p(float p) const { return p > 0.0f && p < 1.0f ? get() : 0; }
 };
 
 }  // namespace st

@@ -13,7 +13,7 @@ void LaunchPlanCache::eager(const std::function<void()>& ops) {
 }
 
 void LaunchPlanCache::forget_unrecorded() {
-  for (auto it = entries_.begin(); it != entries_.end();) it = it->second.plan ? std::next(it) : entries_.erase(it);
+  for (auto it = entries_.begin(); it != entries_.end();) it = it->second ? std::next(it) : entries_.erase(it);
 }
 
 void LaunchPlanCache::fail(const std::string& why) {
@@ -28,18 +28,18 @@ void LaunchPlanCache::run(const Key& key, bool recordable, const std::function<v
   auto it = entries_.find(key);
   if (it == entries_.end()) {
     if (entries_.size() >= kMaxKeys) forget_unrecorded();
-    entries_[key].seen = true;
+    entries_.emplace(key, nullptr);
     return eager(ops);  // first sighting: let lazy state settle before recording
   }
-  Entry& e = it->second;
-  if (!e.plan && stats_.bytes >= max_bytes_) return eager(ops);  // full: the plans kept stay, no thrashing
-  if (e.plan) {
-    if (rec_->replay(*e.plan)) {
+  std::unique_ptr<LaunchPlan>& kept = it->second;
+  if (!kept && stats_.bytes >= max_bytes_) return eager(ops);  // full: the plans kept stay, no thrashing
+  if (kept) {
+    if (rec_->replay(*kept)) {
       ++stats_.replayed;
       return;
     }
-    stats_.bytes -= e.plan->device_bytes();
-    e.plan.reset();  // stale (the backend replaced memory it recorded): record it again
+    stats_.bytes -= kept->device_bytes();
+    kept.reset();  // stale (the backend replaced memory it recorded): record it again
   }
   std::string why;
   if (!rec_->begin_capture(&why)) {
@@ -54,7 +54,7 @@ void LaunchPlanCache::run(const Key& key, bool recordable, const std::function<v
   }
   CHECK(rec_->replay(*plan), "LaunchPlanCache: a plan went stale as it was recorded");
   stats_.bytes += plan->device_bytes();
-  e.plan = std::move(plan);
+  kept = std::move(plan);
   ++stats_.recorded;
   ++stats_.replayed;
 }

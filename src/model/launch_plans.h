@@ -10,9 +10,8 @@
 // lives in device memory that the recorded ops read when they run: the tokens, positions and
 // LoRA dropout seeds (LayerCtx::dropout_seed_slot; the ops take a DropoutSeed pointing there). A
 // visit that would bake a changing host value into its arguments must pass recordable = false.
-// A key is recorded
-// on its SECOND sighting: the first runs eagerly, so every lazily built thing (cuDNN graphs,
-// scratch growth, cuBLASLt heuristics) exists before recording starts. A failed recording
+// A key is recorded on its SECOND sighting: the first runs eagerly, so every lazily built thing
+// (cuDNN graphs, scratch growth, cuBLASLt heuristics) exists before recording starts. A failed recording
 // switches plans off for the cache's life (the visit then runs eagerly) and says why once.
 #pragma once
 
@@ -50,10 +49,6 @@ class LaunchPlanCache {
   bool active() const { return rec_ != nullptr && !failed_; }
 
  private:
-  struct Entry {
-    bool seen = false;
-    std::unique_ptr<LaunchPlan> plan;
-  };
   void eager(const std::function<void()>& ops);
   void fail(const std::string& why);
   void forget_unrecorded();  // drops first sightings (bounds the key map)
@@ -62,7 +57,7 @@ class LaunchPlanCache {
   PlanRecorder* rec_;
   uint64_t max_bytes_;
   bool failed_ = false;
-  std::map<Key, Entry> entries_;
+  std::map<Key, std::unique_ptr<LaunchPlan>> entries_;  // every key seen; the plan once recorded
   Stats stats_;
 };
 

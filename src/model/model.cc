@@ -340,17 +340,25 @@ static LayerCtx make_ctx(const ModelConfig& c, Backend* be, const ModelOptions& 
   return ctx;
 }
 
-// Note [recompute] (model/layer.h): layer l's saved region, kept from its training forward.
-void Model::set_saved(LayerCtx* ctx, int l) const {
-  if (opts_.recompute == Recompute::kFull) return;
-  ctx->recompute = opts_.recompute;
-  ctx->saved = a_->saved[l].data;
-  ctx->saved_bytes = a_->saved[l].bytes();
+// Layer l's context for this micro-batch: training visits get the saved region kept from the
+// training forward (Note [recompute], model/layer.h); every visit reads its dropout seed from the
+// slot upload() filled (Note [layer launch plans]).
+LayerCtx Model::layer_ctx(int l, bool train) const {
+  const Arena& a = *a_;
+  LayerCtx ctx = make_ctx(cfg_, be_, opts_, a.inv_freq, a.pos, a.docs, a.has_docs, a.n, a.batch, a.seq,
+                          a.layer_scratch, train, micro_counter_, l);
+  ctx.dropout_seed_slot = static_cast<const uint64_t*>(a.seeds.data) + l;
+  if (train && opts_.recompute != Recompute::kFull) {
+    ctx.recompute = opts_.recompute;
+    ctx.saved = a.saved[l].data;
+    ctx.saved_bytes = a.saved[l].bytes();
+  }
+  return ctx;
 }
 
 // Note [layer launch plans] (model/launch_plans.h): everything a visit's ops depend on that is not
-// fixed for the Model's life (the arena views, the LoRA tensors, the config are). The dropout
-// seed is not in it: visits that use one are not recordable.
+// fixed for the Model's life (the arena views, the LoRA tensors, the config are). The per
+// micro-batch inputs (tokens, positions, dropout seeds) are read from the arena when the ops run.
 LaunchPlanCache::Key Model::visit_key(Phase phase, int l, bool train, const LayerWeights& w) const {
   const Arena& a = *a_;
   LaunchPlanCache::Key k = {static_cast<uint64_t>(phase), static_cast<uint64_t>(l), train,
@@ -364,10 +372,7 @@ LaunchPlanCache::Key Model::visit_key(Phase phase, int l, bool train, const Laye
 
 void Model::forward_layer(int l, LayerSource& src, bool train) {
   Arena& a = *a_;
-  LayerCtx ctx = make_ctx(cfg_, be_, opts_, a.inv_freq, a.pos, a.docs, a.has_docs, a.n, a.batch, a.seq,
-                          a.layer_scratch, train, micro_counter_, l);
-  if (train) set_saved(&ctx, l);
-  ctx.dropout_seed_slot = static_cast<const uint64_t*>(a.seeds.data) + l;  // upload() stored ctx.dropout_seed there
+  const LayerCtx ctx = layer_ctx(l, train);
   LayerWeights w = src.acquire(l);
   const LoraLayer& lora = lora_->layer(l);
   plans_->run(visit_key(Phase::kForward, l, train, w), /*recordable=*/true, [&] {
@@ -379,10 +384,7 @@ void Model::forward_layer(int l, LayerSource& src, bool train) {
 // Gradient ping-pong: grad[(l+1) % 2] holds d(output of layer l) on entry; dx goes to grad[l % 2].
 void Model::backward_layer(int l, LayerSource& src) {
   Arena& a = *a_;
-  LayerCtx ctx = make_ctx(cfg_, be_, opts_, a.inv_freq, a.pos, a.docs, a.has_docs, a.n, a.batch, a.seq,
-                          a.layer_scratch, true, micro_counter_, l);
-  set_saved(&ctx, l);
-  ctx.dropout_seed_slot = static_cast<const uint64_t*>(a.seeds.data) + l;
+  const LayerCtx ctx = layer_ctx(l, /*train=*/true);
   LayerWeights w = src.acquire(l);
   Tensor dout = rows_of(a.grad[(l + 1) % 2], a.n), dx = rows_of(a.grad[l % 2], a.n);
   const LoraLayer& lora = lora_->layer(l);

@@ -127,7 +127,7 @@ class Model {
   void upload(const Batch& b);
   void embed(const Batch& b);
   void gather_label_rows();
-  void set_saved(LayerCtx* ctx, int l) const;
+  LayerCtx layer_ctx(int l, bool train) const;
   Tensor final_norm() const;
   void forward_layer(int l, LayerSource& src, bool train);
   void backward_layer(int l, LayerSource& src);

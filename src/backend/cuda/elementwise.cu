@@ -61,7 +61,7 @@ __global__ void swiglu_bwd_kernel(void* dg, DType dgt, void* du, DType dut, cons
 }
 
 __global__ void dropout_kernel(void* y, DType yt, const void* x, DType xt, float p, DropoutSeed seed_arg, int64_t n) {
-  const uint64_t seed = p > 0.0f && p < 1.0f ? seed_arg.get() : 0;
+  const uint64_t seed = seed_arg.for_p(p);
   ST_GRID_STRIDE(i, n) st_elem(y, yt, i, dropout_apply(seed, static_cast<uint64_t>(i), p, ld(x, xt, i)));
 }
 

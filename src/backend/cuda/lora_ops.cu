@@ -228,7 +228,7 @@ __global__ void __launch_bounds__(kUpdThreads) row_update_kernel(TY* y, const fl
                                                                    const float* w, int64_t ks, int64_t cs, int r,
                                                                    int rows_per_block, float scale, float p,
                                                                    DropoutSeed seed_arg) {
-  const uint64_t seed = p > 0.0f && p < 1.0f ? seed_arg.get() : 0;
+  const uint64_t seed = seed_arg.for_p(p);
   constexpr int CPT = R >= 64 ? 1 : 64 / R > 8 ? 8 : 64 / R;
   __shared__ __align__(16) float t_s[64][R];
   const int64_t col = (static_cast<int64_t>(blockIdx.x) * kUpdThreads + threadIdx.x) * CPT;
@@ -309,7 +309,7 @@ __global__ void __launch_bounds__(kUpdThreads) row_update_kernel(TY* y, const fl
 template <class TY>
 __global__ void row_update_plain_kernel(TY* y, const float* t, int64_t N, int64_t C, const float* w, int64_t ks,
                                         int64_t cs, int r, float scale, float p, DropoutSeed seed_arg) {
-  const uint64_t seed = p > 0.0f && p < 1.0f ? seed_arg.get() : 0;
+  const uint64_t seed = seed_arg.for_p(p);
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < N * C;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t n = i / C, c = i % C;

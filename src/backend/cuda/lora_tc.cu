@@ -171,7 +171,7 @@ __global__ void __launch_bounds__(kUpdWarps * 32) update_tc_kernel(bf16* y, cons
                                                                    const float* w, int64_t wk, int64_t wc, int r,
                                                                    int tiles_per_warp, float scale, float p,
                                                                    DropoutSeed seed_arg) {
-  const uint64_t seed = p > 0.0f && p < 1.0f ? seed_arg.get() : 0;
+  const uint64_t seed = seed_arg.for_p(p);
   static_assert(NTW % 4 == 0, "whole 32-column groups");
   constexpr int kGroups = NTW / 4;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
