@@ -8,9 +8,11 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <random>
 #include <string>
+#include <vector>
 
 #include "backend/cuda/attention_cudnn.h"
 #include "backend/cuda/attention_tc.h"
@@ -207,10 +209,28 @@ TEST(AttentionCudnn, PreparedShapesAndAllowance) {
   g.set_fused_attention_allowance(0);
 }
 
+// The shapes TimingPrintout times: STREAMTUNE_ATTN_TIMING="B,T,NH,KVH,D;..." (experiments), else
+// Llama-3-8B's at 4096 tokens.
+std::vector<Case> timing_cases() {
+  std::vector<Case> out;
+  if (const char* e = std::getenv("STREAMTUNE_ATTN_TIMING")) {
+    std::string s = e;
+    for (size_t at = 0; at < s.size();) {
+      size_t end = s.find(';', at);
+      if (end == std::string::npos) end = s.size();
+      long long b, t, nh, kvh, d;
+      if (std::sscanf(s.substr(at, end - at).c_str(), "%lld,%lld,%lld,%lld,%lld", &b, &t, &nh, &kvh, &d) == 5)
+        out.push_back(Case{b, t, nh, kvh, d});
+      at = end + 1;
+    }
+  }
+  if (out.empty()) out.push_back(Case{1, 4096, 32, 8, 128});
+  return out;
+}
+
 // Printout only (causal FLOPs: fwd 2·B·NH·T²·D, bwd 2.5x fwd).
-TEST(AttentionCudnn, TimingPrintout) {
+void time_case(const Case& c) {
   std::mt19937 rng(35);
-  const Case c{1, 4096, 32, 8, 128};
   AttnRun r(c, rng);
   const SeqLayout L{c.B, c.T, nullptr, nullptr};
   const AttnShape s = shape_of(c);
@@ -227,6 +247,10 @@ TEST(AttentionCudnn, TimingPrintout) {
   }
   cuda::cudnn_attention_enabled() = true;
   std::fflush(stdout);
+}
+
+TEST(AttentionCudnn, TimingPrintout) {
+  for (const Case& c : timing_cases()) time_case(c);
 }
 
 }  // namespace
