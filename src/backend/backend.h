@@ -135,6 +135,18 @@ class Backend {
   virtual void sync_stream(StreamId stream) = 0;      // host blocks until stream is idle
   virtual void sync_all() = 0;
 
+  // Note [side stream]: ops issued between side_begin() and side_end() go to a second compute
+  // stream. They start after every compute op issued before side_begin() and may overlap the
+  // compute ops issued after it, until side_join() makes the compute stream wait for them. The
+  // caller guarantees the two sides share no written memory in between (side ops get their own
+  // backend scratch), so the results -- bits included -- are those of issuing everything in order.
+  // Used for the LoRA weight gradients and down-projections, which are small latency-bound
+  // kernels off the layer's critical path (model/layer.cc). Inside a launch plan the fork and the
+  // join become graph edges. Backends that run ops on the call (CPU) ignore all three.
+  virtual void side_begin() {}
+  virtual void side_end() {}
+  virtual void side_join() {}
+
   // ---- ops ---------------------------------------------------------------------------------
   // C[M,N] (=|+=) alpha * op(A) · op(B) (+ residual[M,N]) (+ bias[N] per row). op(A) is [M,K], op(B)
   // is [K,N]. A and B must have the same dtype (f32 or bf16); C may be f32 or bf16. f32 accumulation.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <initializer_list>
 
 #include "model/carver.h"
 
@@ -17,8 +18,8 @@ struct Scratch {
   // backward
   Tensor dm, du, dxn, da, dq, dk, dv, dq2, dk2;  // [N,F] [N,F] [N,H] [N,Q] [N,Q] [N,KV] [N,KV] [N,Q] [N,KV]
   // LoRA, f32
-  Tensor t[kNumLoraTargets];  // [N, r] per target: the forward's x A^T, reused by the backward
-  Tensor dt;                  // [N, r]
+  Tensor t[kNumLoraTargets];   // [N, r] per target: the forward's x A^T, reused by the backward
+  Tensor dt[kNumLoraTargets];  // [N, r] per target: s dy B (one each: the side stream reads it late)
   Tensor xd;            // [N, max_in]: the dropped-out LoRA input (only when dropout > 0)
 };
 
@@ -76,10 +77,9 @@ void carve_backward(Carver& cv, Scratch* s, const ModelConfig& c, int64_t N, con
     if (!lc.targets[t]) continue;
     max_in = std::max(max_in, lora_target_dims(c, static_cast<LoraTarget>(t)).first);
   }
-  if (max_in > 0) {
-    s->dt = cv.take(DType::kF32, {N, lc.r});
-    if (lc.dropout > 0) s->xd = cv.take(DType::kF32, {N, max_in});
-  }
+  for (int t = 0; t < kNumLoraTargets; ++t)
+    if (lc.targets[t]) s->dt[t] = cv.take(DType::kF32, {N, lc.r});
+  if (max_in > 0 && lc.dropout > 0) s->xd = cv.take(DType::kF32, {N, max_in});
 }
 
 Scratch carve(Carver& cv, const ModelConfig& c, int64_t N, const LoraConfig& lc, DType act) {
@@ -107,6 +107,13 @@ struct LinearArgs {
   const LoraPair* p;  // may be absent
   LoraTarget target;
   Tensor residual = Tensor();  // forward only: added in the GEMM epilogue (y = x W^T + residual + LoRA)
+  bool lora() const { return p && p->present(); }
+};
+
+// One linear of a group sharing its input x: y (forward output) or dy (backward input gradient).
+struct GroupLinear {
+  LinearArgs a;
+  Tensor y;
 };
 
 // Note [fused LoRA]: the low-rank path runs on Backend's fused LoRA ops, which read bf16 or f32
@@ -116,6 +123,16 @@ struct LinearArgs {
 // per target from the recompute; 5 for down_proj, whose forward the recompute skips). On CUDA with
 // bf16 activations they run on tensor cores with the f32 operand split into exact bf16 parts
 // (backend/cuda/lora_tc.cu Note [split LoRA products]).
+//
+// Note [LoRA on the side stream]: lora_down (forward) and lora_grad_b / lora_grad_a (backward) are
+// small latency-bound kernels nothing on the layer's main path waits for right away, so they go to
+// the backend's side stream (backend.h Note [side stream]) and overlap the group's GEMMs. What the
+// side reads -- x, dy, t, dt and the dropout staging xd -- must not be written on the compute stream
+// until the join: dt has one buffer per target, the side alone stages xd while side work is
+// pending, and layer_backward joins before swiglu_backward overwrites m and rmsnorm_backward
+// overwrites hn (the rest joins at the end of the visit). Every output is produced by the same op
+// from the same inputs as in issue order, and the accumulations into y and dx keep their order, so
+// the bits are those of running everything in order.
 
 // The LoRA input: x itself, or (training with dropout) x dropped out into the f32 copy xd.
 Tensor lora_input(const LayerCtx& ctx, const LoraLayer& lora, const Scratch& s, Tensor x, LoraTarget t) {
@@ -125,37 +142,70 @@ Tensor lora_input(const LayerCtx& ctx, const LoraLayer& lora, const Scratch& s, 
   return xd;
 }
 
-// y[N,out] = x W^T (+ bias) (+ residual) + s (drop(x) A^T) B^T. The residual rides in the GEMM (one
-// launch, one rounding) before the LoRA update is added.
-void linear_forward(const LayerCtx& ctx, const LoraLayer& lora, const Scratch& s, const LinearArgs& a, Tensor x,
-                    Tensor y) {
-  Backend& be = *ctx.be;
-  be.gemm(y, x, a.w, {.trans_b = Trans::kYes, .bias = a.bias, .residual = a.residual});
-  if (!a.p || !a.p->present()) return;
-  Tensor t = prefix(s.t[static_cast<int>(a.target)], DType::kF32, x.rows(), a.p->a.dim(0));
-  be.lora_down(t, lora_input(ctx, lora, s, x, a.target), a.p->a);
-  be.lora_up(y, t, a.p->b, lora.scaling);
+Tensor lora_t(const Scratch& s, const LinearArgs& a, int64_t n) {
+  return prefix(s.t[static_cast<int>(a.target)], DType::kF32, n, a.p->a.dim(0));
+}
+Tensor lora_dt(const Scratch& s, const LinearArgs& a, int64_t n) {
+  return prefix(s.dt[static_cast<int>(a.target)], DType::kF32, n, a.p->a.dim(0));
 }
 
-// dx[N,in] (= or +=) dy W + LoRA input-gradient; LoRA grads += (x: the forward input of this linear).
-// t = x A^T: with t_current, the one linear_forward left in s.t[target] during layer_backward's
-// recompute (same scratch, same bits a fresh lora_down would give); else computed here (down_proj,
-// whose forward the recompute does not run).
-void linear_backward(const LayerCtx& ctx, const LoraLayer& lora, const Scratch& s, const LinearArgs& a, Tensor x,
-                     Tensor dy, Tensor dx, Accum acc, bool t_current = true) {
+// y_i[N,out_i] = x W_i^T (+ bias) (+ residual) + s (drop(x) A_i^T) B_i^T for each linear of the group.
+// The residual rides in the GEMM (one launch, one rounding) before the LoRA update is added; the
+// down-projections run on the side stream beside the GEMMs (Note [LoRA on the side stream]).
+void linears_forward(const LayerCtx& ctx, const LoraLayer& lora, const Scratch& s, Tensor x,
+                     std::initializer_list<GroupLinear> group) {
   Backend& be = *ctx.be;
-  be.gemm(dx, dy, a.w, {.accum = acc});
-  if (!a.p || !a.p->present()) return;
-  const int64_t N = x.rows(), r = a.p->a.dim(0);
+  bool any = false;
+  for (const GroupLinear& g : group) any = any || g.a.lora();
+  if (any) {
+    be.side_begin();
+    for (const GroupLinear& g : group)
+      if (g.a.lora()) be.lora_down(lora_t(s, g.a, x.rows()), lora_input(ctx, lora, s, x, g.a.target), g.a.p->a);
+    be.side_end();
+  }
+  for (const GroupLinear& g : group)
+    be.gemm(g.y, x, g.a.w, {.trans_b = Trans::kYes, .bias = g.a.bias, .residual = g.a.residual});
+  if (!any) return;
+  be.side_join();
+  for (const GroupLinear& g : group)
+    if (g.a.lora()) be.lora_up(g.y, lora_t(s, g.a, x.rows()), g.a.p->b, lora.scaling);
+}
+
+// dx[N,in] (acc for the first linear, then +=) = sum_i (dy_i W_i + LoRA input-gradient_i), in group
+// order; LoRA grads += (x: the forward input of the group). t = x A^T: with t_current, the one
+// linears_forward left in s.t[target] during layer_backward's recompute (same scratch, same bits a
+// fresh lora_down would give); else computed here (down_proj, whose forward the recompute does not
+// run). The weight gradients are left running on the side stream: the caller joins it before
+// anything overwrites x or the dy_i (Note [LoRA on the side stream]).
+void linears_backward(const LayerCtx& ctx, const LoraLayer& lora, const Scratch& s, Tensor x,
+                      std::initializer_list<GroupLinear> group, Tensor dx, Accum acc, bool t_current = true) {
+  Backend& be = *ctx.be;
+  const int64_t N = x.rows();
   const float sc = lora.scaling;
   const bool drop = ctx.train && lora.dropout > 0.0f;
-  Tensor xl = lora_input(ctx, lora, s, x, a.target);
-  Tensor t = prefix(s.t[static_cast<int>(a.target)], DType::kF32, N, r), dt = prefix(s.dt, DType::kF32, N, r);
-  if (!t_current) be.lora_down(t, xl, a.p->a);  // [N,r]
-  be.lora_grad_b(a.p->db, dy, t, sc);       // [out,r] +=
-  be.lora_dt(dt, dy, a.p->b, sc);           // [N,r]
-  be.lora_grad_a(a.p->da, dt, xl);          // [r,in] +=
-  be.lora_dx(dx, dt, a.p->a, drop ? lora.dropout : 0.0f, target_seed(ctx, a.target));  // [N,in] +=
+  bool any = false;
+  for (const GroupLinear& g : group) {
+    if (!g.a.lora()) continue;
+    any = true;
+    if (!t_current) be.lora_down(lora_t(s, g.a, N), lora_input(ctx, lora, s, x, g.a.target), g.a.p->a);  // [N,r]
+    be.lora_dt(lora_dt(s, g.a, N), g.y, g.a.p->b, sc);  // [N,r]
+  }
+  if (any) {
+    be.side_begin();
+    for (const GroupLinear& g : group) {
+      if (!g.a.lora()) continue;
+      be.lora_grad_b(g.a.p->db, g.y, lora_t(s, g.a, N), sc);                                    // [out,r] +=
+      be.lora_grad_a(g.a.p->da, lora_dt(s, g.a, N), lora_input(ctx, lora, s, x, g.a.target));  // [r,in] +=
+    }
+    be.side_end();
+  }
+  bool first = true;
+  for (const GroupLinear& g : group) {
+    be.gemm(dx, g.y, g.a.w, {.accum = first ? acc : Accum::kAdd});
+    first = false;
+    if (g.a.lora())
+      be.lora_dx(dx, lora_dt(s, g.a, N), g.a.p->a, drop ? lora.dropout : 0.0f, target_seed(ctx, g.a.target));  // +=
+  }
 }
 
 }  // namespace
@@ -204,9 +254,10 @@ void attention_forward(const LayerCtx& ctx, const LayerWeights& w, const LoraLay
   const float eps = static_cast<float>(c.rms_norm_eps);
   const int64_t N = ctx.tokens, D = c.head_dim, NH = c.num_heads, KVH = c.num_kv_heads;
   be.rmsnorm(s.xn, s.rstd1, x, w.input_norm, eps);
-  linear_forward(ctx, lora, s, {w.q, w.q_bias, &lora[LoraTarget::kQ], LoraTarget::kQ}, s.xn, s.q);
-  linear_forward(ctx, lora, s, {w.k, w.k_bias, &lora[LoraTarget::kK], LoraTarget::kK}, s.xn, s.k);
-  linear_forward(ctx, lora, s, {w.v, w.v_bias, &lora[LoraTarget::kV], LoraTarget::kV}, s.xn, s.v);
+  linears_forward(ctx, lora, s, s.xn,
+                  {{{w.q, w.q_bias, &lora[LoraTarget::kQ], LoraTarget::kQ}, s.q},
+                   {{w.k, w.k_bias, &lora[LoraTarget::kK], LoraTarget::kK}, s.k},
+                   {{w.v, w.v_bias, &lora[LoraTarget::kV], LoraTarget::kV}, s.v}});
   Tensor qa = s.q, ka = s.k;
   if (c.qk_norm) {
     be.rmsnorm(s.qn.reshape({N * NH, D}), s.rstd_q, s.q.reshape({N * NH, D}), w.q_norm, eps);
@@ -220,7 +271,7 @@ void attention_forward(const LayerCtx& ctx, const LayerWeights& w, const LoraLay
   if (run_attention)
     be.attention(heads(s.att, NH, D), lse, heads(qa, NH, D), heads(ka, KVH, D), heads(s.v, KVH, D), ctx.seq,
                  attention_shape(c));
-  linear_forward(ctx, lora, s, {w.o, {}, &lora[LoraTarget::kO], LoraTarget::kO, x}, s.att, s.h);  // h = x + ...
+  linears_forward(ctx, lora, s, s.att, {{{w.o, {}, &lora[LoraTarget::kO], LoraTarget::kO, x}, s.h}});  // h = x + ...
 }
 
 // MLP up to m = silu(gate) * up; fills s.{hn,g,u,m,rstd2}. Without need_m, m is left unwritten: the
@@ -229,8 +280,9 @@ void mlp_forward(const LayerCtx& ctx, const LayerWeights& w, const LoraLayer& lo
                  bool need_m = true) {
   Backend& be = *ctx.be;
   be.rmsnorm(s.hn, s.rstd2, s.h, w.post_norm, static_cast<float>(ctx.cfg->rms_norm_eps));
-  linear_forward(ctx, lora, s, {w.gate, {}, &lora[LoraTarget::kGate], LoraTarget::kGate}, s.hn, s.g);
-  linear_forward(ctx, lora, s, {w.up, {}, &lora[LoraTarget::kUp], LoraTarget::kUp}, s.hn, s.u);
+  linears_forward(ctx, lora, s, s.hn,
+                  {{{w.gate, {}, &lora[LoraTarget::kGate], LoraTarget::kGate}, s.g},
+                   {{w.up, {}, &lora[LoraTarget::kUp], LoraTarget::kUp}, s.u}});
   if (need_m) be.swiglu(s.m, s.g, s.u);
 }
 
@@ -273,7 +325,8 @@ void layer_forward(const LayerCtx& ctx, const LayerWeights& w, const LoraLayer& 
   Scratch s = carve_ctx(ctx, lora_shape_of(lora));
   attention_forward(ctx, w, lora, s, x);
   mlp_forward(ctx, w, lora, s);
-  linear_forward(ctx, lora, s, {w.down, {}, &lora[LoraTarget::kDown], LoraTarget::kDown, s.h}, s.m, out);  // out = h + ...
+  linears_forward(ctx, lora, s, s.m,
+                  {{{w.down, {}, &lora[LoraTarget::kDown], LoraTarget::kDown, s.h}, out}});  // out = h + ...
 }
 
 void layer_backward(const LayerCtx& ctx, const LayerWeights& w, const LoraLayer& lora, Tensor x, Tensor dout,
@@ -289,21 +342,25 @@ void layer_backward(const LayerCtx& ctx, const LayerWeights& w, const LoraLayer&
   }
 
   // MLP. dg reuses m's memory (m is dead once down_proj's backward has read it).
-  linear_backward(ctx, lora, s, {w.down, {}, &lora[LoraTarget::kDown], LoraTarget::kDown}, s.m, dout, s.dm,
-                  Accum::kOverwrite, /*t_current=*/ctx.recompute == Recompute::kNone);
+  linears_backward(ctx, lora, s, s.m, {{{w.down, {}, &lora[LoraTarget::kDown], LoraTarget::kDown}, dout}}, s.dm,
+                   Accum::kOverwrite, /*t_current=*/ctx.recompute == Recompute::kNone);
+  be.side_join();  // down_proj's LoRA grads read m (Note [LoRA on the side stream])
   Tensor dg = s.m;
   be.swiglu_backward(dg, s.du, s.dm, s.g, s.u);
   Tensor dhn = s.dxn;
-  linear_backward(ctx, lora, s, {w.gate, {}, &lora[LoraTarget::kGate], LoraTarget::kGate}, s.hn, dg, dhn,
-                  Accum::kOverwrite);
-  linear_backward(ctx, lora, s, {w.up, {}, &lora[LoraTarget::kUp], LoraTarget::kUp}, s.hn, s.du, dhn, Accum::kAdd);
+  linears_backward(ctx, lora, s, s.hn,
+                   {{{w.gate, {}, &lora[LoraTarget::kGate], LoraTarget::kGate}, dg},
+                    {{w.up, {}, &lora[LoraTarget::kUp], LoraTarget::kUp}, s.du}},
+                   dhn, Accum::kOverwrite);
+  be.side_join();    // gate/up's LoRA grads read hn
   Tensor dh = s.hn;  // hn is dead after gate/up backward
   be.rmsnorm_backward(dh, dhn, s.h, w.post_norm, s.rstd2);
   be.add(dh, dh, dout);
 
   // Attention.
-  linear_backward(ctx, lora, s, {w.o, {}, &lora[LoraTarget::kO], LoraTarget::kO}, s.att, dh, s.da,
-                  Accum::kOverwrite);
+  // o_proj's LoRA grads (side) read att and dh until the join at the end: nothing below writes them.
+  linears_backward(ctx, lora, s, s.att, {{{w.o, {}, &lora[LoraTarget::kO], LoraTarget::kO}, dh}}, s.da,
+                   Accum::kOverwrite);
   Tensor qa = c.qk_norm ? s.qn : s.q, ka = c.qk_norm ? s.kn : s.k;
   Tensor lse = s.lse.reshape({ctx.seq.batch, NH, ctx.seq.seq});
   be.attention_backward(heads(s.dq, NH, D), heads(s.dk, KVH, D), heads(s.dv, KVH, D), heads(s.da, NH, D),
@@ -320,12 +377,14 @@ void layer_backward(const LayerCtx& ctx, const LayerWeights& w, const LoraLayer&
     dq = s.dq2;
     dk = s.dk2;
   }
-  linear_backward(ctx, lora, s, {w.q, {}, &lora[LoraTarget::kQ], LoraTarget::kQ}, s.xn, dq, s.dxn,
-                  Accum::kOverwrite);
-  linear_backward(ctx, lora, s, {w.k, {}, &lora[LoraTarget::kK], LoraTarget::kK}, s.xn, dk, s.dxn, Accum::kAdd);
-  linear_backward(ctx, lora, s, {w.v, {}, &lora[LoraTarget::kV], LoraTarget::kV}, s.xn, s.dv, s.dxn, Accum::kAdd);
+  linears_backward(ctx, lora, s, s.xn,
+                   {{{w.q, {}, &lora[LoraTarget::kQ], LoraTarget::kQ}, dq},
+                    {{w.k, {}, &lora[LoraTarget::kK], LoraTarget::kK}, dk},
+                    {{w.v, {}, &lora[LoraTarget::kV], LoraTarget::kV}, s.dv}},
+                   s.dxn, Accum::kOverwrite);
   be.rmsnorm_backward(dx, s.dxn, x, w.input_norm, s.rstd1);
   be.add(dx, dx, dh);
+  be.side_join();  // the q/k/v (and o) LoRA grads: a visit leaves nothing running on the side
 }
 
 }  // namespace st

@@ -109,7 +109,8 @@ class CudaBackend final : public Backend {
     cudaDeviceSynchronize();
     gemm_.reset();
     cudnn_.reset();
-    if (scratch_) cudaFree(scratch_);
+    for (ScratchBuf& b : scratch_)
+      if (b.p) cudaFree(b.p);
   }
 
   DeviceKind kind() const override { return DeviceKind::kCuda; }
@@ -206,10 +207,37 @@ class CudaBackend final : public Backend {
     CUDA_CHECK(r);
     return true;
   }
-  void sync_stream(StreamId s) override { bind(); CUDA_CHECK(cudaStreamSynchronize(stream(s))); }
+  void sync_stream(StreamId s) override {
+    bind();
+    CUDA_CHECK(cudaStreamSynchronize(stream(s)));
+    if (s == StreamId::kCompute) CUDA_CHECK(cudaStreamSynchronize(side_.get()));
+  }
   void sync_all() override {
     bind();
     for (auto& s : streams_) CUDA_CHECK(cudaStreamSynchronize(s.get()));
+    CUDA_CHECK(cudaStreamSynchronize(side_.get()));
+  }
+
+  // Note [side stream] (backend.h).
+  void side_begin() override {
+    CHECK(!side_active_, "side_begin: already on the side stream");
+    bind();
+    CUDA_CHECK(cudaEventRecord(fork_.get(), stream(StreamId::kCompute)));
+    CUDA_CHECK(cudaStreamWaitEvent(side_.get(), fork_.get(), 0));
+    side_active_ = true;
+  }
+  void side_end() override {
+    CHECK(side_active_, "side_end without side_begin");
+    side_active_ = false;
+    side_pending_ = true;
+  }
+  void side_join() override {
+    CHECK(!side_active_, "side_join while on the side stream");
+    if (!side_pending_) return;
+    bind();
+    CUDA_CHECK(cudaEventRecord(join_.get(), side_.get()));
+    CUDA_CHECK(cudaStreamWaitEvent(stream(StreamId::kCompute), join_.get(), 0));
+    side_pending_ = false;
   }
 
   // ---- ops ----
@@ -224,7 +252,8 @@ class CudaBackend final : public Backend {
     CHECK(K == Kb && c.rows() == M && c.cols() == N,
           "gemm: shapes A " << a.shape_str() << " B " << b.shape_str() << " C " << c.shape_str());
     if (a.dtype == DType::kF32 && c.dtype != DType::kF32) grow_scratch(static_cast<size_t>(M * N));
-    gemm_->run(c, a, b, o, compute(), scratch_, scratch_floats_);
+    CHECK(!side_active_, "gemm on the side stream (Note [side stream]: cuBLASLt's workspace is the compute stream's)");
+    gemm_->run(c, a, b, o, compute(), scr().p, scr().floats);
   }
   // ---- LoRA (backend.h): tensor-core kernels for bf16 activations (lora_tc.cu), else lora_ops.cu ----
   void lora_down(Tensor t, Tensor x, Tensor a) override {
@@ -233,7 +262,7 @@ class CudaBackend final : public Backend {
     check_lora(x, a, t, x.cols(), a.rows(), "lora_down x, A [r,in], t [N,r]");
     if (lora_tc_rowdot_ok(x, a.rows())) return launch_lora_down_tc(t, x, a, compute());
     grow_scratch(static_cast<size_t>(lora_scratch_floats(x.rows(), x.cols(), a.rows(), LoraScratchOp::kRowDot)));
-    launch_lora_down(t, x, a, scratch_, compute());
+    launch_lora_down(t, x, a, scr().p, compute());
   }
   void lora_up(Tensor y, Tensor t, Tensor b, float scale) override {
     bind();
@@ -248,10 +277,10 @@ class CudaBackend final : public Backend {
     check_lora(dy, db, t, dy.cols(), db.cols(), "lora_grad_b dy, db [out,r], t [N,r]", /*w_trans=*/true);
     if (lora_tc_colsum_ok(dy, t.cols())) {
       grow_scratch(static_cast<size_t>(lora_tc_colsum_scratch_floats(dy.rows(), dy.cols(), t.cols())));
-      return launch_lora_grad_b_tc(db, dy, t, scale, scratch_, compute());
+      return launch_lora_grad_b_tc(db, dy, t, scale, scr().p, compute());
     }
     grow_scratch(static_cast<size_t>(lora_scratch_floats(dy.rows(), dy.cols(), t.cols(), LoraScratchOp::kColSum)));
-    launch_lora_grad_b(db, dy, t, scale, scratch_, compute());
+    launch_lora_grad_b(db, dy, t, scale, scr().p, compute());
   }
   void lora_dt(Tensor dt, Tensor dy, Tensor b, float scale) override {
     bind();
@@ -259,7 +288,7 @@ class CudaBackend final : public Backend {
     check_lora(dy, b, dt, dy.cols(), b.cols(), "lora_dt dy, B [out,r], dt [N,r]", /*w_trans=*/true);
     if (lora_tc_rowdot_ok(dy, b.cols())) return launch_lora_dt_tc(dt, dy, b, scale, compute());
     grow_scratch(static_cast<size_t>(lora_scratch_floats(dy.rows(), dy.cols(), b.cols(), LoraScratchOp::kRowDot)));
-    launch_lora_dt(dt, dy, b, scale, scratch_, compute());
+    launch_lora_dt(dt, dy, b, scale, scr().p, compute());
   }
   void lora_grad_a(Tensor da, Tensor dt, Tensor x) override {
     bind();
@@ -267,10 +296,10 @@ class CudaBackend final : public Backend {
     check_lora(x, da, dt, x.cols(), da.rows(), "lora_grad_a x, da [r,in], dt [N,r]");
     if (lora_tc_colsum_ok(x, dt.cols())) {
       grow_scratch(static_cast<size_t>(lora_tc_colsum_scratch_floats(x.rows(), x.cols(), dt.cols())));
-      return launch_lora_grad_a_tc(da, dt, x, scratch_, compute());
+      return launch_lora_grad_a_tc(da, dt, x, scr().p, compute());
     }
     grow_scratch(static_cast<size_t>(lora_scratch_floats(x.rows(), x.cols(), dt.cols(), LoraScratchOp::kColSum)));
-    launch_lora_grad_a(da, dt, x, scratch_, compute());
+    launch_lora_grad_a(da, dt, x, scr().p, compute());
   }
   void lora_dx(Tensor dx, Tensor dt, Tensor a, float dropout_p, DropoutSeed seed) override {
     bind();
@@ -334,12 +363,13 @@ class CudaBackend final : public Backend {
                  const AttnShape& s) override {
     bind();
     ProfScope prof(compute(), "attention", [&] { return shp(q) + shp(k); });
+    CHECK(!side_active_, "attention on the side stream (Note [side stream]: the cuDNN handle is the compute stream's)");
     check_attn(q, k, v, L, s);
     CHECK(out.numel() == q.numel() && lse.dtype == DType::kF32 && lse.numel() == L.batch * s.num_heads * L.seq,
           "attention: out/lse shapes");
     const Tensor all[] = {out, q, k, v};
     size_t ws = 0;
-    if (use_cudnn(all, 4, lse, L, s, &ws)) return cudnn_->forward(out, lse, q, k, v, L, s, scratch_, compute());
+    if (use_cudnn(all, 4, lse, L, s, &ws)) return cudnn_->forward(out, lse, q, k, v, L, s, scr().p, compute());
     launch_attention(out, lse, q, k, v, L, s, compute());
   }
   void attention_kv(Tensor o, Tensor q, Tensor k, Tensor v, int64_t q0, const AttnShape& s) override {
@@ -367,15 +397,16 @@ class CudaBackend final : public Backend {
                           Tensor lse, const SeqLayout& L, const AttnShape& s) override {
     bind();
     ProfScope prof(compute(), "attention_bwd", [&] { return shp(q) + shp(k); });
+    CHECK(!side_active_, "attention on the side stream (Note [side stream]: the cuDNN handle is the compute stream's)");
     check_attn(q, k, v, L, s);
     CHECK(dq.numel() == q.numel() && dk.numel() == k.numel() && dv.numel() == v.numel() &&
               dout.numel() == q.numel() && out.numel() == q.numel(), "attention_backward: shapes");
     const Tensor all[] = {dq, dk, dv, dout, q, k, v, out};
     size_t ws = 0;
     if (use_cudnn(all, 8, lse, L, s, &ws))
-      return cudnn_->backward(dq, dk, dv, dout, q, k, v, out, lse, L, s, scratch_, compute());
+      return cudnn_->backward(dq, dk, dv, dout, q, k, v, out, lse, L, s, scr().p, compute());
     grow_scratch(static_cast<size_t>(attention_backward_scratch_floats(L, s)));
-    launch_attention_backward(dq, dk, dv, dout, q, k, v, out, lse, L, s, scratch_, compute());
+    launch_attention_backward(dq, dk, dv, dout, q, k, v, out, lse, L, s, scr().p, compute());
   }
   void swiglu(Tensor h, Tensor gate, Tensor up) override {
     bind();
@@ -395,7 +426,7 @@ class CudaBackend final : public Backend {
     ProfScope prof(compute(), "cross_entropy", [&] { return shp(logits); });
     CHECK(loss_sum.dtype == DType::kF32 && loss_sum.numel() >= 1, "cross_entropy: loss_sum");
     grow_scratch(static_cast<size_t>(logits.rows()));
-    launch_cross_entropy(logits, loss_sum, labels, grad_scale, scratch_, compute());
+    launch_cross_entropy(logits, loss_sum, labels, grad_scale, scr().p, compute());
   }
   void ce_chunk(Tensor logits, Tensor acc, Tensor m, Tensor s, Tensor target, const int32_t* labels,
                 int64_t col0) override {
@@ -446,7 +477,7 @@ class CudaBackend final : public Backend {
     bind();
     ProfScope prof(compute(), "sum_squares", [&] { return shp(x); });
     CHECK(out.dtype == DType::kF32 && x.dtype == DType::kF32, "sum_squares: f32 only");
-    launch_sum_squares(out, x, scratch_, compute());
+    launch_sum_squares(out, x, scr().p, compute());
   }
 
   // Note [launch plans] (backend.h): CUDA graphs of the compute stream. Off with
@@ -459,7 +490,8 @@ class CudaBackend final : public Backend {
 
  private:
   cudaStream_t stream(StreamId s) const { return streams_[static_cast<int>(s)].get(); }
-  cudaStream_t compute() const { return stream(StreamId::kCompute); }
+  // The stream ops go to: the compute stream, or the side stream between side_begin and side_end.
+  cudaStream_t compute() const { return side_active_ ? side_.get() : stream(StreamId::kCompute); }
 
   // CUDA's current device is per host thread: make sure this thread talks to our device. Asked of
   // the runtime every time (cheap): a cached value goes stale when anything else (another backend's
@@ -471,21 +503,28 @@ class CudaBackend final : public Backend {
     if (current != dev_) CUDA_CHECK(cudaSetDevice(dev_));
   }
 
-  // Scratch (row losses, partial sums, f32 GEMM staging) is only used by compute-stream ops, which
-  // run in order, so one buffer serves them all. It grows (rarely, at first use of a bigger shape).
+  // Scratch (row losses, partial sums, f32 GEMM staging) is only used by the ops of one stream,
+  // which run in order, so one buffer serves them all: the compute stream's, and the side stream's
+  // own (Note [side stream]). It grows (rarely, at first use of a bigger shape).
+  struct ScratchBuf {
+    float* p = nullptr;
+    size_t floats = 0;
+  };
+  ScratchBuf& scr() { return scratch_[side_active_ ? 1 : 0]; }
   void grow_scratch(size_t floats) {
-    if (floats <= scratch_floats_) return;
-    // A recorded plan may point at scratch_: growth bumps the epoch (older plans go stale), and
+    ScratchBuf& b = scr();
+    if (floats <= b.floats) return;
+    // A recorded plan may point at the scratch: growth bumps the epoch (older plans go stale), and
     // must not happen while recording (a plan is only recorded for a visit seen before, whose
     // ops already grew the scratch they need).
     CHECK(!recorder_.capturing(), "CUDA backend: scratch grew to " << floats << " floats while recording a plan");
     ++scratch_epoch_;
-    if (scratch_) {
+    if (b.p) {
       CUDA_CHECK(cudaStreamSynchronize(compute()));
-      CUDA_CHECK(cudaFree(scratch_));
+      CUDA_CHECK(cudaFree(b.p));
     }
-    CUDA_CHECK(cudaMalloc(&scratch_, floats * sizeof(float)));
-    scratch_floats_ = floats;
+    CUDA_CHECK(cudaMalloc(&b.p, floats * sizeof(float)));
+    b.floats = floats;
   }
 
   // The LoRA ops' shared contract: act [N, C] f32/bf16; w f32 [r, C] (or [C, r] when w_trans);
@@ -541,9 +580,12 @@ class CudaBackend final : public Backend {
   int dev_;  // declared before streams_ (see the constructor)
   std::string name_;
   StreamOwner streams_[3];
+  StreamOwner side_;                  // Note [side stream]
+  CudaEvent fork_, join_;             // its fork and join (reused: each wait takes the last record)
+  bool side_active_ = false;          // ops go to side_
+  bool side_pending_ = false;         // side ops issued since the last join
   std::unique_ptr<GemmRunner> gemm_;
-  float* scratch_ = nullptr;
-  size_t scratch_floats_ = 0;
+  ScratchBuf scratch_[2];             // [0] the compute stream's, [1] the side stream's
   uint64_t scratch_epoch_ = 0;                                    // bumped by grow_scratch
   GraphRecorder recorder_{streams_[0].get(), &scratch_epoch_};    // records the compute stream
   std::unique_ptr<CudnnAttention> cudnn_ = make_cudnn_attention();  // nullptr: built without cuDNN
