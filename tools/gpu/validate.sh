@@ -80,18 +80,24 @@ ref=""
 done
 [ -n "${ONLY_PLANS:-}" ] || tail -3 $W/bit_ram_2_-_auto_auto/metrics.jsonl >> "$OUT/summary.txt"
 
-# 3b. launch plans (model/launch_plans.h): the same config (LoRA dropout 0.1: seeds read from device
-#     memory), plans on (default) and off (STREAMTUNE_GRAPHS=off): one signature; then dropout 0.
+# 3b. launch plans (model/launch_plans.h) and the side stream (backend.h Note [side stream]): the
+#     same config (LoRA dropout 0.1: seeds read from device memory), plans on (default) and off
+#     (STREAMTUNE_GRAPHS=off): one signature; then dropout 0.
 sed 's/^lora_dropout: .*/lora_dropout: 0.0/' $W/bit.yaml > $W/bit0.yaml
 ref=""
-for v in "off 2 - on" "off 2 - off" "ram 2 - on" "disk 3 - on" "ram 2 300MiB on" "ram 2 300MiB off" "off 2 - on full" \
-         "off 2 - on auto 0" "off 2 - off auto 0"; do
+#     "side": plans on, the side stream off (STREAMTUNE_SIDE_STREAM=off: every LoRA op in issue order).
+for v in "off 2 - on" "off 2 - off" "off 2 - side" "ram 2 - on" "disk 3 - on" "ram 2 300MiB on" "ram 2 300MiB off" \
+         "ram 2 300MiB side" "off 2 - on full" "off 2 - side full" "off 2 - on none" "off 2 - side none" \
+         "off 2 - on auto 0" "off 2 - off auto 0" "off 2 - side auto 0"; do
   set -- $v
   d=$W/plan_$1_$2_$3_$4_${5:-auto}
   extra="--recompute=${5:-auto}"; [ "$3" != "-" ] && extra="$extra --vram_budget=$3"
   y=$W/bit.yaml; [ -n "${6:-}" ] && { y=$W/bit0.yaml; d=${d}_d0; [ "${ref0:-}" ] || { ref0=1; ref=""; }; }
-  if [ "$4" = off ]; then STREAMTUNE_GRAPHS=off $B train $y --stream=$1 --stream_buffers=$2 $extra --output_dir=$d >$d.log 2>&1
-  else $B train $y --stream=$1 --stream_buffers=$2 $extra --output_dir=$d >$d.log 2>&1; fi
+  case $4 in
+    off) STREAMTUNE_GRAPHS=off $B train $y --stream=$1 --stream_buffers=$2 $extra --output_dir=$d >$d.log 2>&1 ;;
+    side) STREAMTUNE_SIDE_STREAM=off $B train $y --stream=$1 --stream_buffers=$2 $extra --output_dir=$d >$d.log 2>&1 ;;
+    *) $B train $y --stream=$1 --stream_buffers=$2 $extra --output_dir=$d >$d.log 2>&1 ;;
+  esac
   rc=$?
   sig=$(python3 -c "import json,sys;print([json.loads(l)['loss'] for l in open('$d/metrics.jsonl') if '\"loss\"' in l])" 2>/dev/null | md5sum | cut -c1-12)
   ad=$(md5sum $d/adapter_model.safetensors 2>/dev/null | cut -c1-12)

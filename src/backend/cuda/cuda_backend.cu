@@ -218,8 +218,14 @@ class CudaBackend final : public Backend {
     CUDA_CHECK(cudaStreamSynchronize(side_.get()));
   }
 
-  // Note [side stream] (backend.h).
+  // Note [side stream] (backend.h). STREAMTUNE_SIDE_STREAM=off keeps every op on the compute
+  // stream (A/B benches; the bits are the same either way).
+  static bool side_off() {
+    static const bool off = env_switch("STREAMTUNE_SIDE_STREAM", "off", "side stream disabled");
+    return off;
+  }
   void side_begin() override {
+    if (side_off()) return;
     CHECK(!side_active_, "side_begin: already on the side stream");
     bind();
     CUDA_CHECK(cudaEventRecord(fork_.get(), stream(StreamId::kCompute)));
@@ -227,6 +233,7 @@ class CudaBackend final : public Backend {
     side_active_ = true;
   }
   void side_end() override {
+    if (side_off()) return;
     CHECK(side_active_, "side_end without side_begin");
     side_active_ = false;
     side_pending_ = true;

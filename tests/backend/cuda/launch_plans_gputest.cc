@@ -55,31 +55,39 @@ struct Layerish {
     for (Twin* o : outputs()) out.push_back(o->gpu_bytes());
     return out;
   }
-  void ops() {
+  // side: the LoRA down-projection and weight gradient go to the side stream as model/layer.cc
+  // issues them (Note [side stream]); the bits must not change.
+  void ops(bool side = false) {
     Backend& be = gpu_backend();
     be.rmsnorm(xn.gpu(), rstd.gpu(), x.gpu(), w_norm.gpu(), 1e-6f);
-    be.gemm(q.gpu().reshape({T, H}), xn.gpu(), wq.gpu(), {.trans_b = Trans::kYes, .bias = bq.gpu()});
+    if (side) be.side_begin();
     be.lora_down(t.gpu(), xn.gpu(), la.gpu());
-    be.lora_up(q.gpu().reshape({T, H}), t.gpu(), lb.gpu(), 2.0f);
+    if (side) be.side_end();
+    be.gemm(q.gpu().reshape({T, H}), xn.gpu(), wq.gpu(), {.trans_b = Trans::kYes, .bias = bq.gpu()});
     be.gemm(k.gpu().reshape({T, KVH * D}), xn.gpu(), wk.gpu(), {.trans_b = Trans::kYes});
     be.gemm(v.gpu().reshape({T, KVH * D}), xn.gpu(), wv.gpu(), {.trans_b = Trans::kYes});
+    be.side_join();
+    be.lora_up(q.gpu().reshape({T, H}), t.gpu(), lb.gpu(), 2.0f);
     be.rope(q.gpu(), pos.gpu(), inv_freq.gpu(), false);
     be.attention(att.gpu(), lse.gpu(), q.gpu(), k.gpu(), v.gpu(), L, s);
     be.attention_backward(dq.gpu(), dk.gpu(), dv.gpu(), att.gpu(), q.gpu(), k.gpu(), v.gpu(), att.gpu(), lse.gpu(), L,
                           s);
-    be.lora_grad_b(db.gpu(), dq.gpu().reshape({T, H}), t.gpu(), 0.5f);
+    if (side) be.side_begin();
+    be.lora_grad_b(db.gpu(), dq.gpu().reshape({T, H}), t.gpu(), 0.5f);  // uses the (side) scratch
+    if (side) be.side_end();
     be.gemm(g.gpu(), xn.gpu(), wg.gpu(), {.trans_b = Trans::kYes});
     be.gemm(u.gpu(), xn.gpu(), wu.gpu(), {.trans_b = Trans::kYes});
     be.swiglu(m.gpu(), g.gpu(), u.gpu());
+    be.side_join();
   }
 };
 
-std::unique_ptr<LaunchPlan> record(Layerish& l) {
+std::unique_ptr<LaunchPlan> record(Layerish& l, bool side = false) {
   PlanRecorder* rec = gpu_backend().plan_recorder();
   EXPECT_NE(rec, nullptr);
   std::string why;
   EXPECT_TRUE(rec->begin_capture(&why)) << why;
-  l.ops();
+  l.ops(side);
   std::unique_ptr<LaunchPlan> p = rec->end_capture(&why);
   EXPECT_NE(p, nullptr) << why;
   return p;
@@ -106,6 +114,35 @@ TEST(LaunchPlans, ReplayWritesTheEagerBits) {
     for (size_t i = 0; i < eager.size(); ++i) EXPECT_EQ(replayed[i], eager[i]) << "output " << i << " replay " << rep;
   }
   for (Twin* o : l.outputs()) EXPECT_TRUE(o->guards_ok());
+}
+
+// Note [side stream]: the LoRA ops moved to the side stream write the in-order bits, eagerly and
+// replayed from a plan whose fork and join are graph edges.
+TEST(LaunchPlans, SideStreamWritesTheInOrderBits) {
+  Layerish l;
+  l.poison();
+  l.ops();
+  const auto in_order = l.bytes();
+  for (int rep = 0; rep < 3; ++rep) {
+    l.poison();
+    l.ops(/*side=*/true);
+    const auto side = l.bytes();
+    for (size_t i = 0; i < in_order.size(); ++i) EXPECT_EQ(side[i], in_order[i]) << "output " << i << " run " << rep;
+  }
+  l.poison();
+  std::unique_ptr<LaunchPlan> p = record(l, /*side=*/true);
+  ASSERT_NE(p, nullptr);
+  for (int rep = 0; rep < 2; ++rep) {
+    l.poison();
+    ASSERT_TRUE(gpu_backend().plan_recorder()->replay(*p));
+    const auto replayed = l.bytes();
+    for (size_t i = 0; i < in_order.size(); ++i)
+      EXPECT_EQ(replayed[i], in_order[i]) << "output " << i << " replay " << rep;
+  }
+  const double plain = time_ms(50, [&] { l.ops(); });
+  const double side = time_ms(50, [&] { l.ops(true); });
+  std::printf("layer-like sequence eager: in order %.1f us, LoRA ops on the side stream %.1f us\n", plain * 1e3,
+              side * 1e3);
 }
 
 TEST(LaunchPlans, ScratchGrowthMakesAPlanStale) {
