@@ -151,6 +151,14 @@ class Backend {
   // C[M,N] (=|+=) alpha * op(A) · op(B) (+ residual[M,N]) (+ bias[N] per row). op(A) is [M,K], op(B)
   // is [K,N]. A and B must have the same dtype (f32 or bf16); C may be f32 or bf16. f32 accumulation.
   virtual void gemm(Tensor c, Tensor a, Tensor b, const GemmOpts& o) = 0;
+  // c0 = a·b0ᵀ (+ bias0) and c1 = a·b1ᵀ (+ bias1): two products sharing A whose weights have one
+  // shape (gate/up, k/v), in one launch where the backend can -- CUDA: a strided batch of two when
+  // b1, c1 and bias1 sit at fixed offsets after b0, c0 and bias0, which doubles the tiles of a
+  // launch and so shrinks the last wave's idle share. Biases are both given or both empty.
+  virtual void gemm_pair(Tensor c0, Tensor c1, Tensor a, Tensor b0, Tensor b1, Tensor bias0, Tensor bias1) {
+    gemm(c0, a, b0, {.trans_b = Trans::kYes, .bias = bias0});
+    gemm(c1, a, b1, {.trans_b = Trans::kYes, .bias = bias1});
+  }
 
   // ---- LoRA (model/layer.cc: the low-rank path of a targeted linear) -------------------------
   // Fused skinny products for a rank-r adapter, so the layer never stages bf16 activations into
@@ -195,6 +203,13 @@ class Backend {
   virtual void rmsnorm(Tensor y, Tensor rstd, Tensor x, Tensor w, float eps) = 0;
   // dx[R,N] = ∂/∂x given dy, x, w and the saved rstd. (w is frozen: no dw.)
   virtual void rmsnorm_backward(Tensor dx, Tensor dy, Tensor x, Tensor w, Tensor rstd) = 0;
+  // dx = rmsnorm_backward(dy, ...) + residual, in one pass where the backend can: the norm's
+  // gradient is rounded to dx's dtype before the add, so the bits are those of rmsnorm_backward
+  // followed by add(dx, dx, residual). residual is [rows, n] in dx's dtype and does not alias dy.
+  virtual void rmsnorm_backward_add(Tensor dx, Tensor dy, Tensor x, Tensor w, Tensor rstd, Tensor residual) {
+    rmsnorm_backward(dx, dy, x, w, rstd);
+    add(dx, dx, residual);
+  }
 
   // RoPE (HF rotate-half) in place on x [tokens, heads, D]: for i < D/2, with
   // a = pos*inv_freq[i] (f32), c = cos(a), s = sin(a):

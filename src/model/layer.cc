@@ -151,7 +151,8 @@ Tensor lora_dt(const Scratch& s, const LinearArgs& a, int64_t n) {
 
 // y_i[N,out_i] = x W_i^T (+ bias) (+ residual) + s (drop(x) A_i^T) B_i^T for each linear of the group.
 // The residual rides in the GEMM (one launch, one rounding) before the LoRA update is added; the
-// down-projections run on the side stream beside the GEMMs (Note [LoRA on the side stream]).
+// down-projections run on the side stream beside the GEMMs (Note [LoRA on the side stream]); two
+// neighbours of one weight shape share a launch (Backend::gemm_pair).
 void linears_forward(const LayerCtx& ctx, const LoraLayer& lora, const Scratch& s, Tensor x,
                      std::initializer_list<GroupLinear> group) {
   Backend& be = *ctx.be;
@@ -163,8 +164,19 @@ void linears_forward(const LayerCtx& ctx, const LoraLayer& lora, const Scratch& 
       if (g.a.lora()) be.lora_down(lora_t(s, g.a, x.rows()), lora_input(ctx, lora, s, x, g.a.target), g.a.p->a);
     be.side_end();
   }
-  for (const GroupLinear& g : group)
-    be.gemm(g.y, x, g.a.w, {.trans_b = Trans::kYes, .bias = g.a.bias, .residual = g.a.residual});
+  // Neighbours with one weight shape (gate/up; k/v, or q/k without GQA) go as a pair.
+  const GroupLinear* l = group.begin();
+  for (size_t i = 0; i < group.size();) {
+    const LinearArgs &a0 = l[i].a, *a1 = i + 1 < group.size() ? &l[i + 1].a : nullptr;
+    if (a1 && a0.residual.empty() && a1->residual.empty() && a0.w.rows() == a1->w.rows() &&
+        a0.bias.empty() == a1->bias.empty()) {
+      be.gemm_pair(l[i].y, l[i + 1].y, x, a0.w, a1->w, a0.bias, a1->bias);
+      i += 2;
+    } else {
+      be.gemm(l[i].y, x, a0.w, {.trans_b = Trans::kYes, .bias = a0.bias, .residual = a0.residual});
+      i += 1;
+    }
+  }
   if (!any) return;
   be.side_join();
   for (const GroupLinear& g : group)
@@ -354,8 +366,7 @@ void layer_backward(const LayerCtx& ctx, const LayerWeights& w, const LoraLayer&
                    dhn, Accum::kOverwrite);
   be.side_join();    // gate/up's LoRA grads read hn
   Tensor dh = s.hn;  // hn is dead after gate/up backward
-  be.rmsnorm_backward(dh, dhn, s.h, w.post_norm, s.rstd2);
-  be.add(dh, dh, dout);
+  be.rmsnorm_backward_add(dh, dhn, s.h, w.post_norm, s.rstd2, dout);
 
   // Attention.
   // o_proj's LoRA grads (side) read att and dh until the join at the end: nothing below writes them.
@@ -382,8 +393,7 @@ void layer_backward(const LayerCtx& ctx, const LayerWeights& w, const LoraLayer&
                     {{w.k, {}, &lora[LoraTarget::kK], LoraTarget::kK}, dk},
                     {{w.v, {}, &lora[LoraTarget::kV], LoraTarget::kV}, s.dv}},
                    s.dxn, Accum::kOverwrite);
-  be.rmsnorm_backward(dx, s.dxn, x, w.input_norm, s.rstd1);
-  be.add(dx, dx, dh);
+  be.rmsnorm_backward_add(dx, s.dxn, x, w.input_norm, s.rstd1, dh);
   be.side_join();  // the q/k/v (and o) LoRA grads: a visit leaves nothing running on the side
 }
 

@@ -262,6 +262,14 @@ class CudaBackend final : public Backend {
     CHECK(!side_active_, "gemm on the side stream (Note [side stream]: cuBLASLt's workspace is the compute stream's)");
     gemm_->run(c, a, b, o, compute(), scr().p, scr().floats);
   }
+  void gemm_pair(Tensor c0, Tensor c1, Tensor a, Tensor b0, Tensor b1, Tensor bias0, Tensor bias1) override {
+    bind();
+    int64_t sb = 0, sc = 0, sbias = 0;
+    if (!pair_layout(c0, c1, a, b0, b1, bias0, bias1, &sb, &sc, &sbias)) return Backend::gemm_pair(c0, c1, a, b0, b1, bias0, bias1);
+    ProfScope prof(compute(), "gemm_pair", [&] { return std::string("2x ") + std::to_string(c0.rows()) + "x" + std::to_string(c0.cols()) + "x" + std::to_string(a.cols()) + " tB"; });
+    CHECK(!side_active_, "gemm on the side stream (Note [side stream]: cuBLASLt's workspace is the compute stream's)");
+    gemm_->run_pair(c0, a, b0, bias0, sb, sc, sbias, compute());
+  }
   // ---- LoRA (backend.h): tensor-core kernels for bf16 activations (lora_tc.cu), else lora_ops.cu ----
   void lora_down(Tensor t, Tensor x, Tensor a) override {
     bind();
@@ -358,6 +366,14 @@ class CudaBackend final : public Backend {
     CHECK(dx.numel() == x.numel() && dy.numel() == x.numel() && w.numel() == x.cols() &&
               rstd.numel() == x.rows(), "rmsnorm_backward: shapes");
     launch_rmsnorm_backward(dx, dy, x, w, rstd, compute());
+  }
+  void rmsnorm_backward_add(Tensor dx, Tensor dy, Tensor x, Tensor w, Tensor rstd, Tensor residual) override {
+    bind();
+    ProfScope prof(compute(), "rmsnorm_bwd_add", [&] { return shp(x); });
+    CHECK(dx.numel() == x.numel() && dy.numel() == x.numel() && w.numel() == x.cols() &&
+              rstd.numel() == x.rows() && residual.numel() == x.numel() && residual.data != dy.data,
+          "rmsnorm_backward_add: shapes");
+    launch_rmsnorm_backward(dx, dy, x, w, rstd, compute(), residual);
   }
   void rope(Tensor x, const int32_t* positions, Tensor inv_freq, bool inverse) override {
     bind();
@@ -532,6 +548,28 @@ class CudaBackend final : public Backend {
     }
     CUDA_CHECK(cudaMalloc(&b.p, floats * sizeof(float)));
     b.floats = floats;
+  }
+
+  // Whether gemm_pair's operands form a strided batch of two: bf16 A/B, equal shapes, and the
+  // second weight, output and bias at positive element offsets past the first (no overlap).
+  static bool pair_layout(const Tensor& c0, const Tensor& c1, const Tensor& a, const Tensor& b0, const Tensor& b1,
+                          const Tensor& bias0, const Tensor& bias1, int64_t* sb, int64_t* sc, int64_t* sbias) {
+    auto offset = [](const Tensor& x1, const Tensor& x0, int64_t* out) {
+      const ptrdiff_t d = static_cast<const char*>(x1.data) - static_cast<const char*>(x0.data);
+      const auto e = static_cast<ptrdiff_t>(dtype_size(x0.dtype));
+      if (x1.dtype != x0.dtype || d <= 0 || d % e != 0 || d / e < x0.numel()) return false;
+      *out = d / e;
+      return true;
+    };
+    if (a.dtype != DType::kBF16 || b0.dtype != a.dtype || c0.dtype != DType::kBF16) return false;
+    if (b0.rows() != b1.rows() || b0.cols() != b1.cols() || b0.cols() != a.cols() || c0.rows() != a.rows() ||
+        c0.cols() != b0.rows() || c1.rows() != c0.rows() || c1.cols() != c0.cols())
+      return false;
+    if (bias0.empty() != bias1.empty()) return false;
+    if (!bias0.empty() && (bias0.dtype != c0.dtype || bias0.numel() != c0.cols() || bias1.numel() != c0.cols() ||
+                           !offset(bias1, bias0, sbias)))
+      return false;
+    return offset(b1, b0, sb) && offset(c1, c0, sc);
   }
 
   // The LoRA ops' shared contract: act [N, C] f32/bf16; w f32 [r, C] (or [C, r] when w_trans);

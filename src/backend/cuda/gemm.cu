@@ -60,7 +60,7 @@ GemmRunner::~GemmRunner() {
 GemmRunner::Plan& GemmRunner::plan_for(const Key& key) {
   auto it = plans_.find(key);
   if (it != plans_.end()) return *it->second;
-  const auto [M, N, K, ta, tb, abt_i, ct_i, beta_nz, align, bias] = key;
+  const auto [M, N, K, ta, tb, abt_i, ct_i, beta_nz, align, bias, sb, sc, sbias] = key;
   const cudaDataType_t abt = cuda_type(static_cast<DType>(abt_i)), ct = cuda_type(static_cast<DType>(ct_i));
   auto p = std::make_unique<Plan>();
   // f32 inputs use plain f32 compute (no TF32) so f32 runs match the CPU reference closely.
@@ -84,6 +84,19 @@ GemmRunner::Plan& GemmRunner::plan_for(const Key& key) {
   if (ta) CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->lb, abt, M, K, M));
   else    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->lb, abt, K, M, K));
   CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->lc, ct, N, M, N));
+  if (sb != 0 || sc != 0) {  // run_pair: two products, A shared (stride 0 in Lt's B slot)
+    const int32_t two = 2;
+    const int64_t zero = 0;
+    for (auto* l : {p->la, p->lb, p->lc})
+      CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &two, sizeof(two)));
+    CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(p->la, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &sb, sizeof(sb)));
+    CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(p->lb, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &zero,
+                                                  sizeof(zero)));
+    CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(p->lc, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &sc, sizeof(sc)));
+    if (bias)
+      CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE, &sbias,
+                                                  sizeof(sbias)));
+  }
 
   cublasLtMatmulPreference_t pref;
   CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
@@ -105,15 +118,21 @@ GemmRunner::Plan& GemmRunner::plan_for(const Key& key) {
 }
 
 void GemmRunner::matmul(void* c, DType ct, const void* a, const void* b, DType abt, int64_t M, int64_t N, int64_t K,
-                        const GemmOpts& o, cudaStream_t s, const void* c_in) {
+                        const GemmOpts& o, cudaStream_t s, const void* c_in, Pair pair) {
   // c_in: Lt's C (the addend when beta = 1); D is always c.
   if (c_in == nullptr) c_in = c;
   const float beta = o.accum == Accum::kAdd || c_in != c ? 1.0f : 0.0f;
   const bool bias = !o.bias.empty();
   int align = std::min({align_class(a), align_class(b), align_class(c), align_class(c_in)});
   if (bias) align = std::min(align, align_class(o.bias.data));
+  if (pair.sb != 0 || pair.sc != 0) {  // the second product's operands
+    align = std::min({align, align_class(static_cast<const char*>(b) + pair.sb * dtype_size(abt)),
+                      align_class(static_cast<const char*>(c) + pair.sc * dtype_size(ct))});
+    if (bias)
+      align = std::min(align, align_class(static_cast<const char*>(o.bias.data) + pair.sbias * dtype_size(o.bias.dtype)));
+  }
   const Key key{M, N, K, o.trans_a == Trans::kYes, o.trans_b == Trans::kYes, static_cast<int>(abt),
-                static_cast<int>(ct), beta != 0.0f, align, bias};
+                static_cast<int>(ct), beta != 0.0f, align, bias, pair.sb, pair.sc, pair.sbias};
   Plan& p = plan_for(key);
   if (bias) {
     const void* bp = o.bias.data;
@@ -167,6 +186,16 @@ void GemmRunner::run(Tensor c, Tensor a, Tensor b, const GemmOpts& o, cudaStream
     return;
   }
   matmul(c.data, c.dtype, a.data, b.data, a.dtype, M, N, K, oo, s, c_in);
+}
+
+void GemmRunner::run_pair(Tensor c0, Tensor a, Tensor b0, Tensor bias0, int64_t sb, int64_t sc, int64_t sbias,
+                          cudaStream_t s) {
+  const int64_t M = a.rows(), K = a.cols(), N = b0.rows();
+  if (M == 0 || N == 0) return;
+  GemmOpts o;
+  o.trans_b = Trans::kYes;
+  o.bias = bias0;
+  matmul(c0.data, c0.dtype, a.data, b0.data, a.dtype, M, N, K, o, s, nullptr, Pair{sb, sc, sbias});
 }
 
 }  // namespace st::cuda

@@ -70,8 +70,14 @@ __global__ void vrmsnorm_kernel(T* y, float* rstd_out, const T* x, const T* w, i
   }
 }
 
+// The value a store to T and a load back give (rounding to bf16; f32 unchanged).
+__device__ __forceinline__ float through(float v, const __nv_bfloat16*) { return __bfloat162float(__float2bfloat16_rn(v)); }
+__device__ __forceinline__ float through(float v, const float*) { return v; }
+
+// res (may be null): dx = rnd(rnd(norm gradient) + res), the bits of the backward followed by add.
 template <class T>
-__global__ void vrmsnorm_bwd_kernel(T* dx, const T* dy, const T* x, const T* w, const float* rstd_in, int64_t n) {
+__global__ void vrmsnorm_bwd_kernel(T* dx, const T* dy, const T* x, const T* w, const float* rstd_in, int64_t n,
+                                    const T* res) {
   __shared__ float red[32];
   const int64_t off = blockIdx.x * n, nv = n / 8;
   float dot = 0.0f;
@@ -93,6 +99,12 @@ __global__ void vrmsnorm_bwd_kernel(T* dx, const T* dy, const T* x, const T* w, 
     load8(x + off + v * 8, fx);
 #pragma unroll
     for (int k = 0; k < 8; ++k) fd[k] = r * fw[k] * fd[k] - fx[k] * c;
+    if (res != nullptr) {
+      float fr[8];
+      load8(res + off + v * 8, fr);
+#pragma unroll
+      for (int k = 0; k < 8; ++k) fd[k] = through(fd[k], dx) + fr[k];
+    }
     store8(dx + off + v * 8, fd);
   }
 }
@@ -132,18 +144,25 @@ void launch_rmsnorm(Tensor y, Tensor rstd, Tensor x, Tensor w, float eps, cudaSt
   CUDA_CHECK_LAUNCH();
 }
 
-void launch_rmsnorm_backward(Tensor dx, Tensor dy, Tensor x, Tensor w, Tensor rstd, cudaStream_t s) {
+void launch_rmsnorm_backward(Tensor dx, Tensor dy, Tensor x, Tensor w, Tensor rstd, cudaStream_t s, Tensor res) {
   const int64_t rows = x.rows(), n = x.cols();
   if (rows == 0) return;
-  if (vec_ok(n, {&x, &dx, &dy, &w})) {
+  const bool has_res = !res.empty();
+  if (vec_ok(n, {&x, &dx, &dy, &w}) && (!has_res || (res.dtype == dx.dtype && aligned16(res.data)))) {
     using bf = __nv_bfloat16;
     if (x.dtype == DType::kBF16)
       vrmsnorm_bwd_kernel<<<static_cast<unsigned>(rows), vec_threads(n), 0, s>>>(
-          dx.ptr<bf>(), dy.ptr<bf>(), x.ptr<bf>(), w.ptr<bf>(), rstd.ptr<float>(), n);
+          dx.ptr<bf>(), dy.ptr<bf>(), x.ptr<bf>(), w.ptr<bf>(), rstd.ptr<float>(), n, has_res ? res.ptr<bf>() : nullptr);
     else
       vrmsnorm_bwd_kernel<<<static_cast<unsigned>(rows), vec_threads(n), 0, s>>>(
-          dx.ptr<float>(), dy.ptr<float>(), x.ptr<float>(), w.ptr<float>(), rstd.ptr<float>(), n);
+          dx.ptr<float>(), dy.ptr<float>(), x.ptr<float>(), w.ptr<float>(), rstd.ptr<float>(), n,
+          has_res ? res.ptr<float>() : nullptr);
     CUDA_CHECK_LAUNCH();
+    return;
+  }
+  if (has_res) {  // the generic kernel, then the add
+    launch_rmsnorm_backward(dx, dy, x, w, rstd, s);
+    launch_add(dx, dx, res, s);
     return;
   }
   rmsnorm_bwd_kernel<<<static_cast<unsigned>(rows), row_threads(n), 0, s>>>(

@@ -27,7 +27,9 @@ void launch_sum_squares(Tensor out, Tensor x, float* scratch, cudaStream_t s);
 
 // norm.cu
 void launch_rmsnorm(Tensor y, Tensor rstd, Tensor x, Tensor w, float eps, cudaStream_t s);
-void launch_rmsnorm_backward(Tensor dx, Tensor dy, Tensor x, Tensor w, Tensor rstd, cudaStream_t s);
+// res (optional): dx = rnd(rnd(gradient) + res), the bits of the backward followed by launch_add.
+void launch_rmsnorm_backward(Tensor dx, Tensor dy, Tensor x, Tensor w, Tensor rstd, cudaStream_t s,
+                             Tensor res = Tensor());
 
 // cross_entropy.cu. scratch: at least R floats of device memory.
 void launch_cross_entropy(Tensor logits, Tensor loss_sum, const int32_t* labels, float grad_scale,

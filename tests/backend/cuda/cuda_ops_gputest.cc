@@ -177,6 +177,14 @@ TEST(CudaOps, RmsNormMatchesCpu) {
         C().rmsnorm_backward(dx.cpu(), dy.cpu(), x.cpu(), wt.cpu(), rstd.cpu());
         G().rmsnorm_backward(dx.gpu(), dy.gpu(), x.gpu(), wt.gpu(), rstd.gpu());
         EXPECT_TWIN_CLOSE(dx, limit_for(t, 1e-4, 1e-11), w + " backward");
+        // rmsnorm_backward_add: the bits of the backward followed by add (vector and generic
+        // kernels: N = 4099 is not a multiple of 8), and the CPU's (which runs the two).
+        Twin res(t, {R, N}, rng), fused(t, {R, N}, rng, 0.0f);
+        G().add(dx.gpu(), dx.gpu(), res.gpu());
+        G().rmsnorm_backward_add(fused.gpu(), dy.gpu(), x.gpu(), wt.gpu(), rstd.gpu(), res.gpu());
+        EXPECT_EQ(fused.gpu_bytes(), dx.gpu_bytes()) << w << " backward + add";
+        C().rmsnorm_backward_add(fused.cpu(), dy.cpu(), x.cpu(), wt.cpu(), rstd.cpu(), res.cpu());
+        EXPECT_TWIN_CLOSE(fused, limit_for(t, 1e-4, 1e-11), w + " backward + add vs CPU");
       }
 }
 
