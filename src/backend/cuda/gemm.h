@@ -32,14 +32,14 @@ class GemmRunner {
   struct Plan;
   // A strided batch of two (run_pair): element strides of B, C and the bias; all 0 for one product.
   struct Pair {
-    int64_t sb = 0, sc = 0, sbias = 0;
+    int64_t sb, sc, sbias;
   };
   // m, n, k, trans_a, trans_b, ab dtype, c dtype, beta!=0, alignment class of A/B/C, bias epilogue,
   // pair strides (B, C, bias)
   using Key = std::tuple<int64_t, int64_t, int64_t, int, int, int, int, int, int, int, int64_t, int64_t, int64_t>;
   Plan& plan_for(const Key& key);
   void matmul(void* c, DType ct, const void* a, const void* b, DType abt, int64_t M, int64_t N, int64_t K,
-              const GemmOpts& o, cudaStream_t s, const void* c_in = nullptr, Pair pair = {});
+              const GemmOpts& o, cudaStream_t s, const void* c_in = nullptr, Pair pair = Pair{0, 0, 0});
 
   void* handle_ = nullptr;  // cublasLtHandle_t
   void* workspace_ = nullptr;
