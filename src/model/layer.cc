@@ -348,14 +348,15 @@ void layer_backward(const LayerCtx& ctx, const LayerWeights& w, const LoraLayer&
   const ModelConfig& c = *ctx.cfg;
   const int64_t N = ctx.tokens, D = c.head_dim, NH = c.num_heads, KVH = c.num_kv_heads;
   Scratch s = carve_ctx(ctx, lora_shape_of(lora));
-  if (ctx.recompute != Recompute::kNone) {  // recompute from x (Note [recompute])
+  const bool recompute = ctx.recompute != Recompute::kNone && !ctx.forward_current;
+  if (recompute) {  // recompute from x (Note [recompute])
     attention_forward(ctx, w, lora, s, x, /*run_attention=*/ctx.recompute == Recompute::kFull);
     mlp_forward(ctx, w, lora, s, /*need_m=*/lora[LoraTarget::kDown].present());
   }
 
   // MLP. dg reuses m's memory (m is dead once down_proj's backward has read it).
   linears_backward(ctx, lora, s, s.m, {{{w.down, {}, &lora[LoraTarget::kDown], LoraTarget::kDown}, dout}}, s.dm,
-                   Accum::kOverwrite, /*t_current=*/ctx.recompute == Recompute::kNone);
+                   Accum::kOverwrite, /*t_current=*/!recompute);
   be.side_join();  // down_proj's LoRA grads read m (Note [LoRA on the side stream])
   Tensor dg = s.m;
   be.swiglu_backward(dg, s.du, s.dm, s.g, s.u);

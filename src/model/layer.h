@@ -55,6 +55,11 @@ struct LayerCtx {
   Recompute recompute = Recompute::kFull;
   void* saved = nullptr;
   size_t saved_bytes = 0;
+  // Backward only: the scratch (and saved region) still hold this micro-batch's training forward
+  // of this layer -- the last layer, whose backward follows its forward with only the head (its own
+  // scratch) in between -- so the backward recomputes nothing: the same bits (the forward ops are
+  // deterministic), one layer's forward less at the forward->backward turn.
+  bool forward_current = false;
 };
 
 // The attention geometry of a layer of `c` (heads, kv heads, head dim, 1/sqrt(D) scale).

@@ -359,11 +359,12 @@ LayerCtx Model::layer_ctx(int l, bool train) const {
 // Note [layer launch plans] (model/launch_plans.h): everything a visit's ops depend on that is not
 // fixed for the Model's life (the arena views, the LoRA tensors, the config are). The per
 // micro-batch inputs (tokens, positions, dropout seeds) are read from the arena when the ops run.
-LaunchPlanCache::Key Model::visit_key(Phase phase, int l, bool train, const LayerWeights& w) const {
+LaunchPlanCache::Key Model::visit_key(Phase phase, int l, bool train, const LayerWeights& w,
+                                      bool forward_current) const {
   const Arena& a = *a_;
   LaunchPlanCache::Key k = {static_cast<uint64_t>(phase), static_cast<uint64_t>(l), train,
                             static_cast<uint64_t>(a.n), static_cast<uint64_t>(a.batch), static_cast<uint64_t>(a.seq),
-                            a.has_docs, static_cast<uint64_t>(opts_.recompute)};
+                            a.has_docs, static_cast<uint64_t>(opts_.recompute), forward_current};
   for (const Tensor* t : {&w.input_norm, &w.q, &w.k, &w.v, &w.o, &w.q_bias, &w.k_bias, &w.v_bias, &w.q_norm,
                           &w.k_norm, &w.post_norm, &w.gate, &w.up, &w.down})
     k.push_back(reinterpret_cast<uintptr_t>(t->data));
@@ -382,13 +383,16 @@ void Model::forward_layer(int l, LayerSource& src, bool train) {
 }
 
 // Gradient ping-pong: grad[(l+1) % 2] holds d(output of layer l) on entry; dx goes to grad[l % 2].
-void Model::backward_layer(int l, LayerSource& src) {
+// forward_current: the visit before was this layer's training forward of the same micro-batch
+// (LayerCtx::forward_current).
+void Model::backward_layer(int l, LayerSource& src, bool forward_current) {
   Arena& a = *a_;
-  const LayerCtx ctx = layer_ctx(l, /*train=*/true);
+  LayerCtx ctx = layer_ctx(l, /*train=*/true);
+  ctx.forward_current = forward_current;
   LayerWeights w = src.acquire(l);
   Tensor dout = rows_of(a.grad[(l + 1) % 2], a.n), dx = rows_of(a.grad[l % 2], a.n);
   const LoraLayer& lora = lora_->layer(l);
-  plans_->run(visit_key(Phase::kBackward, l, true, w), /*recordable=*/true,
+  plans_->run(visit_key(Phase::kBackward, l, true, w, forward_current), /*recordable=*/true,
               [&] { layer_backward(ctx, w, lora, rows_of(a.ckpt[l], a.n), dout, dx); });
   src.release(l);
 }
@@ -418,8 +422,12 @@ StatusOr<std::vector<double>> Model::forward_backward(const std::vector<const Ba
   std::vector<float> loss_host(1);
   Arena& a = *a_;
   src.begin_step(sched.layers());
+  const Visit* prev = nullptr;
   for (const Visit& v : sched.visits()) {
     const Batch& b = *batches[v.micro_batch];
+    const bool after_own_forward = prev != nullptr && prev->phase == Phase::kForward && prev->layer == v.layer &&
+                                   prev->micro_batch == v.micro_batch;
+    prev = &v;
     if (v.phase == Phase::kForward) {
       if (v.layer == 0) {
         embed(b);
@@ -434,7 +442,7 @@ StatusOr<std::vector<double>> Model::forward_backward(const std::vector<const Ba
                               grad_scales[v.micro_batch], a.loss, rows_of(a.grad[L % 2], a.n));
       }
     } else {
-      backward_layer(v.layer, src);
+      backward_layer(v.layer, src, /*forward_current=*/after_own_forward);  // the last layer: no recompute
       if (v.layer == 0) {
         be_->copy_d2h(loss_host.data(), a.loss.data, sizeof(float), StreamId::kCompute);
         be_->sync_stream(StreamId::kCompute);

@@ -130,9 +130,10 @@ class Model {
   LayerCtx layer_ctx(int l, bool train) const;
   Tensor final_norm() const;
   void forward_layer(int l, LayerSource& src, bool train);
-  void backward_layer(int l, LayerSource& src);
+  void backward_layer(int l, LayerSource& src, bool forward_current);
   void run_forward(LayerSource& src, bool train);
-  LaunchPlanCache::Key visit_key(Phase phase, int l, bool train, const LayerWeights& w) const;
+  LaunchPlanCache::Key visit_key(Phase phase, int l, bool train, const LayerWeights& w,
+                                 bool forward_current = false) const;
 
   ModelConfig cfg_;
   Backend* be_;
