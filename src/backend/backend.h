@@ -216,6 +216,11 @@ class Backend {
   //   x'[i] = x[i]*c - x[i+D/2]*s ;  x'[i+D/2] = x[i+D/2]*c + x[i]*s.
   // inverse=true applies the transpose rotation (the backward). inv_freq: f32 [D/2] backend memory.
   virtual void rope(Tensor x, const int32_t* positions, Tensor inv_freq, bool inverse) = 0;
+  // rope on q and on k (same tokens and D, their own head counts): one launch where the backend can.
+  virtual void rope_qk(Tensor q, Tensor k, const int32_t* positions, Tensor inv_freq, bool inverse) {
+    rope(q, positions, inv_freq, inverse);
+    rope(k, positions, inv_freq, inverse);
+  }
 
   // Causal (and same-document) GQA attention, never materialising [T,T] on CUDA.
   // q [B*T, NH, D], k/v [B*T, KVH, D], out [B*T, NH, D]; lse f32 [B, NH, T] saved for backward.

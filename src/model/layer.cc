@@ -188,7 +188,8 @@ void linears_forward(const LayerCtx& ctx, const LoraLayer& lora, const Scratch& 
 // linears_forward left in s.t[target] during layer_backward's recompute (same scratch, same bits a
 // fresh lora_down would give); else computed here (down_proj, whose forward the recompute does not
 // run). The weight gradients are left running on the side stream: the caller joins it before
-// anything overwrites x or the dy_i (Note [LoRA on the side stream]).
+// anything overwrites x or the dy_i (Note [LoRA on the side stream]). An empty dx: only the LoRA
+// gradients are wanted (layer 0: nothing reads the gradient of the frozen embeddings).
 void linears_backward(const LayerCtx& ctx, const LoraLayer& lora, const Scratch& s, Tensor x,
                       std::initializer_list<GroupLinear> group, Tensor dx, Accum acc, bool t_current = true) {
   Backend& be = *ctx.be;
@@ -211,6 +212,7 @@ void linears_backward(const LayerCtx& ctx, const LoraLayer& lora, const Scratch&
     }
     be.side_end();
   }
+  if (dx.empty()) return;
   bool first = true;
   for (const GroupLinear& g : group) {
     be.gemm(dx, g.y, g.a.w, {.accum = first ? acc : Accum::kAdd});
@@ -277,8 +279,7 @@ void attention_forward(const LayerCtx& ctx, const LayerWeights& w, const LoraLay
     qa = s.qn;
     ka = s.kn;
   }
-  be.rope(heads(qa, NH, D), ctx.seq.positions, ctx.inv_freq, false);
-  be.rope(heads(ka, KVH, D), ctx.seq.positions, ctx.inv_freq, false);
+  be.rope_qk(heads(qa, NH, D), heads(ka, KVH, D), ctx.seq.positions, ctx.inv_freq, false);
   Tensor lse = s.lse.reshape({ctx.seq.batch, NH, ctx.seq.seq});
   if (run_attention)
     be.attention(heads(s.att, NH, D), lse, heads(qa, NH, D), heads(ka, KVH, D), heads(s.v, KVH, D), ctx.seq,
@@ -343,7 +344,7 @@ void layer_forward(const LayerCtx& ctx, const LayerWeights& w, const LoraLayer& 
 
 void layer_backward(const LayerCtx& ctx, const LayerWeights& w, const LoraLayer& lora, Tensor x, Tensor dout,
                     Tensor dx) {
-  CHECK(dx.data != dout.data && dx.data != x.data);
+  CHECK(dx.data != dout.data && dx.data != x.data);  // dx may be empty: no input gradient wanted
   Backend& be = *ctx.be;
   const ModelConfig& c = *ctx.cfg;
   const int64_t N = ctx.tokens, D = c.head_dim, NH = c.num_heads, KVH = c.num_kv_heads;
@@ -378,8 +379,7 @@ void layer_backward(const LayerCtx& ctx, const LayerWeights& w, const LoraLayer&
   be.attention_backward(heads(s.dq, NH, D), heads(s.dk, KVH, D), heads(s.dv, KVH, D), heads(s.da, NH, D),
                         heads(qa, NH, D), heads(ka, KVH, D), heads(s.v, KVH, D), heads(s.att, NH, D), lse, ctx.seq,
                         attention_shape(c));
-  be.rope(heads(s.dq, NH, D), ctx.seq.positions, ctx.inv_freq, true);
-  be.rope(heads(s.dk, KVH, D), ctx.seq.positions, ctx.inv_freq, true);
+  be.rope_qk(heads(s.dq, NH, D), heads(s.dk, KVH, D), ctx.seq.positions, ctx.inv_freq, true);
   Tensor dq = s.dq, dk = s.dk;
   if (c.qk_norm) {
     be.rmsnorm_backward(s.dq2.reshape({N * NH, D}), s.dq.reshape({N * NH, D}), s.q.reshape({N * NH, D}), w.q_norm,
@@ -393,8 +393,8 @@ void layer_backward(const LayerCtx& ctx, const LayerWeights& w, const LoraLayer&
                    {{{w.q, {}, &lora[LoraTarget::kQ], LoraTarget::kQ}, dq},
                     {{w.k, {}, &lora[LoraTarget::kK], LoraTarget::kK}, dk},
                     {{w.v, {}, &lora[LoraTarget::kV], LoraTarget::kV}, s.dv}},
-                   s.dxn, Accum::kOverwrite);
-  be.rmsnorm_backward_add(dx, s.dxn, x, w.input_norm, s.rstd1, dh);
+                   dx.empty() ? Tensor() : s.dxn, Accum::kOverwrite);
+  if (!dx.empty()) be.rmsnorm_backward_add(dx, s.dxn, x, w.input_norm, s.rstd1, dh);
   be.side_join();  // the q/k/v (and o) LoRA grads: a visit leaves nothing running on the side
 }
 

@@ -75,7 +75,7 @@ void layer_forward(const LayerCtx& ctx, const LayerWeights& w, const LoraLayer& 
 
 // Recomputes what ctx.recompute says from x (Note [recompute]; with kAttention or kNone this
 // micro-batch's training forward must have filled ctx.saved), then back-propagates dout[N,H]: writes dx[N,H] (distinct from
-// dout and x) and ACCUMULATES (+=) the LoRA gradients da/db of `lora`.
+// dout and x; empty: not computed, the LoRA gradients only) and ACCUMULATES (+=) the LoRA gradients da/db of `lora`.
 void layer_backward(const LayerCtx& ctx, const LayerWeights& w, const LoraLayer& lora, Tensor x, Tensor dout,
                     Tensor dx);
 

@@ -390,7 +390,8 @@ void Model::backward_layer(int l, LayerSource& src, bool forward_current) {
   LayerCtx ctx = layer_ctx(l, /*train=*/true);
   ctx.forward_current = forward_current;
   LayerWeights w = src.acquire(l);
-  Tensor dout = rows_of(a.grad[(l + 1) % 2], a.n), dx = rows_of(a.grad[l % 2], a.n);
+  // Layer 0's input gradient would be the embeddings', which are frozen: not computed.
+  Tensor dout = rows_of(a.grad[(l + 1) % 2], a.n), dx = l == 0 ? Tensor() : rows_of(a.grad[l % 2], a.n);
   const LoraLayer& lora = lora_->layer(l);
   plans_->run(visit_key(Phase::kBackward, l, true, w, forward_current), /*recordable=*/true,
               [&] { layer_backward(ctx, w, lora, rows_of(a.ckpt[l], a.n), dout, dx); });

@@ -382,6 +382,17 @@ class CudaBackend final : public Backend {
           "rope: x " << x.shape_str() << " inv_freq " << inv_freq.shape_str());
     launch_rope(x, positions, inv_freq, inverse, compute());
   }
+  void rope_qk(Tensor q, Tensor k, const int32_t* positions, Tensor inv_freq, bool inverse) override {
+    bind();
+    {
+      ProfScope prof(compute(), "rope_qk", [&] { return shp(q) + shp(k); });
+      CHECK(q.ndim == 3 && k.ndim == 3 && q.dim(2) % 2 == 0 && inv_freq.numel() == q.dim(2) / 2 &&
+                inv_freq.dtype == DType::kF32,
+            "rope_qk: q " << q.shape_str() << " k " << k.shape_str() << " inv_freq " << inv_freq.shape_str());
+      if (launch_rope_qk(q, k, positions, inv_freq, inverse, compute())) return;
+    }
+    Backend::rope_qk(q, k, positions, inv_freq, inverse);
+  }
   void attention(Tensor out, Tensor lse, Tensor q, Tensor k, Tensor v, const SeqLayout& L,
                  const AttnShape& s) override {
     bind();

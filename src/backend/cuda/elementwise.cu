@@ -99,26 +99,40 @@ __global__ void rope_kernel(void* x, DType xt, const int32_t* pos, const float* 
 // one 16-byte access per half-row group instead of scalar loads with a dtype switch (the scalar
 // kernel ran at ~0.8 TB/s on the H200, RESULTS session 3).
 template <class T>
+__device__ __forceinline__ void rope8(T* x, const int32_t* pos, const float* inv_freq, int64_t heads, int64_t half,
+                                      float sign, int64_t v) {
+  const int64_t groups = half / 8;
+  const int64_t g = v % groups, th = v / groups, t = th / heads;
+  const int64_t i0 = g * 8;
+  const float p = static_cast<float>(pos[t]);
+  T* row = x + th * 2 * half;
+  float x0[8], x1[8], y0[8], y1[8];
+  load8(row + i0, x0);
+  load8(row + i0 + half, x1);
+#pragma unroll
+  for (int e = 0; e < 8; ++e) {
+    const float a = p * inv_freq[i0 + e];
+    const float c = cosf(a), s = sign * sinf(a);
+    y0[e] = x0[e] * c - x1[e] * s;
+    y1[e] = x1[e] * c + x0[e] * s;
+  }
+  store8(row + i0, y0);
+  store8(row + i0 + half, y1);
+}
+
+template <class T>
 __global__ void rope_vec_kernel(T* x, const int32_t* pos, const float* inv_freq, int64_t heads, int64_t half,
                                 float sign, int64_t nv) {
-  const int64_t groups = half / 8;
-  ST_GRID_STRIDE(v, nv) {
-    const int64_t g = v % groups, th = v / groups, t = th / heads;
-    const int64_t i0 = g * 8;
-    const float p = static_cast<float>(pos[t]);
-    T* row = x + th * 2 * half;
-    float x0[8], x1[8], y0[8], y1[8];
-    load8(row + i0, x0);
-    load8(row + i0 + half, x1);
-#pragma unroll
-    for (int e = 0; e < 8; ++e) {
-      const float a = p * inv_freq[i0 + e];
-      const float c = cosf(a), s = sign * sinf(a);
-      y0[e] = x0[e] * c - x1[e] * s;
-      y1[e] = x1[e] * c + x0[e] * s;
-    }
-    store8(row + i0, y0);
-    store8(row + i0 + half, y1);
+  ST_GRID_STRIDE(v, nv) rope8(x, pos, inv_freq, heads, half, sign, v);
+}
+
+// q and k in one launch (Backend::rope_qk): the first nq groups are q's, the rest k's.
+template <class T>
+__global__ void rope_qk_vec_kernel(T* q, int64_t q_heads, int64_t nq, T* k, int64_t k_heads, int64_t nk,
+                                   const int32_t* pos, const float* inv_freq, int64_t half, float sign) {
+  ST_GRID_STRIDE(v, nq + nk) {
+    if (v < nq) rope8(q, pos, inv_freq, q_heads, half, sign, v);
+    else rope8(k, pos, inv_freq, k_heads, half, sign, v - nq);
   }
 }
 
@@ -379,6 +393,25 @@ void launch_rope(Tensor x, const int32_t* positions, Tensor inv_freq, bool inver
   rope_kernel<<<grid_for(n, kThreads), kThreads, 0, s>>>(x.data, x.dtype, positions, inv_freq.ptr<float>(), tokens,
                                                           heads, half, inverse ? -1.0f : 1.0f);
   CUDA_CHECK_LAUNCH();
+}
+
+bool launch_rope_qk(Tensor q, Tensor k, const int32_t* positions, Tensor inv_freq, bool inverse, cudaStream_t s) {
+  const int64_t half = q.dim(2) / 2;
+  if (k.dim(2) != q.dim(2) || k.dim(0) != q.dim(0) || half % 8 != 0 || q.dtype != k.dtype || !vec_dtype(q.dtype) ||
+      !aligned16(q.data) || !aligned16(k.data))
+    return false;
+  const int64_t nq = q.dim(0) * q.dim(1) * half / 8, nk = k.dim(0) * k.dim(1) * half / 8;
+  if (nq + nk == 0) return true;
+  const float sign = inverse ? -1.0f : 1.0f;
+  if (q.dtype == DType::kBF16)
+    rope_qk_vec_kernel<<<grid_for(nq + nk, kThreads), kThreads, 0, s>>>(
+        q.ptr<__nv_bfloat16>(), q.dim(1), nq, k.ptr<__nv_bfloat16>(), k.dim(1), nk, positions, inv_freq.ptr<float>(),
+        half, sign);
+  else
+    rope_qk_vec_kernel<<<grid_for(nq + nk, kThreads), kThreads, 0, s>>>(
+        q.ptr<float>(), q.dim(1), nq, k.ptr<float>(), k.dim(1), nk, positions, inv_freq.ptr<float>(), half, sign);
+  CUDA_CHECK_LAUNCH();
+  return true;
 }
 
 void launch_sum_squares(Tensor out, Tensor x, float* scratch, cudaStream_t s) {

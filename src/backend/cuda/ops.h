@@ -26,6 +26,9 @@ constexpr int kSumSquaresBlocks = 1024;
 void launch_sum_squares(Tensor out, Tensor x, float* scratch, cudaStream_t s);
 
 // norm.cu
+// q and k [tokens, heads, D] (their own head counts) in one launch, the bits of launch_rope on
+// each; false (nothing launched) when the shapes or alignment need the separate kernels.
+bool launch_rope_qk(Tensor q, Tensor k, const int32_t* positions, Tensor inv_freq, bool inverse, cudaStream_t s);
 void launch_rmsnorm(Tensor y, Tensor rstd, Tensor x, Tensor w, float eps, cudaStream_t s);
 // res (optional): dx = rnd(rnd(gradient) + res), the bits of the backward followed by launch_add.
 void launch_rmsnorm_backward(Tensor dx, Tensor dy, Tensor x, Tensor w, Tensor rstd, cudaStream_t s,

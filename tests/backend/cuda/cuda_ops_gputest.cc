@@ -204,6 +204,15 @@ TEST(CudaOps, RopeMatchesCpu) {
         C().rope(x.cpu(), tp.cpu(), inv.cpu(), inverse);
         G().rope(x.gpu(), tp.gpu(), inv.gpu(), inverse);
         EXPECT_TWIN_CLOSE(x, limit_for(t, 1e-4, 1e-11), tag("rope", t, D, inverse));
+        // rope_qk (q and k with their own head counts, one launch where it can): the bits of rope on each.
+        Twin q(t, {T, 4, D}, rng), k(t, {T, 2, D}, rng), q2(t, {T, 4, D}, rng, 0.0f), k2(t, {T, 2, D}, rng, 0.0f);
+        q2.set(q.cpu_vals());  // the same starting values (exact: the host bytes are already rounded)
+        k2.set(k.cpu_vals());
+        G().rope_qk(q.gpu(), k.gpu(), tp.gpu(), inv.gpu(), inverse);
+        G().rope(q2.gpu(), tp.gpu(), inv.gpu(), inverse);
+        G().rope(k2.gpu(), tp.gpu(), inv.gpu(), inverse);
+        EXPECT_EQ(q.gpu_bytes(), q2.gpu_bytes()) << tag("rope_qk q", t, D, inverse);
+        EXPECT_EQ(k.gpu_bytes(), k2.gpu_bytes()) << tag("rope_qk k", t, D, inverse);
       }
 }
 
