@@ -142,10 +142,11 @@ Tensor lora_input(const LayerCtx& ctx, const LoraLayer& lora, const Scratch& s, 
   return xd;
 }
 
-Tensor lora_t(const Scratch& s, const LinearArgs& a, int64_t n) {
+// Target a's t = x A^T and dt = s dy B views (per target: Note [LoRA on the side stream]).
+Tensor t_view(const Scratch& s, const LinearArgs& a, int64_t n) {
   return prefix(s.t[static_cast<int>(a.target)], DType::kF32, n, a.p->a.dim(0));
 }
-Tensor lora_dt(const Scratch& s, const LinearArgs& a, int64_t n) {
+Tensor dt_view(const Scratch& s, const LinearArgs& a, int64_t n) {
   return prefix(s.dt[static_cast<int>(a.target)], DType::kF32, n, a.p->a.dim(0));
 }
 
@@ -161,7 +162,7 @@ void linears_forward(const LayerCtx& ctx, const LoraLayer& lora, const Scratch& 
   if (any) {
     be.side_begin();
     for (const GroupLinear& g : group)
-      if (g.a.lora()) be.lora_down(lora_t(s, g.a, x.rows()), lora_input(ctx, lora, s, x, g.a.target), g.a.p->a);
+      if (g.a.lora()) be.lora_down(t_view(s, g.a, x.rows()), lora_input(ctx, lora, s, x, g.a.target), g.a.p->a);
     be.side_end();
   }
   // Neighbours with one weight shape (gate/up; k/v, or q/k without GQA) go as a pair.
@@ -180,7 +181,7 @@ void linears_forward(const LayerCtx& ctx, const LoraLayer& lora, const Scratch& 
   if (!any) return;
   be.side_join();
   for (const GroupLinear& g : group)
-    if (g.a.lora()) be.lora_up(g.y, lora_t(s, g.a, x.rows()), g.a.p->b, lora.scaling);
+    if (g.a.lora()) be.lora_up(g.y, t_view(s, g.a, x.rows()), g.a.p->b, lora.scaling);
 }
 
 // dx[N,in] (acc for the first linear, then +=) = sum_i (dy_i W_i + LoRA input-gradient_i), in group
@@ -200,15 +201,15 @@ void linears_backward(const LayerCtx& ctx, const LoraLayer& lora, const Scratch&
   for (const GroupLinear& g : group) {
     if (!g.a.lora()) continue;
     any = true;
-    if (!t_current) be.lora_down(lora_t(s, g.a, N), lora_input(ctx, lora, s, x, g.a.target), g.a.p->a);  // [N,r]
-    be.lora_dt(lora_dt(s, g.a, N), g.y, g.a.p->b, sc);  // [N,r]
+    if (!t_current) be.lora_down(t_view(s, g.a, N), lora_input(ctx, lora, s, x, g.a.target), g.a.p->a);  // [N,r]
+    be.lora_dt(dt_view(s, g.a, N), g.y, g.a.p->b, sc);  // [N,r]
   }
   if (any) {
     be.side_begin();
     for (const GroupLinear& g : group) {
       if (!g.a.lora()) continue;
-      be.lora_grad_b(g.a.p->db, g.y, lora_t(s, g.a, N), sc);                                    // [out,r] +=
-      be.lora_grad_a(g.a.p->da, lora_dt(s, g.a, N), lora_input(ctx, lora, s, x, g.a.target));  // [r,in] +=
+      be.lora_grad_b(g.a.p->db, g.y, t_view(s, g.a, N), sc);                                    // [out,r] +=
+      be.lora_grad_a(g.a.p->da, dt_view(s, g.a, N), lora_input(ctx, lora, s, x, g.a.target));  // [r,in] +=
     }
     be.side_end();
   }
@@ -218,7 +219,7 @@ void linears_backward(const LayerCtx& ctx, const LoraLayer& lora, const Scratch&
     be.gemm(dx, g.y, g.a.w, {.accum = first ? acc : Accum::kAdd});
     first = false;
     if (g.a.lora())
-      be.lora_dx(dx, lora_dt(s, g.a, N), g.a.p->a, drop ? lora.dropout : 0.0f, target_seed(ctx, g.a.target));  // +=
+      be.lora_dx(dx, dt_view(s, g.a, N), g.a.p->a, drop ? lora.dropout : 0.0f, target_seed(ctx, g.a.target));  // +=
   }
 }
 

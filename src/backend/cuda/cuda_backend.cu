@@ -259,15 +259,19 @@ class CudaBackend final : public Backend {
     CHECK(K == Kb && c.rows() == M && c.cols() == N,
           "gemm: shapes A " << a.shape_str() << " B " << b.shape_str() << " C " << c.shape_str());
     if (a.dtype == DType::kF32 && c.dtype != DType::kF32) grow_scratch(static_cast<size_t>(M * N));
-    CHECK(!side_active_, "gemm on the side stream (Note [side stream]: cuBLASLt's workspace is the compute stream's)");
+    main_stream_only("gemm", "cuBLASLt's workspace");
     gemm_->run(c, a, b, o, compute(), scr().p, scr().floats);
   }
   void gemm_pair(Tensor c0, Tensor c1, Tensor a, Tensor b0, Tensor b1, Tensor bias0, Tensor bias1) override {
     bind();
     int64_t sb = 0, sc = 0, sbias = 0;
-    if (!pair_layout(c0, c1, a, b0, b1, bias0, bias1, &sb, &sc, &sbias)) return Backend::gemm_pair(c0, c1, a, b0, b1, bias0, bias1);
-    ProfScope prof(compute(), "gemm_pair", [&] { return std::string("2x ") + std::to_string(c0.rows()) + "x" + std::to_string(c0.cols()) + "x" + std::to_string(a.cols()) + " tB"; });
-    CHECK(!side_active_, "gemm on the side stream (Note [side stream]: cuBLASLt's workspace is the compute stream's)");
+    if (!pair_layout(c0, c1, a, b0, b1, bias0, bias1, &sb, &sc, &sbias))
+      return Backend::gemm_pair(c0, c1, a, b0, b1, bias0, bias1);  // two gemm calls
+    ProfScope prof(compute(), "gemm_pair", [&] {
+      return "2x " + std::to_string(c0.rows()) + "x" + std::to_string(c0.cols()) + "x" + std::to_string(a.cols()) +
+             " tB";
+    });
+    main_stream_only("gemm", "cuBLASLt's workspace");
     gemm_->run_pair(c0, a, b0, bias0, sb, sc, sbias, compute());
   }
   // ---- LoRA (backend.h): tensor-core kernels for bf16 activations (lora_tc.cu), else lora_ops.cu ----
@@ -397,7 +401,7 @@ class CudaBackend final : public Backend {
                  const AttnShape& s) override {
     bind();
     ProfScope prof(compute(), "attention", [&] { return shp(q) + shp(k); });
-    CHECK(!side_active_, "attention on the side stream (Note [side stream]: the cuDNN handle is the compute stream's)");
+    main_stream_only("attention", "the cuDNN handle");
     check_attn(q, k, v, L, s);
     CHECK(out.numel() == q.numel() && lse.dtype == DType::kF32 && lse.numel() == L.batch * s.num_heads * L.seq,
           "attention: out/lse shapes");
@@ -431,7 +435,7 @@ class CudaBackend final : public Backend {
                           Tensor lse, const SeqLayout& L, const AttnShape& s) override {
     bind();
     ProfScope prof(compute(), "attention_bwd", [&] { return shp(q) + shp(k); });
-    CHECK(!side_active_, "attention on the side stream (Note [side stream]: the cuDNN handle is the compute stream's)");
+    main_stream_only("attention", "the cuDNN handle");
     check_attn(q, k, v, L, s);
     CHECK(dq.numel() == q.numel() && dk.numel() == k.numel() && dv.numel() == v.numel() &&
               dout.numel() == q.numel() && out.numel() == q.numel(), "attention_backward: shapes");
@@ -524,6 +528,11 @@ class CudaBackend final : public Backend {
 
  private:
   cudaStream_t stream(StreamId s) const { return streams_[static_cast<int>(s)].get(); }
+  // Ops whose resources belong to the compute stream refuse the side stream (Note [side stream]).
+  void main_stream_only(const char* op, const char* resource) const {
+    CHECK(!side_active_, op << " on the side stream (Note [side stream]): " << resource
+                            << " is the compute stream's");
+  }
   // The stream ops go to: the compute stream, or the side stream between side_begin and side_end.
   cudaStream_t compute() const { return side_active_ ? side_.get() : stream(StreamId::kCompute); }
 
