@@ -252,6 +252,11 @@ class Backend {
   virtual void attention_kv(Tensor out, Tensor q, Tensor k_cache, Tensor v_cache, int64_t q_start,
                             const AttnShape& s) = 0;
 
+  // NF4 base weights (core/nf4.h, model/weights.h Note [NF4 base layout]): w [out, in] (f32, bf16)
+  // = code[nibble] * absmax[block] in f32, rounded once; codes U8 [out, in/2] (high nibble first),
+  // absmax F32 [out*in/64]. Every backend gives the same bits (one f32 product, one rounding).
+  virtual void dequant_nf4(Tensor w, Tensor codes, Tensor absmax) = 0;
+
   // h = silu(gate) * up, all [R,F].
   virtual void swiglu(Tensor h, Tensor gate, Tensor up) = 0;
   // dgate, dup from dh (dgate/dup may not alias inputs).

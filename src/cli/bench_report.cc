@@ -44,6 +44,7 @@ Json bench_result_json(const BenchResult& r) {
   j["resident_layers"] = r.resident_layers;
   j["offload_embeddings"] = r.host_extras;
   j["recompute"] = r.recompute;
+  j["quant"] = r.quant;
   j["attention"] = r.attention;
   j["stream_buffers"] = r.num_slots;
   j["setup_s"] = round_to(r.setup_s, 2);
@@ -88,9 +89,9 @@ std::string bench_result_text(const BenchResult& r) {
     std::snprintf(b, sizeof b, "  %-22s %s\n", k, v.c_str());
     s += b;
   };
-  std::snprintf(b, sizeof b, "bench: %s, seq %lld x batch %lld, %s, stream %s, LoRA r %d on %s\n", r.model.c_str(),
-                static_cast<long long>(r.seq), static_cast<long long>(r.batch), r.dtype.c_str(), r.stream.c_str(),
-                r.lora_r, r.targets.c_str());
+  std::snprintf(b, sizeof b, "bench: %s, seq %lld x batch %lld, %s%s, stream %s, LoRA r %d on %s\n",
+                r.model.c_str(), static_cast<long long>(r.seq), static_cast<long long>(r.batch), r.dtype.c_str(),
+                r.quant == "nf4" ? " (NF4 base)" : "", r.stream.c_str(), r.lora_r, r.targets.c_str());
   s += b;
   line("device", r.device);
   line("layers resident", std::to_string(r.resident_layers) + " of " + std::to_string(r.layers) +

@@ -94,6 +94,7 @@ StatusOr<Residency> decide_residency(const BenchOptions& o, Backend* be, const M
   PlanInput in;
   in.model = c;
   in.dtype = dt;
+  in.quant = o.quant;
   in.micro_batch_size = o.batch;
   in.sequence_len = o.seq;
   in.lora = lc;
@@ -164,6 +165,7 @@ StatusOr<BenchResult> run_bench(const BenchOptions& o) {
   BenchResult r;
   r.device = be->description();
   r.dtype = dtype_name(dt);
+  r.quant = base_quant_name(o.quant);
   r.stream = o.stream;
   r.seq = o.seq;
   r.batch = o.batch;
@@ -178,9 +180,9 @@ StatusOr<BenchResult> run_bench(const BenchOptions& o) {
 
   BenchWeights w;
   if (!o.preset.empty()) {
-    ASSIGN_OR_RETURN(w, synthetic_weights(be.get(), o.preset, dt, o.stream != "off", o.seed));
+    ASSIGN_OR_RETURN(w, synthetic_weights(be.get(), o.preset, dt, o.quant, o.stream != "off", o.seed));
   } else {
-    ASSIGN_OR_RETURN(w, checkpoint_weights(be.get(), o.model_dir, dt, o.stream));
+    ASSIGN_OR_RETURN(w, checkpoint_weights(be.get(), o.model_dir, dt, o.quant, o.stream));
   }
   const ModelConfig& c = w.config;
   r.model = o.preset.empty() ? w.source : o.preset;
@@ -202,6 +204,7 @@ StatusOr<BenchResult> run_bench(const BenchOptions& o) {
 
   ModelOptions mo;
   mo.act_dtype = dt;
+  mo.base_quant = o.quant;
   mo.max_tokens = o.seq * o.batch;
   mo.seed = o.seed;
   mo.host_extras = res.host_extras;

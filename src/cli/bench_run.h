@@ -11,6 +11,7 @@
 
 #include "core/json.h"
 #include "core/status.h"
+#include "model/weights.h"
 
 namespace st {
 
@@ -31,6 +32,7 @@ struct BenchOptions {
   std::string recompute = "auto";           // auto | full | attention | none (stream/planner.h)
   std::string device = "auto";
   std::string dtype = "auto"; // auto = bfloat16 on CUDA, float32 on CPU
+  BaseQuant quant = BaseQuant::kNone;  // --quant nf4: the QLoRA base (model/weights.h)
   uint64_t seed = 0;
   bool ceilings = true;       // measure GEMM ceiling + pinned link in the same run
   int probe_steps = 2;        // CUDA streamed runs: extra steps timing the exposed copy
@@ -39,6 +41,7 @@ struct BenchOptions {
 // All figures of one run. Times in ms, rates per second, sizes in bytes.
 struct BenchResult {
   std::string model, device, dtype, stream;
+  std::string quant = "none";  // the base's linears: none | nf4
   int64_t seq = 0, batch = 0, tokens_per_step = 0;
   int steps = 0, warmup = 0, lora_r = 0;
   std::string targets;

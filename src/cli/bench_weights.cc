@@ -75,14 +75,17 @@ void fill_random_weights(void* dst, DType dtype, size_t n, uint64_t seed, uint64
 
 StatusOr<std::unique_ptr<SyntheticStore>> SyntheticStore::create(Backend* be, const ModelConfig& c, DType dtype,
                                                                  const std::string& source, bool pin,
-                                                                 uint64_t seed, int threads) {
+                                                                 uint64_t seed, int threads, BaseQuant quant) {
   if (dtype != DType::kBF16 && dtype != DType::kF32)
     return InvalidArgument(Str() << "bench weights must be bfloat16 or float32, not " << dtype_name(dtype));
+  if (quant == BaseQuant::kNF4 && !nf4_layout_error(c).empty())
+    return InvalidArgument(Str() << source << ": " << nf4_layout_error(c));
   StoreManifest m;
   m.config = c;
   m.dtype = dtype;
+  m.quant = quant;
   m.num_layers = static_cast<int>(c.num_layers);
-  m.layer_bytes = make_layer_layout(c, dtype).bytes;
+  m.layer_bytes = make_layer_layout(c, dtype, quant).bytes;
   m.extras_bytes = make_extras_layout(c, dtype).bytes;
   m.source = source;
   m.fingerprint = "synthetic";
@@ -130,11 +133,15 @@ void SyntheticStore::fill(uint64_t seed, int threads) {
   work();
   for (std::thread& t : pool) t.join();
 
-  const LayerLayout ll = make_layer_layout(m_.config, dt);
+  // NF4 codes keep their random bytes (every byte is two valid codes); the block scales get 2^-5,
+  // the largest magnitude of the random bf16 weights.
+  const LayerLayout ll = make_layer_layout(m_.config, dt, m_.quant);
   for (int l = 0; l < m_.num_layers; ++l) {
     char* blob = arena_ + static_cast<size_t>(l) * stride_;
     for (const LayerTensorSpec& t : ll.tensors) {
       if (is_norm(t.id)) fill_ones(blob + t.offset, dt, t.nbytes / esz);
+      if (t.dtype == DType::kF32 && m_.quant == BaseQuant::kNF4 && t.hf_suffix.ends_with(".absmax"))
+        std::fill_n(reinterpret_cast<float*>(blob + t.offset), t.nbytes / 4, 0.03125f);
     }
   }
   const ExtrasLayout el = make_extras_layout(m_.config, dt);
@@ -162,23 +169,24 @@ Status SyntheticStore::load_extras(void* dst) {
   return Status::OK();
 }
 
-StatusOr<BenchWeights> synthetic_weights(Backend* be, const std::string& preset, DType dtype, bool pin,
-                                         uint64_t seed) {
+StatusOr<BenchWeights> synthetic_weights(Backend* be, const std::string& preset, DType dtype, BaseQuant quant,
+                                         bool pin, uint64_t seed) {
   BenchWeights w;
   ASSIGN_OR_RETURN(w.config, model_preset(preset));
   w.source = "preset:" + preset;
   ASSIGN_OR_RETURN(std::unique_ptr<SyntheticStore> s,
-                   SyntheticStore::create(be, w.config, dtype, w.source, pin, seed));
+                   SyntheticStore::create(be, w.config, dtype, w.source, pin, seed, 0, quant));
   w.setup_seconds = s->fill_seconds();
   w.store = std::move(s);
   return w;
 }
 
-StatusOr<BenchWeights> checkpoint_weights(Backend* be, const std::string& path, DType dtype,
+StatusOr<BenchWeights> checkpoint_weights(Backend* be, const std::string& path, DType dtype, BaseQuant quant,
                                           const std::string& tier) {
   auto t0 = std::chrono::steady_clock::now();
   ShardOptions so;
   so.dtype = dtype;
+  so.quant = quant;
   ASSIGN_OR_RETURN(ShardResult sr, shard_model_path(path, so), "sharding " << path);
   BenchWeights w;
   w.config = sr.manifest.config;

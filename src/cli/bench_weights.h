@@ -23,7 +23,7 @@ class SyntheticStore : public LayerStore {
   // `threads` 0 = all hardware threads. ResourceExhausted if the arena cannot be allocated.
   static StatusOr<std::unique_ptr<SyntheticStore>> create(Backend* be, const ModelConfig& c, DType dtype,
                                                           const std::string& source, bool pin, uint64_t seed,
-                                                          int threads = 0);
+                                                          int threads = 0, BaseQuant quant = BaseQuant::kNone);
   ~SyntheticStore() override;
   SyntheticStore(const SyntheticStore&) = delete;
   SyntheticStore& operator=(const SyntheticStore&) = delete;
@@ -68,11 +68,12 @@ struct BenchWeights {
 };
 
 // --preset NAME: a SyntheticStore of the preset's shapes. pin: register with the backend.
-StatusOr<BenchWeights> synthetic_weights(Backend* be, const std::string& preset, DType dtype, bool pin,
-                                         uint64_t seed);
+// quant kNF4: random codes with a fixed block scale (timing only, like the random bf16 weights).
+StatusOr<BenchWeights> synthetic_weights(Backend* be, const std::string& preset, DType dtype, BaseQuant quant,
+                                         bool pin, uint64_t seed);
 // --model PATH: shard (cached) to `dtype`, then open the tier: "disk" -> DiskStore, otherwise
 // RamStore (pinned unless tier is "off").
-StatusOr<BenchWeights> checkpoint_weights(Backend* be, const std::string& path, DType dtype,
+StatusOr<BenchWeights> checkpoint_weights(Backend* be, const std::string& path, DType dtype, BaseQuant quant,
                                           const std::string& tier);
 
 

@@ -17,7 +17,7 @@ constexpr const char* kBenchUsage =
     "usage: streamtune bench (--model DIR | --preset NAME) [--seq S] [--batch B] [--steps N]\n"
     "         [--warmup W] [--stream off|ram|disk] [--stream-buffers n] [--lora-r R]\n"
     "         [--targets q_proj,v_proj] [--vram-budget SIZE] [--device auto|cpu|cuda]\n"
-    "         [--dtype bfloat16|float32] [--seed N] [--no-ceilings] [--json]\n"
+    "         [--dtype bfloat16|float32] [--quant none|nf4] [--seed N] [--no-ceilings] [--json]\n"
     "\n"
     "Runs full LoRA training steps (forward, lm_head + cross-entropy, backward with per-layer\n"
     "recompute, AdamW) on seeded random tokens and reports tok/s, median step time, TFLOP/s\n"
@@ -36,6 +36,8 @@ constexpr const char* kBenchUsage =
     "                    setting), attention = keep attention outputs, none = keep every\n"
     "                    activation; auto (default): the planner's choice, as `train` makes it\n"
     "  --dtype           default: bfloat16 on CUDA, float32 on CPU\n"
+    "  --quant nf4       the QLoRA base: the seven linears stored as NF4 (a quarter of the bytes to\n"
+    "                    stream), dequantized per layer before their GEMMs (default: none)\n"
     "  defaults: --seq 512 --batch 1 --steps 10 --warmup 3 --stream-buffers 2 --lora-r 16\n"
     "            (alpha 2r) --targets q_proj,v_proj\n";
 
@@ -97,6 +99,8 @@ StatusOr<BenchOptions> bench_options(const ParsedArgs& a) {
   if (a.has("recompute")) o.recompute = a.get("recompute");
   o.device = a.get("device", "auto");
   o.dtype = a.get("dtype", "auto");
+  if (!parse_base_quant(a.get("quant", "none"), &o.quant))
+    return InvalidArgument("--quant must be none or nf4 (got '" + a.get("quant") + "')");
   o.ceilings = !a.has("no-ceilings");
   return o;
 }
@@ -114,7 +118,7 @@ int cmd_bench(int argc, char** argv) {
   }
   StatusOr<ParsedArgs> a = parse_flags(
       args, {{"model"}, {"preset"}, {"seq"}, {"batch"}, {"steps"}, {"warmup"}, {"stream"}, {"stream-buffers"},
-             {"lora-r"}, {"targets"}, {"vram-budget"}, {"offload-embeddings"}, {"recompute"}, {"device"}, {"dtype"}, {"seed"}, {"no-ceilings", false},
+             {"lora-r"}, {"targets"}, {"vram-budget"}, {"offload-embeddings"}, {"recompute"}, {"device"}, {"dtype"}, {"quant"}, {"seed"}, {"no-ceilings", false},
              {"json", false}});
   if (!a.ok()) return usage(a.status().message());
   StatusOr<BenchOptions> o = bench_options(*a);

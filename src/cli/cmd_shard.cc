@@ -1,4 +1,4 @@
-// `streamtune shard MODEL [--out DIR] [--dtype bfloat16|float32] [--cache-dir DIR] [--force]`:
+// `streamtune shard MODEL [--out DIR] [--dtype bfloat16|float32] [--quant none|nf4] [--cache-dir DIR] [--force]`:
 // turns an HF checkpoint directory (or a .gguf file) into a layer store (store/sharder.h), or
 // reports that an up-to-date one is already there.
 #include <chrono>
@@ -14,7 +14,8 @@ namespace st {
 namespace {
 
 const char kShardUsage[] =
-    "usage: streamtune shard MODEL [--out DIR] [--dtype bfloat16|float32] [--cache-dir DIR] [--force]\n"
+    "usage: streamtune shard MODEL [--out DIR] [--dtype bfloat16|float32] [--quant none|nf4]\n"
+    "                              [--cache-dir DIR] [--force]\n"
     "\n"
     "Splits MODEL (an HF checkpoint directory or a .gguf file) into a layer store: manifest.json,\n"
     "one layer_NNN.safetensors per decoder layer and extras.safetensors (embedding, final norm,\n"
@@ -24,11 +25,12 @@ const char kShardUsage[] =
     "\n"
     "  --out DIR        store directory (default: in the cache)\n"
     "  --dtype T        bfloat16 (default) or float32\n"
+    "  --quant nf4      store the linears NF4-quantized (the QLoRA base, `adapter: qlora`)\n"
     "  --cache-dir DIR  cache root instead of the default\n"
     "  --force          rebuild even if the store is up to date\n";
 
 int run_shard(const std::vector<std::string>& args) {
-  StatusOr<ParsedArgs> a = parse_flags(args, {{"out"}, {"dtype"}, {"cache-dir"}, {"force", false}});
+  StatusOr<ParsedArgs> a = parse_flags(args, {{"out"}, {"dtype"}, {"quant"}, {"cache-dir"}, {"force", false}});
   if (!a.ok() || a->positional.size() != 1) {
     std::fprintf(stderr, "streamtune: error: %s\n%s",
                  a.ok() ? "shard takes exactly one MODEL" : a.status().message().c_str(), kShardUsage);
@@ -41,6 +43,10 @@ int run_shard(const std::vector<std::string>& args) {
     return kExitUsage;
   }
   o.dtype = *dt;
+  if (!parse_base_quant(a->get("quant", "none"), &o.quant)) {
+    std::fprintf(stderr, "streamtune: error: --quant must be none or nf4\n");
+    return kExitUsage;
+  }
   o.out_dir = a->get("out");
   o.cache_dir = a->get("cache-dir");
   o.force = a->has("force");
@@ -56,7 +62,7 @@ int run_shard(const std::vector<std::string>& args) {
   uint64_t bytes = m.layer_bytes * static_cast<uint64_t>(m.num_layers) + m.extras_bytes;
   std::printf("%s\nstore: %s\n  %d layers x %llu bytes + extras %llu bytes (%s, %.2f GB)%s\n", r->reason.c_str(),
               r->dir.c_str(), m.num_layers, static_cast<unsigned long long>(m.layer_bytes),
-              static_cast<unsigned long long>(m.extras_bytes), dtype_name(m.dtype), bytes / 1e9,
+              static_cast<unsigned long long>(m.extras_bytes), (std::string(dtype_name(m.dtype)) + (m.quant == BaseQuant::kNF4 ? ", nf4" : "")).c_str(), bytes / 1e9,
               r->reused ? "" : (" in " + std::to_string(secs).substr(0, 5) + " s").c_str());
   return kExitOk;
 }

@@ -62,6 +62,7 @@ const std::vector<Field>& fields() {
       {"eval_datasets", &C::eval_datasets},
       {"eval_steps", &C::eval_steps, {}, StrKind::kPlain, 0},
       {"adapter", &C::adapter, {"lora", "qlora"}},
+      {"load_in_4bit", &C::load_in_4bit},
       {"lora_r", &C::lora_r, {}, StrKind::kPlain, 1, kMaxRank},
       {"lora_alpha", &C::lora_alpha, {}, StrKind::kPlain, 0, kInf, true},
       {"lora_dropout", &C::lora_dropout, {}, StrKind::kPlain, 0, 1, false, true},
@@ -387,6 +388,24 @@ bool check_variant_key(const std::string& key, const Input& in, Status* st) {
       *st = Unimplemented(Str() << in.where << ": key '" << key << "': adapter type '" << in.scalar
                                 << "' is not supported (LoRA only)");
     }
+    return true;
+  }
+  // QLoRA's bitsandbytes options: what our NF4 base is (blocksize 64, f32 block scales) is
+  // accepted; anything else is refused by name rather than trained differently.
+  if (key == "load_in_8bit") {
+    auto b = parse_bool(v);
+    if (!b) *st = InvalidArgument(Str() << in.where << ": key 'load_in_8bit': expected true or false");
+    else if (*b) *st = Unimplemented(Str() << in.where << ": key 'load_in_8bit': 8-bit base weights are not supported (adapter: qlora gives a 4-bit NF4 base)");
+    return true;
+  }
+  if (key == "bnb_4bit_quant_type") {
+    if (v != "nf4") *st = Unimplemented(Str() << in.where << ": key 'bnb_4bit_quant_type': '" << in.scalar << "' is not supported (nf4)");
+    return true;
+  }
+  if (key == "bnb_4bit_use_double_quant") {
+    auto b = parse_bool(v);
+    if (!b) *st = InvalidArgument(Str() << in.where << ": key 'bnb_4bit_use_double_quant': expected true or false");
+    else if (*b) *st = Unimplemented(Str() << in.where << ": key 'bnb_4bit_use_double_quant': double quantization is not supported (the NF4 block scales stay float32)");
     return true;
   }
   if (key == "adapter" && std::find(kOtherAdapters.begin(), kOtherAdapters.end(), v) != kOtherAdapters.end()) {

@@ -115,6 +115,7 @@ StatusOr<std::unique_ptr<DataParallelTrainer>> DataParallelTrainer::create(
   t->world_ = comms[0]->world_size();
   t->window_size_ = tc.gradient_accumulation_steps * t->world_;
   ASSIGN_OR_RETURN(LoraConfig lc, lora_config_from(tc));
+  ASSIGN_OR_RETURN(BaseQuant quant, base_quant_from(tc));
   AdamWConfig ac{.beta1 = tc.adam_beta1, .beta2 = tc.adam_beta2, .eps = tc.adam_epsilon,
                  .weight_decay = tc.weight_decay, .max_grad_norm = tc.max_grad_norm};
   for (size_t i = 0; i < backends.size(); ++i) {
@@ -125,6 +126,7 @@ StatusOr<std::unique_ptr<DataParallelTrainer>> DataParallelTrainer::create(
     ASSIGN_OR_RETURN(r->parts, parts(r->comm->rank(), r->be), who);
     ASSIGN_OR_RETURN(DType act, training_act_dtype(tc, *r->be));
     ModelOptions mo{.act_dtype = act,
+                    .base_quant = quant,
                     .max_tokens = tc.micro_batch_size * tc.sequence_len,
                     .seed = tc.seed,
                     .vocab_chunk = tc.vocab_chunk,

@@ -86,6 +86,7 @@ StatusOr<std::unique_ptr<DpRun>> setup_data_parallel(const TrainConfig& cfg, int
   ASSIGN_OR_RETURN(DType act, training_act_dtype(cfg, *bes[0]));
   ShardOptions so;
   so.dtype = act;
+  ASSIGN_OR_RETURN(so.quant, base_quant_from(cfg));
   so.cache_dir = cfg.cache_dir;
   ASSIGN_OR_RETURN(ShardResult sr, shard_model_path(cfg.base_model, so), "preparing the layer store for "
                                                                             << cfg.base_model);

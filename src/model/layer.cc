@@ -21,7 +21,15 @@ struct Scratch {
   Tensor t[kNumLoraTargets];   // [N, r] per target: the forward's x A^T, reused by the backward
   Tensor dt[kNumLoraTargets];  // [N, r] per target: s dy B (one each: the side stream reads it late)
   Tensor xd;            // [N, max_in]: the dropped-out LoRA input (only when dropout > 0)
+  Tensor wq;            // NF4 base: a group's dequantized weights (Note [NF4 base]); else empty
 };
+
+// The dense-weight staging an NF4 base needs: the largest group of linears dequantized at once
+// (q/k/v, o, gate/up or down), contiguous so gemm_pair still sees one strided batch.
+int64_t nf4_staging_elems(const ModelConfig& c) {
+  const int64_t H = c.hidden_size, Q = c.q_dim(), KV = c.kv_dim(), F = c.intermediate_size;
+  return std::max({(Q + 2 * KV) * H, H * Q, 2 * F * H});
+}
 
 void carve_attention(Carver& cv, Scratch* s, const ModelConfig& c, int64_t N, DType act) {
   s->att = cv.take(act, {N, c.q_dim()});
@@ -82,10 +90,12 @@ void carve_backward(Carver& cv, Scratch* s, const ModelConfig& c, int64_t N, con
   if (max_in > 0 && lc.dropout > 0) s->xd = cv.take(DType::kF32, {N, max_in});
 }
 
-Scratch carve(Carver& cv, const ModelConfig& c, int64_t N, const LoraConfig& lc, DType act) {
+// The staging goes last so that an NF4 base moves no other view.
+Scratch carve(Carver& cv, const ModelConfig& c, int64_t N, const LoraConfig& lc, DType act, BaseQuant quant) {
   Scratch s;
   carve_forward(cv, &s, c, N, lc, act);
   carve_backward(cv, &s, c, N, lc, act);
+  if (quant == BaseQuant::kNF4) s.wq = cv.take(act, {nf4_staging_elems(c)});
   return s;
 }
 
@@ -103,10 +113,11 @@ DropoutSeed target_seed(const LayerCtx& ctx, LoraTarget t) {
 }
 
 struct LinearArgs {
-  Tensor w, bias;     // W [out, in], optional bias [out]
+  Tensor w, bias;     // W [out, in] (NF4 base: its codes [out, in/2]), optional bias [out]
   const LoraPair* p;  // may be absent
   LoraTarget target;
   Tensor residual = Tensor();  // forward only: added in the GEMM epilogue (y = x W^T + residual + LoRA)
+  Tensor absmax = Tensor();    // NF4 base: W's block scales (Note [NF4 base])
   bool lora() const { return p && p->present(); }
 };
 
@@ -133,6 +144,33 @@ struct GroupLinear {
 // overwrites hn (the rest joins at the end of the visit). Every output is produced by the same op
 // from the same inputs as in issue order, and the accumulations into y and dx keep their order, so
 // the bits are those of running everything in order.
+
+// Note [NF4 base]: with an NF4 base (model/weights.h Note [NF4 base layout]) a group's weights are
+// dequantized into the scratch staging s.wq right before the group's GEMMs, on the compute stream,
+// and overwritten by the next group: one layer visit holds at most one group dense (q/k/v or
+// gate/up: 2 F H elements), never the layer. The backward dequantizes again (a 4-bit read and a
+// 16-bit write per weight, small next to the GEMM that follows). Dequantization is exact and the
+// same on every backend, so an NF4 run is bit-identical to a run whose base is the dequantized
+// weights (tests/model/nf4_test.cc), streamed or resident.
+constexpr int kMaxGroup = 3;
+void dense_weights(const LayerCtx& ctx, const Scratch& s, std::initializer_list<GroupLinear> group,
+                   Tensor (&w)[kMaxGroup]) {
+  CHECK(group.size() <= kMaxGroup);
+  int64_t used = 0;
+  int i = 0;
+  for (const GroupLinear& g : group) {
+    const Tensor& a = g.a.w;
+    if (g.a.absmax.empty()) {
+      w[i++] = a;
+      continue;
+    }
+    const int64_t out = a.rows(), in = a.cols() * 2;
+    CHECK(used + out * in <= s.wq.numel(), "layer: NF4 staging too small");
+    w[i] = Tensor(static_cast<char*>(s.wq.data) + used * static_cast<int64_t>(dtype_size(ctx.act)), ctx.act, {out, in});
+    ctx.be->dequant_nf4(w[i++], a, g.a.absmax);
+    used += out * in;
+  }
+}
 
 // The LoRA input: x itself, or (training with dropout) x dropped out into the f32 copy xd.
 Tensor lora_input(const LayerCtx& ctx, const LoraLayer& lora, const Scratch& s, Tensor x, LoraTarget t) {
@@ -165,16 +203,18 @@ void linears_forward(const LayerCtx& ctx, const LoraLayer& lora, const Scratch& 
       if (g.a.lora()) be.lora_down(t_view(s, g.a, x.rows()), lora_input(ctx, lora, s, x, g.a.target), g.a.p->a);
     be.side_end();
   }
+  Tensor w[kMaxGroup];
+  dense_weights(ctx, s, group, w);
   // Neighbours with one weight shape (gate/up; k/v, or q/k without GQA) go as a pair.
   const GroupLinear* l = group.begin();
   for (size_t i = 0; i < group.size();) {
     const LinearArgs &a0 = l[i].a, *a1 = i + 1 < group.size() ? &l[i + 1].a : nullptr;
-    if (a1 && a0.residual.empty() && a1->residual.empty() && a0.w.rows() == a1->w.rows() &&
+    if (a1 && a0.residual.empty() && a1->residual.empty() && w[i].rows() == w[i + 1].rows() &&
         a0.bias.empty() == a1->bias.empty()) {
-      be.gemm_pair(l[i].y, l[i + 1].y, x, a0.w, a1->w, a0.bias, a1->bias);
+      be.gemm_pair(l[i].y, l[i + 1].y, x, w[i], w[i + 1], a0.bias, a1->bias);
       i += 2;
     } else {
-      be.gemm(l[i].y, x, a0.w, {.trans_b = Trans::kYes, .bias = a0.bias, .residual = a0.residual});
+      be.gemm(l[i].y, x, w[i], {.trans_b = Trans::kYes, .bias = a0.bias, .residual = a0.residual});
       i += 1;
     }
   }
@@ -214,10 +254,12 @@ void linears_backward(const LayerCtx& ctx, const LoraLayer& lora, const Scratch&
     be.side_end();
   }
   if (dx.empty()) return;
-  bool first = true;
+  Tensor w[kMaxGroup];
+  dense_weights(ctx, s, group, w);
+  int i = 0;
   for (const GroupLinear& g : group) {
-    be.gemm(dx, g.y, g.a.w, {.accum = first ? acc : Accum::kAdd});
-    first = false;
+    be.gemm(dx, g.y, w[i], {.accum = i == 0 ? acc : Accum::kAdd});
+    ++i;
     if (g.a.lora())
       be.lora_dx(dx, dt_view(s, g.a, N), g.a.p->a, drop ? lora.dropout : 0.0f, target_seed(ctx, g.a.target));  // +=
   }
@@ -236,11 +278,11 @@ Tensor heads(Tensor t, int64_t n_heads, int64_t d) { return t.reshape({t.rows(),
 
 // The layer's views for this call (Note [recompute]): kFull carves everything from the scratch;
 // kAttention takes att/lse from the saved region; kNone takes every forward view from it.
-Scratch carve_ctx(const LayerCtx& ctx, const LoraConfig& lc) {
+Scratch carve_ctx(const LayerCtx& ctx, const LoraConfig& lc, const LayerWeights& w) {
   const ModelConfig& c = *ctx.cfg;
   const int64_t N = ctx.tokens;
   Carver cv(ctx.scratch, ctx.scratch_bytes);
-  Scratch s = carve(cv, c, N, lc, ctx.act);
+  Scratch s = carve(cv, c, N, lc, ctx.act, w.nf4() ? BaseQuant::kNF4 : BaseQuant::kNone);
   if (ctx.recompute == Recompute::kFull) return s;
   CHECK(ctx.saved != nullptr, "layer: recompute " << recompute_name(ctx.recompute) << " without a saved region");
   Carver kept(ctx.saved, ctx.saved_bytes);
@@ -270,9 +312,9 @@ void attention_forward(const LayerCtx& ctx, const LayerWeights& w, const LoraLay
   const int64_t N = ctx.tokens, D = c.head_dim, NH = c.num_heads, KVH = c.num_kv_heads;
   be.rmsnorm(s.xn, s.rstd1, x, w.input_norm, eps);
   linears_forward(ctx, lora, s, s.xn,
-                  {{{w.q, w.q_bias, &lora[LoraTarget::kQ], LoraTarget::kQ}, s.q},
-                   {{w.k, w.k_bias, &lora[LoraTarget::kK], LoraTarget::kK}, s.k},
-                   {{w.v, w.v_bias, &lora[LoraTarget::kV], LoraTarget::kV}, s.v}});
+                  {{{w.q, w.q_bias, &lora[LoraTarget::kQ], LoraTarget::kQ, {}, w.q_absmax}, s.q},
+                   {{w.k, w.k_bias, &lora[LoraTarget::kK], LoraTarget::kK, {}, w.k_absmax}, s.k},
+                   {{w.v, w.v_bias, &lora[LoraTarget::kV], LoraTarget::kV, {}, w.v_absmax}, s.v}});
   Tensor qa = s.q, ka = s.k;
   if (c.qk_norm) {
     be.rmsnorm(s.qn.reshape({N * NH, D}), s.rstd_q, s.q.reshape({N * NH, D}), w.q_norm, eps);
@@ -285,7 +327,7 @@ void attention_forward(const LayerCtx& ctx, const LayerWeights& w, const LoraLay
   if (run_attention)
     be.attention(heads(s.att, NH, D), lse, heads(qa, NH, D), heads(ka, KVH, D), heads(s.v, KVH, D), ctx.seq,
                  attention_shape(c));
-  linears_forward(ctx, lora, s, s.att, {{{w.o, {}, &lora[LoraTarget::kO], LoraTarget::kO, x}, s.h}});  // h = x + ...
+  linears_forward(ctx, lora, s, s.att, {{{w.o, {}, &lora[LoraTarget::kO], LoraTarget::kO, x, w.o_absmax}, s.h}});  // h = x + ...
 }
 
 // MLP up to m = silu(gate) * up; fills s.{hn,g,u,m,rstd2}. Without need_m, m is left unwritten: the
@@ -295,16 +337,16 @@ void mlp_forward(const LayerCtx& ctx, const LayerWeights& w, const LoraLayer& lo
   Backend& be = *ctx.be;
   be.rmsnorm(s.hn, s.rstd2, s.h, w.post_norm, static_cast<float>(ctx.cfg->rms_norm_eps));
   linears_forward(ctx, lora, s, s.hn,
-                  {{{w.gate, {}, &lora[LoraTarget::kGate], LoraTarget::kGate}, s.g},
-                   {{w.up, {}, &lora[LoraTarget::kUp], LoraTarget::kUp}, s.u}});
+                  {{{w.gate, {}, &lora[LoraTarget::kGate], LoraTarget::kGate, {}, w.gate_absmax}, s.g},
+                   {{w.up, {}, &lora[LoraTarget::kUp], LoraTarget::kUp, {}, w.up_absmax}, s.u}});
   if (need_m) be.swiglu(s.m, s.g, s.u);
 }
 
 }  // namespace
 
-size_t layer_scratch_bytes(const ModelConfig& c, int64_t tokens, const LoraConfig& lc, DType act) {
+size_t layer_scratch_bytes(const ModelConfig& c, int64_t tokens, const LoraConfig& lc, DType act, BaseQuant quant) {
   Carver cv;
-  carve(cv, c, tokens, lc, act);
+  carve(cv, c, tokens, lc, act, quant);
   return cv.used();
 }
 
@@ -336,11 +378,11 @@ bool parse_recompute(const std::string& s, Recompute* out) {
 
 void layer_forward(const LayerCtx& ctx, const LayerWeights& w, const LoraLayer& lora, Tensor x, Tensor out) {
   CHECK(x.dtype == ctx.act && out.dtype == ctx.act && x.data != out.data);
-  Scratch s = carve_ctx(ctx, lora_shape_of(lora));
+  Scratch s = carve_ctx(ctx, lora_shape_of(lora), w);
   attention_forward(ctx, w, lora, s, x);
   mlp_forward(ctx, w, lora, s);
   linears_forward(ctx, lora, s, s.m,
-                  {{{w.down, {}, &lora[LoraTarget::kDown], LoraTarget::kDown, s.h}, out}});  // out = h + ...
+                  {{{w.down, {}, &lora[LoraTarget::kDown], LoraTarget::kDown, s.h, w.down_absmax}, out}});  // out = h + ...
 }
 
 void layer_backward(const LayerCtx& ctx, const LayerWeights& w, const LoraLayer& lora, Tensor x, Tensor dout,
@@ -349,7 +391,7 @@ void layer_backward(const LayerCtx& ctx, const LayerWeights& w, const LoraLayer&
   Backend& be = *ctx.be;
   const ModelConfig& c = *ctx.cfg;
   const int64_t N = ctx.tokens, D = c.head_dim, NH = c.num_heads, KVH = c.num_kv_heads;
-  Scratch s = carve_ctx(ctx, lora_shape_of(lora));
+  Scratch s = carve_ctx(ctx, lora_shape_of(lora), w);
   const bool recompute = ctx.recompute != Recompute::kNone && !ctx.forward_current;
   if (recompute) {  // recompute from x (Note [recompute])
     attention_forward(ctx, w, lora, s, x, /*run_attention=*/ctx.recompute == Recompute::kFull);
@@ -357,15 +399,15 @@ void layer_backward(const LayerCtx& ctx, const LayerWeights& w, const LoraLayer&
   }
 
   // MLP. dg reuses m's memory (m is dead once down_proj's backward has read it).
-  linears_backward(ctx, lora, s, s.m, {{{w.down, {}, &lora[LoraTarget::kDown], LoraTarget::kDown}, dout}}, s.dm,
+  linears_backward(ctx, lora, s, s.m, {{{w.down, {}, &lora[LoraTarget::kDown], LoraTarget::kDown, {}, w.down_absmax}, dout}}, s.dm,
                    Accum::kOverwrite, /*t_current=*/!recompute);
   be.side_join();  // down_proj's LoRA grads read m (Note [LoRA on the side stream])
   Tensor dg = s.m;
   be.swiglu_backward(dg, s.du, s.dm, s.g, s.u);
   Tensor dhn = s.dxn;
   linears_backward(ctx, lora, s, s.hn,
-                   {{{w.gate, {}, &lora[LoraTarget::kGate], LoraTarget::kGate}, dg},
-                    {{w.up, {}, &lora[LoraTarget::kUp], LoraTarget::kUp}, s.du}},
+                   {{{w.gate, {}, &lora[LoraTarget::kGate], LoraTarget::kGate, {}, w.gate_absmax}, dg},
+                    {{w.up, {}, &lora[LoraTarget::kUp], LoraTarget::kUp, {}, w.up_absmax}, s.du}},
                    dhn, Accum::kOverwrite);
   be.side_join();    // gate/up's LoRA grads read hn
   Tensor dh = s.hn;  // hn is dead after gate/up backward
@@ -373,7 +415,7 @@ void layer_backward(const LayerCtx& ctx, const LayerWeights& w, const LoraLayer&
 
   // Attention.
   // o_proj's LoRA grads (side) read att and dh until the join at the end: nothing below writes them.
-  linears_backward(ctx, lora, s, s.att, {{{w.o, {}, &lora[LoraTarget::kO], LoraTarget::kO}, dh}}, s.da,
+  linears_backward(ctx, lora, s, s.att, {{{w.o, {}, &lora[LoraTarget::kO], LoraTarget::kO, {}, w.o_absmax}, dh}}, s.da,
                    Accum::kOverwrite);
   Tensor qa = c.qk_norm ? s.qn : s.q, ka = c.qk_norm ? s.kn : s.k;
   Tensor lse = s.lse.reshape({ctx.seq.batch, NH, ctx.seq.seq});
@@ -391,9 +433,9 @@ void layer_backward(const LayerCtx& ctx, const LayerWeights& w, const LoraLayer&
     dk = s.dk2;
   }
   linears_backward(ctx, lora, s, s.xn,
-                   {{{w.q, {}, &lora[LoraTarget::kQ], LoraTarget::kQ}, dq},
-                    {{w.k, {}, &lora[LoraTarget::kK], LoraTarget::kK}, dk},
-                    {{w.v, {}, &lora[LoraTarget::kV], LoraTarget::kV}, s.dv}},
+                   {{{w.q, {}, &lora[LoraTarget::kQ], LoraTarget::kQ, {}, w.q_absmax}, dq},
+                    {{w.k, {}, &lora[LoraTarget::kK], LoraTarget::kK, {}, w.k_absmax}, dk},
+                    {{w.v, {}, &lora[LoraTarget::kV], LoraTarget::kV, {}, w.v_absmax}, s.dv}},
                    dx.empty() ? Tensor() : s.dxn, Accum::kOverwrite);
   if (!dx.empty()) be.rmsnorm_backward_add(dx, s.dxn, x, w.input_norm, s.rstd1, dh);
   be.side_join();  // the q/k/v (and o) LoRA grads: a visit leaves nothing running on the side

@@ -65,8 +65,10 @@ struct LayerCtx {
 // The attention geometry of a layer of `c` (heads, kv heads, head dim, 1/sqrt(D) scale).
 AttnShape attention_shape(const ModelConfig& c);
 
-// Bytes of scratch one layer's forward or backward needs for `tokens` tokens (any Recompute).
-size_t layer_scratch_bytes(const ModelConfig& c, int64_t tokens, const LoraConfig& lc, DType act);
+// Bytes of scratch one layer's forward or backward needs for `tokens` tokens (any Recompute), with
+// the dequantization staging of an NF4 base (layer.cc Note [NF4 base]).
+size_t layer_scratch_bytes(const ModelConfig& c, int64_t tokens, const LoraConfig& lc, DType act,
+                           BaseQuant quant = BaseQuant::kNone);
 // Bytes one layer keeps from its training forward for its backward under `r` (0 for kFull).
 size_t layer_saved_bytes(const ModelConfig& c, int64_t tokens, const LoraConfig& lc, DType act, Recompute r);
 

@@ -120,12 +120,12 @@ StatusOr<std::unique_ptr<ModelSource>> open_model_source(const std::string& path
 }
 
 Status pack_layer_from(const ModelSource& src, const LayerLayout& layout, int layer, void* host_blob) {
-  std::memset(host_blob, 0, layout.bytes);
-  for (const LayerTensorSpec& s : layout.tensors) {
-    RETURN_IF_ERROR(src.read(layer_tensor_name(layer, s), s.shape, layout.dtype,
-                             static_cast<char*>(host_blob) + s.offset),
-                    "packing layer " << layer << " from " << src.describe());
-  }
+  RETURN_IF_ERROR(pack_layer_with(
+                      [&](const std::string& name, const std::vector<int64_t>& shape, DType dt, void* dst) {
+                        return src.read(name, shape, dt, dst);
+                      },
+                      layout, layer, host_blob),
+                  "packing layer " << layer << " from " << src.describe());
   return Status::OK();
 }
 

@@ -74,7 +74,7 @@ ArenaViews carve_model_arena(Carver& cv, const ModelConfig& c, const LoraConfig&
   v.grad[0] = cv.take(o.act_dtype, {N, H});
   v.grad[1] = cv.take(o.act_dtype, {N, H});
   v.w_label = cv.take(o.act_dtype, {N, H});
-  v.layer_scratch = cv.take(DType::kU8, {static_cast<int64_t>(layer_scratch_bytes(c, N, lc, o.act_dtype))});
+  v.layer_scratch = cv.take(DType::kU8, {static_cast<int64_t>(layer_scratch_bytes(c, N, lc, o.act_dtype, o.base_quant))});
   v.head_scratch = cv.take(
       DType::kU8, {static_cast<int64_t>(head_scratch_bytes(c, N, o.act_dtype, o.vocab_chunk, o.logits_chunk_bytes))});
   return v;

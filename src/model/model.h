@@ -52,6 +52,9 @@ class StepSchedule {
 
 struct ModelOptions {
   DType act_dtype = DType::kF32;       // activations AND base weights (layer/extras layouts)
+  // How the layer blobs store the seven linears (model/weights.h Note [NF4 base layout]); kNF4
+  // adds the dequantization staging to the layer scratch.
+  BaseQuant base_quant = BaseQuant::kNone;
   int64_t max_tokens = 0;              // upper bound of B*T per micro-batch (arena sizing)
   uint64_t seed = 42;                  // LoRA dropout masks
   size_t logits_chunk_bytes = 64ull << 20;
@@ -96,7 +99,7 @@ class Model {
   int64_t lm_head_bytes_streamed() const;
   Status load_extras(const Checkpoint& ck);  // packs from an HF checkpoint dir
   const ExtrasLayout& extras_layout() const { return extras_layout_; }
-  LayerLayout layer_layout() const { return make_layer_layout(cfg_, opts_.act_dtype); }
+  LayerLayout layer_layout() const { return make_layer_layout(cfg_, opts_.act_dtype, opts_.base_quant); }
 
   Lora& lora() { return *lora_; }
   const ModelConfig& config() const { return cfg_; }

@@ -1,6 +1,10 @@
 #include "model/pack.h"
 
 #include <cstring>
+#include <vector>
+
+#include "core/check.h"
+#include "core/nf4.h"
 
 namespace st {
 
@@ -8,13 +12,41 @@ std::string layer_tensor_name(int layer, const LayerTensorSpec& s) {
   return Str() << "model.layers." << layer << "." << s.hf_suffix;
 }
 
-Status pack_layer(const Checkpoint& ck, const LayerLayout& layout, int layer, void* host_blob) {
+Status pack_layer_with(const TensorReader& read, const LayerLayout& layout, int layer, void* host_blob) {
   std::memset(host_blob, 0, layout.bytes);
-  for (const auto& s : layout.tensors) {
+  char* blob = static_cast<char*>(host_blob);
+  std::vector<float> staged;
+  for (size_t i = 0; i < layout.tensors.size(); ++i) {
+    const LayerTensorSpec& s = layout.tensors[i];
     const std::string name = layer_tensor_name(layer, s);
-    RETURN_IF_ERROR(read_tensor_as(ck, name, s.shape, layout.dtype, static_cast<char*>(host_blob) + s.offset),
-                    "packing layer " << layer);
+    if (!s.quantized()) {
+      RETURN_IF_ERROR(read(name, s.shape, s.dtype, blob + s.offset));
+      continue;
+    }
+    // NF4: the codes' spec is followed by its scales' (make_layer_layout).
+    CHECK(i + 1 < layout.tensors.size() && layout.tensors[i + 1].dtype == DType::kF32);
+    const LayerTensorSpec& scales = layout.tensors[++i];
+    const int64_t n = s.quantized_shape[0] * s.quantized_shape[1];
+    staged.resize(static_cast<size_t>(n));
+    RETURN_IF_ERROR(read(name, s.quantized_shape, DType::kF32, staged.data()));
+    const int64_t bad = nf4_first_nonfinite(staged.data(), n);
+    if (bad >= 0)
+      return InvalidArgument(Str() << name << ": element " << bad << " (row " << bad / s.quantized_shape[1]
+                                   << ", column " << bad % s.quantized_shape[1] << ") is " << staged[bad]
+                                   << "; a non-finite weight cannot be NF4-quantized");
+    nf4_quantize(staged.data(), n, reinterpret_cast<uint8_t*>(blob + s.offset),
+                 reinterpret_cast<float*>(blob + scales.offset));
   }
+  return Status::OK();
+}
+
+Status pack_layer(const Checkpoint& ck, const LayerLayout& layout, int layer, void* host_blob) {
+  RETURN_IF_ERROR(pack_layer_with(
+                      [&](const std::string& name, const std::vector<int64_t>& shape, DType dt, void* dst) {
+                        return read_tensor_as(ck, name, shape, dt, dst);
+                      },
+                      layout, layer, host_blob),
+                  "packing layer " << layer);
   return Status::OK();
 }
 

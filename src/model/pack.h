@@ -5,10 +5,21 @@
 // the layout's dtype. Errors name the missing tensor or the shape mismatch and the checkpoint.
 #pragma once
 
+#include <functional>
+
 #include "io/safetensors.h"
 #include "model/weights.h"
 
 namespace st {
+
+// Reads tensor `name` (shape checked against `shape`) converted to `dtype` into host `dst`.
+using TensorReader =
+    std::function<Status(const std::string& name, const std::vector<int64_t>& shape, DType dtype, void* dst)>;
+
+// The one packer behind pack_layer / pack_layer_from: zeroes the blob, reads every tensor in its
+// spec's dtype, and quantizes NF4 linears (Note [NF4 base layout]) from their f32 values -- a
+// NaN/inf weight is refused naming the tensor and element.
+Status pack_layer_with(const TensorReader& read, const LayerLayout& layout, int layer, void* host_blob);
 
 // Full HF name of a layer tensor: "model.layers.<layer>.<hf_suffix>".
 std::string layer_tensor_name(int layer, const LayerTensorSpec& s);

@@ -1,5 +1,8 @@
 #include "model/weights.h"
 
+#include "core/check.h"
+#include "core/nf4.h"
+
 namespace st {
 namespace {
 
@@ -15,15 +18,16 @@ void add_spec(std::vector<LayerTensorSpec>* specs, size_t* cursor, LayerTensor i
   size_t n = 1;
   for (int64_t d : s.shape) n *= static_cast<size_t>(d);
   s.nbytes = n * dtype_size(dtype);
+  s.dtype = dtype;
   s.offset = *cursor;
   *cursor = align_up(s.offset + s.nbytes, kLayerAlign);
   specs->push_back(std::move(s));
 }
 
-Tensor view_of(const LayerTensorSpec& s, DType dtype, void* blob) {
+Tensor view_of(const LayerTensorSpec& s, void* blob) {
   Tensor t;
   t.data = static_cast<char*>(blob) + s.offset;
-  t.dtype = dtype;
+  t.dtype = s.dtype;
   t.ndim = static_cast<int>(s.shape.size());
   for (int i = 0; i < t.ndim; ++i) t.shape[i] = s.shape[i];
   return t;
@@ -37,20 +41,50 @@ const LayerTensorSpec* LayerLayout::find(LayerTensor id) const {
   return nullptr;
 }
 
+const char* base_quant_name(BaseQuant q) { return q == BaseQuant::kNF4 ? "nf4" : "none"; }
+
+bool parse_base_quant(const std::string& s, BaseQuant* out) {
+  for (BaseQuant q : {BaseQuant::kNone, BaseQuant::kNF4})
+    if (s == base_quant_name(q)) {
+      *out = q;
+      return true;
+    }
+  return false;
+}
+
+std::string nf4_layout_error(const ModelConfig& c) {
+  const int64_t H = c.hidden_size, Q = c.q_dim(), KV = c.kv_dim(), F = c.intermediate_size;
+  const std::pair<int64_t, int64_t> linears[] = {{Q, H}, {KV, H}, {H, Q}, {F, H}, {H, F}};
+  for (auto [out, in] : linears)
+    if (in % 2 != 0 || (out * in) % kNf4Block != 0)
+      return Str() << "an NF4 base needs every linear [out, in] to have an even in and out x in a multiple of "
+                   << kNf4Block << " (this model has [" << out << ", " << in << "])";
+  return "";
+}
+
 // Blob order follows the LayerTensor enum; optional tensors are skipped when the config lacks them.
-LayerLayout make_layer_layout(const ModelConfig& c, DType dtype) {
+// NF4: each linear's codes are followed by its scales (Note [NF4 base layout]).
+LayerLayout make_layer_layout(const ModelConfig& c, DType dtype, BaseQuant quant) {
   LayerLayout l;
   l.dtype = dtype;
+  l.quant = quant;
   size_t cur = 0;
   const int64_t H = c.hidden_size, Q = c.q_dim(), KV = c.kv_dim(), F = c.intermediate_size, D = c.head_dim;
   auto add = [&](LayerTensor id, const char* name, std::vector<int64_t> shape) {
     add_spec(&l.tensors, &cur, id, name, std::move(shape), dtype);
   };
+  if (quant == BaseQuant::kNF4) CHECK(nf4_layout_error(c).empty(), nf4_layout_error(c));
+  auto linear = [&](LayerTensor id, LayerTensor absmax_id, const char* name, int64_t out, int64_t in) {
+    if (quant == BaseQuant::kNone) return add(id, name, {out, in});
+    add_spec(&l.tensors, &cur, id, name, {out, in / 2}, DType::kU8);
+    l.tensors.back().quantized_shape = {out, in};
+    add_spec(&l.tensors, &cur, absmax_id, std::string(name) + ".absmax", {out * in / kNf4Block}, DType::kF32);
+  };
   add(LayerTensor::kInputNorm, "input_layernorm.weight", {H});
-  add(LayerTensor::kQ, "self_attn.q_proj.weight", {Q, H});
-  add(LayerTensor::kK, "self_attn.k_proj.weight", {KV, H});
-  add(LayerTensor::kV, "self_attn.v_proj.weight", {KV, H});
-  add(LayerTensor::kO, "self_attn.o_proj.weight", {H, Q});
+  linear(LayerTensor::kQ, LayerTensor::kQAbsmax, "self_attn.q_proj.weight", Q, H);
+  linear(LayerTensor::kK, LayerTensor::kKAbsmax, "self_attn.k_proj.weight", KV, H);
+  linear(LayerTensor::kV, LayerTensor::kVAbsmax, "self_attn.v_proj.weight", KV, H);
+  linear(LayerTensor::kO, LayerTensor::kOAbsmax, "self_attn.o_proj.weight", H, Q);
   if (c.attention_bias) {
     add(LayerTensor::kQBias, "self_attn.q_proj.bias", {Q});
     add(LayerTensor::kKBias, "self_attn.k_proj.bias", {KV});
@@ -61,9 +95,9 @@ LayerLayout make_layer_layout(const ModelConfig& c, DType dtype) {
     add(LayerTensor::kKNorm, "self_attn.k_norm.weight", {D});
   }
   add(LayerTensor::kPostNorm, "post_attention_layernorm.weight", {H});
-  add(LayerTensor::kGate, "mlp.gate_proj.weight", {F, H});
-  add(LayerTensor::kUp, "mlp.up_proj.weight", {F, H});
-  add(LayerTensor::kDown, "mlp.down_proj.weight", {H, F});
+  linear(LayerTensor::kGate, LayerTensor::kGateAbsmax, "mlp.gate_proj.weight", F, H);
+  linear(LayerTensor::kUp, LayerTensor::kUpAbsmax, "mlp.up_proj.weight", F, H);
+  linear(LayerTensor::kDown, LayerTensor::kDownAbsmax, "mlp.down_proj.weight", H, F);
   l.bytes = cur;
   return l;
 }
@@ -71,7 +105,7 @@ LayerLayout make_layer_layout(const ModelConfig& c, DType dtype) {
 LayerWeights layer_weights_view(const LayerLayout& layout, void* blob) {
   LayerWeights w;
   for (const auto& s : layout.tensors) {
-    Tensor t = view_of(s, layout.dtype, blob);
+    Tensor t = view_of(s, blob);
     switch (s.id) {
       case LayerTensor::kInputNorm: w.input_norm = t; break;
       case LayerTensor::kQ: w.q = t; break;
@@ -87,6 +121,13 @@ LayerWeights layer_weights_view(const LayerLayout& layout, void* blob) {
       case LayerTensor::kGate: w.gate = t; break;
       case LayerTensor::kUp: w.up = t; break;
       case LayerTensor::kDown: w.down = t; break;
+      case LayerTensor::kQAbsmax: w.q_absmax = t; break;
+      case LayerTensor::kKAbsmax: w.k_absmax = t; break;
+      case LayerTensor::kVAbsmax: w.v_absmax = t; break;
+      case LayerTensor::kOAbsmax: w.o_absmax = t; break;
+      case LayerTensor::kGateAbsmax: w.gate_absmax = t; break;
+      case LayerTensor::kUpAbsmax: w.up_absmax = t; break;
+      case LayerTensor::kDownAbsmax: w.down_absmax = t; break;
       case LayerTensor::kCount: break;
     }
   }
@@ -111,7 +152,7 @@ ExtrasLayout make_extras_layout(const ModelConfig& c, DType dtype) {
 ExtrasWeights extras_weights_view(const ExtrasLayout& layout, void* blob, bool tied) {
   ExtrasWeights w;
   for (const auto& s : layout.tensors) {
-    Tensor t = view_of(s, layout.dtype, blob);
+    Tensor t = view_of(s, blob);
     if (s.hf_suffix == "model.embed_tokens.weight") w.embed = t;
     else if (s.hf_suffix == "model.norm.weight") w.final_norm = t;
     else if (s.hf_suffix == "lm_head.weight") w.lm_head = t;

@@ -17,8 +17,21 @@ namespace st {
 // The tensors of a decoder layer; optional ones are absent unless the config has them.
 enum class LayerTensor {
   kInputNorm, kQ, kK, kV, kO, kQBias, kKBias, kVBias, kQNorm, kKNorm, kPostNorm, kGate, kUp, kDown,
+  // NF4 base only: each linear's block scales (Note [NF4 base layout]).
+  kQAbsmax, kKAbsmax, kVAbsmax, kOAbsmax, kGateAbsmax, kUpAbsmax, kDownAbsmax,
   kCount
 };
+
+// How the seven linear weights (q, k, v, o, gate, up, down) of a layer blob are stored.
+enum class BaseQuant { kNone, kNF4 };
+const char* base_quant_name(BaseQuant q);  // "none" | "nf4"
+bool parse_base_quant(const std::string& s, BaseQuant* out);
+
+// Note [NF4 base layout]: with BaseQuant::kNF4 each linear weight W [out, in] is stored as its NF4
+// codes (U8 [out, in/2], core/nf4.h; HF name "...proj.weight") followed by its block scales (F32
+// [out*in/64]; "...proj.weight.absmax", bnb's name). Norms and biases stay in the compute dtype.
+// The layer dequantizes a weight into its scratch right before the GEMMs that read it
+// (model/layer.cc Note [NF4 base]); the frozen base is the dequantized weights, exactly.
 
 struct LayerTensorSpec {
   LayerTensor id;
@@ -26,18 +39,27 @@ struct LayerTensorSpec {
   std::vector<int64_t> shape;   // HF shape, e.g. q_proj [NH*D, H]
   size_t offset = 0;            // within the blob, aligned to kLayerAlign
   size_t nbytes = 0;
+  DType dtype = DType::kBF16;   // as stored: the layout's dtype, or U8 codes / F32 scales (NF4)
+  // NF4 codes: the linear's logical shape [out, in] (shape is that of the codes, [out, in/2]).
+  std::vector<int64_t> quantized_shape;
+  bool quantized() const { return !quantized_shape.empty(); }
 };
 
 constexpr size_t kLayerAlign = 256;
 
 struct LayerLayout {
-  DType dtype = DType::kBF16;
+  DType dtype = DType::kBF16;            // compute dtype (norms, biases, dense linears)
+  BaseQuant quant = BaseQuant::kNone;
   std::vector<LayerTensorSpec> tensors;  // in blob order
   size_t bytes = 0;                      // blob size (multiple of kLayerAlign)
   const LayerTensorSpec* find(LayerTensor id) const;  // nullptr if the config lacks it
 };
 
-LayerLayout make_layer_layout(const ModelConfig& c, DType dtype);
+// An NF4 layout needs every linear [out, in] to have an even `in` and out x in a multiple of
+// kNf4Block (true of every real model; blocks run over the flattened weight, as in bnb, and may
+// span rows): callers check nf4_layout_error (why not, or "") first; make_layer_layout CHECKs it.
+LayerLayout make_layer_layout(const ModelConfig& c, DType dtype, BaseQuant quant = BaseQuant::kNone);
+std::string nf4_layout_error(const ModelConfig& c);
 
 // Views into one layer blob (device or host memory). Absent tensors are empty().
 struct LayerWeights {
@@ -47,6 +69,10 @@ struct LayerWeights {
   Tensor q_norm, k_norm;       // [D]                           (Qwen3)
   Tensor post_norm;            // [H]
   Tensor gate, up, down;       // gate/up [F, H], down [H, F]
+  // NF4 base (Note [NF4 base layout]): the seven linears above are U8 codes [out, in/2] and these
+  // their F32 block scales; empty otherwise.
+  Tensor q_absmax, k_absmax, v_absmax, o_absmax, gate_absmax, up_absmax, down_absmax;
+  bool nf4() const { return !q_absmax.empty(); }
 };
 
 LayerWeights layer_weights_view(const LayerLayout& layout, void* blob);

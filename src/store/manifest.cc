@@ -96,6 +96,7 @@ Json manifest_to_json(const StoreManifest& m) {
               {"source", m.source},
               {"fingerprint", m.fingerprint},
               {"dtype", dtype_name(m.dtype)},
+              {"quant", base_quant_name(m.quant)},
               {"num_layers", m.num_layers},
               {"layer_bytes", m.layer_bytes},
               {"extras_bytes", m.extras_bytes},
@@ -114,6 +115,11 @@ StatusOr<StoreManifest> manifest_from_json(const Json& j, const std::string& wha
   ASSIGN_OR_RETURN(m.fingerprint, json_string(j, "fingerprint", what));
   ASSIGN_OR_RETURN(std::string dt, json_string(j, "dtype", what));
   ASSIGN_OR_RETURN(m.dtype, dtype_from_user(dt), what);
+  if (j.contains("quant")) {
+    ASSIGN_OR_RETURN(std::string q, json_string(j, "quant", what));
+    if (!parse_base_quant(q, &m.quant))
+      return Corruption(Str() << what << ": key 'quant': '" << q << "' (expected none or nf4)");
+  }
   if (!j.contains("config")) return Corruption(what + ": missing key 'config'");
   ASSIGN_OR_RETURN(m.config, parse_hf_config(j["config"], what + " (config)"));
   ASSIGN_OR_RETURN(int64_t nl, json_int(j, "num_layers", what));
@@ -124,7 +130,9 @@ StatusOr<StoreManifest> manifest_from_json(const Json& j, const std::string& wha
   m.extras_bytes = static_cast<uint64_t>(eb);
   if (nl != m.config.num_layers)
     return Corruption(Str() << what << ": num_layers " << nl << " but the config has " << m.config.num_layers);
-  uint64_t want_lb = make_layer_layout(m.config, m.dtype).bytes;
+  if (m.quant == BaseQuant::kNF4 && !nf4_layout_error(m.config).empty())
+    return Corruption(Str() << what << ": " << nf4_layout_error(m.config));
+  uint64_t want_lb = make_layer_layout(m.config, m.dtype, m.quant).bytes;
   uint64_t want_eb = make_extras_layout(m.config, m.dtype).bytes;
   if (m.layer_bytes != want_lb || m.extras_bytes != want_eb)
     return Corruption(Str() << what << ": blob sizes " << m.layer_bytes << "/" << m.extras_bytes

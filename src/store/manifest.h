@@ -14,6 +14,7 @@
 #include "core/json.h"
 #include "core/status.h"
 #include "io/hf_config.h"
+#include "model/weights.h"
 
 namespace st {
 
@@ -32,8 +33,9 @@ struct StoreManifest {
   int version = kStoreFormatVersion;
   ModelConfig config;
   DType dtype = DType::kBF16;
+  BaseQuant quant = BaseQuant::kNone;  // "quant": "nf4" (absent in stores written before NF4: none)
   int num_layers = 0;
-  uint64_t layer_bytes = 0;   // make_layer_layout(config, dtype).bytes
+  uint64_t layer_bytes = 0;   // make_layer_layout(config, dtype, quant).bytes
   uint64_t extras_bytes = 0;  // make_extras_layout(config, dtype).bytes
   std::string source;         // ModelSource::describe()
   std::string fingerprint;    // source_fingerprint(source files), hex

@@ -101,7 +101,7 @@ StatusOr<StoreFile> write_layer(const ModelSource& src, const LayerLayout& layou
   RETURN_IF_ERROR(pack_layer_from(src, layout, layer, blob));
   std::vector<Entry> entries;
   for (const LayerTensorSpec& s : layout.tensors)
-    entries.push_back({layer_tensor_name(layer, s), layout.dtype, s.shape, s.offset, s.offset + s.nbytes});
+    entries.push_back({layer_tensor_name(layer, s), s.dtype, s.shape, s.offset, s.offset + s.nbytes});
   std::string header = make_header(entries, layout.bytes, "layer " + std::to_string(layer));
   return write_blob_file(dir, layer_file_name(layer), header, blob, layout.bytes);
 }
@@ -111,7 +111,7 @@ StatusOr<StoreFile> write_extras(const ModelSource& src, const ExtrasLayout& lay
   RETURN_IF_ERROR(pack_extras_from(src, layout, blob));
   std::vector<Entry> entries;
   for (const LayerTensorSpec& s : layout.tensors)
-    entries.push_back({s.hf_suffix, layout.dtype, s.shape, s.offset, s.offset + s.nbytes});
+    entries.push_back({s.hf_suffix, s.dtype, s.shape, s.offset, s.offset + s.nbytes});
   std::string header = make_header(entries, layout.bytes, "extras");
   return write_blob_file(dir, kExtrasFileName, header, blob, layout.bytes);
 }
@@ -136,7 +136,7 @@ void remove_stale_siblings(const std::string& final_dir) {
 Status write_store(const ModelSource& src, const ShardOptions& opts, const std::string& tmp,
                    StoreManifest& m) {
   const ModelConfig& c = src.config();
-  LayerLayout layout = make_layer_layout(c, opts.dtype);
+  LayerLayout layout = make_layer_layout(c, opts.dtype, opts.quant);
   ExtrasLayout extras = make_extras_layout(c, opts.dtype);
   ASSIGN_OR_RETURN(auto blob, alloc_blob(std::max<uint64_t>(layout.bytes, extras.bytes)));
   int total = static_cast<int>(c.num_layers) + 1;
@@ -167,7 +167,7 @@ Status install_store(const std::string& tmp, const std::string& final_dir) {
   return Status::OK();
 }
 
-std::string reuse_reason(const std::string& dir, const std::string& fp, DType dtype, bool force,
+std::string reuse_reason(const std::string& dir, const std::string& fp, DType dtype, BaseQuant quant, bool force,
                          StoreManifest* out) {
   if (force) return "rebuilding (--force)";
   StatusOr<StoreManifest> m = open_store_manifest(dir);
@@ -179,6 +179,8 @@ std::string reuse_reason(const std::string& dir, const std::string& fp, DType dt
   }
   if (m->fingerprint != fp) return "rebuilding: the source changed (fingerprint " + m->fingerprint + " -> " + fp + ")";
   if (m->dtype != dtype) return Str() << "rebuilding: dtype changed (" << dtype_name(m->dtype) << " -> " << dtype_name(dtype) << ")";
+  if (m->quant != quant)
+    return Str() << "rebuilding: quantization changed (" << base_quant_name(m->quant) << " -> " << base_quant_name(quant) << ")";
   *out = *m;
   return "";
 }
@@ -192,20 +194,26 @@ std::string default_cache_dir() {
   return path_join(path_join(home && *home ? home : ".", ".cache"), "streamtune");
 }
 
-std::string default_store_dir(const std::string& cache_dir, const std::string& fingerprint, DType dtype) {
+std::string default_store_dir(const std::string& cache_dir, const std::string& fingerprint, DType dtype,
+                              BaseQuant quant) {
   std::string cache = cache_dir.empty() ? default_cache_dir() : cache_dir;
-  return path_join(path_join(cache, "stores"), fingerprint + "-" + dtype_name(dtype));
+  std::string name = fingerprint + "-" + dtype_name(dtype);
+  if (quant != BaseQuant::kNone) name += std::string("-") + base_quant_name(quant);
+  return path_join(path_join(cache, "stores"), name);
 }
 
 StatusOr<ShardResult> shard_model(const ModelSource& src, const ShardOptions& opts) {
   ASSIGN_OR_RETURN(std::string fp, source_fingerprint(src.files()), "fingerprinting " << src.describe());
   ShardResult r;
-  r.dir = opts.out_dir.empty() ? default_store_dir(opts.cache_dir, fp, opts.dtype) : opts.out_dir;
+  if (opts.quant == BaseQuant::kNF4 && !nf4_layout_error(src.config()).empty())
+    return InvalidArgument(Str() << src.describe() << ": " << nf4_layout_error(src.config()));
+  r.dir = opts.out_dir.empty() ? default_store_dir(opts.cache_dir, fp, opts.dtype, opts.quant) : opts.out_dir;
   while (r.dir.size() > 1 && r.dir.back() == '/') r.dir.pop_back();
-  r.reason = reuse_reason(r.dir, fp, opts.dtype, opts.force, &r.manifest);
+  r.reason = reuse_reason(r.dir, fp, opts.dtype, opts.quant, opts.force, &r.manifest);
   if (r.reason.empty()) {
     r.reused = true;
-    r.reason = "reusing the up-to-date store (fingerprint " + fp + ", " + dtype_name(opts.dtype) + ")";
+    r.reason = "reusing the up-to-date store (fingerprint " + fp + ", " + dtype_name(opts.dtype) +
+               (opts.quant == BaseQuant::kNF4 ? ", nf4" : "") + ")";
     return r;
   }
   RETURN_IF_ERROR(make_dirs(path_dirname(r.dir)));
@@ -217,6 +225,7 @@ StatusOr<ShardResult> shard_model(const ModelSource& src, const ShardOptions& op
   StoreManifest m;
   m.config = src.config();
   m.dtype = opts.dtype;
+  m.quant = opts.quant;
   m.num_layers = static_cast<int>(src.config().num_layers);
   m.source = src.describe();
   m.fingerprint = fp;

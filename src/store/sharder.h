@@ -27,11 +27,13 @@ namespace st {
 
 // $XDG_CACHE_HOME/streamtune, else $HOME/.cache/streamtune.
 std::string default_cache_dir();
-// <cache_dir or default>/stores/<fingerprint>-<dtype name>.
-std::string default_store_dir(const std::string& cache_dir, const std::string& fingerprint, DType dtype);
+// <cache_dir or default>/stores/<fingerprint>-<dtype name>[-nf4].
+std::string default_store_dir(const std::string& cache_dir, const std::string& fingerprint, DType dtype,
+                              BaseQuant quant = BaseQuant::kNone);
 
 struct ShardOptions {
   DType dtype = DType::kBF16;
+  BaseQuant quant = BaseQuant::kNone;  // kNF4: the linears NF4-quantized (model/weights.h)
   std::string out_dir;    // "" = default_store_dir(cache_dir, fingerprint, dtype)
   std::string cache_dir;  // "" = default_cache_dir()
   bool force = false;     // rebuild even if a matching store exists

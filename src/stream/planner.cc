@@ -38,6 +38,7 @@ struct Shape {
 ModelOptions model_options(const PlanInput& in, const Shape& s) {
   ModelOptions o;
   o.act_dtype = in.dtype;
+  o.base_quant = in.quant;
   o.max_tokens = s.tokens;
   o.vocab_chunk = in.vocab_chunk;
   o.host_extras = s.host_extras;
@@ -61,7 +62,7 @@ uint64_t fused_attention_extra(const PlanInput& in, int64_t tokens) {
 
 std::vector<PlanTerm> plan_terms(const PlanInput& in, const Shape& s) {
   const ModelConfig& c = in.model;
-  const uint64_t lb = make_layer_layout(c, in.dtype).bytes;
+  const uint64_t lb = make_layer_layout(c, in.dtype, in.quant).bytes;
   const ModelOptions mo = model_options(in, s);
   const char* extras_name = s.host_extras ? "final norm + lm_head chunk buffers"
                             : c.tie_word_embeddings ? "embedding + final norm"
@@ -141,7 +142,7 @@ std::vector<int> spread_layers(int k, int L) {
 // streamed layer, less the ones still pooled at the forward->backward turn (Belady keeps them).
 uint64_t streamed_bytes(const PlanInput& in, const Shape& s) {
   const int streamed = static_cast<int>(in.model.num_layers) - s.resident;
-  const uint64_t lb = make_layer_layout(in.model, in.dtype).bytes;
+  const uint64_t lb = make_layer_layout(in.model, in.dtype, in.quant).bytes;
   const int loads = streamed == 0 ? 0 : 2 * streamed - std::min(s.slots, streamed);
   uint64_t b = lb * static_cast<uint64_t>(loads);
   if (s.host_extras)
@@ -224,9 +225,10 @@ StatusOr<Plan> make_plan(const PlanInput& in) {
       }
     }
   }
-  const uint64_t lb = make_layer_layout(c, in.dtype).bytes;
+  const uint64_t lb = make_layer_layout(c, in.dtype, in.quant).bytes;
   Plan p;
   p.tier = in.tier;
+  p.quant = in.quant;
   p.num_layers = L;
   p.num_slots = s.slots;
   p.resident_layers = stream ? spread_layers(s.resident, L) : spread_layers(L, L);
@@ -250,6 +252,7 @@ std::string Plan::banner() const {
   Str b;
   b << "plan: stream " << tier << ", " << resident_layers.size() << " of " << num_layers << " layers resident, "
     << streamed_layers() << " streamed through " << num_slots << " buffer(s) of " << format_bytes(layer_bytes)
+    << (quant == BaseQuant::kNF4 ? " (NF4 base)" : "")
     << (host_extras ? ", embedding + lm_head in host memory (lm_head streamed in vocabulary chunks)" : "")
     << (recompute == Recompute::kAttention ? ", attention outputs kept for the backward"
         : recompute == Recompute::kNone    ? ", every layer's activations kept (no recompute)"

@@ -11,7 +11,7 @@ namespace st {
 StatusOr<std::unique_ptr<StreamedLayerSource>> StreamedLayerSource::create(Backend* be, LayerStore* store,
                                                                            const StreamedSourceOptions& opts) {
   const StoreManifest& m = store->manifest();
-  LayerLayout layout = make_layer_layout(m.config, m.dtype);
+  LayerLayout layout = make_layer_layout(m.config, m.dtype, m.quant);
   CHECK(layout.bytes == m.layer_bytes, "store layout disagrees with make_layer_layout");
   std::unique_ptr<StreamedLayerSource> src(new StreamedLayerSource(be, store, std::move(layout)));
   src->resident_index_.assign(m.num_layers, -1);

@@ -61,6 +61,7 @@ StatusOr<Plan> plan_for(const TrainConfig& cfg, Backend* be, const ModelConfig& 
   PlanInput in;
   in.model = mc;
   in.dtype = act;
+  ASSIGN_OR_RETURN(in.quant, base_quant_from(cfg));
   in.micro_batch_size = cfg.micro_batch_size;
   in.sequence_len = cfg.sequence_len;
   ASSIGN_OR_RETURN(in.lora, lora_config_from(cfg));
@@ -112,6 +113,7 @@ StatusOr<BaseWeights> open_base_weights(const TrainConfig& cfg, Backend* be, DTy
   RETURN_IF_ERROR(check_stream_tier(cfg.stream));
   ShardOptions so;
   so.dtype = act;
+  ASSIGN_OR_RETURN(so.quant, base_quant_from(cfg));
   so.cache_dir = cfg.cache_dir;
   so.progress = [tty = stderr_is_tty()](int done, int total, const std::string& what) {
     if (tty) {

@@ -40,7 +40,8 @@ struct TrainConfig {
   std::vector<DatasetSpec> eval_datasets;
   int64_t eval_steps = 0;           // 0 = eval only at the end when there is an eval set
   // adapter
-  std::string adapter = "lora";
+  std::string adapter = "lora";    // lora | qlora (NF4 base: model/weights.h Note [NF4 base layout])
+  bool load_in_4bit = false;       // axolotl's QLoRA flag: true only with adapter qlora
   int64_t lora_r = 8;
   double lora_alpha = 16;
   double lora_dropout = 0.0;

@@ -32,9 +32,16 @@ StatusOr<DType> training_act_dtype(const TrainConfig& tc, const Backend& be) {
   return be.kind() == DeviceKind::kCpu ? DType::kF32 : d;
 }
 
+StatusOr<BaseQuant> base_quant_from(const TrainConfig& tc) {
+  if (tc.load_in_4bit && tc.adapter != "qlora")
+    return InvalidArgument(Str() << "load_in_4bit: true needs adapter: qlora (got adapter: " << tc.adapter << ")");
+  if (tc.adapter == "lora") return BaseQuant::kNone;
+  if (tc.adapter == "qlora") return BaseQuant::kNF4;
+  return Unimplemented(Str() << "adapter '" << tc.adapter << "' is not supported (lora, qlora)");
+}
+
 StatusOr<LoraConfig> lora_config_from(const TrainConfig& tc) {
-  if (tc.adapter != "lora")
-    return Unimplemented(Str() << "adapter '" << tc.adapter << "' is not supported yet (lora)");
+  RETURN_IF_ERROR(base_quant_from(tc).status());
   LoraConfig lc;
   lc.r = tc.lora_r;
   lc.alpha = tc.lora_alpha;
@@ -72,7 +79,9 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::create(const TrainConfig& tc, Backen
   ASSIGN_OR_RETURN(DType act, training_act_dtype(tc, *be));
   t->act_ = act;
   ASSIGN_OR_RETURN(LoraConfig lc, lora_config_from(tc));
+  ASSIGN_OR_RETURN(BaseQuant quant, base_quant_from(tc));
   ModelOptions mo{.act_dtype = act,
+                  .base_quant = quant,
                   .max_tokens = tc.micro_batch_size * tc.sequence_len,
                   .seed = tc.seed,
                   .vocab_chunk = tc.vocab_chunk,

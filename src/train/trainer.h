@@ -53,8 +53,11 @@ StatusOr<DType> training_act_dtype(const TrainConfig& tc, const Backend& be);
 // The checks every trainer (single device or data parallel) applies to a TrainConfig before
 // building anything: batch and sequence sizes, loss_normalization, step counts.
 Status check_trainer_config(const TrainConfig& tc);
-// LoRA config from the TrainConfig (targets parsed; adapter must be "lora").
+// LoRA config from the TrainConfig (targets parsed; adapter must be "lora" or "qlora").
 StatusOr<LoraConfig> lora_config_from(const TrainConfig& tc);
+// How the frozen base is stored: adapter "qlora" = NF4 linears (model/weights.h Note [NF4 base
+// layout]), "lora" = the training dtype.
+StatusOr<BaseQuant> base_quant_from(const TrainConfig& tc);
 
 class Trainer {
  public:

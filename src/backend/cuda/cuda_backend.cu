@@ -16,6 +16,7 @@
 #include "backend/cuda/ops.h"
 #include "backend/cuda/profiler_impl.h"
 #include "core/check.h"
+#include "core/nf4.h"
 
 namespace st {
 namespace cuda {
@@ -445,6 +446,19 @@ class CudaBackend final : public Backend {
       return cudnn_->backward(dq, dk, dv, dout, q, k, v, out, lse, L, s, scr().p, compute());
     grow_scratch(static_cast<size_t>(attention_backward_scratch_floats(L, s)));
     launch_attention_backward(dq, dk, dv, dout, q, k, v, out, lse, L, s, scr().p, compute());
+  }
+  void dequant_nf4(Tensor w, Tensor codes, Tensor absmax) override {
+    bind();
+    ProfScope prof(compute(), "dequant_nf4", [&] { return shp(w); });
+    const int64_t n = w.numel();
+    CHECK((w.dtype == DType::kBF16 || w.dtype == DType::kF32) && codes.dtype == DType::kU8 &&
+              absmax.dtype == DType::kF32 && n % kNf4Block == 0 && codes.numel() * 2 == n &&
+              absmax.numel() * kNf4Block == n,
+          "dequant_nf4: w " << w.shape_str() << " codes " << codes.shape_str() << " absmax " << absmax.shape_str());
+    CHECK(reinterpret_cast<uintptr_t>(w.data) % 16 == 0 && reinterpret_cast<uintptr_t>(codes.data) % 4 == 0 &&
+              reinterpret_cast<uintptr_t>(absmax.data) % 4 == 0,
+          "dequant_nf4: misaligned operands");
+    launch_dequant_nf4(w, codes, absmax, compute());
   }
   void swiglu(Tensor h, Tensor gate, Tensor up) override {
     bind();

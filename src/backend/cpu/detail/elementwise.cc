@@ -6,6 +6,7 @@
 
 #include "backend/cpu/detail/kernels.h"
 #include "backend/dropout_rng.h"
+#include "core/nf4.h"
 
 namespace st::cpu {
 namespace {
@@ -72,6 +73,20 @@ void embedding(Tensor out, Tensor table, const int32_t* ids) {
     for (int64_t i = 0; i < H; ++i)
       store_elem(out.data, out.dtype, t * H + i, load_elem(table.data, table.dtype, id * H + i));
   }
+}
+
+void dequant_nf4(Tensor w, Tensor codes, Tensor absmax) {
+  check_float(w, "dequant_nf4 w");
+  const int64_t n = w.numel();
+  CHECK(codes.dtype == DType::kU8 && absmax.dtype == DType::kF32 && n % kNf4Block == 0 &&
+            codes.numel() * 2 == n && absmax.numel() * kNf4Block == n,
+        "dequant_nf4: w " << shape_of(w) << " codes " << shape_of(codes) << " absmax " << shape_of(absmax));
+  const auto* c = static_cast<const uint8_t*>(codes.data);
+  const auto* a = static_cast<const float*>(absmax.data);
+  const size_t es = dtype_size(w.dtype);
+#pragma omp parallel for schedule(static)
+  for (int64_t b = 0; b < n / kNf4Block; ++b)
+    nf4_dequantize(static_cast<char*>(w.data) + b * kNf4Block * es, w.dtype, c + b * kNf4Block / 2, a + b, kNf4Block);
 }
 
 void swiglu(Tensor h, Tensor gate, Tensor up) {

@@ -1,0 +1,215 @@
+// The QLoRA base (model/weights.h Note [NF4 base layout], model/layer.cc Note [NF4 base]): a model
+// whose linears are NF4 trains to the very bits of a dense model whose linears are the dequantized
+// NF4 weights -- losses and every LoRA gradient, two micro-batches, dropout, all targets, each
+// recompute mode. Also: the layout, the packer's refusal of non-finite weights, and the CPU
+// backend's dequant_nf4 against core/nf4.h.
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "core/nf4.h"
+#include "io/safetensors.h"
+#include "model/model.h"
+#include "model/pack.h"
+#include "model/resident_source.h"
+
+namespace st {
+namespace {
+
+const std::string kFixtures = std::string(ST_SOURCE_DIR) + "/tests/fixtures/";
+
+struct StepResult {
+  std::vector<double> losses;
+  std::vector<float> grads;
+};
+
+// One training step (two micro-batches) of the fixture model over `blobs` in `layout`.
+StepResult train_step(const std::string& fixture, const LayerLayout& layout, const std::vector<const void*>& blobs,
+                      Recompute mode) {
+  const std::string dir = kFixtures + fixture + "/model";
+  auto be = make_backend(DeviceKind::kCpu, {.num_threads = 2});
+  CHECK_OK(be.status());
+  auto mc = load_hf_config(dir + "/config.json");
+  auto ck = Checkpoint::open(dir);
+  CHECK_OK(mc.status());
+  CHECK_OK(ck.status());
+  LoraConfig lc;
+  lc.r = 2;
+  lc.alpha = 4;
+  lc.dropout = 0.2;
+  lc.targets.fill(true);
+  auto m = Model::create(*mc, be->get(), lc,
+                         {.act_dtype = DType::kF32, .base_quant = layout.quant, .max_tokens = 16, .seed = 9,
+                          .recompute = mode});
+  CHECK_OK(m.status());
+  Model& model = **m;
+  EXPECT_EQ(model.layer_layout().bytes, layout.bytes);
+  CHECK_OK(model.load_extras(*ck));
+  auto src = ResidentLayerSource::from_host_blobs(be->get(), layout, blobs);
+  CHECK_OK(src.status());
+  Lora& lora = model.lora();
+  lora.init(4);
+  std::vector<float> p = lora.params_to_host();
+  for (size_t i = 0; i < p.size(); ++i)
+    if (p[i] == 0.0f) p[i] = 0.02f * static_cast<float>((i * 7919) % 13) - 0.12f;  // B != 0: dA != 0
+  lora.params_from_host(p);
+  Batch b1, b2;
+  for (Batch* b : {&b1, &b2}) {
+    b->batch = 2;
+    b->seq = 8;
+  }
+  for (int i = 0; i < 16; ++i) {
+    b1.input_ids.push_back((i * 37 + 11) % static_cast<int>(mc->vocab_size));
+    b2.input_ids.push_back((i * 53 + 5) % static_cast<int>(mc->vocab_size));
+  }
+  b1.labels = b1.input_ids;
+  b2.labels = b2.input_ids;
+  lora.zero_grads();
+  auto losses = model.forward_backward({&b1, &b2}, **src, {0.5f, 0.5f});
+  CHECK_OK(losses.status());
+  StepResult r;
+  r.losses = *losses;
+  r.grads.resize(static_cast<size_t>(lora.numel()));
+  (*be)->copy_d2h(r.grads.data(), lora.grads().data, r.grads.size() * sizeof(float), StreamId::kCompute);
+  (*be)->sync_all();
+  return r;
+}
+
+struct Blobs {
+  LayerLayout layout;
+  std::vector<std::vector<char>> host;
+  std::vector<const void*> ptrs() const {
+    std::vector<const void*> p;
+    for (const auto& h : host) p.push_back(h.data());
+    return p;
+  }
+};
+
+Blobs pack_all(const std::string& fixture, DType dt, BaseQuant q) {
+  const std::string dir = kFixtures + fixture + "/model";
+  auto mc = load_hf_config(dir + "/config.json");
+  auto ck = Checkpoint::open(dir);
+  CHECK_OK(mc.status());
+  CHECK_OK(ck.status());
+  Blobs b;
+  b.layout = make_layer_layout(*mc, dt, q);
+  for (int l = 0; l < mc->num_layers; ++l) {
+    b.host.emplace_back(b.layout.bytes);
+    CHECK_OK(pack_layer(*ck, b.layout, l, b.host.back().data()));
+  }
+  return b;
+}
+
+// The dense f32 blobs whose linears are the NF4 blobs' dequantized weights.
+Blobs dequantized_twin(const std::string& fixture, const Blobs& nf4) {
+  Blobs d = pack_all(fixture, DType::kF32, BaseQuant::kNone);
+  for (size_t l = 0; l < d.host.size(); ++l) {
+    for (size_t i = 0; i < nf4.layout.tensors.size(); ++i) {
+      const LayerTensorSpec& s = nf4.layout.tensors[i];
+      if (!s.quantized()) continue;
+      const LayerTensorSpec& scales = nf4.layout.tensors[i + 1];
+      const LayerTensorSpec* dense = d.layout.find(s.id);
+      CHECK(dense != nullptr && dense->shape == s.quantized_shape);
+      const char* q = nf4.host[l].data();
+      nf4_dequantize(d.host[l].data() + dense->offset, DType::kF32, reinterpret_cast<const uint8_t*>(q + s.offset),
+                     reinterpret_cast<const float*>(q + scales.offset), s.quantized_shape[0] * s.quantized_shape[1]);
+    }
+  }
+  return d;
+}
+
+TEST(Nf4Base, LayoutStoresCodesAndScalesForTheSevenLinears) {
+  auto mc = load_hf_config(kFixtures + "qwen2_tied/model/config.json");
+  ASSERT_TRUE(mc.ok());
+  const LayerLayout dense = make_layer_layout(*mc, DType::kBF16);
+  const LayerLayout q = make_layer_layout(*mc, DType::kBF16, BaseQuant::kNF4);
+  int quantized = 0;
+  for (const LayerTensorSpec& s : q.tensors) {
+    if (!s.quantized()) continue;
+    ++quantized;
+    const int64_t n = s.quantized_shape[0] * s.quantized_shape[1];
+    EXPECT_EQ(s.dtype, DType::kU8);
+    EXPECT_EQ(static_cast<int64_t>(s.nbytes), n / 2) << s.hf_suffix;
+    const LayerTensorSpec* sc = nullptr;
+    for (const LayerTensorSpec& t : q.tensors)
+      if (t.hf_suffix == s.hf_suffix + ".absmax") sc = &t;
+    ASSERT_NE(sc, nullptr) << s.hf_suffix;
+    EXPECT_EQ(sc->dtype, DType::kF32);
+    EXPECT_EQ(static_cast<int64_t>(sc->nbytes), n / 64 * 4);
+  }
+  EXPECT_EQ(quantized, 7);
+  EXPECT_TRUE(q.find(LayerTensor::kQBias) && q.find(LayerTensor::kQBias)->dtype == DType::kBF16);  // Qwen2 biases stay
+  EXPECT_LT(q.bytes * 3, dense.bytes);  // 4.5 bits a weight against 16
+  ModelConfig odd = *mc;
+  odd.intermediate_size = 100;  // down_proj [64, 100]: 6400 is a multiple of 64; gate [100, 64] too
+  EXPECT_EQ(nf4_layout_error(odd), "");
+  odd.hidden_size = 66;  // q_proj [64, 66]: 4224 = 66 x 64 ok, but o_proj [66, 64] ... k_proj [32, 66] = 2112 is not
+  EXPECT_NE(nf4_layout_error(odd), "");
+}
+
+TEST(Nf4Base, TrainsToTheBitsOfItsDequantizedTwin) {
+  for (const char* fixture : {"llama_gqa", "qwen2_tied", "qwen3_qknorm"}) {
+    const Blobs nf4 = pack_all(fixture, DType::kF32, BaseQuant::kNF4);
+    const Blobs twin = dequantized_twin(fixture, nf4);
+    const Blobs orig = pack_all(fixture, DType::kF32, BaseQuant::kNone);
+    const StepResult want = train_step(fixture, twin.layout, twin.ptrs(), Recompute::kFull);
+    bool any_grad = false;
+    for (float g : want.grads) any_grad = any_grad || g != 0.0f;
+    ASSERT_TRUE(any_grad) << fixture << ": no LoRA gradient, the comparison would prove nothing";
+    // The quantization is real: the original weights give another loss.
+    EXPECT_NE(train_step(fixture, orig.layout, orig.ptrs(), Recompute::kFull).losses, want.losses) << fixture;
+    for (Recompute mode : {Recompute::kFull, Recompute::kAttention, Recompute::kNone}) {
+      const StepResult got = train_step(fixture, nf4.layout, nf4.ptrs(), mode);
+      EXPECT_EQ(got.losses, want.losses) << fixture << " " << recompute_name(mode);
+      ASSERT_EQ(got.grads.size(), want.grads.size());
+      EXPECT_EQ(std::memcmp(got.grads.data(), want.grads.data(), got.grads.size() * sizeof(float)), 0)
+          << fixture << " " << recompute_name(mode) << ": LoRA gradients differ from the dequantized twin";
+    }
+  }
+}
+
+TEST(Nf4Base, PackerRefusesNonFiniteWeightsNamingTheTensor) {
+  auto mc = load_hf_config(kFixtures + "llama_gqa/model/config.json");
+  ASSERT_TRUE(mc.ok());
+  const LayerLayout layout = make_layer_layout(*mc, DType::kBF16, BaseQuant::kNF4);
+  std::vector<char> blob(layout.bytes);
+  TensorReader reader = [](const std::string& name, const std::vector<int64_t>& shape, DType dt, void* dst) {
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    if (dt == DType::kF32) {
+      float* f = static_cast<float*>(dst);
+      for (int64_t i = 0; i < n; ++i) f[i] = 0.01f;
+      if (name.find("up_proj") != std::string::npos) f[70] = std::nanf("");
+    } else {
+      std::memset(dst, 0, static_cast<size_t>(n) * dtype_size(dt));
+    }
+    return Status::OK();
+  };
+  Status s = pack_layer_with(reader, layout, 3, blob.data());
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("model.layers.3.mlp.up_proj.weight"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("element 70"), std::string::npos) << s.message();
+}
+
+TEST(Nf4Base, CpuBackendDequantMatchesTheReference) {
+  auto be = make_backend(DeviceKind::kCpu, {.num_threads = 2});
+  ASSERT_TRUE(be.ok());
+  const int64_t out = 96, in = 64, n = out * in;
+  std::vector<float> x(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) x[i] = std::cos(0.013f * static_cast<float>(i * i % 1009)) * (1 + i % 5);
+  std::vector<uint8_t> codes(static_cast<size_t>(n / 2));
+  std::vector<float> absmax(static_cast<size_t>(n / 64));
+  nf4_quantize(x.data(), n, codes.data(), absmax.data());
+  for (DType dt : {DType::kF32, DType::kBF16}) {
+    std::vector<char> want(static_cast<size_t>(n) * dtype_size(dt)), got(want.size());
+    nf4_dequantize(want.data(), dt, codes.data(), absmax.data(), n);
+    (*be)->dequant_nf4(Tensor(got.data(), dt, {out, in}), Tensor(codes.data(), DType::kU8, {out, in / 2}),
+                       Tensor(absmax.data(), DType::kF32, {n / 64}));
+    EXPECT_EQ(std::memcmp(want.data(), got.data(), want.size()), 0) << dtype_name(dt);
+  }
+}
+
+}  // namespace
+}  // namespace st
