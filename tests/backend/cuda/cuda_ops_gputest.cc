@@ -147,6 +147,36 @@ TEST(CudaOps, ElementwiseMatchCpu) {
       }
 }
 
+// NF4 dequantization (backend.h dequant_nf4): the CUDA kernel gives the CPU reference's bits, for
+// random codes and block scales (one block all-zero), f32 and bf16 outputs, small and MLP shapes.
+TEST(CudaOps, DequantNf4MatchesCpuBits) {
+  std::mt19937 rng(7);
+  const std::pair<int64_t, int64_t> shapes[] = {{1, 64}, {96, 160}, {2048, 2048}, {11008, 2048}};
+  for (auto [out, in] : shapes) {
+    const int64_t n = out * in;
+    std::vector<uint8_t> codes(static_cast<size_t>(n / 2));
+    for (auto& c : codes) c = static_cast<uint8_t>(rng());
+    std::vector<float> absmax(static_cast<size_t>(n / 64));
+    std::normal_distribution<float> nd(0.0f, 0.05f);
+    for (auto& a : absmax) a = std::fabs(nd(rng));
+    absmax[absmax.size() / 2] = 0.0f;
+    GuardedDev dc(codes.size()), da(absmax.size() * 4);
+    dc.upload(codes.data());
+    da.upload(absmax.data());
+    const Tensor hc(codes.data(), DType::kU8, {out, in / 2}), ha(absmax.data(), DType::kF32, {n / 64});
+    const Tensor gc(dc.data(), DType::kU8, {out, in / 2}), ga(da.data(), DType::kF32, {n / 64});
+    for (DType t : {DType::kF32, DType::kBF16}) {
+      Twin w(t, {out, in}, rng, 0.0f);  // NaN poison
+      C().dequant_nf4(w.cpu(), hc, ha);
+      G().dequant_nf4(w.gpu(), gc, ga);
+      const std::vector<uint8_t> got = w.gpu_bytes();
+      ASSERT_EQ(got.size(), static_cast<size_t>(n) * dtype_size(t));
+      EXPECT_EQ(std::memcmp(got.data(), w.cpu().data, got.size()), 0) << tag("dequant_nf4", t, out, in);
+      EXPECT_TRUE(w.guards_ok()) << tag("dequant_nf4", t, out, in);
+    }
+  }
+}
+
 TEST(CudaOps, EmbeddingMatchesCpu) {
   std::mt19937 rng(3);
   for (DType t : {DType::kF32, DType::kBF16}) {
