@@ -102,9 +102,35 @@ for v in "off 2 - on" "off 2 - off" "off 2 - side" "ram 2 - on" "disk 3 - on" "r
   sig=$(python3 -c "import json,sys;print([json.loads(l)['loss'] for l in open('$d/metrics.jsonl') if '\"loss\"' in l])" 2>/dev/null | md5sum | cut -c1-12)
   ad=$(md5sum $d/adapter_model.safetensors 2>/dev/null | cut -c1-12)
   [ -z "$ref" ] && ref="$sig/$ad"
+  [ -z "${ref0_sig:-}" ] && ref0_sig="$sig/$ad"
   same=$([ "$sig/$ad" = "$ref" ] && echo IDENTICAL || echo DIFFERENT)
   tps=$(python3 -c "import json;v=[json.loads(l).get('tok_s',0) for l in open('$d/metrics.jsonl') if '\"loss\"' in l][2:];print(round(sorted(v)[len(v)//2]))" 2>/dev/null)
   say "plans=$4 dropout=${6:-0.1} stream=$1 buffers=$2 budget=$3 recompute=${5:-auto} rc=$rc losses=$sig adapter=$ad $same median tok/s $tps | $(grep -m1 "^launch " $d.log) $(grep -m1 "launch plans off" $d.log)"
+done
+
+# 3c. QLoRA (adapter: qlora, an NF4 base: model/weights.h Note [NF4 base layout]): one signature
+#     resident / streamed / budgeted / recompute forced / plans off / side stream off, and not the
+#     bf16 base's signature (the first row of 3b).
+lora_ref=$ref0_sig
+{ cat $W/bit.yaml; echo "adapter: qlora"; } > $W/q.yaml
+ref=""
+for v in "off 2 - on" "ram 2 - on" "disk 3 - on" "ram 2 150MiB on" "off 2 - on full" "off 2 - off" "ram 2 - side"; do
+  set -- $v
+  d=$W/q_$1_$2_$3_$4_${5:-auto}
+  extra="--recompute=${5:-auto}"; [ "$3" != "-" ] && extra="$extra --vram_budget=$3"
+  case $4 in
+    off) STREAMTUNE_GRAPHS=off $B train $W/q.yaml --stream=$1 --stream_buffers=$2 $extra --output_dir=$d >$d.log 2>&1 ;;
+    side) STREAMTUNE_SIDE_STREAM=off $B train $W/q.yaml --stream=$1 --stream_buffers=$2 $extra --output_dir=$d >$d.log 2>&1 ;;
+    *) $B train $W/q.yaml --stream=$1 --stream_buffers=$2 $extra --output_dir=$d >$d.log 2>&1 ;;
+  esac
+  rc=$?
+  sig=$(python3 -c "import json,sys;print([json.loads(l)['loss'] for l in open('$d/metrics.jsonl') if '\"loss\"' in l])" 2>/dev/null | md5sum | cut -c1-12)
+  ad=$(md5sum $d/adapter_model.safetensors 2>/dev/null | cut -c1-12)
+  [ -z "$ref" ] && ref="$sig/$ad"
+  same=$([ "$sig/$ad" = "$ref" ] && echo IDENTICAL || echo DIFFERENT)
+  [ "$sig/$ad" = "$lora_ref" ] && same="$same SAME-AS-BF16-BASE(wrong)"
+  tps=$(python3 -c "import json;v=[json.loads(l).get('tok_s',0) for l in open('$d/metrics.jsonl') if '\"loss\"' in l][2:];print(round(sorted(v)[len(v)//2]))" 2>/dev/null)
+  say "qlora plans=$4 stream=$1 buffers=$2 budget=$3 recompute=${5:-auto} rc=$rc losses=$sig adapter=$ad $same median tok/s $tps | $(grep -m1 '^plan:' $d.log)"
 done
 [ -n "${ONLY_PLANS:-}" ] && exit 0
 
