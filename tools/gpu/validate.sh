@@ -114,7 +114,7 @@ done
 lora_ref=$ref0_sig
 { cat $W/bit.yaml; echo "adapter: qlora"; } > $W/q.yaml
 ref=""
-for v in "off 2 - on" "ram 2 - on" "disk 3 - on" "ram 2 150MiB on" "off 2 - on full" "off 2 - off" "ram 2 - side"; do
+for v in "off 2 - on" "ram 2 - on" "disk 3 - on" "ram 2 250MiB on" "off 2 - on full" "off 2 - off" "ram 2 - side"; do
   set -- $v
   d=$W/q_$1_$2_$3_$4_${5:-auto}
   extra="--recompute=${5:-auto}"; [ "$3" != "-" ] && extra="$extra --vram_budget=$3"
