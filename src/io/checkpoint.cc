@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/json.h"
+#include "io/bnb4bit.h"
 #include "io/safetensors.h"
 
 namespace st {
@@ -103,8 +104,29 @@ std::vector<std::string> Checkpoint::tensor_names() const {
   return out;
 }
 
+StatusOr<std::pair<std::vector<int64_t>, DType>> tensor_shape_dtype(const Checkpoint& ck, const std::string& name) {
+  if (is_bnb4bit(ck, name)) {
+    ASSIGN_OR_RETURN(Bnb4bitState s, read_bnb4bit_state(ck, name));
+    return std::make_pair(s.shape, s.dtype);
+  }
+  ASSIGN_OR_RETURN(auto f, ck.find(name));
+  return std::make_pair(f.second->shape, f.second->dtype);
+}
+
 Status read_tensor_as(const Checkpoint& ck, const std::string& name, const std::vector<int64_t>& expect_shape,
                       DType dst_dtype, void* dst) {
+  if (is_bnb4bit(ck, name)) {  // dequantized (io/bnb4bit.h)
+    ASSIGN_OR_RETURN(Bnb4bitState s, read_bnb4bit_state(ck, name));
+    if (s.shape != expect_shape)
+      return InvalidArgument(Str() << "bitsandbytes tensor '" << name << "' has shape " << shape_str(s.shape)
+                                   << ", expected " << shape_str(expect_shape));
+    if (!is_float(dst_dtype))
+      return InvalidArgument(Str() << "bitsandbytes tensor '" << name << "' cannot be read as " << dtype_name(dst_dtype));
+    std::vector<float> v;
+    RETURN_IF_ERROR(dequantize_bnb4bit(ck, name, &v));
+    convert_elements(dst, dst_dtype, v.data(), DType::kF32, v.size());
+    return Status::OK();
+  }
   ASSIGN_OR_RETURN(auto found, ck.find(name));
   const auto [file, t] = found;
   if (t->shape != expect_shape)

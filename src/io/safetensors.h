@@ -83,7 +83,11 @@ class Checkpoint {
 
 // Copies a tensor to `dst` converting to `dst_dtype` (float types), checking its shape equals
 // `expect_shape`; errors name the tensor and the file.
+// A bitsandbytes 4-bit weight (io/bnb4bit.h) reads dequantized, with its logical shape.
 Status read_tensor_as(const Checkpoint& ck, const std::string& name, const std::vector<int64_t>& expect_shape,
                       DType dst_dtype, void* dst);
+// Shape and dtype as read_tensor_as sees them (a bitsandbytes 4-bit weight: its logical shape and
+// the dtype it was quantized from).
+StatusOr<std::pair<std::vector<int64_t>, DType>> tensor_shape_dtype(const Checkpoint& ck, const std::string& name);
 
 }  // namespace st

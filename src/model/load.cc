@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "core/file.h"
+#include "io/bnb4bit.h"
 #include "io/gguf_checkpoint.h"
 #include "io/safetensors.h"
 #include "model/pack.h"
@@ -24,10 +25,15 @@ class HfModelSource : public ModelSource {
   bool has(const std::string& name) const override { return ck_.has(name); }
   bool is_gguf() const override { return false; }
   std::string hf_dir() const override { return dir_; }
-  std::vector<std::string> tensor_names() const override { return ck_.tensor_names(); }
+  // A bitsandbytes 4-bit checkpoint (io/bnb4bit.h) shows each quantized weight once, dequantized.
+  std::vector<std::string> tensor_names() const override {
+    std::vector<std::string> out;
+    for (std::string& n : ck_.tensor_names())
+      if (!is_bnb4bit_aux(ck_, n)) out.push_back(std::move(n));
+    return out;
+  }
   StatusOr<std::pair<std::vector<int64_t>, DType>> info(const std::string& name) const override {
-    ASSIGN_OR_RETURN(auto f, ck_.find(name));
-    return std::make_pair(f.second->shape, f.second->dtype);
+    return tensor_shape_dtype(ck_, name);
   }
   Status read(const std::string& name, const std::vector<int64_t>& shape, DType dt, void* dst) const override {
     return read_tensor_as(ck_, name, shape, dt, dst);
