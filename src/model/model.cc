@@ -1,5 +1,6 @@
 #include "model/model.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 
@@ -12,11 +13,19 @@ namespace st {
 
 // ---- schedule ------------------------------------------------------------------------------
 
-StepSchedule StepSchedule::micro_batch_major(int L, int k) {
+StepSchedule StepSchedule::micro_batch_major(int L, int k) { return layer_major(L, k, 1); }
+
+// Groups of `slots` micro-batches; within a group every layer is visited for each micro-batch in
+// turn (Note [layer-major accumulation]). slots = 1 is micro-batch-major order.
+StepSchedule StepSchedule::layer_major(int L, int k, int slots) {
+  CHECK(slots >= 1);
   StepSchedule s;
-  for (int mb = 0; mb < k; ++mb) {
-    for (int l = 0; l < L; ++l) s.visits_.push_back({l, mb, Phase::kForward});
-    for (int l = L - 1; l >= 0; --l) s.visits_.push_back({l, mb, Phase::kBackward});
+  for (int g0 = 0; g0 < k; g0 += slots) {
+    const int g1 = std::min(k, g0 + slots);
+    for (int l = 0; l < L; ++l)
+      for (int mb = g0; mb < g1; ++mb) s.visits_.push_back({l, mb, Phase::kForward});
+    for (int l = L - 1; l >= 0; --l)
+      for (int mb = g0; mb < g1; ++mb) s.visits_.push_back({l, mb, Phase::kBackward});
   }
   return s;
 }
@@ -36,34 +45,46 @@ std::vector<int> StepSchedule::layers() const {
 
 // ---- arena ---------------------------------------------------------------------------------
 
-// Views carved once for max_tokens (Note [layer scratch]); per-batch views are prefixes.
-struct Model::Arena {
-  Tensor inv_freq;                 // f32 [D/2]
+// One micro-batch's device state (Note [layer-major accumulation]); per-batch views are prefixes
+// of views carved for max_tokens.
+struct Model::Slot {
   Tensor loss;                     // f32 [1]
+  Tensor seeds;                    // u8 [8 L]: this micro-batch's dropout seed per layer (u64)
   Tensor ids, pos, docs, labels;   // i32 [Nmax]
   Tensor safe_labels;              // i32 [Nmax]: labels with ignored positions mapped to row 0
   std::vector<Tensor> ckpt;        // L+1 x act [Nmax, H]
   std::vector<Tensor> saved;       // recompute != kFull: L x layer_saved_bytes (u8)
   Tensor grad[2];                  // act [Nmax, H]
   Tensor w_label;                  // act [Nmax, H]: the lm_head row of each label (head.h)
-  Tensor layer_scratch, head_scratch;  // raw bytes (u8)
-  Tensor seeds;                    // u8 [8 L]: the current micro-batch's dropout seed per layer (u64)
-  // current batch
+  // the micro-batch it holds
   int64_t n = 0, batch = 0, seq = 0;
   bool has_docs = false;
+  uint64_t micro = 0;              // its dropout counter (Model::micro_batches_run numbering)
+};
+
+// Views carved once for max_tokens (Note [layer scratch]).
+struct Model::Arena {
+  Tensor inv_freq;                     // f32 [D/2]
+  std::vector<Slot> slots;             // ModelOptions::micro_batch_slots
+  Tensor layer_scratch, head_scratch;  // raw bytes (u8), shared by every slot's visits
 };
 
 namespace {
 
-struct ArenaViews {
-  Tensor inv_freq, loss, ints[5], grad[2], w_label, layer_scratch, head_scratch, seeds;
+struct SlotViews {
+  Tensor loss, ints[5], grad[2], w_label, seeds;
   std::vector<Tensor> ckpt, saved;
 };
 
-ArenaViews carve_model_arena(Carver& cv, const ModelConfig& c, const LoraConfig& lc, const ModelOptions& o) {
+struct ArenaViews {
+  Tensor inv_freq, layer_scratch, head_scratch;
+  std::vector<SlotViews> slots;
+};
+
+// One slot's views, in the order a single-slot arena always had them.
+SlotViews carve_slot(Carver& cv, const ModelConfig& c, const LoraConfig& lc, const ModelOptions& o) {
   const int64_t N = o.max_tokens, H = c.hidden_size;
-  ArenaViews v;
-  v.inv_freq = cv.take(DType::kF32, {c.head_dim / 2});
+  SlotViews v;
   v.loss = cv.take(DType::kF32, {1});
   v.seeds = cv.take(DType::kU8, {8 * c.num_layers});
   for (Tensor& t : v.ints) t = cv.take(DType::kI32, {N});
@@ -74,6 +95,14 @@ ArenaViews carve_model_arena(Carver& cv, const ModelConfig& c, const LoraConfig&
   v.grad[0] = cv.take(o.act_dtype, {N, H});
   v.grad[1] = cv.take(o.act_dtype, {N, H});
   v.w_label = cv.take(o.act_dtype, {N, H});
+  return v;
+}
+
+ArenaViews carve_model_arena(Carver& cv, const ModelConfig& c, const LoraConfig& lc, const ModelOptions& o) {
+  const int64_t N = o.max_tokens;
+  ArenaViews v;
+  v.inv_freq = cv.take(DType::kF32, {c.head_dim / 2});
+  for (int s = 0; s < std::max(1, o.micro_batch_slots); ++s) v.slots.push_back(carve_slot(cv, c, lc, o));
   v.layer_scratch = cv.take(DType::kU8, {static_cast<int64_t>(layer_scratch_bytes(c, N, lc, o.act_dtype, o.base_quant))});
   v.head_scratch = cv.take(
       DType::kU8, {static_cast<int64_t>(head_scratch_bytes(c, N, o.act_dtype, o.vocab_chunk, o.logits_chunk_bytes))});
@@ -88,6 +117,12 @@ size_t norm_bytes(const ModelConfig& c, DType dt) { return static_cast<size_t>(c
 size_t model_arena_bytes(const ModelConfig& c, const LoraConfig& lc, const ModelOptions& o) {
   Carver cv;
   carve_model_arena(cv, c, lc, o);
+  return cv.used();
+}
+
+size_t model_slot_bytes(const ModelConfig& c, const LoraConfig& lc, const ModelOptions& o) {
+  Carver cv;
+  carve_slot(cv, c, lc, o);
   return cv.used();
 }
 
@@ -108,6 +143,7 @@ StatusOr<std::unique_ptr<Model>> Model::create(const ModelConfig& c, Backend* be
                                                const ModelOptions& o) {
   if (o.max_tokens <= 0) return InvalidArgument("Model: max_tokens must be > 0");
   if (o.vocab_chunk <= 0) return InvalidArgument("Model: vocab_chunk must be > 0");
+  if (o.micro_batch_slots < 1) return InvalidArgument("Model: micro_batch_slots must be >= 1");
   std::unique_ptr<Model> m(new Model(c, be, o));
   if (o.fused_attention_allowance > 0) {
     be->fused_attention_workspace(o.fused_attention_batch, o.fused_attention_seq, attention_shape(c));
@@ -135,19 +171,23 @@ StatusOr<std::unique_ptr<Model>> Model::create(const ModelConfig& c, Backend* be
   Carver cv(m->arena_, m->arena_bytes_);
   ArenaViews v = carve_model_arena(cv, c, lc, o);
   a.inv_freq = v.inv_freq;
-  a.loss = v.loss;
-  a.ids = v.ints[0];
-  a.pos = v.ints[1];
-  a.docs = v.ints[2];
-  a.labels = v.ints[3];
-  a.safe_labels = v.ints[4];
-  a.ckpt = v.ckpt;
-  a.saved = v.saved;
-  a.grad[0] = v.grad[0];
-  a.grad[1] = v.grad[1];
-  a.w_label = v.w_label;
+  for (const SlotViews& sv : v.slots) {
+    Slot s;
+    s.loss = sv.loss;
+    s.seeds = sv.seeds;
+    s.ids = sv.ints[0];
+    s.pos = sv.ints[1];
+    s.docs = sv.ints[2];
+    s.labels = sv.ints[3];
+    s.safe_labels = sv.ints[4];
+    s.ckpt = sv.ckpt;
+    s.saved = sv.saved;
+    s.grad[0] = sv.grad[0];
+    s.grad[1] = sv.grad[1];
+    s.w_label = sv.w_label;
+    a.slots.push_back(std::move(s));
+  }
   a.layer_scratch = v.layer_scratch;
-  a.seeds = v.seeds;
   a.head_scratch = v.head_scratch;
   std::vector<float> inv = rope_inv_freq(c);
   CHECK(static_cast<int64_t>(inv.size()) == c.head_dim / 2);
@@ -246,9 +286,11 @@ static uint64_t layer_dropout_seed(uint64_t seed, uint64_t micro, int layer) {
   return mix64(mix64(seed ^ 0x5eedull) ^ mix64(micro * 0x10001ull + static_cast<uint64_t>(layer)));
 }
 
-// Copies ids/positions/doc ids/shifted labels to the device (positions default to 0..T-1).
-void Model::upload(const Batch& b) {
-  Arena& a = *a_;
+// Copies ids/positions/doc ids/shifted labels to the current slot (positions default to 0..T-1);
+// `micro` numbers the micro-batch for its dropout seeds.
+void Model::upload(const Batch& b, uint64_t micro) {
+  Slot& a = a_->slots[cur_];
+  a.micro = micro;
   a.n = b.batch * b.seq;
   a.batch = b.batch;
   a.seq = b.seq;
@@ -270,7 +312,7 @@ void Model::upload(const Batch& b) {
   be_->copy_h2d(a.safe_labels.data, host_safe_labels_.data(), bytes, StreamId::kCompute);
   // Note [layer launch plans]: the dropout ops read this micro-batch's seeds from the arena.
   host_seeds_.resize(static_cast<size_t>(cfg_.num_layers));
-  for (int l = 0; l < cfg_.num_layers; ++l) host_seeds_[l] = layer_dropout_seed(opts_.seed, micro_counter_, l);
+  for (int l = 0; l < cfg_.num_layers; ++l) host_seeds_[l] = layer_dropout_seed(opts_.seed, micro, l);
   be_->copy_h2d(a.seeds.data, host_seeds_.data(), host_seeds_.size() * sizeof(uint64_t), StreamId::kCompute);
   be_->sync_stream(StreamId::kCompute);  // the batch's vectors may go away after this call
 }
@@ -287,9 +329,9 @@ void gather_rows(char* out, const char* table, const int32_t* ids, int64_t n, si
 }
 }  // namespace
 
-void Model::embed(const Batch& b) {
-  upload(b);
-  Arena& a = *a_;
+void Model::embed(const Batch& b, uint64_t micro) {
+  upload(b, micro);
+  Slot& a = a_->slots[cur_];
   if (!opts_.host_extras) {
     ExtrasWeights ew = extras_weights_view(extras_layout_, extras_, cfg_.tie_word_embeddings);
     be_->embedding(rows_of(a.ckpt[0], a.n), ew.embed, a.ids.ptr<int32_t>());
@@ -306,7 +348,7 @@ void Model::embed(const Batch& b) {
 
 // The lm_head row of each (shifted) label, for the head's gradient; ignored positions read row 0.
 void Model::gather_label_rows() {
-  Arena& a = *a_;
+  Slot& a = a_->slots[cur_];
   if (!opts_.host_extras) {
     ExtrasWeights ew = extras_weights_view(extras_layout_, extras_, cfg_.tie_word_embeddings);
     be_->embedding(rows_of(a.w_label, a.n), ew.lm_head, a.safe_labels.ptr<int32_t>());
@@ -344,9 +386,9 @@ static LayerCtx make_ctx(const ModelConfig& c, Backend* be, const ModelOptions& 
 // training forward (Note [recompute], model/layer.h); every visit reads its dropout seed from the
 // slot upload() filled (Note [layer launch plans]).
 LayerCtx Model::layer_ctx(int l, bool train) const {
-  const Arena& a = *a_;
-  LayerCtx ctx = make_ctx(cfg_, be_, opts_, a.inv_freq, a.pos, a.docs, a.has_docs, a.n, a.batch, a.seq,
-                          a.layer_scratch, train, micro_counter_, l);
+  const Slot& a = a_->slots[cur_];
+  LayerCtx ctx = make_ctx(cfg_, be_, opts_, a_->inv_freq, a.pos, a.docs, a.has_docs, a.n, a.batch, a.seq,
+                          a_->layer_scratch, train, a.micro, l);
   ctx.dropout_seed_slot = static_cast<const uint64_t*>(a.seeds.data) + l;
   if (train && opts_.recompute != Recompute::kFull) {
     ctx.recompute = opts_.recompute;
@@ -361,10 +403,11 @@ LayerCtx Model::layer_ctx(int l, bool train) const {
 // micro-batch inputs (tokens, positions, dropout seeds) are read from the arena when the ops run.
 LaunchPlanCache::Key Model::visit_key(Phase phase, int l, bool train, const LayerWeights& w,
                                       bool forward_current) const {
-  const Arena& a = *a_;
+  const Slot& a = a_->slots[cur_];
   LaunchPlanCache::Key k = {static_cast<uint64_t>(phase), static_cast<uint64_t>(l), train,
                             static_cast<uint64_t>(a.n), static_cast<uint64_t>(a.batch), static_cast<uint64_t>(a.seq),
-                            a.has_docs, static_cast<uint64_t>(opts_.recompute), forward_current};
+                            a.has_docs, static_cast<uint64_t>(opts_.recompute), forward_current,
+                            static_cast<uint64_t>(cur_)};
   for (const Tensor* t : {&w.input_norm, &w.q, &w.k, &w.v, &w.o, &w.q_bias, &w.k_bias, &w.v_bias, &w.q_norm,
                           &w.k_norm, &w.post_norm, &w.gate, &w.up, &w.down})
     k.push_back(reinterpret_cast<uintptr_t>(t->data));
@@ -372,7 +415,7 @@ LaunchPlanCache::Key Model::visit_key(Phase phase, int l, bool train, const Laye
 }
 
 void Model::forward_layer(int l, LayerSource& src, bool train) {
-  Arena& a = *a_;
+  Slot& a = a_->slots[cur_];
   const LayerCtx ctx = layer_ctx(l, train);
   LayerWeights w = src.acquire(l);
   const LoraLayer& lora = lora_->layer(l);
@@ -386,7 +429,7 @@ void Model::forward_layer(int l, LayerSource& src, bool train) {
 // forward_current: the visit before was this layer's training forward of the same micro-batch
 // (LayerCtx::forward_current).
 void Model::backward_layer(int l, LayerSource& src, bool forward_current) {
-  Arena& a = *a_;
+  Slot& a = a_->slots[cur_];
   LayerCtx ctx = layer_ctx(l, /*train=*/true);
   ctx.forward_current = forward_current;
   LayerWeights w = src.acquire(l);
@@ -417,11 +460,12 @@ StatusOr<std::vector<double>> Model::forward_backward(const std::vector<const Ba
   CHECK(grad_scales.size() == batches.size());
   for (const Batch* b : batches) RETURN_IF_ERROR(validate(*b));
   const int L = static_cast<int>(cfg_.num_layers);
-  StepSchedule sched = StepSchedule::micro_batch_major(L, static_cast<int>(batches.size()));
+  const int slots = static_cast<int>(a_->slots.size());
+  StepSchedule sched = StepSchedule::layer_major(L, static_cast<int>(batches.size()), slots);
   CHECK(head_ != nullptr, "Model: extras were never loaded");
-  std::vector<double> losses;
+  std::vector<double> losses(batches.size());
   std::vector<float> loss_host(1);
-  Arena& a = *a_;
+  const uint64_t first_micro = micro_counter_;
   src.begin_step(sched.layers());
   const Visit* prev = nullptr;
   for (const Visit& v : sched.visits()) {
@@ -429,16 +473,18 @@ StatusOr<std::vector<double>> Model::forward_backward(const std::vector<const Ba
     const bool after_own_forward = prev != nullptr && prev->phase == Phase::kForward && prev->layer == v.layer &&
                                    prev->micro_batch == v.micro_batch;
     prev = &v;
+    cur_ = v.micro_batch % slots;  // a group of `slots` micro-batches takes slots 0..slots-1
+    Slot& a = a_->slots[cur_];
     if (v.phase == Phase::kForward) {
       if (v.layer == 0) {
-        embed(b);
+        embed(b, first_micro + static_cast<uint64_t>(v.micro_batch));
         gather_label_rows();
         be_->memset_zero(a.loss.data, sizeof(float), StreamId::kCompute);
       }
       forward_layer(v.layer, src, true);
       if (v.layer == L - 1) {
         // d(final output) goes to grad[L % 2], which backward_layer(L-1) reads as dout.
-        head_forward_backward(make_head_ctx(cfg_, be_, opts_, a.n, a.head_scratch), final_norm(), *head_,
+        head_forward_backward(make_head_ctx(cfg_, be_, opts_, a.n, a_->head_scratch), final_norm(), *head_,
                               rows_of(a.ckpt[L], a.n), a.labels.ptr<int32_t>(), rows_of(a.w_label, a.n),
                               grad_scales[v.micro_batch], a.loss, rows_of(a.grad[L % 2], a.n));
       }
@@ -447,12 +493,13 @@ StatusOr<std::vector<double>> Model::forward_backward(const std::vector<const Ba
       if (v.layer == 0) {
         be_->copy_d2h(loss_host.data(), a.loss.data, sizeof(float), StreamId::kCompute);
         be_->sync_stream(StreamId::kCompute);
-        losses.push_back(loss_host[0]);
-        ++micro_counter_;
+        losses[v.micro_batch] = loss_host[0];
       }
     }
   }
   src.end_step();
+  cur_ = 0;
+  micro_counter_ = first_micro + batches.size();
   return losses;
 }
 
@@ -466,12 +513,13 @@ void Model::run_forward(LayerSource& src, bool train) {
 
 StatusOr<double> Model::eval_loss_sum(const Batch& b, LayerSource& src) {
   RETURN_IF_ERROR(validate(b));
-  Arena& a = *a_;
-  embed(b);
+  cur_ = 0;
+  Slot& a = a_->slots[cur_];
+  embed(b, micro_counter_);
   run_forward(src, false);
   CHECK(head_ != nullptr, "Model: extras were never loaded");
   be_->memset_zero(a.loss.data, sizeof(float), StreamId::kCompute);
-  head_loss(make_head_ctx(cfg_, be_, opts_, a.n, a.head_scratch), final_norm(), *head_,
+  head_loss(make_head_ctx(cfg_, be_, opts_, a.n, a_->head_scratch), final_norm(), *head_,
             rows_of(a.ckpt[cfg_.num_layers], a.n), a.labels.ptr<int32_t>(), a.loss);
   float loss = 0;
   be_->copy_d2h(&loss, a.loss.data, sizeof(float), StreamId::kCompute);
@@ -481,12 +529,13 @@ StatusOr<double> Model::eval_loss_sum(const Batch& b, LayerSource& src) {
 
 StatusOr<std::vector<float>> Model::forward_logits(const Batch& b, LayerSource& src) {
   RETURN_IF_ERROR(validate(b));
-  Arena& a = *a_;
-  embed(b);
+  cur_ = 0;
+  Slot& a = a_->slots[cur_];
+  embed(b, micro_counter_);
   run_forward(src, false);
   CHECK(head_ != nullptr, "Model: extras were never loaded");
   std::vector<float> out(static_cast<size_t>(a.n * cfg_.vocab_size));
-  head_logits(make_head_ctx(cfg_, be_, opts_, a.n, a.head_scratch), final_norm(), *head_,
+  head_logits(make_head_ctx(cfg_, be_, opts_, a.n, a_->head_scratch), final_norm(), *head_,
               rows_of(a.ckpt[cfg_.num_layers], a.n), out.data());
   return out;
 }

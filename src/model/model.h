@@ -32,7 +32,18 @@ namespace st {
 
 // The visit sequence of one LayerSource step (design.md §3): which layer, for which micro-batch,
 // in which phase. micro_batch_major(L, k) is the standard order (per micro-batch: 0..L-1 forward,
-// then L-1..0 backward); a layer-major order can be added as another factory.
+// then L-1..0 backward); layer_major(L, k, slots) takes the micro-batches `slots` at a time and
+// visits each layer once for all of them (Note [layer-major accumulation]).
+//
+// Note [layer-major accumulation]: with ModelOptions::micro_batch_slots = s > 1 the Model holds s
+// micro-batches' activations at once (s arena slots: checkpoints, gradients, labels, seeds) and a
+// step runs forward layer by layer over s micro-batches, then backward layer by layer over them:
+// a streamed layer is loaded once per s micro-batches instead of once per micro-batch. Each
+// layer's LoRA gradients still receive the micro-batches' contributions in micro-batch order,
+// every micro-batch keeps its own dropout seeds, and each visit runs the same kernels on the same
+// bytes, so the losses and gradients are bit-identical to micro-batch-major order; only memory (s
+// x the per-micro-batch activations) and the bytes streamed change. (The last layer's backward
+// reuses its forward's intermediates only when nothing ran in between: with s = 1.)
 enum class Phase { kForward, kBackward };
 struct Visit {
   int layer;
@@ -42,6 +53,7 @@ struct Visit {
 class StepSchedule {
  public:
   static StepSchedule micro_batch_major(int num_layers, int micro_batches);
+  static StepSchedule layer_major(int num_layers, int micro_batches, int slots);
   static StepSchedule forward_only(int num_layers);
   const std::vector<Visit>& visits() const { return visits_; }
   std::vector<int> layers() const;  // what LayerSource::begin_step takes
@@ -72,10 +84,15 @@ struct ModelOptions {
   // Device bytes recorded layer launch plans may hold (model/launch_plans.h; the planner's grant,
   // stream/planner.h Note [launch plan memory]). 0: layer ops run one by one.
   uint64_t launch_plan_bytes = 0;
+  // Micro-batches whose activations are held at once (Note [layer-major accumulation]): each one
+  // more costs model_slot_bytes(...). 1 = micro-batch-major order.
+  int micro_batch_slots = 1;
 };
 
 // Every byte of the activation arena for these options (the planner's "activations" term).
 size_t model_arena_bytes(const ModelConfig& c, const LoraConfig& lc, const ModelOptions& o);
+// The part of it one micro-batch slot takes (Note [layer-major accumulation]).
+size_t model_slot_bytes(const ModelConfig& c, const LoraConfig& lc, const ModelOptions& o);
 // Device bytes of the extras: the whole extras blob, or with host_extras the final norm plus the
 // two lm_head chunk buffers.
 size_t model_device_extras_bytes(const ModelConfig& c, const ModelOptions& o);
@@ -126,9 +143,10 @@ class Model {
  private:
   Model(const ModelConfig& c, Backend* be, const ModelOptions& o);
   struct Arena;
+  struct Slot;
   Status validate(const Batch& b) const;
-  void upload(const Batch& b);
-  void embed(const Batch& b);
+  void upload(const Batch& b, uint64_t micro);
+  void embed(const Batch& b, uint64_t micro);
   void gather_label_rows();
   LayerCtx layer_ctx(int l, bool train) const;
   Tensor final_norm() const;
@@ -153,6 +171,7 @@ class Model {
   std::unique_ptr<Arena> a_;
   std::unique_ptr<LaunchPlanCache> plans_;  // Note [layer launch plans]
   uint64_t micro_counter_ = 0;
+  int cur_ = 0;  // the arena slot the visit being enqueued works on
   // Host copies kept alive while their async uploads are in flight.
   std::vector<int32_t> host_labels_, host_pos_, host_safe_labels_;
   std::vector<uint64_t> host_seeds_;
