@@ -45,6 +45,8 @@ Json bench_result_json(const BenchResult& r) {
   j["offload_embeddings"] = r.host_extras;
   j["recompute"] = r.recompute;
   j["quant"] = r.quant;
+  j["grad_accum"] = r.grad_accum;
+  j["micro_batch_slots"] = r.micro_batch_slots;
   j["attention"] = r.attention;
   j["stream_buffers"] = r.num_slots;
   j["setup_s"] = round_to(r.setup_s, 2);
@@ -97,7 +99,12 @@ std::string bench_result_text(const BenchResult& r) {
   line("layers resident", std::to_string(r.resident_layers) + " of " + std::to_string(r.layers) +
                               (r.num_slots ? ", " + std::to_string(r.num_slots) + " pool buffers" : "") +
                               (r.host_extras ? "; embedding + lm_head in host memory (lm_head streamed)" : "") +
-                              "; recompute " + r.recompute + "; attention: " + r.attention);
+                              "; recompute " + r.recompute + "; attention: " + r.attention +
+                              (r.grad_accum > 1 ? "; " + std::to_string(r.grad_accum) + " micro-batches a step" +
+                                                      (r.micro_batch_slots > 1 ? ", layer-major over " +
+                                                                                     std::to_string(r.micro_batch_slots)
+                                                                               : std::string())
+                                                : std::string()));
   line("tok/s", fmt(r.tok_s, "%.1f", ""));
   line("step (median)", fmt(r.step_ms_median, "%.2f", " ms") + "  (min " + fmt(r.step_ms_min, "%.2f", " ms") +
                             ", " + std::to_string(r.steps) + " steps after " + std::to_string(r.warmup) + " warm-up)");

@@ -82,6 +82,7 @@ struct Residency {
   Recompute recompute = Recompute::kFull;
   uint64_t fused_attention = 0;  // bytes granted to the fused (cuDNN) attention; 0: own kernels
   uint64_t launch_plans = 0;     // bytes granted to layer launch plans (Note [launch plan memory])
+  int mb_slots = 1;              // micro-batches held at once (model/model.h Note [layer-major accumulation])
 };
 
 // Note [bench residency]: stream off keeps every layer resident. A streamed run without
@@ -103,6 +104,8 @@ StatusOr<Residency> decide_residency(const BenchOptions& o, Backend* be, const M
   in.device = be->kind();
   in.offload_embeddings = o.offload_embeddings;
   in.recompute = o.recompute;
+  in.gradient_accumulation_steps = o.grad_accum;
+  in.layer_major = o.layer_major;
   if (dt == DType::kBF16) in.fused_attention_workspace = be->fused_attention_workspace(o.batch, o.seq, attention_shape(c));
   if (!o.vram_budget.empty()) {
     ASSIGN_OR_RETURN(in.vram_budget, parse_byte_size(o.vram_budget), "--vram-budget");
@@ -120,6 +123,7 @@ StatusOr<Residency> decide_residency(const BenchOptions& o, Backend* be, const M
       return InvalidArgument("--recompute must be auto, full, attention or none (got '" + o.recompute + "')");
     res.fused_attention = in.fused_attention_workspace;  // no budget: nothing to trade it against
     res.launch_plans = be->kind() == DeviceKind::kCuda ? kLaunchPlanBytes : 0;
+    res.mb_slots = o.layer_major == "false" ? 1 : o.grad_accum;  // no budget: every micro-batch at once
     return res;
   }
   ASSIGN_OR_RETURN(Plan p, make_plan(in));
@@ -130,6 +134,7 @@ StatusOr<Residency> decide_residency(const BenchOptions& o, Backend* be, const M
   res.resident = p.resident_layers;
   res.slots = p.num_slots;
   res.planned = p.vram_total;
+  res.mb_slots = p.micro_batch_slots;
   if (o.stream == "off") {
     res.resident.clear();
     for (int l = 0; l < L; ++l) res.resident.push_back(l);
@@ -169,7 +174,8 @@ StatusOr<BenchResult> run_bench(const BenchOptions& o) {
   r.stream = o.stream;
   r.seq = o.seq;
   r.batch = o.batch;
-  r.tokens_per_step = o.seq * o.batch;
+  r.tokens_per_step = o.seq * o.batch * o.grad_accum;
+  r.grad_accum = o.grad_accum;
   r.steps = o.steps;
   r.warmup = o.warmup;
   r.lora_r = static_cast<int>(o.lora_r);
@@ -213,6 +219,8 @@ StatusOr<BenchResult> run_bench(const BenchOptions& o) {
   mo.launch_plan_bytes = res.launch_plans;
   mo.fused_attention_batch = o.batch;
   mo.fused_attention_seq = o.seq;
+  mo.micro_batch_slots = res.mb_slots;
+  r.micro_batch_slots = res.mb_slots;
   r.attention = res.fused_attention > 0 ? "fused (cuDNN)" : "own kernels";
   r.host_extras = res.host_extras;
   r.recompute = recompute_name(res.recompute);
@@ -231,8 +239,16 @@ StatusOr<BenchResult> run_bench(const BenchOptions& o) {
   r.vram_allocated = model_arena_bytes(c, lc, mo) + model->lora().bytes() + model_device_extras_bytes(c, mo) +
                      lb * (res.resident.size() + static_cast<uint64_t>(r.num_slots));
 
-  const Batch batch = synthetic_batch(o.batch, o.seq, c.vocab_size, o.seed);
-  const float grad_scale = 1.0f / static_cast<float>(batch.num_targets);
+  std::vector<Batch> batches;
+  std::vector<const Batch*> window;
+  int64_t targets = 0;
+  for (int i = 0; i < o.grad_accum; ++i) {
+    batches.push_back(synthetic_batch(o.batch, o.seq, c.vocab_size, o.seed + static_cast<uint64_t>(i)));
+    targets += batches.back().num_targets;
+  }
+  for (const Batch& b : batches) window.push_back(&b);
+  const float grad_scale = 1.0f / static_cast<float>(targets);
+  const std::vector<float> scales(batches.size(), grad_scale);
   Lora& lora = model->lora();
   int64_t opt_step = 0;
   int64_t peak_used = r.vram_baseline_used;
@@ -242,7 +258,7 @@ StatusOr<BenchResult> run_bench(const BenchOptions& o) {
   auto one_step = [&](LayerSource& ls) -> StatusOr<double> {
     auto t0 = Clock::now();
     lora.zero_grads();
-    ASSIGN_OR_RETURN(std::vector<double> loss, model->forward_backward({&batch}, ls, {grad_scale}));
+    ASSIGN_OR_RETURN(std::vector<double> loss, model->forward_backward(window, ls, scales));
     fb_ms.push_back(ms_since(t0));
     t0 = Clock::now();
     RETURN_IF_ERROR(src->status(), "streaming a layer");
@@ -252,7 +268,9 @@ StatusOr<BenchResult> run_bench(const BenchOptions& o) {
     opt_ms.push_back(ms_since(t0));
     DeviceMemory dm = device_memory(be.get());
     if (dm.known) peak_used = std::max(peak_used, static_cast<int64_t>(dm.used()));
-    return loss[0] / static_cast<double>(batch.num_targets);
+    double sum = 0;
+    for (double l : loss) sum += l;
+    return sum / static_cast<double>(targets);
   };
 
   for (int i = 0; i < o.warmup; ++i) RETURN_IF_ERROR(one_step(*src).status(), "warm-up step " << i + 1);
@@ -288,7 +306,7 @@ StatusOr<BenchResult> run_bench(const BenchOptions& o) {
   for (double t : times) r.step_ms_mean += t / n;
   r.tok_s = r.step_ms_median > 0 ? static_cast<double>(r.tokens_per_step) / (r.step_ms_median / 1e3) : 0;
   r.model_flops = seed_convention_flops(c.layer_params(), c.num_layers, c.vocab_size, c.hidden_size, r.tokens_per_step);
-  r.attn_flops = attention_flops(o.batch, o.seq, c.num_heads, c.head_dim, c.num_layers);
+  r.attn_flops = attention_flops(o.batch * o.grad_accum, o.seq, c.num_heads, c.head_dim, c.num_layers);
   const double step_s = r.step_ms_median / 1e3;
   r.tflops = step_s > 0 ? r.model_flops / step_s / 1e12 : 0;
   r.tflops_with_attn = step_s > 0 ? (r.model_flops + r.attn_flops) / step_s / 1e12 : 0;

@@ -33,6 +33,8 @@ struct BenchOptions {
   std::string device = "auto";
   std::string dtype = "auto"; // auto = bfloat16 on CUDA, float32 on CPU
   BaseQuant quant = BaseQuant::kNone;  // --quant nf4: the QLoRA base (model/weights.h)
+  int grad_accum = 1;                  // --grad-accum G: micro-batches a step
+  std::string layer_major = "auto";    // --layer-major (stream/planner.h Note [layer-major plan])
   uint64_t seed = 0;
   bool ceilings = true;       // measure GEMM ceiling + pinned link in the same run
   int probe_steps = 2;        // CUDA streamed runs: extra steps timing the exposed copy
@@ -42,6 +44,7 @@ struct BenchOptions {
 struct BenchResult {
   std::string model, device, dtype, stream;
   std::string quant = "none";  // the base's linears: none | nf4
+  int grad_accum = 1, micro_batch_slots = 1;  // micro-batches a step; held at once (layer-major)
   int64_t seq = 0, batch = 0, tokens_per_step = 0;
   int steps = 0, warmup = 0, lora_r = 0;
   std::string targets;

@@ -36,6 +36,10 @@ constexpr const char* kBenchUsage =
     "                    setting), attention = keep attention outputs, none = keep every\n"
     "                    activation; auto (default): the planner's choice, as `train` makes it\n"
     "  --dtype           default: bfloat16 on CUDA, float32 on CPU\n"
+    "  --grad-accum G    G micro-batches a step (tok/s counts all of them; default 1)\n"
+    "  --layer-major auto|true|false\n"
+    "                    hold several micro-batches and load each streamed layer once for them\n"
+    "                    (auto: the planner's choice; without --vram-budget, all G at once)\n"
     "  --quant nf4       the QLoRA base: the seven linears stored as NF4 (a quarter of the bytes to\n"
     "                    stream), dequantized per layer before their GEMMs (default: none)\n"
     "  defaults: --seq 512 --batch 1 --steps 10 --warmup 3 --stream-buffers 2 --lora-r 16\n"
@@ -99,6 +103,12 @@ StatusOr<BenchOptions> bench_options(const ParsedArgs& a) {
   if (a.has("recompute")) o.recompute = a.get("recompute");
   o.device = a.get("device", "auto");
   o.dtype = a.get("dtype", "auto");
+  ASSIGN_OR_RETURN(uint64_t ga, flag_u64(a, "grad-accum", 1));
+  if (ga < 1 || ga > 1024) return InvalidArgument("--grad-accum must be in [1, 1024]");
+  o.grad_accum = static_cast<int>(ga);
+  o.layer_major = a.get("layer-major", "auto");
+  if (o.layer_major != "auto" && o.layer_major != "true" && o.layer_major != "false")
+    return InvalidArgument("--layer-major must be auto, true or false (got '" + o.layer_major + "')");
   if (!parse_base_quant(a.get("quant", "none"), &o.quant))
     return InvalidArgument("--quant must be none or nf4 (got '" + a.get("quant") + "')");
   o.ceilings = !a.has("no-ceilings");
@@ -118,7 +128,7 @@ int cmd_bench(int argc, char** argv) {
   }
   StatusOr<ParsedArgs> a = parse_flags(
       args, {{"model"}, {"preset"}, {"seq"}, {"batch"}, {"steps"}, {"warmup"}, {"stream"}, {"stream-buffers"},
-             {"lora-r"}, {"targets"}, {"vram-budget"}, {"offload-embeddings"}, {"recompute"}, {"device"}, {"dtype"}, {"quant"}, {"seed"}, {"no-ceilings", false},
+             {"lora-r"}, {"targets"}, {"vram-budget"}, {"offload-embeddings"}, {"recompute"}, {"device"}, {"dtype"}, {"quant"}, {"grad-accum"}, {"layer-major"}, {"seed"}, {"no-ceilings", false},
              {"json", false}});
   if (!a.ok()) return usage(a.status().message());
   StatusOr<BenchOptions> o = bench_options(*a);

@@ -94,6 +94,7 @@ const std::vector<Field>& fields() {
       {"offload_embeddings", &C::offload_embeddings, {"auto", "true", "false"}},
       {"vocab_chunk", &C::vocab_chunk, {}, StrKind::kPlain, 1, kMaxTokens},
       {"recompute", &C::recompute, {"auto", "full", "attention", "none"}},
+      {"layer_major", &C::layer_major, {"auto", "true", "false"}},
       {"attention", &C::attention, {"auto", "own"}},
   };
   return kFields;

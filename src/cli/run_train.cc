@@ -154,6 +154,12 @@ Status train_and_report(const TrainConfig& cfg, bool* interrupted) {
   Status cs = write_loss_curve_svg(metrics, curve, "streamtune: " + path_basename(cfg.output_dir));
   if (!cs.ok()) std::fprintf(stderr, "warning: no loss curve: %s\n", cs.message().c_str());
   print_outputs(cfg, cs.ok() ? curve : std::string());
+  if (auto* ss = dynamic_cast<StreamedLayerSource*>(&trainer->layers())) {
+    const PrefetchStats ps = ss->stats();
+    std::printf("streamed   %.3f GB in %lld layer loads (%lld visits served from the pool)\n",
+                static_cast<double>(ps.bytes) / 1e9, static_cast<long long>(ps.loads),
+                static_cast<long long>(ps.reuse_hits));
+  }
   const LaunchPlanCache::Stats& lp = trainer->model().launch_plan_stats();
   if (be->plan_recorder())  // Note [layer launch plans]; nothing to say where ops run on the call
     std::printf("launch     %lld layer visits replayed from launch plans, %lld op by op\n",

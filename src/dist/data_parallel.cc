@@ -135,7 +135,8 @@ StatusOr<std::unique_ptr<DataParallelTrainer>> DataParallelTrainer::create(
                     .fused_attention_allowance = r->parts.fused_attention_allowance,
                     .fused_attention_batch = tc.micro_batch_size,
                     .fused_attention_seq = tc.sequence_len,
-                    .launch_plan_bytes = r->parts.launch_plan_bytes};
+                    .launch_plan_bytes = r->parts.launch_plan_bytes,
+                    .micro_batch_slots = r->parts.micro_batch_slots};
     ASSIGN_OR_RETURN(r->model, Model::create(r->parts.model, r->be, lc, mo), who);
     RETURN_IF_ERROR(r->parts.load_extras(*r->model), who << ": loading embedding / final norm / lm_head");
     ASSIGN_OR_RETURN(r->layers, r->parts.make_layers(r->be, r->model->layer_layout()), who << ": base layers");

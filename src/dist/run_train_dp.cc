@@ -105,6 +105,7 @@ StatusOr<std::unique_ptr<DpRun>> setup_data_parallel(const TrainConfig& cfg, int
     ASSIGN_OR_RETURN(TrainerParts p, f(rank, be));
     p.host_extras = plan.host_extras;
     p.recompute = plan.recompute;
+    p.micro_batch_slots = plan.micro_batch_slots;
     p.fused_attention_allowance = plan.fused_attention_allowance;
     p.launch_plan_bytes = plan.launch_plan_bytes;
     return p;

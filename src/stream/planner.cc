@@ -33,6 +33,7 @@ struct Shape {
   Recompute recompute = Recompute::kFull;
   bool fused_attention = false;  // Note [fused attention plan]
   uint64_t launch_plan_bytes = 0;  // Note [launch plan memory]
+  int mb_slots = 1;                // micro-batches held at once (Note [layer-major plan])
 };
 
 ModelOptions model_options(const PlanInput& in, const Shape& s) {
@@ -43,6 +44,7 @@ ModelOptions model_options(const PlanInput& in, const Shape& s) {
   o.vocab_chunk = in.vocab_chunk;
   o.host_extras = s.host_extras;
   o.recompute = s.recompute;
+  o.micro_batch_slots = s.mb_slots;
   return o;
 }
 
@@ -138,21 +140,39 @@ std::vector<int> spread_layers(int k, int L) {
   return out;
 }
 
-// Layer loads per micro-batch step with `slots` pool buffers: forward + backward visit every
-// streamed layer, less the ones still pooled at the forward->backward turn (Belady keeps them).
+// Bytes streamed for one group of s.mb_slots micro-batches: forward + backward visit every streamed
+// layer once for the whole group, less the ones still pooled at the forward->backward turn
+// (Belady keeps them); the lm_head (host extras) streams once per micro-batch.
 uint64_t streamed_bytes(const PlanInput& in, const Shape& s) {
   const int streamed = static_cast<int>(in.model.num_layers) - s.resident;
   const uint64_t lb = make_layer_layout(in.model, in.dtype, in.quant).bytes;
   const int loads = streamed == 0 ? 0 : 2 * streamed - std::min(s.slots, streamed);
   uint64_t b = lb * static_cast<uint64_t>(loads);
   if (s.host_extras)
-    b += static_cast<uint64_t>(in.model.vocab_size * in.model.hidden_size) * dtype_size(in.dtype);
+    b += static_cast<uint64_t>(s.mb_slots) * static_cast<uint64_t>(in.model.vocab_size * in.model.hidden_size) *
+         dtype_size(in.dtype);
+  return b;
+}
+
+// Bytes streamed in steady state for a whole step of G micro-batches (groups of s.mb_slots): as
+// streamed_bytes, and the pool also carries its layers from one group's backward into the next
+// group's forward (both end / start at layer 0), so each group loads 2 x min(pool, streamed) fewer.
+uint64_t step_bytes(const PlanInput& in, const Shape& s) {
+  const int64_t G = std::max<int64_t>(1, in.gradient_accumulation_steps);
+  const int64_t groups = (G + s.mb_slots - 1) / s.mb_slots;
+  const int streamed = static_cast<int>(in.model.num_layers) - s.resident;
+  const uint64_t lb = make_layer_layout(in.model, in.dtype, in.quant).bytes;
+  const int64_t loads = std::max(0, 2 * streamed - 2 * std::min(s.slots, streamed));
+  uint64_t b = lb * static_cast<uint64_t>(loads * groups);
+  if (s.host_extras)
+    b += static_cast<uint64_t>(G) * static_cast<uint64_t>(in.model.vocab_size * in.model.hidden_size) *
+         dtype_size(in.dtype);
   return b;
 }
 
 // The most-resident shape that fits with the given extras placement; false if even the minimal
 // one (every layer streamed) does not.
-bool best_shape(const PlanInput& in, uint64_t budget, bool host_extras, Recompute r, Shape* out) {
+bool best_shape(const PlanInput& in, uint64_t budget, bool host_extras, Recompute r, Shape* out, int mb_slots = 1) {
   const int L = static_cast<int>(in.model.num_layers);
   const int64_t tokens = in.micro_batch_size * in.sequence_len;
   if (in.tier == "off") {
@@ -161,6 +181,7 @@ bool best_shape(const PlanInput& in, uint64_t budget, bool host_extras, Recomput
   }
   for (int k = L; k >= 0; --k) {
     Shape t{tokens, std::min(in.num_slots, L - k), k, host_extras, r};
+    t.mb_slots = mb_slots;
     if (total(plan_terms(in, t)) <= budget) {
       *out = t;
       return true;
@@ -183,6 +204,8 @@ StatusOr<Plan> make_plan(const PlanInput& in) {
   if (in.num_slots < 1) return InvalidArgument("stream_buffers must be at least 1");
   if (in.micro_batch_size < 1 || in.sequence_len < 1) return InvalidArgument("micro_batch_size and sequence_len must be >= 1");
   if (in.vocab_chunk < 1) return InvalidArgument("vocab_chunk must be >= 1");
+  if (in.layer_major != "auto" && in.layer_major != "true" && in.layer_major != "false")
+    return InvalidArgument("layer_major must be auto, true or false (got '" + in.layer_major + "')");
   Recompute forced = Recompute::kFull;
   const bool auto_recompute = in.recompute == "auto";
   if (!auto_recompute && !parse_recompute(in.recompute, &forced))
@@ -202,6 +225,23 @@ StatusOr<Plan> make_plan(const PlanInput& in) {
   Shape s = dev_ok ? dev : host;
   if (dev_ok && host_ok && in.offload_embeddings == "auto" && streamed_bytes(in, host) < streamed_bytes(in, dev))
     s = host;
+  // Note [layer-major plan]
+  const int G = static_cast<int>(std::clamp<int64_t>(in.gradient_accumulation_steps, 1, 1 << 20));
+  if (stream && s.resident < L && G > 1 && in.layer_major != "false") {
+    Shape best = s;
+    for (int k = in.layer_major == "true" ? G : 2; k <= G; ++k) {
+      Shape t;
+      if (!best_shape(in, budget, s.host_extras, forced, &t, k)) break;  // more slots fit even less
+      if (in.layer_major == "true" || step_bytes(in, t) < step_bytes(in, best)) best = t;
+    }
+    if (in.layer_major == "true" && best.mb_slots != G)
+      return ResourceExhausted(Str() << "layer_major: true needs " << G << " micro-batches' activations ("
+                                     << format_bytes(static_cast<uint64_t>(G) *
+                                                     model_slot_bytes(c, in.lora, model_options(in, s)))
+                                     << ") beside the pool, more than vram_budget " << format_bytes(budget)
+                                     << " allows; use layer_major: auto");
+    s = best;
+  }
   // Note [fused attention plan]: granted when free, or when it fits beside this residency.
   if (in.fused_attention_workspace > 0) {
     Shape t = s;
@@ -236,11 +276,14 @@ StatusOr<Plan> make_plan(const PlanInput& in) {
   p.recompute = s.recompute;
   p.fused_attention_allowance = s.fused_attention ? in.fused_attention_workspace : 0;
   p.launch_plan_bytes = s.launch_plan_bytes;
+  p.micro_batch_slots = s.mb_slots;
   p.layer_bytes = lb;
   p.budget = budget;
   p.vram = plan_terms(in, s);
   p.vram_total = total(p.vram);
-  p.streamed_bytes_per_micro_batch = streamed_bytes(in, s);
+  p.streamed_bytes_per_step = step_bytes(in, s);
+  p.streamed_bytes_per_micro_batch =
+      p.streamed_bytes_per_step / static_cast<uint64_t>(std::max<int64_t>(1, in.gradient_accumulation_steps));
   const uint64_t extras = make_extras_layout(c, in.dtype).bytes;
   if (in.tier == "ram") p.host_bytes = round_up_io(lb) * static_cast<uint64_t>(L) + round_up_io(extras);
   if (in.tier == "disk") p.host_bytes = 2 * round_up_io(lb);
@@ -258,6 +301,9 @@ std::string Plan::banner() const {
         : recompute == Recompute::kNone    ? ", every layer's activations kept (no recompute)"
                                            : "")
     << (fused_attention_allowance > 0 ? ", fused (cuDNN) attention" : "")
+    << (micro_batch_slots > 1
+            ? ", layer-major over " + std::to_string(micro_batch_slots) + " micro-batches (each streamed layer loaded once for them)"
+            : std::string())
     << "\n";
   b << "  device memory " << format_bytes(vram_total) << " of "
     << (budget >= UINT64_MAX / 4 ? std::string("unlimited") : format_bytes(budget)) << ":\n";

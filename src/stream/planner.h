@@ -29,6 +29,14 @@
 // plan never gives up a resident layer for it. Granting it changes which kernels run, so two runs
 // are bit-identical only with the same grant: the banner says which.
 //
+// Note [layer-major plan]: with gradient accumulation (G micro-batches a step) a streaming plan
+// may hold s > 1 micro-batches' activations at once (model/model.h Note [layer-major
+// accumulation]): each streamed layer is then loaded once per s micro-batches. A slot costs
+// model_slot_bytes, memory a resident layer could have had; layer_major "auto" picks the s in
+// 1..G (and the residency that fits beside it) that streams the fewest bytes per step, ties to the
+// smaller s. "true" takes s = G (with what residency fits), "false" s = 1. Resident plans keep
+// s = 1. The choice never changes the numerics.
+//
 // Note [launch plan memory]: recorded layer launch plans (model/launch_plans.h) hold device memory
 // (~11 KiB per recorded op on the H200: ~0.3-0.8 MiB per layer visit). On CUDA the plan grants
 // them what is left beside the chosen residency and the fused attention, up to kLaunchPlanBytes
@@ -73,6 +81,8 @@ struct PlanInput {
   std::string offload_embeddings = "auto";  // auto | true | false (Note [host extras plan])
   int64_t vocab_chunk = 16384;              // ModelOptions::vocab_chunk
   std::string recompute = "auto";           // auto | full | attention | none (Note [recompute plan])
+  int64_t gradient_accumulation_steps = 1;  // micro-batches a step (Note [layer-major plan])
+  std::string layer_major = "auto";         // auto | true | false (Note [layer-major plan])
   // Backend::fused_attention_workspace for this shape (0: none; Note [fused attention plan]).
   uint64_t fused_attention_workspace = 0;
 };
@@ -92,12 +102,14 @@ struct Plan {
   Recompute recompute = Recompute::kFull;  // ModelOptions::recompute (Note [recompute plan])
   uint64_t fused_attention_allowance = 0;  // ModelOptions::fused_attention_allowance (0: not granted)
   uint64_t launch_plan_bytes = 0;          // ModelOptions::launch_plan_bytes (Note [launch plan memory])
+  int micro_batch_slots = 1;               // ModelOptions::micro_batch_slots (Note [layer-major plan])
   uint64_t layer_bytes = 0;
   uint64_t budget = 0;
   std::vector<PlanTerm> vram;       // device bytes by term
   uint64_t vram_total = 0;
   uint64_t host_bytes = 0;          // RAM-store arena or disk staging ring (+ host extras)
-  uint64_t streamed_bytes_per_micro_batch = 0;  // layer loads (Belady, 2 slots) + lm_head chunks
+  uint64_t streamed_bytes_per_micro_batch = 0;  // layer loads (Belady) / micro_batch_slots + lm_head chunks
+  uint64_t streamed_bytes_per_step = 0;         // for gradient_accumulation_steps micro-batches
   int streamed_layers() const { return num_layers - static_cast<int>(resident_layers.size()); }
   std::string banner() const;       // multi-line, for the run banner
 };

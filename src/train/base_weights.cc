@@ -71,6 +71,8 @@ StatusOr<Plan> plan_for(const TrainConfig& cfg, Backend* be, const ModelConfig& 
   in.offload_embeddings = cfg.offload_embeddings;
   in.vocab_chunk = cfg.vocab_chunk;
   in.recompute = cfg.recompute;
+  in.gradient_accumulation_steps = cfg.gradient_accumulation_steps;
+  in.layer_major = cfg.layer_major;
   if (act == DType::kBF16 && cfg.attention != "own")  // bf16-only; preparing builds its graphs now
     in.fused_attention_workspace =
         be->fused_attention_workspace(cfg.micro_batch_size, cfg.sequence_len, attention_shape(mc));
@@ -136,6 +138,7 @@ StatusOr<BaseWeights> open_base_weights(const TrainConfig& cfg, Backend* be, DTy
   bw.parts = streamed_parts(bw.store.get(), be, streamed_options(cfg, bw.plan, mc), mc, cfg.base_model);
   bw.parts.host_extras = bw.plan.host_extras;
   bw.parts.recompute = bw.plan.recompute;
+  bw.parts.micro_batch_slots = bw.plan.micro_batch_slots;
   bw.parts.fused_attention_allowance = bw.plan.fused_attention_allowance;
   bw.parts.launch_plan_bytes = bw.plan.launch_plan_bytes;
   return bw;

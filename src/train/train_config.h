@@ -85,6 +85,10 @@ struct TrainConfig {
   // How much of each layer's forward the backward recomputes (stream/planner.h Note [recompute
   // plan]): auto | full | attention | none. Never changes the numerics.
   std::string recompute = "auto";
+  // Layer-major gradient accumulation (stream/planner.h Note [layer-major plan]): auto | true |
+  // false. With streamed layers and gradient_accumulation_steps > 1, hold several micro-batches'
+  // activations and load each streamed layer once for them. Never changes the numerics.
+  std::string layer_major = "auto";
   // Training attention kernels (backend.h Note [fused attention workspace]): auto (the backend's
   // fused path, e.g. cuDNN SDPA, where the plan grants its workspace) | own (always the backend's
   // own kernels: runs with different budgets then run the same attention bit for bit).

@@ -40,6 +40,7 @@ struct TrainerParts {
   std::function<Status(Model& m)> load_extras;         // fills embedding / norm / lm_head
   bool host_extras = false;                            // ModelOptions::host_extras (the plan's choice)
   Recompute recompute = Recompute::kFull;              // ModelOptions::recompute (the plan's choice)
+  int micro_batch_slots = 1;                           // ModelOptions::micro_batch_slots (the plan's choice)
   uint64_t fused_attention_allowance = 0;              // ModelOptions::fused_attention_allowance (the plan's)
   uint64_t launch_plan_bytes = 0;                      // ModelOptions::launch_plan_bytes (the plan's)
 };
