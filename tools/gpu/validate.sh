@@ -132,6 +132,20 @@ for v in "off 2 - on" "ram 2 - on" "disk 3 - on" "ram 2 250MiB on" "off 2 - on f
   tps=$(python3 -c "import json;v=[json.loads(l).get('tok_s',0) for l in open('$d/metrics.jsonl') if '\"loss\"' in l][2:];print(round(sorted(v)[len(v)//2]))" 2>/dev/null)
   say "qlora plans=$4 stream=$1 buffers=$2 budget=$3 recompute=${5:-auto} rc=$rc losses=$sig adapter=$ad $same median tok/s $tps | $(grep -m1 '^plan:' $d.log)"
 done
+
+# 3d. layer-major accumulation (bit.yaml has 2 micro-batches a step): layer_major true / false /
+#     auto under a budget that streams, and disk: the signature of the first row of 3b.
+for v in "ram 2 300MiB true" "ram 2 300MiB false" "ram 2 200MiB auto" "disk 2 300MiB true" "ram 2 - true"; do
+  set -- $v
+  d=$W/lm_$1_$2_$3_$4
+  extra="--layer_major=$4"; [ "$3" != "-" ] && extra="$extra --vram_budget=$3"
+  $B train $W/bit.yaml --stream=$1 --stream_buffers=$2 $extra --output_dir=$d >$d.log 2>&1
+  rc=$?
+  sig=$(python3 -c "import json,sys;print([json.loads(l)['loss'] for l in open('$d/metrics.jsonl') if '\"loss\"' in l])" 2>/dev/null | md5sum | cut -c1-12)
+  ad=$(md5sum $d/adapter_model.safetensors 2>/dev/null | cut -c1-12)
+  same=$([ "$sig/$ad" = "$lora_ref" ] && echo IDENTICAL || echo DIFFERENT)
+  say "layer-major=$4 stream=$1 budget=$3 rc=$rc losses=$sig adapter=$ad $same | $(grep -m1 '^plan:' $d.log | cut -c1-160) | $(grep -m1 '^streamed' $d.log)"
+done
 [ -n "${ONLY_PLANS:-}" ] && exit 0
 
 # 4. big shapes streamed from pinned RAM within 4 GiB (random weights in memory).
