@@ -325,7 +325,7 @@ StatusOr<BenchResult> run_bench(const BenchOptions& o) {
     r.exposed_copy_ms = 0;
     r.exposed_copy_method = "none (nothing streams)";
   } else if (be->kind() == DeviceKind::kCuda && o.probe_steps > 0) {
-    ExposedCopyProbe probe(be.get(), src.get(), 2 * static_cast<size_t>(c.num_layers));
+    ExposedCopyProbe probe(be.get(), src.get(), 2 * static_cast<size_t>(c.num_layers) * static_cast<size_t>(o.grad_accum));
     std::vector<double> pt;
     for (int i = 0; i < o.probe_steps; ++i) {
       auto t0 = Clock::now();
