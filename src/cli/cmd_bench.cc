@@ -8,6 +8,9 @@
 
 #include "cli/bench_run.h"
 #include "cli/cli_args.h"
+#include "core/json.h"
+#include "dist/run_train_dp.h"
+#include "train/train_config.h"
 
 namespace st {
 
@@ -40,6 +43,9 @@ constexpr const char* kBenchUsage =
     "  --layer-major auto|true|false\n"
     "                    hold several micro-batches and load each streamed layer once for them\n"
     "                    (auto: the planner's choice; without --vram-budget, all G at once)\n"
+    "  --devices N       data parallel over N devices of this node (needs --model; one shared RAM\n"
+    "                    store, LoRA gradients all-reduced each step; --grad-accum is per device):\n"
+    "                    step time and tok/s over all devices, and per device\n"
     "  --quant nf4       the QLoRA base: the seven linears stored as NF4 (a quarter of the bytes to\n"
     "                    stream), dequantized per layer before their GEMMs (default: none)\n"
     "  defaults: --seq 512 --batch 1 --steps 10 --warmup 3 --stream-buffers 2 --lora-r 16\n"
@@ -115,6 +121,56 @@ StatusOr<BenchOptions> bench_options(const ParsedArgs& a) {
   return o;
 }
 
+// `--devices N` (dist/run_train_dp.h bench_data_parallel): the train-time data-parallel assembly
+// on seeded synthetic windows. Prints one JSON line (--json) or a short summary.
+int run_bench_devices(const ParsedArgs& a, const BenchOptions& o) {
+  if (o.model_dir.empty()) return usage("--devices needs --model DIR (the replicas share one sharded store)");
+  TrainConfig c;
+  c.base_model = o.model_dir;
+  c.devices = a.get("devices");
+  c.device = o.device;
+  if (o.dtype != "auto") c.dtype = o.dtype;
+  c.adapter = o.quant == BaseQuant::kNF4 ? "qlora" : "lora";
+  c.lora_r = o.lora_r;
+  c.lora_alpha = o.lora_alpha > 0 ? o.lora_alpha : 2.0 * static_cast<double>(o.lora_r);
+  c.lora_target_modules = o.targets;
+  c.micro_batch_size = o.batch;
+  c.sequence_len = o.seq;
+  c.gradient_accumulation_steps = o.grad_accum;
+  c.stream = o.stream;
+  c.stream_buffers = o.stream_buffers;
+  c.vram_budget = o.vram_budget;
+  c.offload_embeddings = o.offload_embeddings;
+  c.recompute = o.recompute;
+  c.layer_major = o.layer_major;
+  c.seed = o.seed;
+  const DeviceKind kind = o.device == "cpu" || (o.device == "auto" && !cuda_available()) ? DeviceKind::kCpu
+                                                                                        : DeviceKind::kCuda;
+  StatusOr<int> n = resolve_devices(c.devices, kind);
+  if (!n.ok()) return usage(n.status().message());
+  StatusOr<DpBenchResult> r = bench_data_parallel(c, *n, o.steps, o.warmup);
+  if (!r.ok()) {
+    std::fprintf(stderr, "streamtune: error: bench: %s\n", r.status().message().c_str());
+    return r.status().code() == StatusCode::kInvalidArgument || r.status().code() == StatusCode::kNotFound ? 2 : 1;
+  }
+  Json j = {{"model", o.model_dir},       {"seq", o.seq},
+            {"batch", o.batch},           {"grad_accum", o.grad_accum},
+            {"devices", r->replicas},     {"world_size", r->world_size},
+            {"tokens_per_step", r->tokens_per_step}, {"step_ms", r->step_ms_median},
+            {"tok_s", r->tok_s},          {"tok_s_per_device", r->tok_s_per_device},
+            {"loss_first", r->loss_first}, {"loss_last", r->loss_last},
+            {"stream", o.stream},         {"quant", base_quant_name(o.quant)}};
+  if (a.has("json")) {
+    std::printf("%s\n", j.dump().c_str());
+  } else {
+    std::printf("bench: %s, %d device(s) (world %d), %lld tokens a step\n  step (median) %.2f ms, %.1f tok/s "
+                "(%.1f per device), loss %.4f -> %.4f\n",
+                o.model_dir.c_str(), r->replicas, r->world_size, static_cast<long long>(r->tokens_per_step),
+                r->step_ms_median, r->tok_s, r->tok_s_per_device, r->loss_first, r->loss_last);
+  }
+  return 0;
+}
+
 }  // namespace
 
 // argv[0] is the subcommand name ("bench"); flags follow. Returns 0 ok, 1 runtime error, 2 usage.
@@ -128,11 +184,12 @@ int cmd_bench(int argc, char** argv) {
   }
   StatusOr<ParsedArgs> a = parse_flags(
       args, {{"model"}, {"preset"}, {"seq"}, {"batch"}, {"steps"}, {"warmup"}, {"stream"}, {"stream-buffers"},
-             {"lora-r"}, {"targets"}, {"vram-budget"}, {"offload-embeddings"}, {"recompute"}, {"device"}, {"dtype"}, {"quant"}, {"grad-accum"}, {"layer-major"}, {"seed"}, {"no-ceilings", false},
+             {"lora-r"}, {"targets"}, {"vram-budget"}, {"offload-embeddings"}, {"recompute"}, {"device"}, {"dtype"}, {"quant"}, {"grad-accum"}, {"layer-major"}, {"devices"}, {"seed"}, {"no-ceilings", false},
              {"json", false}});
   if (!a.ok()) return usage(a.status().message());
   StatusOr<BenchOptions> o = bench_options(*a);
   if (!o.ok()) return usage(o.status().message());
+  if (a->has("devices")) return run_bench_devices(*a, *o);
   StatusOr<BenchResult> r = run_bench(*o);
   if (!r.ok()) {
     std::fprintf(stderr, "streamtune: error: bench: %s\n", r.status().message().c_str());

@@ -63,6 +63,34 @@ assert r["bytes_streamed_per_step"] > 0 and r["bytes_streamed_per_step"] % 2 == 
 assert r["exposed_copy_ms"] is not None and r["exposed_copy_ms"] >= 0
 PY
 
+# --grad-accum with layer-major order: 3 micro-batches a step, all held (no budget), tok/s over all.
+"$BIN" bench --preset tiny-llama --seq 32 --steps 1 --warmup 1 --device cpu --stream ram --grad-accum 3 \
+  --no-ceilings --json >"$TMP/ga.json"
+python3 - "$TMP/ga.json" <<'PY'
+import json, sys
+r = json.loads(open(sys.argv[1]).read())
+assert r["grad_accum"] == 3 and r["micro_batch_slots"] == 3 and r["tokens_per_step"] == 96, r
+PY
+
+# --devices N (data parallel, threads on the CPU): the same global window on 1 and 2 devices gives
+# the same losses; --devices needs --model.
+"$BIN" init-model --preset tiny-llama --out "$TMP/m" >/dev/null
+for d in 1 2; do
+  "$BIN" bench --model "$TMP/m" --devices $d --device cpu --seq 32 --batch 2 --grad-accum $((4 / d)) --steps 2 \
+    --warmup 1 --json >"$TMP/dp$d.json"
+done
+python3 - "$TMP/dp1.json" "$TMP/dp2.json" <<'PY'
+import json, sys
+a, b = (json.loads(open(p).read()) for p in sys.argv[1:])
+assert a["world_size"] == 1 and b["world_size"] == 2 and a["tokens_per_step"] == b["tokens_per_step"] == 256, (a, b)
+assert abs(a["loss_first"] - b["loss_first"]) < 1e-6 and abs(a["loss_last"] - b["loss_last"]) < 1e-6, (a, b)
+assert b["tok_s"] > 0 and abs(b["tok_s_per_device"] * 2 - b["tok_s"]) < 1e-6 * b["tok_s"], b
+PY
+set +e
+"$BIN" bench --preset tiny-llama --devices 2 --device cpu 2>"$TMP/err"; rc=$?
+set -e
+[ "$rc" = 2 ] && grep -q -- "--devices needs --model" "$TMP/err" || { echo "--devices with a preset: rc=$rc"; cat "$TMP/err"; exit 1; }
+
 # Usage errors exit 2 with a message naming the flag.
 set +e
 "$BIN" bench --preset tiny-llama --stream sideways --device cpu 2>"$TMP/err"; rc=$?
