@@ -20,7 +20,7 @@ for row in ${ROWS:-}; do
   echo "== $m weights in $(( $(date +%s) - t0 )) s"
   for n in ${DEVICES:-1 2}; do
     timeout 400 $B bench --model "$W/$m" --devices "$n" --device cuda --seq "$s" --grad-accum $((win / n)) \
-      --steps "${STEPS:-3}" --warmup 1 --stream ram --vram-budget "$bud" --json >>"$OUT/dp.jsonl" 2>>"$OUT/dp_$m_$n.err" ||
+      --steps "${STEPS:-3}" --warmup 1 --stream ram --vram-budget "$bud" --json >>"$OUT/dp.jsonl" 2>>"$OUT/dp_${m}_${n}.err" ||
       echo "{\"model\":\"$m\",\"devices\":$n,\"error\":\"rc $?\"}" >>"$OUT/dp.jsonl"
     tail -1 "$OUT/dp.jsonl"
   done
