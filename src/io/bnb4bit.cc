@@ -79,12 +79,14 @@ StatusOr<Bnb4bitState> read_bnb4bit_state(const Checkpoint& ck, const std::strin
   ASSIGN_OR_RETURN(s.dtype, dtype_from_user(dt), what << ": dtype");
   if (!j.contains("shape") || !j["shape"].is_array() || j["shape"].empty() || j["shape"].size() > 8)
     return Corruption(what + ": 'shape' must be a non-empty array");
+  int64_t n = 1;
   for (const Json& d : j["shape"]) {
     if (!d.is_number_integer() || d.get<int64_t>() <= 0 || d.get<int64_t>() > (int64_t{1} << 40))
       return Corruption(what + ": 'shape' must hold positive integers");
     s.shape.push_back(d.get<int64_t>());
+    if (n > (int64_t{1} << 40) / s.shape.back()) return Corruption(what + ": 'shape' is too large");  // no overflow
+    n *= s.shape.back();
   }
-  if (s.numel() > (int64_t{1} << 40)) return Corruption(what + ": 'shape' is too large");
   s.nested = j.contains("nested_blocksize") || j.contains("nested_offset");
   if (s.nested) {
     ASSIGN_OR_RETURN(s.nested_blocksize, json_int(j, "nested_blocksize", what));

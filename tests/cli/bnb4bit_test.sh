@@ -85,16 +85,16 @@ def quantize(x, nested):
 
 src = read_st(os.path.join(w, "base", "model.safetensors"))
 cfg = json.load(open(os.path.join(w, "base", "config.json")))
-bnb, dense, fp4, bad_shape, bad_absmax = {}, {}, {}, {}, {}
+bnb, dense, fp4, bad_shape, bad_absmax, huge = {}, {}, {}, {}, {}, {}
 linears = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 for k, (a, dt) in src.items():
     if not any(l + ".weight" in k for l in linears):
-        for d in (bnb, dense, fp4, bad_shape, bad_absmax): d[k] = (a, dt)
+        for d in (bnb, dense, fp4, bad_shape, bad_absmax, huge): d[k] = (a, dt)
         continue
     layer = int(k.split(".")[2])
     codes, aux, js, deq = quantize(a, nested=layer in (1, 3))
     dense[k] = (deq, "F32")
-    for d in (bnb, fp4, bad_shape, bad_absmax):
+    for d in (bnb, fp4, bad_shape, bad_absmax, huge):
         d[k] = (codes, "U8")
         for s, t in aux.items(): d[k + s] = t
         d[k + ".quant_state.bitsandbytes__nf4"] = (js, "U8")
@@ -106,10 +106,13 @@ for k, (a, dt) in src.items():
         bad_shape[k + ".quant_state.bitsandbytes__nf4"] = (np.frombuffer(json.dumps(j).encode(), np.uint8), "U8")
     if k.endswith("layers.1.mlp.up_proj.weight"):
         bad_absmax[k + ".absmax"] = (aux[".absmax"][0][:-1], "U8")
+    if k.endswith("layers.0.mlp.down_proj.weight"):  # a product of dims past int64
+        j = json.loads(bytes(js)); j["shape"] = [2**40, 2**40, 2**40]
+        huge[k + ".quant_state.bitsandbytes__nf4"] = (np.frombuffer(json.dumps(j).encode(), np.uint8), "U8")
 qcfg = dict(cfg, quantization_config={"quant_method": "bitsandbytes", "load_in_4bit": True,
                                      "bnb_4bit_quant_type": "nf4", "bnb_4bit_use_double_quant": True})
 for name, tensors, c in (("bnb", bnb, qcfg), ("dense", dense, cfg), ("fp4", fp4, qcfg), ("bad_shape", bad_shape, qcfg),
-                         ("bad_absmax", bad_absmax, qcfg)):
+                         ("bad_absmax", bad_absmax, qcfg), ("huge", huge, qcfg)):
     os.makedirs(os.path.join(w, name))
     json.dump(c, open(os.path.join(w, name, "config.json"), "w"))
     write_st(os.path.join(w, name, "model.safetensors"), tensors)
@@ -186,4 +189,5 @@ expect() {  # dir, message
 expect fp4 "quant_type 'fp4' is not supported"
 expect bad_shape "model.layers.0.self_attn.v_proj.weight"
 expect bad_absmax "model.layers.1.mlp.up_proj.weight.absmax"
+expect huge "'shape' is too large"
 echo "bnb 4-bit: logits and training match the f32 decode; damaged files refused"
