@@ -356,8 +356,22 @@ Status set_modules(const Input& in, const Field& f, std::vector<std::string>& ds
 
 // ---- LoRA variants we refuse by name ---------------------------------------------------------
 
-const std::vector<std::string> kVariantFlagKeys = {"use_dora", "lora_use_dora", "peft_use_dora",
-                                                   "use_rslora", "lora_use_rslora", "peft_use_rslora"};
+// Boolean keys whose `true` asks for something not built: false is a no-op, true is refused.
+struct RefusedFlag {
+  const char* key;
+  const char* refusal;  // "<what> is not supported (...)"
+};
+constexpr RefusedFlag kRefusedFlags[] = {
+    {"use_dora", "DoRA is not supported (plain LoRA only)"},
+    {"lora_use_dora", "DoRA is not supported (plain LoRA only)"},
+    {"peft_use_dora", "DoRA is not supported (plain LoRA only)"},
+    {"use_rslora", "rsLoRA is not supported (plain LoRA only)"},
+    {"lora_use_rslora", "rsLoRA is not supported (plain LoRA only)"},
+    {"peft_use_rslora", "rsLoRA is not supported (plain LoRA only)"},
+    // QLoRA's bitsandbytes options: our NF4 base keeps f32 block scales and is 4-bit only.
+    {"load_in_8bit", "8-bit base weights are not supported (adapter: qlora gives a 4-bit NF4 base)"},
+    {"bnb_4bit_use_double_quant", "double quantization is not supported (the NF4 block scales stay float32)"},
+};
 const std::vector<std::string> kInitKeys = {"lora_init", "init_lora_weights", "lora_init_weights",
                                             "peft_init_lora_weights"};
 const std::vector<std::string> kOtherAdapters = {"dora", "vera", "loha", "lokr", "ia3", "adalora", "oft", "boft",
@@ -367,14 +381,13 @@ const std::vector<std::string> kOtherAdapters = {"dora", "vera", "loha", "lokr",
 // for plain LoRA (use_dora: false, peft_type: lora, lora_init: true) is accepted as a no-op.
 bool check_variant_key(const std::string& key, const Input& in, Status* st) {
   const std::string v = lower(in.scalar);
-  const bool in_flags = std::find(kVariantFlagKeys.begin(), kVariantFlagKeys.end(), key) != kVariantFlagKeys.end();
   const bool in_init = std::find(kInitKeys.begin(), kInitKeys.end(), key) != kInitKeys.end();
   *st = Status::OK();
-  if (in_flags) {
+  for (const RefusedFlag& f : kRefusedFlags) {
+    if (key != f.key) continue;
     auto b = parse_bool(v);
-    const char* what = key.find("rslora") != std::string::npos ? "rsLoRA" : "DoRA";
     if (!b) *st = bad(in, key, Str() << "expected true or false, got '" << in.scalar << "'");
-    else if (*b) *st = Unimplemented(Str() << in.where << ": key '" << key << "': " << what << " is not supported (plain LoRA only)");
+    else if (*b) *st = Unimplemented(Str() << in.where << ": key '" << key << "': " << f.refusal);
     return true;
   }
   if (in_init) {
@@ -391,22 +404,8 @@ bool check_variant_key(const std::string& key, const Input& in, Status* st) {
     }
     return true;
   }
-  // QLoRA's bitsandbytes options: what our NF4 base is (blocksize 64, f32 block scales) is
-  // accepted; anything else is refused by name rather than trained differently.
-  if (key == "load_in_8bit") {
-    auto b = parse_bool(v);
-    if (!b) *st = InvalidArgument(Str() << in.where << ": key 'load_in_8bit': expected true or false");
-    else if (*b) *st = Unimplemented(Str() << in.where << ": key 'load_in_8bit': 8-bit base weights are not supported (adapter: qlora gives a 4-bit NF4 base)");
-    return true;
-  }
   if (key == "bnb_4bit_quant_type") {
     if (v != "nf4") *st = Unimplemented(Str() << in.where << ": key 'bnb_4bit_quant_type': '" << in.scalar << "' is not supported (nf4)");
-    return true;
-  }
-  if (key == "bnb_4bit_use_double_quant") {
-    auto b = parse_bool(v);
-    if (!b) *st = InvalidArgument(Str() << in.where << ": key 'bnb_4bit_use_double_quant': expected true or false");
-    else if (*b) *st = Unimplemented(Str() << in.where << ": key 'bnb_4bit_use_double_quant': double quantization is not supported (the NF4 block scales stay float32)");
     return true;
   }
   if (key == "adapter" && std::find(kOtherAdapters.begin(), kOtherAdapters.end(), v) != kOtherAdapters.end()) {

@@ -98,8 +98,8 @@ StatusOr<Bnb4bitState> read_bnb4bit_state(const Checkpoint& ck, const std::strin
   return s;
 }
 
-Status dequantize_bnb4bit(const Checkpoint& ck, const std::string& name, std::vector<float>* out) {
-  ASSIGN_OR_RETURN(Bnb4bitState s, read_bnb4bit_state(ck, name));
+Status dequantize_bnb4bit(const Checkpoint& ck, const std::string& name, const Bnb4bitState& s,
+                          std::vector<float>* out) {
   const int64_t n = s.numel(), nblocks = (n + s.blocksize - 1) / s.blocksize;
   ASSIGN_OR_RETURN(auto wf, ck.find(name));
   const auto [file, wt] = wf;

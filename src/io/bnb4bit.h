@@ -37,7 +37,8 @@ bool is_bnb4bit(const Checkpoint& ck, const std::string& name);
 bool is_bnb4bit_aux(const Checkpoint& ck, const std::string& name);
 // The parsed and checked quant_state of `name`.
 StatusOr<Bnb4bitState> read_bnb4bit_state(const Checkpoint& ck, const std::string& name);
-// `name` dequantized into out[numel] (f32).
-Status dequantize_bnb4bit(const Checkpoint& ck, const std::string& name, std::vector<float>* out);
+// `name` (whose quant_state read_bnb4bit_state gave `s`) dequantized into out[s.numel()] (f32).
+Status dequantize_bnb4bit(const Checkpoint& ck, const std::string& name, const Bnb4bitState& s,
+                          std::vector<float>* out);
 
 }  // namespace st

@@ -123,7 +123,7 @@ Status read_tensor_as(const Checkpoint& ck, const std::string& name, const std::
     if (!is_float(dst_dtype))
       return InvalidArgument(Str() << "bitsandbytes tensor '" << name << "' cannot be read as " << dtype_name(dst_dtype));
     std::vector<float> v;
-    RETURN_IF_ERROR(dequantize_bnb4bit(ck, name, &v));
+    RETURN_IF_ERROR(dequantize_bnb4bit(ck, name, s, &v));
     convert_elements(dst, dst_dtype, v.data(), DType::kF32, v.size());
     return Status::OK();
   }

@@ -140,34 +140,34 @@ std::vector<int> spread_layers(int k, int L) {
   return out;
 }
 
-// Bytes streamed for one group of s.mb_slots micro-batches: forward + backward visit every streamed
-// layer once for the whole group, less the ones still pooled at the forward->backward turn
-// (Belady keeps them); the lm_head (host extras) streams once per micro-batch.
-uint64_t streamed_bytes(const PlanInput& in, const Shape& s) {
+// Layer bytes loaded for one group of s.mb_slots micro-batches: forward + backward visit every
+// streamed layer once for the whole group, less the ones still pooled at the forward->backward turn
+// (Belady keeps them) and, with `boundary`, those the pool carries from the previous group's
+// backward into this group's forward (both end / start at layer 0: steady state).
+uint64_t layer_load_bytes(const PlanInput& in, const Shape& s, bool boundary) {
   const int streamed = static_cast<int>(in.model.num_layers) - s.resident;
-  const uint64_t lb = make_layer_layout(in.model, in.dtype, in.quant).bytes;
-  const int loads = streamed == 0 ? 0 : 2 * streamed - std::min(s.slots, streamed);
-  uint64_t b = lb * static_cast<uint64_t>(loads);
-  if (s.host_extras)
-    b += static_cast<uint64_t>(s.mb_slots) * static_cast<uint64_t>(in.model.vocab_size * in.model.hidden_size) *
-         dtype_size(in.dtype);
-  return b;
+  const int pooled = std::min(s.slots, streamed);
+  const int loads = std::max(0, 2 * streamed - (boundary ? 2 : 1) * pooled);
+  return make_layer_layout(in.model, in.dtype, in.quant).bytes * static_cast<uint64_t>(loads);
 }
 
-// Bytes streamed in steady state for a whole step of G micro-batches (groups of s.mb_slots): as
-// streamed_bytes, and the pool also carries its layers from one group's backward into the next
-// group's forward (both end / start at layer 0), so each group loads 2 x min(pool, streamed) fewer.
+// The lm_head streams once per micro-batch when it lives on the host (Note [host extras plan]).
+uint64_t head_bytes(const PlanInput& in, const Shape& s, int64_t micro_batches) {
+  if (!s.host_extras) return 0;
+  return static_cast<uint64_t>(micro_batches) * static_cast<uint64_t>(in.model.vocab_size * in.model.hidden_size) *
+         dtype_size(in.dtype);
+}
+
+// Bytes streamed for one group of micro-batches (the extras-placement comparison).
+uint64_t streamed_bytes(const PlanInput& in, const Shape& s) {
+  return layer_load_bytes(in, s, false) + head_bytes(in, s, s.mb_slots);
+}
+
+// Bytes streamed in steady state for a whole step of G micro-batches (groups of s.mb_slots).
 uint64_t step_bytes(const PlanInput& in, const Shape& s) {
   const int64_t G = std::max<int64_t>(1, in.gradient_accumulation_steps);
   const int64_t groups = (G + s.mb_slots - 1) / s.mb_slots;
-  const int streamed = static_cast<int>(in.model.num_layers) - s.resident;
-  const uint64_t lb = make_layer_layout(in.model, in.dtype, in.quant).bytes;
-  const int64_t loads = std::max(0, 2 * streamed - 2 * std::min(s.slots, streamed));
-  uint64_t b = lb * static_cast<uint64_t>(loads * groups);
-  if (s.host_extras)
-    b += static_cast<uint64_t>(G) * static_cast<uint64_t>(in.model.vocab_size * in.model.hidden_size) *
-         dtype_size(in.dtype);
-  return b;
+  return layer_load_bytes(in, s, true) * static_cast<uint64_t>(groups) + head_bytes(in, s, G);
 }
 
 // The most-resident shape that fits with the given extras placement; false if even the minimal

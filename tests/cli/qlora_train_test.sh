@@ -9,21 +9,9 @@ set -euo pipefail
 bin=$(realpath "$1")
 w=$(mktemp -d)
 trap 'rm -rf "$w"' EXIT
-python3 - "$w" <<'PY'
-import json, random, sys
-w = sys.argv[1]
-r = random.Random(3)
-with open(w + "/data.jsonl", "w") as f:
-    for _ in range(24):
-        f.write(json.dumps({"input_ids": [r.randrange(512) for _ in range(r.randrange(9, 48))]}) + "\n")
-PY
-"$bin" init-model --preset tiny-llama --out "$w/base" >/dev/null
-python3 - "$w/base/config.json" "$w/six.json" <<'PY'
-import json, sys
-c = json.load(open(sys.argv[1])); c["num_hidden_layers"] = 6
-json.dump(c, open(sys.argv[2], "w"))
-PY
-"$bin" init-model --config "$w/six.json" --out "$w/m" --seed 7 >/dev/null
+. "$(dirname "$0")/six_layer_fixture.sh"
+write_token_data "$w/data.jsonl" 3 24
+make_six_layer "$bin" tiny-llama "$w/m" 7
 cat > "$w/c.yaml" <<Y
 base_model: $w/m
 datasets:
@@ -45,7 +33,6 @@ sequence_len: 48
 learning_rate: 0.003
 cache_dir: $w/cache
 Y
-sig_of() { echo "$(grep -o '"loss":[^,]*' "$1/metrics.jsonl" | md5sum | cut -c1-16)/$(md5sum < "$1/adapter_model.safetensors" | cut -c1-16)"; }
 ref=""
 partial=0
 for v in "off 2 - auto" "off 2 - full" "off 2 - none" "ram 2 - auto" "disk 3 - auto" "ram 2 1850KiB auto" "disk 2 1800KiB full" "ram 3 1840KiB auto"; do

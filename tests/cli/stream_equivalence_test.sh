@@ -11,22 +11,10 @@ set -euo pipefail
 bin=$(realpath "$1")
 w=$(mktemp -d)
 trap 'rm -rf "$w"' EXIT
-python3 - "$w" <<'PY'
-import json, random, sys
-w = sys.argv[1]
-r = random.Random(11)
-with open(w + "/data.jsonl", "w") as f:
-    for _ in range(24):
-        f.write(json.dumps({"input_ids": [r.randrange(512) for _ in range(r.randrange(9, 48))]}) + "\n")
-PY
+. "$(dirname "$0")/six_layer_fixture.sh"
+write_token_data "$w/data.jsonl" 11 24
 for preset in tiny-llama tiny-qwen2; do
-  "$bin" init-model --preset $preset --out "$w/base_$preset" >/dev/null
-  python3 - "$w/base_$preset/config.json" "$w/$preset.json" <<'PY'
-import json, sys
-c = json.load(open(sys.argv[1])); c["num_hidden_layers"] = 6
-json.dump(c, open(sys.argv[2], "w"))
-PY
-  "$bin" init-model --config "$w/$preset.json" --out "$w/m_$preset" --seed 5 >/dev/null
+  make_six_layer "$bin" $preset "$w/m_$preset" 5
   cat > "$w/c_$preset.yaml" <<Y
 base_model: $w/m_$preset
 datasets:
@@ -74,7 +62,7 @@ Y
       *) kept_input=$((kept_input + 1));;
     esac
     if [ "$3" != "-" ] && [ "$k" -ge 6 ]; then echo "$preset $v: nothing streamed ($plan)"; exit 1; fi
-    sig="$(grep -o '"loss":[^,]*' "$out/metrics.jsonl" | md5sum | cut -c1-16)/$(md5sum < "$out/adapter_model.safetensors" | cut -c1-16)"
+    sig=$(sig_of "$out")
     [ "$(grep -c '"loss"' "$out/metrics.jsonl")" -eq 20 ] || { echo "$preset $v: not 20 steps"; exit 1; }
     echo "$preset $v: $sig | $plan"
     if [ -z "$ref" ]; then ref=$sig; elif [ "$sig" != "$ref" ]; then echo "MISMATCH vs stream off"; exit 1; fi

@@ -11,29 +11,22 @@
 #include "io/safetensors.h"
 #include "model/model.h"
 #include "model/resident_source.h"
+#include "model_step.h"
 
 namespace st {
 namespace {
 
-struct StepResult {
-  std::vector<double> losses;
-  std::vector<float> grads;
-};
+using test::StepResult;
 
 StepResult train_step(const std::string& fixture, int slots, Recompute mode) {
-  const std::string dir = std::string(ST_SOURCE_DIR) + "/tests/fixtures/" + fixture + "/model";
+  const std::string dir = test::fixture_model_dir(fixture);
   auto be = make_backend(DeviceKind::kCpu, {.num_threads = 2});
   CHECK_OK(be.status());
   auto mc = load_hf_config(dir + "/config.json");
   auto ck = Checkpoint::open(dir);
   CHECK_OK(mc.status());
   CHECK_OK(ck.status());
-  LoraConfig lc;
-  lc.r = 2;
-  lc.alpha = 4;
-  lc.dropout = 0.2;
-  lc.targets.fill(true);
-  auto m = Model::create(*mc, be->get(), lc,
+  auto m = Model::create(*mc, be->get(), test::all_targets_lora(),
                          {.act_dtype = DType::kF32, .max_tokens = 16, .seed = 9, .recompute = mode,
                           .micro_batch_slots = slots});
   CHECK_OK(m.status());
@@ -41,12 +34,7 @@ StepResult train_step(const std::string& fixture, int slots, Recompute mode) {
   CHECK_OK(model.load_extras(*ck));
   auto src = ResidentLayerSource::from_checkpoint(be->get(), *mc, model.layer_layout(), *ck);
   CHECK_OK(src.status());
-  Lora& lora = model.lora();
-  lora.init(4);
-  std::vector<float> p = lora.params_to_host();
-  for (size_t i = 0; i < p.size(); ++i)
-    if (p[i] == 0.0f) p[i] = 0.02f * static_cast<float>((i * 7919) % 13) - 0.12f;  // B != 0: dA != 0
-  lora.params_from_host(p);
+  test::init_lora_nonzero(model.lora());
   std::vector<Batch> bs(5);
   for (size_t j = 0; j < bs.size(); ++j) {
     Batch& b = bs[j];
@@ -59,15 +47,8 @@ StepResult train_step(const std::string& fixture, int slots, Recompute mode) {
   }
   std::vector<const Batch*> ptrs;
   for (const Batch& b : bs) ptrs.push_back(&b);
-  lora.zero_grads();
-  auto losses = model.forward_backward(ptrs, **src, {0.2f, 0.3f, 0.1f, 0.25f, 0.15f});
-  CHECK_OK(losses.status());
+  StepResult r = test::run_step(**be, model, **src, ptrs, {0.2f, 0.3f, 0.1f, 0.25f, 0.15f});
   EXPECT_EQ(model.micro_batches_run(), 5u);
-  StepResult r;
-  r.losses = *losses;
-  r.grads.resize(static_cast<size_t>(lora.numel()));
-  (*be)->copy_d2h(r.grads.data(), lora.grads().data, r.grads.size() * sizeof(float), StreamId::kCompute);
-  (*be)->sync_all();
   return r;
 }
 

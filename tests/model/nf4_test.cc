@@ -14,33 +14,26 @@
 #include "model/model.h"
 #include "model/pack.h"
 #include "model/resident_source.h"
+#include "model_step.h"
 
 namespace st {
 namespace {
 
 const std::string kFixtures = std::string(ST_SOURCE_DIR) + "/tests/fixtures/";
 
-struct StepResult {
-  std::vector<double> losses;
-  std::vector<float> grads;
-};
+using test::StepResult;
 
 // One training step (two micro-batches) of the fixture model over `blobs` in `layout`.
 StepResult train_step(const std::string& fixture, const LayerLayout& layout, const std::vector<const void*>& blobs,
                       Recompute mode) {
-  const std::string dir = kFixtures + fixture + "/model";
+  const std::string dir = test::fixture_model_dir(fixture);
   auto be = make_backend(DeviceKind::kCpu, {.num_threads = 2});
   CHECK_OK(be.status());
   auto mc = load_hf_config(dir + "/config.json");
   auto ck = Checkpoint::open(dir);
   CHECK_OK(mc.status());
   CHECK_OK(ck.status());
-  LoraConfig lc;
-  lc.r = 2;
-  lc.alpha = 4;
-  lc.dropout = 0.2;
-  lc.targets.fill(true);
-  auto m = Model::create(*mc, be->get(), lc,
+  auto m = Model::create(*mc, be->get(), test::all_targets_lora(),
                          {.act_dtype = DType::kF32, .base_quant = layout.quant, .max_tokens = 16, .seed = 9,
                           .recompute = mode});
   CHECK_OK(m.status());
@@ -49,32 +42,9 @@ StepResult train_step(const std::string& fixture, const LayerLayout& layout, con
   CHECK_OK(model.load_extras(*ck));
   auto src = ResidentLayerSource::from_host_blobs(be->get(), layout, blobs);
   CHECK_OK(src.status());
-  Lora& lora = model.lora();
-  lora.init(4);
-  std::vector<float> p = lora.params_to_host();
-  for (size_t i = 0; i < p.size(); ++i)
-    if (p[i] == 0.0f) p[i] = 0.02f * static_cast<float>((i * 7919) % 13) - 0.12f;  // B != 0: dA != 0
-  lora.params_from_host(p);
-  Batch b1, b2;
-  for (Batch* b : {&b1, &b2}) {
-    b->batch = 2;
-    b->seq = 8;
-  }
-  for (int i = 0; i < 16; ++i) {
-    b1.input_ids.push_back((i * 37 + 11) % static_cast<int>(mc->vocab_size));
-    b2.input_ids.push_back((i * 53 + 5) % static_cast<int>(mc->vocab_size));
-  }
-  b1.labels = b1.input_ids;
-  b2.labels = b2.input_ids;
-  lora.zero_grads();
-  auto losses = model.forward_backward({&b1, &b2}, **src, {0.5f, 0.5f});
-  CHECK_OK(losses.status());
-  StepResult r;
-  r.losses = *losses;
-  r.grads.resize(static_cast<size_t>(lora.numel()));
-  (*be)->copy_d2h(r.grads.data(), lora.grads().data, r.grads.size() * sizeof(float), StreamId::kCompute);
-  (*be)->sync_all();
-  return r;
+  test::init_lora_nonzero(model.lora());
+  const std::vector<Batch> bs = test::two_micro_batches(mc->vocab_size);
+  return test::run_step(**be, model, **src, {&bs[0], &bs[1]}, {0.5f, 0.5f});
 }
 
 struct Blobs {

@@ -1,0 +1,71 @@
+// Shared by the model tests that train one step of a fixture model on the CPU and compare its
+// bits across variants (recompute modes, an NF4 base, layer-major order): the adapter every one of
+// them uses and the step itself.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "model/model.h"
+
+namespace st::test {
+
+struct StepResult {
+  std::vector<double> losses;  // per micro-batch
+  std::vector<float> grads;    // the whole LoRA gradient arena
+};
+
+inline std::string fixture_model_dir(const std::string& fixture) {
+  return std::string(ST_SOURCE_DIR) + "/tests/fixtures/" + fixture + "/model";
+}
+
+// r 2, alpha 4, LoRA dropout 0.2, all seven targets.
+inline LoraConfig all_targets_lora() {
+  LoraConfig lc;
+  lc.r = 2;
+  lc.alpha = 4;
+  lc.dropout = 0.2;
+  lc.targets.fill(true);
+  return lc;
+}
+
+// The default initialisation (seed 4) with B made non-zero, so dA is not zero either.
+inline void init_lora_nonzero(Lora& lora) {
+  lora.init(4);
+  std::vector<float> p = lora.params_to_host();
+  for (size_t i = 0; i < p.size(); ++i)
+    if (p[i] == 0.0f) p[i] = 0.02f * static_cast<float>((i * 7919) % 13) - 0.12f;
+  lora.params_from_host(p);
+}
+
+// Two micro-batches of 2 x 8 tokens (labels = inputs), the same for every test that uses them.
+inline std::vector<Batch> two_micro_batches(int64_t vocab) {
+  std::vector<Batch> bs(2);
+  for (Batch& b : bs) {
+    b.batch = 2;
+    b.seq = 8;
+  }
+  for (int i = 0; i < 16; ++i) {
+    bs[0].input_ids.push_back(static_cast<int32_t>((i * 37 + 11) % vocab));
+    bs[1].input_ids.push_back(static_cast<int32_t>((i * 53 + 5) % vocab));
+  }
+  for (Batch& b : bs) b.labels = b.input_ids;
+  return bs;
+}
+
+// Zeroes the gradients, runs one forward_backward over `batches` and reads losses and gradients.
+inline StepResult run_step(Backend& be, Model& model, LayerSource& src, const std::vector<const Batch*>& batches,
+                           const std::vector<float>& scales) {
+  Lora& lora = model.lora();
+  lora.zero_grads();
+  auto losses = model.forward_backward(batches, src, scales);
+  CHECK_OK(losses.status());
+  StepResult r;
+  r.losses = *losses;
+  r.grads.resize(static_cast<size_t>(lora.numel()));
+  be.copy_d2h(r.grads.data(), lora.grads().data, r.grads.size() * sizeof(float), StreamId::kCompute);
+  be.sync_all();
+  return r;
+}
+
+}  // namespace st::test
