@@ -4,8 +4,10 @@
 #include "backend/cuda/gemm.h"
 
 #include <algorithm>
+#include <cstdio>
 
 #include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/gemm_tune.h"
 #include "backend/cuda/ops.h"
 #include "core/check.h"
 
@@ -13,6 +15,8 @@ namespace st::cuda {
 
 namespace {
 constexpr size_t kWorkspaceBytes = 32u << 20;
+constexpr int kCandidates = 8;               // heuristic results kept for tuning
+constexpr double kTuneMinMacs = double(1u << 31);  // smaller products keep the first choice
 
 cudaDataType_t cuda_type(DType t) {
   switch (t) {
@@ -35,6 +39,9 @@ struct GemmRunner::Plan {
   cublasLtMatmulDesc_t desc = nullptr;
   cublasLtMatrixLayout_t la = nullptr, lb = nullptr, lc = nullptr;
   cublasLtMatmulAlgo_t algo{};
+  cublasLtMatmulAlgo_t cands[kCandidates];  // the heuristic's ranked list; algo is one of them
+  int num_cands = 0;
+  bool tuned = false;                       // Note [bit-preserving GEMM tuning] (gemm_tune.h)
   ~Plan() {
     if (la) cublasLtMatrixLayoutDestroy(la);
     if (lb) cublasLtMatrixLayoutDestroy(lb);
@@ -43,7 +50,7 @@ struct GemmRunner::Plan {
   }
 };
 
-GemmRunner::GemmRunner() {
+GemmRunner::GemmRunner(bool tune) : tune_(tune) {
   cublasLtHandle_t h;
   CUBLAS_CHECK(cublasLtCreate(&h));
   handle_ = h;
@@ -106,14 +113,17 @@ GemmRunner::Plan& GemmRunner::plan_for(const Key& key) {
   for (auto attr : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
                     CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
     CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, attr, &al, sizeof(al)));
-  cublasLtMatmulHeuristicResult_t res{};
+  cublasLtMatmulHeuristicResult_t res[kCandidates]{};
   int found = 0;
   CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(static_cast<cublasLtHandle_t>(handle_), p->desc, p->la, p->lb, p->lc,
-                                              p->lc, pref, 1, &res, &found));
+                                              p->lc, pref, kCandidates, res, &found));
   cublasLtMatmulPreferenceDestroy(pref);
   CHECK(found > 0, "cuBLASLt found no algorithm for gemm M=" << M << " N=" << N << " K=" << K << " beta="
                                                              << beta_nz << " align=" << align);
-  p->algo = res.algo;
+  for (int i = 0; i < found; ++i)
+    if (res[i].state == CUBLAS_STATUS_SUCCESS) p->cands[p->num_cands++] = res[i].algo;
+  CHECK(p->num_cands > 0, "cuBLASLt found no usable algorithm for gemm M=" << M << " N=" << N << " K=" << K);
+  p->algo = p->cands[0];
   return *plans_.emplace(key, std::move(p)).first->second;
 }
 
@@ -138,8 +148,33 @@ void GemmRunner::matmul(void* c, DType ct, const void* a, const void* b, DType a
     const void* bp = o.bias.data;
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bp, sizeof(bp)));
   }
+  if (!p.tuned) tune(p, key, ct, a, b, o.alpha, beta, c_in, s);
   CUBLAS_CHECK(cublasLtMatmul(static_cast<cublasLtHandle_t>(handle_), p.desc, &o.alpha, b, p.la, a, p.lb, &beta, c_in,
                               p.lc, c, p.lc, &p.algo, workspace_, workspace_bytes_, s));
+}
+
+// Picks the plan's algorithm on this call's operands (gemm_tune.h Note [bit-preserving GEMM
+// tuning]); a call inside a stream capture leaves the plan untuned for a later eager call.
+void GemmRunner::tune(Plan& p, const Key& key, DType ct, const void* a, const void* b, float alpha, float beta,
+                      const void* c_in, cudaStream_t s) {
+  cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+  CUDA_CHECK(cudaStreamIsCapturing(s, &cs));
+  if (cs != cudaStreamCaptureStatusNone) return;
+  p.tuned = true;
+  const TuneMode mode = gemm_tune_mode();
+  const int64_t M = std::get<0>(key), N = std::get<1>(key), K = std::get<2>(key), sc = std::get<11>(key);
+  const bool ta = std::get<3>(key) != 0, tb = std::get<4>(key) != 0, beta_nz = std::get<7>(key) != 0;
+  const int batch = std::get<10>(key) != 0 || sc != 0 ? 2 : 1;
+  const double macs = double(M) * double(N) * double(K) * batch;
+  if (!tune_ || mode == TuneMode::kOff || p.num_cands < 2 || macs < kTuneMinMacs) return;
+  char what[160];
+  std::snprintf(what, sizeof what, "M=%lld N=%lld K=%lld%s%s%s%s", static_cast<long long>(M),
+                static_cast<long long>(N), static_cast<long long>(K), ta ? " At" : "", tb ? " Bt" : "",
+                beta_nz ? " beta=1" : "", batch == 2 ? " pair" : "");
+  const TuneCall call{static_cast<cublasLtHandle_t>(handle_), p.desc, p.la, p.lb, p.lc, &alpha, b, a, &beta, c_in,
+                      static_cast<size_t>(sc + M * N) * dtype_size(ct), workspace_, workspace_bytes_, s,
+                      2.0 * macs, what};
+  p.algo = p.cands[pick_algo(call, p.cands, p.num_cands, mode)];
 }
 
 void GemmRunner::run(Tensor c, Tensor a, Tensor b, const GemmOpts& o, cudaStream_t s, float* tmp_f32,

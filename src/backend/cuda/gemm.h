@@ -15,7 +15,9 @@ namespace st::cuda {
 
 class GemmRunner {
  public:
-  GemmRunner();
+  // tune: pick each shape's algorithm among cuBLASLt's candidates (gemm_tune.h Note [bit-preserving
+  // GEMM tuning]); false keeps the heuristic's first choice (tests compare the two).
+  explicit GemmRunner(bool tune = true);
   ~GemmRunner();
   GemmRunner(const GemmRunner&) = delete;
   GemmRunner& operator=(const GemmRunner&) = delete;
@@ -38,9 +40,12 @@ class GemmRunner {
   // pair strides (B, C, bias)
   using Key = std::tuple<int64_t, int64_t, int64_t, int, int, int, int, int, int, int, int64_t, int64_t, int64_t>;
   Plan& plan_for(const Key& key);
+  void tune(Plan& p, const Key& key, DType ct, const void* a, const void* b, float alpha, float beta,
+            const void* c_in, cudaStream_t s);
   void matmul(void* c, DType ct, const void* a, const void* b, DType abt, int64_t M, int64_t N, int64_t K,
               const GemmOpts& o, cudaStream_t s, const void* c_in = nullptr, Pair pair = Pair{0, 0, 0});
 
+  bool tune_;
   void* handle_ = nullptr;  // cublasLtHandle_t
   void* workspace_ = nullptr;
   size_t workspace_bytes_ = 0;
