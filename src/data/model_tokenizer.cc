@@ -5,18 +5,32 @@
 
 namespace st {
 
+StatusOr<Tokenizer> gguf_file_tokenizer(const GgufFile& file, int32_t* eot_id) {
+  if (eot_id) *eot_id = -1;
+  ASSIGN_OR_RETURN(GgufTokenizerData d, read_gguf_tokenizer(file));  // errors name the file
+  GgufTokenizerParts p;
+  p.model = d.model;
+  p.tokens = std::move(d.tokens);
+  p.merges = std::move(d.merges);
+  p.token_types = std::move(d.token_types);
+  p.scores = std::move(d.scores);
+  p.pre = d.pre;
+  p.bos_id = d.bos_id;
+  p.eos_id = d.eos_id;
+  p.pad_id = d.pad_id;
+  p.add_bos = d.add_bos;
+  p.add_space_prefix = d.add_space_prefix;
+  p.chat_template = d.chat_template;
+  ASSIGN_OR_RETURN(Tokenizer t, Tokenizer::from_gguf_parts(p), file.path());
+  if (eot_id) *eot_id = d.eot_id;
+  return t;
+}
+
 StatusOr<Tokenizer> load_model_tokenizer(const std::string& model_path, int32_t* eot_id) {
   if (eot_id) *eot_id = -1;
   if (is_directory(model_path)) return Tokenizer::from_dir(model_path);
-  ASSIGN_OR_RETURN(GgufCheckpoint g, GgufCheckpoint::open(model_path));
-  ASSIGN_OR_RETURN(GgufTokenizerData d, g.tokenizer(), model_path);
-  if (d.model != "gpt2")
-    return Unimplemented(Str() << model_path << ": tokenizer.ggml.model '" << d.model
-                               << "' (only byte-level BPE, 'gpt2', is supported)");
-  GgufTokenizerParts p{d.tokens, d.merges, d.token_types, d.pre, d.bos_id, d.eos_id, d.pad_id, d.add_bos,
-                       d.chat_template};
-  if (eot_id) *eot_id = d.eot_id;
-  return Tokenizer::from_gguf_parts(p);
+  ASSIGN_OR_RETURN(GgufFile f, GgufFile::open(model_path));
+  return gguf_file_tokenizer(f, eot_id);
 }
 
 }  // namespace st

@@ -1,16 +1,21 @@
 // The tokenizer that belongs to a model path, whatever its form: an HF directory (tokenizer.json
-// + tokenizer_config.json) or a .gguf file (tokenizer.ggml.* metadata). A layer-store directory
-// made by `streamtune shard` is not a model path here (it holds no tokenizer).
+// + tokenizer_config.json) or a .gguf file (tokenizer.ggml.* metadata, model "gpt2" or "llama").
+// A layer-store directory made by `streamtune shard` is not a model path here (it holds no
+// tokenizer).
 #pragma once
 
 #include <string>
 
 #include "core/status.h"
 #include "data/tokenizer.h"
+#include "io/gguf.h"
 
 namespace st {
 
-// `eot_id` (optional) receives the GGUF end-of-turn id, or -1.
+// `eot_id` (optional) receives the GGUF end-of-turn id, or -1. Errors name the path.
 StatusOr<Tokenizer> load_model_tokenizer(const std::string& model_path, int32_t* eot_id = nullptr);
+
+// The tokenizer of an opened GGUF file (only its metadata is read); as load_model_tokenizer.
+StatusOr<Tokenizer> gguf_file_tokenizer(const GgufFile& file, int32_t* eot_id = nullptr);
 
 }  // namespace st

@@ -99,6 +99,7 @@ std::string Tokenizer::decode(std::span<const int32_t> ids, SkipSpecial skip) co
   // added tokens are inserted verbatim between runs.
   std::string out, bytes;
   if (!impl_) return out;
+  if (impl_->model == tok::ModelKind::kChars) return impl_->decode_chars(ids, skip == SkipSpecial::kYes);
   for (int32_t id : ids) {
     if (id < 0 || static_cast<size_t>(id) >= impl_->id_to_bytes.size()) continue;
     if (skip == SkipSpecial::kYes && impl_->id_special[id]) continue;

@@ -1,18 +1,27 @@
-// Byte-level BPE tokenizer compatible with HF `tokenizers` (tokenizer.json) for the Llama-3,
-// Qwen2/2.5/3, SmolLM/SmolLM2, GPT-2 and Mistral tekken families, and constructible from the
-// pieces a GGUF file stores (see from_gguf_parts).
+// BPE tokenizer compatible with HF `tokenizers` (tokenizer.json), byte for byte, in two kinds:
+// - byte-level BPE: Llama-3, Qwen2/2.5/3, SmolLM/SmolLM2, GPT-2, Mistral tekken;
+// - SentencePiece-style BPE (characters, `byte_fallback` to <0xXX> tokens, unk): Llama-2,
+//   Mistral 7B v0.1-v0.3, Mixtral, TinyLlama. A tokenizer.json whose pre_tokenizer has no
+//   ByteLevel is of this kind.
+// Also constructible from the pieces a GGUF file stores (see from_gguf_parts): "gpt2" (byte-level)
+// and "llama" (SentencePiece BPE: scored vocab, encoded exactly as sentencepiece does).
 //
-// Supported tokenizer.json components (anything else gives Unimplemented naming the component):
-//   model:          BPE (byte-level: no continuing_subword_prefix / end_of_word_suffix / byte_fallback);
-//                   merges as "a b" strings or ["a","b"] pairs; ignore_merges.
-//   normalizer:     null, NFC, or a Sequence of those.
+// Supported tokenizer.json components (anything else gives Unimplemented naming the component;
+// a malformed entry of a supported one gives Corruption naming the file and the field):
+//   model:          BPE: merges as "a b" strings or ["a","b"] pairs; ignore_merges; byte_fallback,
+//                   unk_token, fuse_unk (SentencePiece style only). No continuing_subword_prefix,
+//                   end_of_word_suffix or dropout.
+//   normalizer:     null, NFC, Prepend, Replace (String pattern), or a Sequence of those.
 //   pre_tokenizer:  Sequence of Split (the regexes of tokenize/detail/pretokenize.h or a literal
 //                   String; behavior Isolated, invert false), Digits, ByteLevel (add_prefix_space,
-//                   use_regex = GPT-2 regex).
+//                   use_regex = GPT-2 regex), Metaspace (replacement, prepend_scheme
+//                   always/first/never or add_prefix_space, split).
 //   post_processor: null, ByteLevel, TemplateProcessing ("single" template), or a Sequence of those.
-//   decoder:        ByteLevel (or null / Sequence, decoding is always byte-level).
-//   added_tokens:   matched before normalization (normalized:false) or after it (normalized:true),
-//                   leftmost-longest; lstrip / rstrip / single_word honoured.
+//   decoder:        byte-level: ByteLevel (or null / Sequence; decoding is always byte-level).
+//                   SentencePiece style: Replace (String), ByteFallback, Fuse, Strip, Metaspace, a
+//                   Sequence of those, or null (tokens joined with spaces), run as HF runs them.
+//   added_tokens:   matched before normalization (normalized:false) or after it (normalized:true,
+//                   content normalized too), leftmost-longest; lstrip / rstrip / single_word honoured.
 //
 // Thread safety: encode/decode are const and may be called from several threads (the internal
 // piece cache is guarded by a mutex). Copies share the vocabulary and cache; the setters change
@@ -38,21 +47,37 @@ struct TokenizerImpl;
 enum class AddSpecial { kNo, kYes };     // add the post-processor's template tokens (e.g. BOS)
 enum class SkipSpecial { kNo, kYes };    // drop `special` added tokens when decoding
 
-// What a GGUF file carries for a "gpt2"-model (byte-level BPE) vocabulary.
+// What a GGUF file carries for a vocabulary of model "gpt2" (byte-level BPE) or "llama"
+// (SentencePiece BPE).
+//
+// "gpt2": tokens in the byte-level alphabet plus merges. Token types: 3 -> special added token
+// (matched on raw text), 4 -> non-special added token (matched after the normalizer), others ->
+// vocab entries.
+//
+// "llama": tokens ("▁the", "<0x0A>", ...) with scores and types, no merges. Encoding equals
+// sentencepiece's BPE (highest-scoring merged piece first, leftmost on ties; characters missing
+// from the vocab -> <0xXX> byte tokens) on the text with ' ' -> "▁" and, when add_space_prefix,
+// a "▁" before the text and after every special token (as llama.cpp and HF's legacy Llama
+// tokenizer.json). Types: 1 normal (merge targets), 2 unknown and 3 control -> special added
+// tokens, 4 user-defined -> non-special added token matched on raw text, 5 unused -> never
+// produced, 6 byte -> "<0xXX>", all 256 required. Decoding: ▁ -> ' ', byte tokens -> bytes,
+// one leading space dropped when add_space_prefix (HF's Replace/ByteFallback/Fuse/Strip).
 struct GgufTokenizerParts {
-  std::vector<std::string> tokens;      // tokenizer.ggml.tokens; index = id; byte-level alphabet
-  std::vector<std::string> merges;      // tokenizer.ggml.merges, "a b" form, index = rank
+  std::vector<std::string> tokens;      // tokenizer.ggml.tokens; index = id
+  std::vector<std::string> merges;      // tokenizer.ggml.merges, "a b" form, index = rank ("gpt2")
   std::vector<int32_t> token_types;     // tokenizer.ggml.token_type (1 normal, 2 unknown, 3 control,
-                                        // 4 user-defined, 5 unused, 6 byte); empty = all normal.
-                                        // 3 -> special added token (matched on raw text),
-                                        // 4 -> non-special added token (matched after the normalizer).
-  std::string pre;                      // tokenizer.ggml.pre: "llama-bpe"/"llama3", "qwen2",
+                                        // 4 user-defined, 5 unused, 6 byte); empty = all normal
+                                        // ("gpt2" only: "llama" requires them)
+  std::string pre;                      // tokenizer.ggml.pre ("gpt2"): "llama-bpe"/"llama3", "qwen2",
                                         // "smollm", "gpt2", "tekken"; other values -> Unimplemented
   int32_t bos_id = -1;                  // tokenizer.ggml.bos_token_id (-1 = none)
   int32_t eos_id = -1;                  // tokenizer.ggml.eos_token_id
   int32_t pad_id = -1;                  // tokenizer.ggml.padding_token_id
   bool add_bos = false;                 // tokenizer.ggml.add_bos_token: encode(kYes) prepends bos
   std::string chat_template;            // tokenizer.chat_template ("" if absent)
+  std::string model = "gpt2";           // tokenizer.ggml.model: "gpt2" | "llama"; else Unimplemented
+  std::vector<float> scores;            // tokenizer.ggml.scores ("llama": one finite score per token)
+  bool add_space_prefix = true;         // tokenizer.ggml.add_space_prefix ("llama")
 };
 
 class Tokenizer {
@@ -71,13 +96,16 @@ class Tokenizer {
   // token strings, chat_template) and generation_config.json (eos_token_id, first entry of a list).
   static StatusOr<Tokenizer> from_dir(const std::string& dir);
   // Builds the tokenizer from GGUF metadata (see GgufTokenizerParts). Merges and tokens are
-  // validated like tokenizer.json's (Corruption naming the merge index on a bad entry).
+  // validated like tokenizer.json's (Corruption naming the merge index on a bad entry); for
+  // "llama", scores (count, finite) and the byte tokens too (Corruption naming the key).
   static StatusOr<Tokenizer> from_gguf_parts(const GgufTokenizerParts& parts);
 
   // Text -> ids, as HF `tokenizer.encode(text, add_special_tokens=...)`. Never fails: invalid
   // UTF-8 bytes are tokenized as raw bytes.
   std::vector<int32_t> encode(std::string_view text, AddSpecial add = AddSpecial::kNo) const;
-  // Ids -> text (ByteLevel decoder, lossy UTF-8: invalid sequences become U+FFFD). Unknown ids
+  // Ids -> text, as HF `tokenizer.decode(ids, skip_special_tokens=...)`: byte-level models use the
+  // ByteLevel decoder (lossy UTF-8: invalid sequences become U+FFFD); SentencePiece-style ones
+  // their decoder chain (ByteFallback: U+FFFD per byte of an invalid run). Unknown ids
   // (>= vocab_size or negative) are skipped.
   std::string decode(std::span<const int32_t> ids, SkipSpecial skip = SkipSpecial::kNo) const;
 

@@ -33,19 +33,23 @@ namespace st {
 // The tokenizer a GGUF file carries (tokenizer.ggml.* and tokenizer.chat_template). Plain data:
 // the data module builds its Tokenizer from these parts (Tokenizer::from_gguf_parts).
 struct GgufTokenizerData {
-  std::string model;                  // tokenizer.ggml.model: "gpt2" = byte-level BPE
+  std::string model;                  // tokenizer.ggml.model: "gpt2" = byte-level BPE, "llama" = SentencePiece
   std::string pre;                    // tokenizer.ggml.pre ("smollm", "qwen2", "llama-bpe"); "" if absent
-  std::vector<std::string> tokens;    // index = token id, byte-level strings ("Ġthe")
+  std::vector<std::string> tokens;    // index = token id: byte-level strings ("Ġthe") for "gpt2",
+                                      // SentencePiece pieces ("▁the", "<0x0A>") for "llama"
   std::vector<std::string> merges;    // "left right", index = rank; empty if absent
   std::vector<int32_t> token_types;   // 1 normal, 2 unknown, 3 control, 4 user, 5 unused, 6 byte; empty if absent
+  std::vector<float> scores;          // tokenizer.ggml.scores (one finite f32 per token); empty if absent
   int32_t bos_id = -1, eos_id = -1, unk_id = -1, pad_id = -1, eot_id = -1;  // -1 = absent
-  bool add_bos = false;               // tokenizer.ggml.add_bos_token (false if absent)
+  bool add_bos = false;               // tokenizer.ggml.add_bos_token (if absent: true for "llama", else false)
   bool add_eos = false;               // tokenizer.ggml.add_eos_token (false if absent)
+  bool add_space_prefix = true;       // tokenizer.ggml.add_space_prefix (true if absent)
   std::string chat_template;          // "" if absent
 };
 
 // Reads the tokenizer keys. NotFound when tokenizer.ggml.tokens is missing; InvalidArgument on
-// wrong types, ids outside the vocabulary, or a token_type array of another length.
+// wrong types, ids outside the vocabulary, a token_type or scores array of another length, or a
+// score that is not finite.
 StatusOr<GgufTokenizerData> read_gguf_tokenizer(const GgufFile& f);
 
 // GGUF tensor name -> HF name ("blk.3.ffn_up.weight" -> "model.layers.3.mlp.up_proj.weight").

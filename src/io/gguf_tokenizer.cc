@@ -1,4 +1,5 @@
 // read_gguf_tokenizer: tokenizer.ggml.* keys (formats.md §4.8) into GgufTokenizerData.
+#include <cmath>
 #include <limits>
 
 #include "io/gguf_checkpoint.h"
@@ -48,13 +49,29 @@ StatusOr<GgufTokenizerData> read_gguf_tokenizer(const GgufFile& f) {
       d.token_types.push_back(static_cast<int32_t>(t));
     }
   }
+  if (f.has("tokenizer.ggml.scores")) {
+    ASSIGN_OR_RETURN(std::vector<double> scores, f.get_float_array("tokenizer.ggml.scores"));
+    if (scores.size() != d.tokens.size()) {
+      return InvalidArgument(Str() << "gguf " << f.path() << ": key 'tokenizer.ggml.scores' has " << scores.size()
+                                   << " entries for " << d.tokens.size() << " tokens");
+    }
+    for (size_t i = 0; i < scores.size(); ++i) {
+      if (!std::isfinite(scores[i]) || std::fabs(scores[i]) > std::numeric_limits<float>::max()) {
+        return InvalidArgument(Str() << "gguf " << f.path() << ": key 'tokenizer.ggml.scores': entry " << i << " = "
+                                     << scores[i] << " is not a finite f32");
+      }
+      d.scores.push_back(static_cast<float>(scores[i]));
+    }
+  }
   const size_t v = d.tokens.size();
   ASSIGN_OR_RETURN(d.bos_id, token_id(f, "tokenizer.ggml.bos_token_id", v));
   ASSIGN_OR_RETURN(d.eos_id, token_id(f, "tokenizer.ggml.eos_token_id", v));
   ASSIGN_OR_RETURN(d.unk_id, token_id(f, "tokenizer.ggml.unknown_token_id", v));
   ASSIGN_OR_RETURN(d.pad_id, token_id(f, "tokenizer.ggml.padding_token_id", v));
   ASSIGN_OR_RETURN(d.eot_id, token_id(f, "tokenizer.ggml.eot_token_id", v));
-  ASSIGN_OR_RETURN(d.add_bos, bool_or(f, "tokenizer.ggml.add_bos_token", false));
+  // llama.cpp adds BOS by default for SentencePiece vocabularies.
+  ASSIGN_OR_RETURN(d.add_bos, bool_or(f, "tokenizer.ggml.add_bos_token", d.model == "llama"));
+  ASSIGN_OR_RETURN(d.add_space_prefix, bool_or(f, "tokenizer.ggml.add_space_prefix", true));
   ASSIGN_OR_RETURN(d.add_eos, bool_or(f, "tokenizer.ggml.add_eos_token", false));
   ASSIGN_OR_RETURN(d.chat_template, f.get_string_or("tokenizer.chat_template", ""));
   return d;

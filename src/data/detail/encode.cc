@@ -1,5 +1,7 @@
 // The encode pipeline: added tokens (raw) -> normalizer -> added tokens (normalized) ->
-// pre-tokenizer steps -> BPE per piece (cached).
+// pre-tokenizer steps -> BPE per piece (cached). Normalizers and pre-tokenizers run on each
+// stretch of text between added tokens separately, as in HF (so Prepend("▁") applies after
+// every special token, and Metaspace's prepend_scheme "first" only to the stretch at offset 0).
 #include <cctype>
 
 #include "data/detail/tokenizer_impl.h"
@@ -72,7 +74,50 @@ void split_added(const TokenizerImpl& tk, bool normalized, std::string_view text
   if (start < text.size()) out->push_back({text.substr(start), -1});
 }
 
+// HF Replace with a String pattern: every non-overlapping occurrence, left to right.
+std::string replace_all(std::string_view s, const std::string& pat, const std::string& with) {
+  std::string r;
+  size_t i = 0;
+  for (size_t j; (j = s.find(pat, i)) != std::string_view::npos; i = j + pat.size()) {
+    r.append(s.substr(i, j - i));
+    r += with;
+  }
+  r.append(s.substr(i));
+  return r;
+}
+
+// HF Metaspace pre-tokenizer on one piece: ' ' -> replacement, the prepend, then (split) a new
+// piece before every replacement char (SplitDelimiterBehavior::MergedWithNext).
+void metaspace(const PreStep& st, bool at_start, std::string& p, std::vector<std::string_view>* out) {
+  const std::string& rep = st.literal;
+  if (p.find(' ') != std::string::npos) p = replace_all(p, " ", rep);
+  bool prepend = st.prepend == PrependScheme::kAlways || (st.prepend == PrependScheme::kFirst && at_start);
+  if (prepend && p.compare(0, rep.size(), rep) != 0) p = rep + p;
+  if (!st.split) { out->push_back(p); return; }
+  std::string_view v(p);
+  size_t begin = 0;
+  for (size_t j = v.find(rep, 1); j != std::string_view::npos; j = v.find(rep, j + rep.size())) {
+    if (j > begin) out->push_back(v.substr(begin, j - begin));
+    begin = j;
+  }
+  if (begin < v.size()) out->push_back(v.substr(begin));
+}
+
 }  // namespace
+
+std::string TokenizerImpl::normalize(std::string_view s) const {
+  if (norm.empty()) return std::string(s);
+  if (norm.size() == 1 && norm[0].kind == NormStep::Kind::kNfc) return tok::nfc(s);
+  std::string r(s);
+  for (const NormStep& n : norm) {
+    switch (n.kind) {
+      case NormStep::Kind::kNfc: r = tok::nfc(r); break;
+      case NormStep::Kind::kPrepend: if (!r.empty()) r = n.text + r; break;
+      case NormStep::Kind::kReplace: r = replace_all(r, n.text, n.content); break;
+    }
+  }
+  return r;
+}
 
 void TokenizerImpl::encode(std::string_view text, std::vector<int32_t>* out) const {
   std::vector<Seg> raw;
@@ -81,11 +126,13 @@ void TokenizerImpl::encode(std::string_view text, std::vector<int32_t>* out) con
   std::vector<std::string_view> views;
   for (const Seg& s : raw) {
     if (s.id >= 0) { out->push_back(s.id); continue; }
-    std::string norm = nfc ? tok::nfc(s.text) : std::string(s.text);
+    std::string normed = normalize(s.text);
     std::vector<Seg> segs;
-    split_added(*this, true, norm, &segs);
+    split_added(*this, true, normed, &segs);
     for (const Seg& seg : segs) {
       if (seg.id >= 0) { out->push_back(seg.id); continue; }
+      // Metaspace "first": only the text that starts at offset 0 of the input.
+      const bool at_start = s.text.data() == text.data() && seg.text.data() == normed.data();
       pieces.assign(1, std::string(seg.text));
       for (const PreStep& st : steps) {
         if (st.kind == PreStep::Kind::kByteLevel && !st.use_regex && !st.add_prefix_space) continue;  // no-op
@@ -105,6 +152,7 @@ void TokenizerImpl::encode(std::string_view text, std::vector<int32_t>* out) con
               if (st.use_regex) regex_split(SplitRegex::kGpt2, p, &views);
               else views.push_back(p);
               break;
+            case PreStep::Kind::kMetaspace: metaspace(st, at_start && &p == &pieces[0], p, &views); break;
           }
           for (std::string_view v : views) next.emplace_back(v);
         }

@@ -1,9 +1,18 @@
 // Internal state of st::Tokenizer, shared by the tokenizer.json and GGUF constructors.
+//
+// Two model kinds share the BPE merge engine (bpe.cc):
+// - kByteLevel: GPT-2 style. Pieces are mapped to bytes; every byte has a token; vocab strings
+//   are in the bytes_to_unicode alphabet. Decoding is always ByteLevel.
+// - kChars: SentencePiece style (Llama-2, Mistral, TinyLlama; HF's `byte_fallback` BPE). The
+//   initial symbols are the UTF-8 characters of a piece, looked up as vocab strings; a character
+//   missing from the vocab becomes its <0xXX> byte tokens (byte_fallback) or <unk>, exactly as
+//   HF's BPE::merge_word (Note [unk order]). Decoding runs the configured decoder chain (decode.cc).
 #pragma once
 
 #include <array>
 #include <cstdint>
 #include <mutex>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -20,33 +29,69 @@ struct AddedToken {
   bool special = false, lstrip = false, rstrip = false, single_word = false, normalized = false;
 };
 
+// One normalizer, applied in order to the text between added tokens (and to the content of
+// `normalized` added tokens, as HF does).
+struct NormStep {
+  enum class Kind { kNfc, kPrepend, kReplace };
+  Kind kind = Kind::kNfc;
+  std::string text;     // kPrepend: what is prepended (only to non-empty text); kReplace: the pattern
+  std::string content;  // kReplace: the replacement of every non-overlapping occurrence, left to right
+};
+
+enum class PrependScheme { kAlways, kFirst, kNever };
+
 struct PreStep {
-  enum class Kind { kSplitRegex, kSplitLiteral, kDigits, kByteLevel };
+  enum class Kind { kSplitRegex, kSplitLiteral, kDigits, kByteLevel, kMetaspace };
   Kind kind = Kind::kByteLevel;
   SplitRegex regex = SplitRegex::kGpt2;
-  std::string literal;
+  std::string literal;          // kSplitLiteral; kMetaspace: the replacement char (UTF-8)
   bool individual_digits = false;
   bool add_prefix_space = false;
   bool use_regex = false;
+  PrependScheme prepend = PrependScheme::kAlways;  // kMetaspace
+  bool split = true;                               // kMetaspace: split before every replacement char
 };
 
+// One decoder of a kChars model (HF decoders/*: each maps a list of token strings to another).
+struct DecStep {
+  enum class Kind { kReplace, kByteFallback, kFuse, kStrip, kMetaspace };
+  Kind kind = Kind::kFuse;
+  std::string text;     // kReplace: the pattern; kStrip / kMetaspace: the char (UTF-8)
+  std::string content;  // kReplace: the replacement
+  size_t start = 0, stop = 0;  // kStrip: at most this many chars removed at each end of each token
+  bool drop_first = false;     // kMetaspace: replacement chars of token 0 vanish (prepend_scheme != never)
+};
+
+enum class ModelKind { kByteLevel, kChars };
+
 struct TokenizerImpl {
+  ModelKind model = ModelKind::kByteLevel;
   // Vocabulary. Token strings are in the file's alphabet; bytes are what they decode to.
   std::vector<std::string> id_to_str;
   std::vector<std::string> id_to_bytes;
   std::vector<uint8_t> id_special;
   std::vector<uint8_t> id_added;  // may be shorter than id_to_str
   std::unordered_map<std::string, int32_t> str_to_id;
-  std::unordered_map<std::string, int32_t> bytes_to_id;  // BPE tokens only (fully byte-mappable)
-  std::array<int32_t, 256> byte_id{};                    // single-byte token ids, -1 if absent
+  // The model vocab (no added tokens): key = the bytes a token stands for (kByteLevel, only
+  // fully byte-mappable tokens) or its string (kChars).
+  std::unordered_map<std::string, int32_t> bytes_to_id;
+  std::array<int32_t, 256> byte_id{};                    // kByteLevel: single-byte token ids, -1 if absent
   // (left id << 32 | right id) -> (rank, merged id)
   std::unordered_map<uint64_t, std::pair<int32_t, int32_t>> merges;
   bool ignore_merges = false;
-  bool nfc = false;
+  std::vector<NormStep> norm;
   std::vector<PreStep> steps;
   std::vector<AddedToken> added;
   std::array<uint8_t, 256> added_first{};  // 1 if some added token starts with this byte
   std::vector<int32_t> prefix, suffix;  // post-processor template around a single sequence
+
+  // kChars only.
+  bool byte_fallback = false;  // unknown chars -> <0xXX> tokens when all their bytes have one
+  bool fuse_unk = false;       // consecutive unknown chars -> one unk
+  int32_t unk_id = -1;         // model.unk_token (-1: unknown chars are dropped, as HF does)
+  std::array<int32_t, 256> fallback_id{};  // id of "<0xXX>" (uppercase hex), -1 if absent
+  std::vector<DecStep> decoders;
+  bool decoder_null = false;   // no decoder: tokens joined with " " (HF's default)
 
   mutable std::mutex cache_mu;
   mutable std::unordered_map<std::string, std::vector<int32_t>> cache;
@@ -57,11 +102,18 @@ struct TokenizerImpl {
   Status add_added(const AddedToken& t, const std::string& what);
   // Adds merge `rank` of (a, b); Corruption naming the merge if a token is not in the vocab.
   Status add_merge(const std::string& a, const std::string& b, int32_t rank, const std::string& what);
-  // Call once everything is registered: byte table, added-token order.
+  // Call once everything is registered: byte tables, added-token order.
   Status finish(const std::string& what);
 
+  std::string normalize(std::string_view s) const;
   void encode(std::string_view text, std::vector<int32_t>* out) const;
   void bpe(std::string_view piece, std::vector<int32_t>* out) const;
+  // kChars: ids -> text through the decoder chain, as HF's Tokenizer::decode.
+  std::string decode_chars(std::span<const int32_t> ids, bool skip_special) const;
+
+ private:
+  void bpe_bytes(std::string_view piece, std::vector<int32_t>* out) const;
+  void bpe_chars(std::string_view piece, std::vector<int32_t>* out) const;
 };
 
 }  // namespace st::tok

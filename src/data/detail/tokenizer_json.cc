@@ -1,5 +1,7 @@
 #include "data/detail/tokenizer_json.h"
 
+#include "data/detail/unicode.h"
+
 namespace st::tok {
 namespace {
 
@@ -9,15 +11,68 @@ bool flag(const Json& j, const char* key, bool dflt) {
   return j.contains(key) && j[key].is_boolean() ? j[key].get<bool>() : dflt;
 }
 
+// A string field of a component; Corruption naming the component and the field otherwise.
+StatusOr<std::string> str_field(const Json& j, const char* key, const std::string& where, const std::string& what) {
+  if (!j.contains(key) || !j[key].is_string())
+    return Corruption(Str() << what << ": " << where << ": '" << key << "' is missing or not a string");
+  return j[key].get<std::string>();
+}
+
+// Replace's pattern: {"String": s} (a literal, non-empty) or {"Regex": r} (Unimplemented).
+StatusOr<std::string> replace_pattern(const Json& j, const std::string& where, const std::string& what) {
+  const Json& p = j.contains("pattern") ? j["pattern"] : Json();
+  if (p.is_object() && p.contains("Regex"))
+    return Unimplemented(Str() << what << ": " << where << " with a Regex pattern (only String)");
+  if (!p.is_object() || !p.contains("String") || !p["String"].is_string() || p["String"].get<std::string>().empty())
+    return Corruption(Str() << what << ": " << where << ": 'pattern' is not {\"String\": <non-empty string>}");
+  return p["String"].get<std::string>();
+}
+
+// One Unicode char as UTF-8 (Metaspace's replacement, Strip's content).
+StatusOr<std::string> one_char(const Json& j, const char* key, const std::string& where, const std::string& what) {
+  ASSIGN_OR_RETURN(std::string c, str_field(j, key, where, what));
+  if (!utf8_valid(c) || utf8_decode(c).size() != 1)
+    return Corruption(Str() << what << ": " << where << ": '" << key << "' must be exactly one character, got '" << c << "'");
+  return c;
+}
+
 Status parse_normalizer(const Json& j, TokenizerImpl* t, const std::string& what) {
   if (j.is_null()) return Status::OK();
   std::string type = type_of(j);
-  if (type == "NFC") { t->nfc = true; return Status::OK(); }
-  if (type == "Sequence" && j.contains("normalizers") && j["normalizers"].is_array()) {
-    for (const Json& n : j["normalizers"]) RETURN_IF_ERROR(parse_normalizer(n, t, what));
+  NormStep n;
+  if (type == "NFC") {
+    n.kind = NormStep::Kind::kNfc;
+  } else if (type == "Prepend") {
+    n.kind = NormStep::Kind::kPrepend;
+    ASSIGN_OR_RETURN(n.text, str_field(j, "prepend", "normalizer Prepend", what));
+  } else if (type == "Replace") {
+    n.kind = NormStep::Kind::kReplace;
+    ASSIGN_OR_RETURN(n.text, replace_pattern(j, "normalizer Replace", what));
+    ASSIGN_OR_RETURN(n.content, str_field(j, "content", "normalizer Replace", what));
+  } else if (type == "Sequence" && j.contains("normalizers") && j["normalizers"].is_array()) {
+    for (const Json& m : j["normalizers"]) RETURN_IF_ERROR(parse_normalizer(m, t, what));
     return Status::OK();
+  } else {
+    return Unimplemented(Str() << what << ": normalizer '" << type << "' (supported: NFC, Prepend, Replace, Sequence)");
   }
-  return Unimplemented(Str() << what << ": normalizer '" << type << "' (only NFC is supported)");
+  t->norm.push_back(std::move(n));
+  return Status::OK();
+}
+
+// Metaspace (pre-tokenizer or decoder): prepend_scheme "always"/"first"/"never", or the older
+// add_prefix_space bool (true = always). Default always.
+StatusOr<PrependScheme> prepend_scheme(const Json& j, const std::string& where, const std::string& what) {
+  if (j.contains("prepend_scheme")) {
+    std::string s = j["prepend_scheme"].is_string() ? j["prepend_scheme"].get<std::string>() : "";
+    if (s == "always") return PrependScheme::kAlways;
+    if (s == "first") return PrependScheme::kFirst;
+    if (s == "never") return PrependScheme::kNever;
+    return Corruption(Str() << what << ": " << where << ": 'prepend_scheme' must be \"always\", \"first\" or \"never\", got "
+                            << j["prepend_scheme"].dump());
+  }
+  if (j.contains("add_prefix_space") && !j["add_prefix_space"].is_boolean())
+    return Corruption(Str() << what << ": " << where << ": 'add_prefix_space' is not a bool");
+  return flag(j, "add_prefix_space", true) ? PrependScheme::kAlways : PrependScheme::kNever;
 }
 
 Status parse_split(const Json& j, TokenizerImpl* t, const std::string& what) {
@@ -56,6 +111,13 @@ Status parse_pre(const Json& j, TokenizerImpl* t, const std::string& what) {
     s.kind = PreStep::Kind::kByteLevel;
     s.add_prefix_space = flag(j, "add_prefix_space", true);
     s.use_regex = flag(j, "use_regex", true);
+  } else if (type == "Metaspace") {
+    s.kind = PreStep::Kind::kMetaspace;
+    ASSIGN_OR_RETURN(s.literal, one_char(j, "replacement", "pre_tokenizer Metaspace", what));
+    ASSIGN_OR_RETURN(s.prepend, prepend_scheme(j, "pre_tokenizer Metaspace", what));
+    if (j.contains("split") && !j["split"].is_boolean())
+      return Corruption(Str() << what << ": pre_tokenizer Metaspace: 'split' is not a bool");
+    s.split = flag(j, "split", true);
   } else {
     return Unimplemented(Str() << what << ": pre_tokenizer '" << type << "'");
   }
@@ -91,15 +153,53 @@ Status parse_post(const Json& j, TokenizerImpl* t, const std::string& what) {
   return Unimplemented(Str() << what << ": post_processor '" << type << "'");
 }
 
-Status parse_decoder(const Json& j, const std::string& what) {
+// Byte-level models decode with ByteLevel whatever the file says, so only ByteLevel is accepted.
+Status parse_byte_level_decoder(const Json& j, const std::string& what) {
   if (j.is_null()) return Status::OK();
   std::string type = type_of(j);
   if (type == "ByteLevel") return Status::OK();
   if (type == "Sequence" && j.contains("decoders") && j["decoders"].is_array()) {
-    for (const Json& d : j["decoders"]) RETURN_IF_ERROR(parse_decoder(d, what));
+    for (const Json& d : j["decoders"]) RETURN_IF_ERROR(parse_byte_level_decoder(d, what));
     return Status::OK();
   }
-  return Unimplemented(Str() << what << ": decoder '" << type << "' (only ByteLevel)");
+  return Unimplemented(Str() << what << ": decoder '" << type << "' with a byte-level model (only ByteLevel)");
+}
+
+Status parse_char_decoder(const Json& j, TokenizerImpl* t, const std::string& what) {
+  std::string type = type_of(j);
+  DecStep d;
+  if (type == "Sequence" && j.contains("decoders") && j["decoders"].is_array()) {
+    for (const Json& e : j["decoders"]) RETURN_IF_ERROR(parse_char_decoder(e, t, what));
+    return Status::OK();
+  }
+  if (type == "Replace") {
+    d.kind = DecStep::Kind::kReplace;
+    ASSIGN_OR_RETURN(d.text, replace_pattern(j, "decoder Replace", what));
+    ASSIGN_OR_RETURN(d.content, str_field(j, "content", "decoder Replace", what));
+  } else if (type == "ByteFallback") {
+    d.kind = DecStep::Kind::kByteFallback;
+  } else if (type == "Fuse") {
+    d.kind = DecStep::Kind::kFuse;
+  } else if (type == "Strip") {
+    d.kind = DecStep::Kind::kStrip;
+    ASSIGN_OR_RETURN(d.text, one_char(j, "content", "decoder Strip", what));
+    for (auto [key, dst] : {std::pair{"start", &d.start}, {"stop", &d.stop}}) {
+      if (!j.contains(key) || !j[key].is_number_unsigned())
+        return Corruption(Str() << what << ": decoder Strip: '" << key << "' is missing or not a non-negative integer");
+      *dst = j[key].get<size_t>();
+    }
+  } else if (type == "Metaspace") {
+    d.kind = DecStep::Kind::kMetaspace;
+    ASSIGN_OR_RETURN(d.text, one_char(j, "replacement", "decoder Metaspace", what));
+    ASSIGN_OR_RETURN(PrependScheme p, prepend_scheme(j, "decoder Metaspace", what));
+    d.drop_first = p != PrependScheme::kNever;
+  } else {
+    return Unimplemented(Str() << what << ": decoder '" << type
+                               << "' with a SentencePiece-style model (supported: Replace, ByteFallback, Fuse, Strip, "
+                                  "Metaspace, Sequence)");
+  }
+  t->decoders.push_back(std::move(d));
+  return Status::OK();
 }
 
 bool empty_or_null(const Json& m, const char* key) {
@@ -111,8 +211,12 @@ Status parse_model(const Json& m, TokenizerImpl* t, const std::string& what) {
   std::string type = type_of(m);
   if (!type.empty() && type != "BPE") return Unimplemented(Str() << what << ": model type '" << type << "' (only BPE)");
   if (!empty_or_null(m, "continuing_subword_prefix") || !empty_or_null(m, "end_of_word_suffix") ||
-      flag(m, "byte_fallback", false) || !(m.value("dropout", Json()).is_null() || m["dropout"] == 0))
-    return Unimplemented(Str() << what << ": BPE with continuing_subword_prefix, end_of_word_suffix, byte_fallback or dropout");
+      !(m.value("dropout", Json()).is_null() || m["dropout"] == 0))
+    return Unimplemented(Str() << what << ": BPE with continuing_subword_prefix, end_of_word_suffix or dropout");
+  t->byte_fallback = flag(m, "byte_fallback", false);
+  if (t->byte_fallback && t->model == ModelKind::kByteLevel)
+    return Unimplemented(Str() << what << ": BPE with byte_fallback and a ByteLevel pre_tokenizer");
+  t->fuse_unk = flag(m, "fuse_unk", false);
   t->ignore_merges = flag(m, "ignore_merges", false);
   if (!m.contains("vocab") || !m["vocab"].is_object()) return Corruption(Str() << what << ": model.vocab is not an object");
   for (auto it = m["vocab"].begin(); it != m["vocab"].end(); ++it) {
@@ -139,12 +243,25 @@ Status parse_model(const Json& m, TokenizerImpl* t, const std::string& what) {
     }
     RETURN_IF_ERROR(t->add_merge(a, b, rank++, what));
   }
+  if (!empty_or_null(m, "unk_token")) {
+    if (!m["unk_token"].is_string()) return Corruption(Str() << what << ": model.unk_token is not a string");
+    std::string unk = m["unk_token"].get<std::string>();
+    auto it = t->bytes_to_id.find(unk);
+    if (t->model == ModelKind::kChars) {
+      if (it == t->bytes_to_id.end()) return Corruption(Str() << what << ": model.unk_token '" << unk << "' is not in model.vocab");
+      t->unk_id = it->second;
+    }
+  }
   return Status::OK();
 }
 
-bool has_byte_level(const TokenizerImpl& t) {
-  for (const PreStep& s : t.steps)
-    if (s.kind == PreStep::Kind::kByteLevel) return true;
+// Whether a pre_tokenizer (tree) contains ByteLevel: that makes the model byte-level; without
+// it, BPE works on the characters of the text (SentencePiece style).
+bool has_byte_level(const Json& pre) {
+  if (type_of(pre) == "ByteLevel") return true;
+  if (type_of(pre) == "Sequence" && pre.contains("pretokenizers") && pre["pretokenizers"].is_array())
+    for (const Json& p : pre["pretokenizers"])
+      if (has_byte_level(p)) return true;
   return false;
 }
 
@@ -153,12 +270,20 @@ bool has_byte_level(const TokenizerImpl& t) {
 StatusOr<std::shared_ptr<TokenizerImpl>> impl_from_json(const Json& j, const std::string& what) {
   auto t = std::make_shared<TokenizerImpl>();
   if (!j.is_object()) return Corruption(Str() << what << ": not a JSON object");
+  const Json pre = j.value("pre_tokenizer", Json());
+  t->model = has_byte_level(pre) ? ModelKind::kByteLevel : ModelKind::kChars;
   RETURN_IF_ERROR(parse_model(j.value("model", Json()), t.get(), what));
   RETURN_IF_ERROR(parse_normalizer(j.value("normalizer", Json()), t.get(), what));
-  RETURN_IF_ERROR(parse_pre(j.value("pre_tokenizer", Json()), t.get(), what));
-  if (!has_byte_level(*t)) return Unimplemented(Str() << what << ": not a byte-level BPE (no ByteLevel pre_tokenizer)");
+  RETURN_IF_ERROR(parse_pre(pre, t.get(), what));
   RETURN_IF_ERROR(parse_post(j.value("post_processor", Json()), t.get(), what));
-  RETURN_IF_ERROR(parse_decoder(j.value("decoder", Json()), what));
+  const Json dec = j.value("decoder", Json());
+  if (t->model == ModelKind::kByteLevel) {
+    RETURN_IF_ERROR(parse_byte_level_decoder(dec, what));
+  } else if (dec.is_null()) {
+    t->decoder_null = true;
+  } else {
+    RETURN_IF_ERROR(parse_char_decoder(dec, t.get(), what));
+  }
   for (const Json& a : j.value("added_tokens", Json::array())) {
     if (!a.is_object() || !a.contains("id") || !a["id"].is_number_integer() || !a.contains("content") || !a["content"].is_string())
       return Corruption(Str() << what << ": added_tokens entry without id/content: " << a.dump());
@@ -172,68 +297,6 @@ StatusOr<std::shared_ptr<TokenizerImpl>> impl_from_json(const Json& j, const std
     at.normalized = flag(a, "normalized", !at.special);
     RETURN_IF_ERROR(t->add_added(at, what));
   }
-  RETURN_IF_ERROR(t->finish(what));
-  return t;
-}
-
-namespace {
-
-Status gguf_pre(const std::string& pre, TokenizerImpl* t) {
-  auto split = [&](SplitRegex r) { PreStep s; s.kind = PreStep::Kind::kSplitRegex; s.regex = r; t->steps.push_back(s); };
-  PreStep bl;
-  bl.kind = PreStep::Kind::kByteLevel;
-  if (pre == "llama-bpe" || pre == "llama3") {
-    split(SplitRegex::kLlama3);
-    t->ignore_merges = true;
-  } else if (pre == "qwen2") {
-    t->nfc = true;
-    split(SplitRegex::kQwen2);
-  } else if (pre == "tekken") {
-    split(SplitRegex::kTekken);
-  } else if (pre == "smollm") {
-    PreStep d;
-    d.kind = PreStep::Kind::kDigits;
-    d.individual_digits = true;
-    t->steps.push_back(d);
-    bl.use_regex = true;
-  } else if (pre == "gpt2" || pre == "default" || pre.empty()) {
-    bl.use_regex = true;
-  } else {
-    return Unimplemented(Str() << "GGUF tokenizer.ggml.pre '" << pre << "'");
-  }
-  t->steps.push_back(bl);
-  return Status::OK();
-}
-
-}  // namespace
-
-StatusOr<std::shared_ptr<TokenizerImpl>> impl_from_gguf(const GgufTokenizerParts& p) {
-  const std::string what = "GGUF tokenizer";
-  auto t = std::make_shared<TokenizerImpl>();
-  RETURN_IF_ERROR(gguf_pre(p.pre, t.get()));
-  if (!p.token_types.empty() && p.token_types.size() != p.tokens.size())
-    return Corruption(Str() << what << ": " << p.token_types.size() << " token types for " << p.tokens.size() << " tokens");
-  for (size_t i = 0; i < p.tokens.size(); ++i) {
-    int32_t type = p.token_types.empty() ? 1 : p.token_types[i];
-    int32_t id = static_cast<int32_t>(i);
-    if (type == 3 || type == 4) {
-      AddedToken at;
-      at.id = id;
-      at.content = p.tokens[i];
-      at.special = type == 3;
-      at.normalized = type == 4;  // HF's default for non-special added tokens; GGUF has no flag
-      RETURN_IF_ERROR(t->add_added(at, what));
-    } else {
-      RETURN_IF_ERROR(t->add_vocab(p.tokens[i], id, what));
-    }
-  }
-  for (size_t r = 0; r < p.merges.size(); ++r) {
-    const std::string& s = p.merges[r];
-    size_t sp = s.find(' ', 1);
-    if (sp == std::string::npos) return Corruption(Str() << what << ": merge " << r << " '" << s << "' is not 'a b'");
-    RETURN_IF_ERROR(t->add_merge(s.substr(0, sp), s.substr(sp + 1), static_cast<int32_t>(r), what));
-  }
-  if (p.add_bos && p.bos_id >= 0) t->prefix.push_back(p.bos_id);
   RETURN_IF_ERROR(t->finish(what));
   return t;
 }
