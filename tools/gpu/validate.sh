@@ -134,8 +134,9 @@ for v in "off 2 - on" "ram 2 - on" "disk 3 - on" "ram 2 250MiB on" "off 2 - on f
 done
 
 # 3d. layer-major accumulation (bit.yaml has 2 micro-batches a step): layer_major true / false /
-#     auto under a budget that streams, and disk: the signature of the first row of 3b.
-for v in "ram 2 300MiB true" "ram 2 300MiB false" "ram 2 200MiB auto" "disk 2 300MiB true" "ram 2 - true"; do
+#     auto under a budget that streams (300 MiB: the planner picks 2 micro-batches there; 200 MiB
+#     cannot hold the plan and is refused), and disk: the signature of the first row of 3b.
+for v in "ram 2 300MiB true" "ram 2 300MiB false" "ram 2 300MiB auto" "disk 2 300MiB true" "ram 2 - true"; do
   set -- $v
   d=$W/lm_$1_$2_$3_$4
   extra="--layer_major=$4"; [ "$3" != "-" ] && extra="$extra --vram_budget=$3"

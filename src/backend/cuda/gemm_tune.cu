@@ -32,14 +32,14 @@ size_t round_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
 TuneMode gemm_tune_mode() {
   static const TuneMode mode = [] {
     const char* e = std::getenv("STREAMTUNE_GEMM_TUNE");
-    if (e == nullptr || std::strcmp(e, "on") == 0) return TuneMode::kOn;
-    if (std::strcmp(e, "off") == 0) {
-      std::fprintf(stderr, "streamtune: STREAMTUNE_GEMM_TUNE=off: cuBLASLt's first choice for every GEMM\n");
-      return TuneMode::kOff;
+    if (e == nullptr || std::strcmp(e, "off") == 0) return TuneMode::kOff;
+    if (std::strcmp(e, "on") == 0) {
+      std::fprintf(stderr, "streamtune: STREAMTUNE_GEMM_TUNE=on: GEMM algorithms tuned per shape (same bits)\n");
+      return TuneMode::kOn;
     }
     if (std::strcmp(e, "log") == 0) return TuneMode::kLog;
-    std::fprintf(stderr, "streamtune: STREAMTUNE_GEMM_TUNE=%s is not on|off|log; tuning stays on\n", e);
-    return TuneMode::kOn;
+    std::fprintf(stderr, "streamtune: STREAMTUNE_GEMM_TUNE=%s is not on|off|log; tuning stays off\n", e);
+    return TuneMode::kOff;
   }();
   return mode;
 }

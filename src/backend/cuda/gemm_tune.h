@@ -10,8 +10,14 @@
 //
 // Tuning runs once per GEMM shape, at its first eager call (never while a stream is being
 // captured), into scratch memory allocated for the probe and freed after, only when the device has
-// room for it; otherwise the shape keeps the first choice. STREAMTUNE_GEMM_TUNE=off disables it,
-// =log prints each shape's candidates.
+// room for it; otherwise the shape keeps the first choice.
+//
+// Measured (bench/RESULTS.md session 8 call 1): on the H200 every one of the top-8 candidates gave
+// the first choice's bits, and the first choice was the fastest or within 2-7% on single shapes;
+// whole steps moved -1.3% to +2.0%, inside the spread of a call. So tuning is OFF by default (it
+// costs a probe per shape at start-up for no measured gain); STREAMTUNE_GEMM_TUNE=on enables it,
+// =log also prints each shape's candidates (the gputest uses it). Kept for other GPUs and cuBLASLt
+// versions, where the first choice may be further off.
 #pragma once
 
 #include <cublasLt.h>
@@ -41,7 +47,7 @@ struct TuneCall {
 };
 
 enum class TuneMode { kOff, kOn, kLog };
-TuneMode gemm_tune_mode();  // from STREAMTUNE_GEMM_TUNE (default on)
+TuneMode gemm_tune_mode();  // from STREAMTUNE_GEMM_TUNE (default off)
 
 // Index into `cands` of the algorithm to keep (0 when tuning cannot run).
 int pick_algo(const TuneCall& call, const cublasLtMatmulAlgo_t* cands, int num_cands, TuneMode mode);
