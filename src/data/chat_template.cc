@@ -45,6 +45,32 @@ void render_llama3(const ChatTemplate& t, const std::vector<ChatMessage>& m, std
   }
 }
 
+// Mistral v3 ("[INST] q[/INST] a</s>", Mistral-7B-Instruct-v0.3, Mixtral-8x22B, Codestral) and
+// tekken ("[INST]q[/INST]a</s>", Mistral-Nemo, Ministral), as their HF templates render them: the
+// system text goes before the LAST user message (mistral-common's default, the templates'
+// user_messages[-1]); v3 puts " " + trimmed content before the assistant's </s>.
+void render_mistral_v3(const std::vector<ChatMessage>& m, bool tekken, std::vector<ChatSegment>* out) {
+  add(out, "<s>", false);
+  std::string system;
+  size_t last_user = 0;
+  for (size_t i = 0; i < m.size(); ++i) {
+    if (m[i].role == "system") system = m[i].content;
+    if (m[i].role == "user") last_user = i;
+  }
+  for (size_t i = 0; i < m.size(); ++i) {
+    const ChatMessage& msg = m[i];
+    if (msg.role == "user") {
+      std::string c = i == last_user && !system.empty() ? system + "\n\n" + msg.content : msg.content;
+      add(out, (tekken ? "[INST]" : "[INST] ") + c + "[/INST]", false);
+    } else if (msg.role == "assistant") {
+      std::string reply = tekken ? msg.content : std::string(" ");  // (not " " + ...: GCC 12's -Wrestrict misfires)
+      if (!tekken) reply += strip(msg.content);
+      add(out, std::move(reply), true);
+      add(out, "</s>", true);
+    }
+  }
+}
+
 // System text is prepended to the first user message (the Mistral templates have no system role).
 void render_mistral(const std::vector<ChatMessage>& m, std::vector<ChatSegment>* out) {
   add(out, "<s>", false);
@@ -70,6 +96,8 @@ std::string ChatTemplate::name() const {
     case ChatFormat::kChatML: return "chatml";
     case ChatFormat::kLlama3: return "llama3";
     case ChatFormat::kMistral: return "mistral";
+    case ChatFormat::kMistralV3: return "mistral_v3";
+    case ChatFormat::kMistralTekken: return "mistral_tekken";
   }
   return "?";
 }
@@ -79,7 +107,9 @@ StatusOr<ChatTemplate> chat_template_by_name(const std::string& name) {
   if (name == "chatml") t.format = ChatFormat::kChatML;
   else if (name == "llama3") t.format = ChatFormat::kLlama3;
   else if (name == "mistral") t.format = ChatFormat::kMistral;
-  else return InvalidArgument(Str() << "chat_template '" << name << "': expected chatml, llama3 or mistral");
+  else if (name == "mistral_v3") t.format = ChatFormat::kMistralV3;
+  else if (name == "mistral_tekken") t.format = ChatFormat::kMistralTekken;
+  else return InvalidArgument(Str() << "chat_template '" << name << "': expected chatml, llama3, mistral, mistral_v3 or mistral_tekken");
   return t;
 }
 
@@ -93,7 +123,17 @@ StatusOr<ChatTemplate> chat_template_from_jinja(const std::string& j) {
     t.format = ChatFormat::kLlama3;
     t.llama31_dates = j.find("Cutting Knowledge Date") != std::string::npos;
   } else if (j.find("[INST]") != std::string::npos) {
-    t.format = ChatFormat::kMistral;
+    // v1 closes the user turn with ' [/INST]' (a space before it); tekken opens it with "[INST]"
+    // and no space; v3 with "[INST] " (quotes of either kind).
+    auto has = [&](std::initializer_list<const char*> v) {
+      for (const char* x : v)
+        if (j.find(x) != std::string::npos) return true;
+      return false;
+    };
+    if (has({"' [/INST]'", "\" [/INST]\""})) t.format = ChatFormat::kMistral;
+    else if (has({"'[INST]' +", "\"[INST]\" +"})) t.format = ChatFormat::kMistralTekken;
+    else if (has({"'[INST] ' +", "\"[INST] \" +"})) t.format = ChatFormat::kMistralV3;
+    else t.format = ChatFormat::kMistral;
   } else {
     return Unimplemented("chat template not recognised (no <|im_start|>, <|start_header_id|> or [INST]); "
                          "set chat_template: chatml | llama3 | mistral");
@@ -113,7 +153,8 @@ StatusOr<ChatTemplate> resolve_chat_template(const std::string& name, const Toke
   std::vector<const char*> need;
   if (t.format == ChatFormat::kChatML) need = {"<|im_start|>", "<|im_end|>"};
   if (t.format == ChatFormat::kLlama3) need = {"<|begin_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"};
-  if (t.format == ChatFormat::kMistral) need = {"<s>", "</s>"};
+  if (t.format == ChatFormat::kMistral || t.format == ChatFormat::kMistralV3 || t.format == ChatFormat::kMistralTekken)
+    need = {"<s>", "</s>"};
   for (const char* s : need)
     if (!tok.token_to_id(s)) return InvalidArgument(Str() << "chat template " << t.name() << " needs token " << s << ", which the tokenizer lacks");
   return t;
@@ -135,11 +176,23 @@ StatusOr<std::vector<ChatSegment>> render_chat(const ChatTemplate& t, const std:
     case ChatFormat::kChatML: render_chatml(t, msgs, &out); break;
     case ChatFormat::kLlama3: render_llama3(t, msgs, &out); break;
     case ChatFormat::kMistral: render_mistral(msgs, &out); break;
+    case ChatFormat::kMistralV3: render_mistral_v3(msgs, false, &out); break;
+    case ChatFormat::kMistralTekken: render_mistral_v3(msgs, true, &out); break;
   }
   return out;
 }
 
 StatusOr<std::string> render_generation_prompt(const ChatTemplate& t, const std::vector<ChatMessage>& msgs) {
+  if (t.format == ChatFormat::kMistralV3 || t.format == ChatFormat::kMistralTekken) {
+    // These templates have no assistant header: the prompt ends with the last "[/INST]".
+    if (msgs.empty() || msgs.back().role != "user")
+      return InvalidArgument("generation prompt: the conversation must end with a user message");
+    std::vector<ChatSegment> segs;
+    render_mistral_v3(msgs, t.format == ChatFormat::kMistralTekken, &segs);
+    std::string s;
+    for (const ChatSegment& g : segs) s += g.text;
+    return s;
+  }
   std::vector<ChatMessage> m = msgs;
   m.push_back({"assistant", ""});
   ASSIGN_OR_RETURN(std::vector<ChatSegment> segs, render_chat(t, m, "generation prompt"));

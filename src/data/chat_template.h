@@ -1,7 +1,9 @@
-// Chat templates for SFT: ChatML (Qwen2/2.5/3, SmolLM2), Llama-3(.1) and Mistral ([INST]).
-// A conversation is rendered into segments, each marked trained or not; the dataset code
-// tokenizes each segment separately (segment borders sit at special tokens or newlines, where the
-// real templates' tokenization also breaks) and builds the loss mask from the flags.
+// Chat templates for SFT: ChatML (Qwen2/2.5/3, SmolLM2), Llama-3(.1) and Mistral ([INST]: v1 for
+// Mistral-7B-Instruct-v0.1/v0.2 and Mixtral-8x7B, v3 for v0.3 / Mixtral-8x22B / Codestral, tekken
+// for Nemo / Ministral; each as its HF chat_template renders it).
+// A conversation is rendered into segments, each marked trained or not; the dataset code tokenizes
+// the rendered text as one string and builds the loss mask from the segments' borders
+// (datasets.cc Note [chat tokenization]).
 // Trained: assistant content plus its end token (<|im_end|>, <|eot_id|>, </s>).
 #pragma once
 
@@ -13,7 +15,7 @@
 
 namespace st {
 
-enum class ChatFormat { kChatML, kLlama3, kMistral };
+enum class ChatFormat { kChatML, kLlama3, kMistral, kMistralV3, kMistralTekken };
 
 struct ChatTemplate {
   ChatFormat format = ChatFormat::kChatML;
@@ -21,7 +23,7 @@ struct ChatTemplate {
   std::string default_system;
   // Llama-3.1+: the system block always starts with the knowledge-cutoff / date lines.
   bool llama31_dates = false;
-  std::string name() const;  // "chatml" | "llama3" | "mistral"
+  std::string name() const;  // "chatml" | "llama3" | "mistral" | "mistral_v3" | "mistral_tekken"
 };
 
 struct ChatMessage {
@@ -34,7 +36,7 @@ struct ChatSegment {
   bool trained = false;
 };
 
-// "chatml" | "llama3" | "mistral"; InvalidArgument otherwise.
+// "chatml" | "llama3" | "mistral" | "mistral_v3" | "mistral_tekken"; InvalidArgument otherwise.
 StatusOr<ChatTemplate> chat_template_by_name(const std::string& name);
 // Recognises a tokenizer_config.json chat_template (Jinja) by its markers; Unimplemented when
 // none of the supported formats is recognised.

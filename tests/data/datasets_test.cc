@@ -88,6 +88,59 @@ TEST(ChatTemplate, Llama3AndMistral) {
   EXPECT_FALSE(chat_template_by_name("vicuna").ok());
 }
 
+// Mistral v3 / tekken, written out from their HF templates: system text before the LAST user
+// message, v3's " " + trimmed reply. The ids are the whole rendered string's (Note [chat
+// tokenization]), and the templates are told apart by their Jinja source.
+TEST(ChatTemplate, MistralV3AndTekken) {
+  Tokenizer tok = load_tok("llama3");
+  const char* conv = R"({"messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"Q"},)"
+                     R"({"role":"assistant","content":"A"},{"role":"user","content":"Q2"},)"
+                     R"({"role":"assistant","content":" A2 "}]})";
+  auto v3 = record(tok, "messages", conv, "mistral_v3");
+  ASSERT_TRUE(v3.ok()) << v3.status().to_string();
+  const std::string v3_text = "<s>[INST] Q[/INST] A</s>[INST] Be brief.\n\nQ2[/INST] A2</s>";
+  EXPECT_EQ(tok.decode(v3->input_ids), v3_text);
+  EXPECT_EQ(v3->input_ids, tok.encode(v3_text));
+  EXPECT_EQ(trained_text(tok, *v3), " A</s> A2</s>");
+  auto tk = record(tok, "messages", conv, "mistral_tekken");
+  ASSERT_TRUE(tk.ok()) << tk.status().to_string();
+  const std::string tk_text = "<s>[INST]Q[/INST]A</s>[INST]Be brief.\n\nQ2[/INST] A2 </s>";
+  EXPECT_EQ(tok.decode(tk->input_ids), tk_text);
+  EXPECT_EQ(tk->input_ids, tok.encode(tk_text));
+  const std::string tk_trained = trained_text(tok, *tk);
+  // "]A" is one pre-token of the Llama-3 regex: the token that straddles the border is trained.
+  EXPECT_TRUE(tk_trained == "A</s> A2 </s>" || tk_trained == "]A</s> A2 </s>") << tk_trained;
+  auto gen = render_generation_prompt(*chat_template_by_name("mistral_v3"), {{"system", "S"}, {"user", "q"}});
+  ASSERT_TRUE(gen.ok());
+  EXPECT_EQ(*gen, "<s>[INST] S\n\nq[/INST]");
+  EXPECT_FALSE(render_generation_prompt(*chat_template_by_name("mistral_tekken"), {{"user", "q"}, {"assistant", "a"}}).ok());
+
+  const char* v1_jinja = "{% if message['role'] == 'user' %}{{ '[INST] ' + message['content'] + ' [/INST]' }}";
+  const char* v3_jinja = "{{- \"[INST] \" + message[\"content\"] + \"[/INST]\" }}";
+  const char* tk_jinja = "{{- \"[INST]\" + message[\"content\"] + \"[/INST]\" }}";
+  EXPECT_EQ(chat_template_from_jinja(v1_jinja)->format, ChatFormat::kMistral);
+  EXPECT_EQ(chat_template_from_jinja(v3_jinja)->format, ChatFormat::kMistralV3);
+  EXPECT_EQ(chat_template_from_jinja(tk_jinja)->format, ChatFormat::kMistralTekken);
+}
+
+// Tokenizing segment by segment differs from the whole string where the tokenizer's treatment of a
+// segment's start crosses a border: a Llama-2 / Mistral v1 SentencePiece tokenizer (Prepend "▁"
+// normalizer) would give the reply after "[/INST]" a "▁" that the rendered string does not have.
+// The dataset uses the whole string's ids (HF tokenizers: "▁[/INST]", "A", ... not "▁A").
+TEST(ChatTemplate, WholeStringTokenizationAcrossBorders) {
+  Tokenizer tok = load_tok("llama2");
+  auto m = record(tok, "messages", R"({"messages":[{"role":"user","content":"Q"},{"role":"assistant","content":"Ahoy"}]})",
+                  "mistral");
+  ASSERT_TRUE(m.ok()) << m.status().to_string();
+  const std::string text = "<s>[INST] Q [/INST]Ahoy</s>";
+  EXPECT_EQ(m->input_ids, tok.encode(text));
+  std::vector<int32_t> pieces = tok.encode("<s>[INST] Q [/INST]");
+  for (int32_t id : tok.encode("Ahoy</s>")) pieces.push_back(id);
+  EXPECT_NE(pieces, m->input_ids) << "segment-wise tokenization would add a \"▁\" before the reply";
+  EXPECT_EQ(trained_text(tok, *m), "Ahoy</s>");
+  EXPECT_EQ(tok.id_to_token(m->input_ids[4]), "A");  // <s> ▁[INST] ▁Q ▁[/INST] A h o y </s>
+}
+
 TEST(Datasets, PromptCompletionTextTokenized) {
   Tokenizer tok = load_tok("llama3");
   int32_t eos = *tok.token_to_id("<|end_of_text|>");
