@@ -16,9 +16,9 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}"
 fi
 
-# Python packages used by tests as independent oracles (HF tokenizers, gguf's dequantizers).
+# Python packages used by tests as independent oracles (HF tokenizers, sentencepiece, gguf's dequantizers).
 py=python3
-pips=(tokenizers gguf numpy)
+pips=(tokenizers sentencepiece gguf numpy)
 pmissing=()
 for p in "${pips[@]}"; do
   $py -c "import $p" 2>/dev/null || pmissing+=("$p")

@@ -13,6 +13,7 @@
 #include "backend/backend.h"
 #include "cli/cli_args.h"
 #include "data/chat_template.h"
+#include "data/model_tokenizer.h"
 #include "data/tokenizer.h"
 #include "io/gguf_checkpoint.h"
 #include "model/decode.h"
@@ -100,14 +101,12 @@ int fail(const Status& s) {
   return 1;
 }
 
-StatusOr<Tokenizer> load_tokenizer(const ModelSource& src, const std::string& path, std::set<int32_t>* stops) {
-  if (!src.is_gguf()) return Tokenizer::from_dir(path);
-  ASSIGN_OR_RETURN(GgufCheckpoint g, GgufCheckpoint::open(path));
-  ASSIGN_OR_RETURN(GgufTokenizerData d, g.tokenizer());
-  GgufTokenizerParts p{d.tokens, d.merges, d.token_types, d.pre, d.bos_id, d.eos_id, d.pad_id, d.add_bos,
-                       d.chat_template};
-  if (d.eot_id >= 0) stops->insert(d.eot_id);
-  return Tokenizer::from_gguf_parts(p);
+// The model's tokenizer (data/model_tokenizer.h); a GGUF end-of-turn token also stops generation.
+StatusOr<Tokenizer> load_tokenizer(const std::string& path, std::set<int32_t>* stops) {
+  int32_t eot = -1;
+  ASSIGN_OR_RETURN(Tokenizer t, load_model_tokenizer(path, &eot));
+  if (eot >= 0) stops->insert(eot);
+  return t;
 }
 
 struct Gen {
@@ -214,7 +213,7 @@ int run(const ParsedArgs& a) {
   StatusOr<std::unique_ptr<ModelSource>> src = open_model_source(a.get("model"));
   if (!src.ok()) return fail(src.status());
   Gen g;
-  StatusOr<Tokenizer> tok = load_tokenizer(**src, a.get("model"), &g.stops);
+  StatusOr<Tokenizer> tok = load_tokenizer(a.get("model"), &g.stops);
   if (!tok.ok()) return fail(tok.status());
   const std::string tier = a.get("stream", "off");
   if (tier != "off" && tier != "ram" && tier != "disk") return usage("--stream: off | ram | disk");

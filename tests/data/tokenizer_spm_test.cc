@@ -80,6 +80,42 @@ TEST(SpmTokenizer, Lookups) {
   EXPECT_EQ(tok->encode("\xE5\x8F"), (std::vector<int32_t>{*tok->token_to_id("\xE2\x96\x81"), *e5, *x8f}));
 }
 
+// Unknown chars with a partial byte table (values from HF tokenizers 0.23): bytes are emitted at
+// once, an unk only before the next known char or at the end (Note [unk order]); fuse_unk merges
+// consecutive unks. No decoder: tokens joined with spaces.
+TEST(SpmTokenizer, UnkAndPartialByteFallbackLikeHf) {
+  for (bool fuse : {false, true}) {
+    auto t = Tokenizer::from_json(std::string(R"({"model":{"type":"BPE","byte_fallback":true,"fuse_unk":)") +
+                                      (fuse ? "true" : "false") +
+                                      R"(,"unk_token":"<unk>","vocab":{"<unk>":0,"a":1,"<0x62>":2,"<0xC3>":3,"<0xA9>":4,"b":5,"ab":6},
+                                      "merges":[["a","b"]]},"decoder":null})",
+                                  "t.json");
+    ASSERT_TRUE(t.ok()) << t.status().to_string();
+    using V = std::vector<int32_t>;
+    EXPECT_EQ(t->encode("xxba\xC3\xA9"), fuse ? (V{0, 5, 1, 3, 4}) : (V{0, 0, 5, 1, 3, 4}));
+    EXPECT_EQ(t->encode("xyz"), fuse ? V{0} : (V{0, 0, 0}));
+    EXPECT_EQ(t->encode("aba"), (V{6, 1}));
+    EXPECT_EQ(t->encode("x\xC3\xA9y"), fuse ? (V{3, 4, 0}) : (V{3, 4, 0, 0}));
+    EXPECT_EQ(t->encode("x\xC3\xA9" "ab"), (V{3, 4, 0, 6}));
+    EXPECT_EQ(t->decode(V{3, 4, 0, 6}), "<0xC3> <0xA9> <unk> ab");
+  }
+}
+
+// Strip works per token (values from HF tokenizers 0.23; HF panics on a token made only of the
+// stripped char, which gives "" here).
+TEST(SpmTokenizer, StripDecoderLikeHf) {
+  const std::string model = R"({"model":{"type":"BPE","byte_fallback":true,"unk_token":"<unk>",
+      "vocab":{"<unk>":0,"a ":1," b  ":2," ":3,"xx":4},"merges":[]},"decoder":)";
+  auto t = Tokenizer::from_json(model + R"({"type":"Strip","content":" ","start":1,"stop":1}})", "t.json");
+  ASSERT_TRUE(t.ok()) << t.status().to_string();
+  EXPECT_EQ(t->decode(std::vector<int32_t>{1, 2, 4, 2}), "ab xxb ");
+  EXPECT_EQ(t->decode(std::vector<int32_t>{3, 1}), "a");
+  t = Tokenizer::from_json(model + R"({"type":"Sequence","decoders":[{"type":"Replace","pattern":{"String":"x"},"content":"yz"},
+      {"type":"Strip","content":"y","start":2,"stop":2}]}})", "t.json");
+  ASSERT_TRUE(t.ok()) << t.status().to_string();
+  EXPECT_EQ(t->decode(std::vector<int32_t>{4, 1}), "zyza ");
+}
+
 // The GGUF fixture holds the sentencepiece model of the JSON fixtures; sentencepiece's ids
 // (segments between control tokens encoded separately, each with the dummy prefix) and decode.
 TEST(GgufSpm, MatchesSentencePiece) {
