@@ -1,5 +1,7 @@
 #include "data/chat_template.h"
 
+#include <algorithm>
+
 namespace st {
 namespace {
 
@@ -160,17 +162,20 @@ StatusOr<ChatTemplate> resolve_chat_template(const std::string& name, const Toke
   return t;
 }
 
-StatusOr<std::vector<ChatSegment>> render_chat(const ChatTemplate& t, const std::vector<ChatMessage>& msgs,
-                                               const std::string& what) {
+namespace {
+
+// A non-empty conversation of system / user / assistant messages.
+Status check_roles(const std::vector<ChatMessage>& msgs, const std::string& what) {
   if (msgs.empty()) return InvalidArgument(Str() << what << ": empty conversation");
-  bool any_assistant = false;
   for (size_t i = 0; i < msgs.size(); ++i) {
     const std::string& r = msgs[i].role;
     if (r != "system" && r != "user" && r != "assistant")
       return InvalidArgument(Str() << what << ": message " << i << " has unknown role '" << r << "' (system, user, assistant)");
-    any_assistant |= r == "assistant";
   }
-  if (!any_assistant) return InvalidArgument(Str() << what << ": conversation has no assistant message");
+  return Status::OK();
+}
+
+std::vector<ChatSegment> render(const ChatTemplate& t, const std::vector<ChatMessage>& msgs) {
   std::vector<ChatSegment> out;
   switch (t.format) {
     case ChatFormat::kChatML: render_chatml(t, msgs, &out); break;
@@ -182,15 +187,24 @@ StatusOr<std::vector<ChatSegment>> render_chat(const ChatTemplate& t, const std:
   return out;
 }
 
+}  // namespace
+
+StatusOr<std::vector<ChatSegment>> render_chat(const ChatTemplate& t, const std::vector<ChatMessage>& msgs,
+                                               const std::string& what) {
+  RETURN_IF_ERROR(check_roles(msgs, what));
+  if (std::none_of(msgs.begin(), msgs.end(), [](const ChatMessage& m) { return m.role == "assistant"; }))
+    return InvalidArgument(Str() << what << ": conversation has no assistant message");
+  return render(t, msgs);
+}
+
 StatusOr<std::string> render_generation_prompt(const ChatTemplate& t, const std::vector<ChatMessage>& msgs) {
   if (t.format == ChatFormat::kMistralV3 || t.format == ChatFormat::kMistralTekken) {
     // These templates have no assistant header: the prompt ends with the last "[/INST]".
-    if (msgs.empty() || msgs.back().role != "user")
+    RETURN_IF_ERROR(check_roles(msgs, "generation prompt"));
+    if (msgs.back().role != "user")
       return InvalidArgument("generation prompt: the conversation must end with a user message");
-    std::vector<ChatSegment> segs;
-    render_mistral_v3(msgs, t.format == ChatFormat::kMistralTekken, &segs);
     std::string s;
-    for (const ChatSegment& g : segs) s += g.text;
+    for (const ChatSegment& g : render(t, msgs)) s += g.text;
     return s;
   }
   std::vector<ChatMessage> m = msgs;

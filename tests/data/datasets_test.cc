@@ -114,6 +114,7 @@ TEST(ChatTemplate, MistralV3AndTekken) {
   ASSERT_TRUE(gen.ok());
   EXPECT_EQ(*gen, "<s>[INST] S\n\nq[/INST]");
   EXPECT_FALSE(render_generation_prompt(*chat_template_by_name("mistral_tekken"), {{"user", "q"}, {"assistant", "a"}}).ok());
+  EXPECT_FALSE(render_generation_prompt(*chat_template_by_name("mistral_v3"), {{"bot", "x"}, {"user", "q"}}).ok());
 
   const char* v1_jinja = "{% if message['role'] == 'user' %}{{ '[INST] ' + message['content'] + ' [/INST]' }}";
   const char* v3_jinja = "{{- \"[INST] \" + message[\"content\"] + \"[/INST]\" }}";
