@@ -280,7 +280,10 @@ class CudaBackend final : public Backend {
     bind();
     ProfScope prof(compute(), "lora_down", [&] { return shp(x) + "x" + shp(a); });
     check_lora(x, a, t, x.cols(), a.rows(), "lora_down x, A [r,in], t [N,r]");
-    if (lora_tc_rowdot_ok(x, a.rows())) return launch_lora_down_tc(t, x, a, compute());
+    if (lora_tc_rowdot_ok(x, a.rows())) {
+      grow_scratch(static_cast<size_t>(lora_tc_rowdot_scratch_floats(x.rows(), x.cols(), a.rows(), false)));
+      return launch_lora_down_tc(t, x, a, scr().p, compute());
+    }
     grow_scratch(static_cast<size_t>(lora_scratch_floats(x.rows(), x.cols(), a.rows(), LoraScratchOp::kRowDot)));
     launch_lora_down(t, x, a, scr().p, compute());
   }
@@ -306,7 +309,10 @@ class CudaBackend final : public Backend {
     bind();
     ProfScope prof(compute(), "lora_dt", [&] { return shp(dy) + " r" + std::to_string(b.cols()); });
     check_lora(dy, b, dt, dy.cols(), b.cols(), "lora_dt dy, B [out,r], dt [N,r]", /*w_trans=*/true);
-    if (lora_tc_rowdot_ok(dy, b.cols())) return launch_lora_dt_tc(dt, dy, b, scale, compute());
+    if (lora_tc_rowdot_ok(dy, b.cols())) {
+      grow_scratch(static_cast<size_t>(lora_tc_rowdot_scratch_floats(dy.rows(), dy.cols(), b.cols(), true)));
+      return launch_lora_dt_tc(dt, dy, b, scale, scr().p, compute());
+    }
     grow_scratch(static_cast<size_t>(lora_scratch_floats(dy.rows(), dy.cols(), b.cols(), LoraScratchOp::kRowDot)));
     launch_lora_dt(dt, dy, b, scale, scr().p, compute());
   }

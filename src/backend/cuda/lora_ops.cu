@@ -211,11 +211,7 @@ void row_dot(float* out, Tensor x, const float* w, int64_t ks, int64_t cs, int r
   };
   if (x.dtype == DType::kBF16) go(__nv_bfloat16{});
   else go(float{});
-  if (p.splits > 1) {
-    const int64_t n = N * r;
-    sum_splits_kernel<<<grid_for(n, 256), 256, 0, s>>>(out, scratch, n, p.splits, scale);
-    CUDA_CHECK_LAUNCH();
-  }
+  if (p.splits > 1) launch_lora_sum_splits(out, scratch, N * r, p.splits, scale, s);
 }
 
 // ---- row_update ------------------------------------------------------------------------------
@@ -553,6 +549,12 @@ int64_t lora_scratch_floats(int64_t N, int64_t C, int64_t r, LoraScratchOp op) {
   const int R = rank_bound(static_cast<int>(r));
   const SumPlan p = plan_col_sum(N, C, static_cast<int>(r), R, cpt_of(R));
   return p.splits > 1 ? p.splits * r * C : 0;
+}
+
+void launch_lora_sum_splits(float* out, const float* part, int64_t n, int splits, float scale, cudaStream_t s) {
+  if (n == 0) return;
+  sum_splits_kernel<<<grid_for(n, 256), 256, 0, s>>>(out, part, n, splits, scale);
+  CUDA_CHECK_LAUNCH();
 }
 
 void launch_lora_add_splits(float* g, int64_t gks, int64_t gcs, const float* part, int64_t C, int64_t r, int splits,

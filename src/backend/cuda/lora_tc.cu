@@ -33,6 +33,7 @@
 #include <cuda_bf16.h>
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/mma.cuh"
@@ -46,11 +47,39 @@ using bf16 = __nv_bfloat16;
 
 constexpr int kDotWarps = 8;     // warps of a row-dot block (the reduction axis is split over them)
 constexpr int kDotUnroll = 4;    // 32-column blocks whose loads a warp issues before using any
+constexpr int64_t kDotTargetBlocks = 264;  // ~2 blocks per SM on an H200: the row dot's K splits aim here
 constexpr int kUpdWarps = 8;     // warps of a row-update block
 constexpr int64_t kUpdTargetWarps = 2048;
 constexpr int kSumWarps = 4;              // warps of a column-sum block (they split its tokens)
 constexpr int kSumUnroll = 2;             // 16-token steps whose loads a warp issues before using any
-constexpr int64_t kSumTargetBlocks = 528; // ~4 blocks per SM on an H200 (132 SMs)
+constexpr int64_t kSumTargetBlocks = 528; // one wave of column-sum blocks on an H200 (4 a SM, 132 SMs)
+constexpr int64_t kSumSplitRows = 256;    // tokens a column-sum block keeps at least (see plan_colsum_tc)
+constexpr int64_t kDtTransposeMin = int64_t{1} << 23;  // lora_dt reads a transposed B from N x out this big
+
+// STREAMTUNE_LORA_DOT_BLOCKS / _SUM_BLOCKS / _SUM_ROWS / _DT_T=<n> replace the plan constants above
+// (A/B timing only: the first three change the summation order, so the bits; _DT_T (N x out) does not).
+int64_t block_target(const char* name, int64_t dflt) {
+  const char* e = std::getenv(name);
+  if (!e || !*e) return dflt;
+  const long long v = std::atoll(e);
+  return v >= 1 ? v : dflt;
+}
+int64_t dot_target_blocks() {
+  static const int64_t v = block_target("STREAMTUNE_LORA_DOT_BLOCKS", kDotTargetBlocks);
+  return v;
+}
+int64_t sum_target_blocks() {
+  static const int64_t v = block_target("STREAMTUNE_LORA_SUM_BLOCKS", kSumTargetBlocks);
+  return v;
+}
+int64_t dt_transpose_min() {
+  static const int64_t v = block_target("STREAMTUNE_LORA_DT_T", kDtTransposeMin);
+  return v;
+}
+int64_t sum_split_rows() {
+  static const int64_t v = block_target("STREAMTUNE_LORA_SUM_ROWS", kSumSplitRows);
+  return v;
+}
 
 // Three bf16 parts of two f32 values, as bf16x2 words (the lower k in the low half).
 __device__ __forceinline__ void split_pair(float a, float b, uint32_t (&w)[3]) {
@@ -70,7 +99,7 @@ __device__ __forceinline__ void split_pair(float a, float b, uint32_t (&w)[3]) {
 template <int NT, bool WCONTIG>
 __global__ void __launch_bounds__(kDotWarps * 32, NT <= 2 ? 2 : 1)
     rowdot_tc_kernel(float* out, const bf16* x, int64_t N, int64_t K, const float* w, int64_t wk, int64_t wn, int r,
-                     float scale) {
+                     float scale, float* part) {
   __shared__ float red[kDotWarps][16][8 * NT];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int64_t row0 = static_cast<int64_t>(blockIdx.x) * 16;
@@ -78,6 +107,8 @@ __global__ void __launch_bounds__(kDotWarps * 32, NT <= 2 ? 2 : 1)
   const bf16* xa = x + (row0 + g) * K;
   const bf16* xb = x + (row0 + g + 8) * K;
   const int64_t KB = K / 32;
+  // Virtual warp vw of gridDim.y · kDotWarps takes the 32-column blocks vw, vw + stride, ...
+  const int64_t vw = static_cast<int64_t>(blockIdx.y) * kDotWarps + warp, stride = kDotWarps * gridDim.y;
   float acc[3][NT][4];
 #pragma unroll
   for (int p = 0; p < 3; ++p)
@@ -104,12 +135,12 @@ __global__ void __launch_bounds__(kDotWarps * 32, NT <= 2 ? 2 : 1)
   // Small ranks load the weights of all kDotUnroll blocks with the x loads (one latency per trip);
   // larger ones (more registers) load them block by block.
   constexpr bool kPre = NT <= 2;
-  for (int64_t kb0 = warp; kb0 < KB; kb0 += kDotWarps * kDotUnroll) {
+  for (int64_t kb0 = vw; kb0 < KB; kb0 += stride * kDotUnroll) {
     uint4 va[kDotUnroll], vb[kDotUnroll];
     float wpre[kPre ? kDotUnroll : 1][NT][8];
 #pragma unroll
     for (int u = 0; u < kDotUnroll; ++u) {
-      const int64_t kb = kb0 + u * kDotWarps, c0 = kb * 32 + 8 * t;
+      const int64_t kb = kb0 + u * stride, c0 = kb * 32 + 8 * t;
       const bool in = kb < KB;
       va[u] = in && oka ? __ldg(reinterpret_cast<const uint4*>(xa + c0)) : make_uint4(0, 0, 0, 0);
       vb[u] = in && okb ? __ldg(reinterpret_cast<const uint4*>(xb + c0)) : make_uint4(0, 0, 0, 0);
@@ -122,7 +153,7 @@ __global__ void __launch_bounds__(kDotWarps * 32, NT <= 2 ? 2 : 1)
     }
 #pragma unroll
     for (int u = 0; u < kDotUnroll; ++u) {
-      const int64_t kb = kb0 + u * kDotWarps, c0 = kb * 32 + 8 * t;
+      const int64_t kb = kb0 + u * stride, c0 = kb * 32 + 8 * t;
       if (kb >= KB) break;
       const uint32_t a0[4] = {va[u].x, vb[u].x, va[u].y, vb[u].y};  // k-step 0: columns 8t..8t+3
       const uint32_t a1[4] = {va[u].z, vb[u].z, va[u].w, vb[u].w};  // k-step 1: columns 8t+4..8t+7
@@ -155,7 +186,8 @@ __global__ void __launch_bounds__(kDotWarps * 32, NT <= 2 ? 2 : 1)
     float s = red[0][rr][j];
 #pragma unroll
     for (int q = 1; q < kDotWarps; ++q) s = __fadd_rn(s, red[q][rr][j]);
-    out[(row0 + rr) * r + j] = __fmul_rn(scale, s);
+    if (gridDim.y == 1) out[(row0 + rr) * r + j] = __fmul_rn(scale, s);
+    else part[(static_cast<int64_t>(blockIdx.y) * N + row0 + rr) * r + j] = s;  // summed by launch_lora_sum_splits
   }
 }
 
@@ -167,7 +199,7 @@ __global__ void __launch_bounds__(kDotWarps * 32, NT <= 2 ? 2 : 1)
 __device__ __forceinline__ int upd_col(int nt, int j) { return (nt / 4) * 32 + (j / 2) * 8 + (nt % 4) * 2 + (j % 2); }
 
 template <int KS, int NTW>
-__global__ void __launch_bounds__(kUpdWarps * 32) update_tc_kernel(bf16* y, const float* tm, int64_t N, int64_t C,
+__global__ void __launch_bounds__(kUpdWarps * 32, KS == 1 ? 2 : 1) update_tc_kernel(bf16* y, const float* tm, int64_t N, int64_t C,
                                                                    const float* w, int64_t wk, int64_t wc, int r,
                                                                    int tiles_per_warp, float scale, float p,
                                                                    DropoutSeed seed_arg) {
@@ -279,7 +311,7 @@ __global__ void __launch_bounds__(kUpdWarps * 32) update_tc_kernel(bf16* y, cons
 // steps in turn and meet in shared memory (warp order); final: g = rnd(g + rnd(scale · sum)), else
 // the split's partial goes to part[split][k][c] for launch_lora_add_splits.
 template <int MT>
-__global__ void __launch_bounds__(kSumWarps * 32) colsum_tc_kernel(float* dst, int64_t gks, int64_t gcs,
+__global__ void __launch_bounds__(kSumWarps * 32, MT == 1 ? 4 : 1) colsum_tc_kernel(float* dst, int64_t gks, int64_t gcs,
                                                                    const float* tm, const bf16* x, int64_t N,
                                                                    int64_t C, int r, int64_t split_rows, float scale,
                                                                    int final) {
@@ -376,11 +408,16 @@ __global__ void __launch_bounds__(kSumWarps * 32) colsum_tc_kernel(float* dst, i
 struct SumTcPlan {
   int64_t strips, splits, split_rows;
 };
+// Token splits: up to one wave of blocks (4 a SM: kSumTargetBlocks), but a block keeps >= ~256
+// tokens once N allows 4 splits, so the partials stay small beside the activation they sum
+// (session 9 calls 2-3, us: [2048, 2048] 8 splits 11.9, 16 splits 13.6; [2048, 11008] 1 split
+// 36.8, 3 splits 30.8, 8 splits 42.7; [4096, 4096] 4 / 8 / 16 splits 22.5 / 22.4 / 28.8).
 SumTcPlan plan_colsum_tc(int64_t N, int64_t C) {
   SumTcPlan p;
   p.strips = (C + 63) / 64;
   const int64_t step = kSumWarps * 16 * kSumUnroll;  // tokens a block takes per loop trip
-  const int64_t want = std::clamp<int64_t>(kSumTargetBlocks / p.strips, 1, std::max<int64_t>(1, N / step));
+  const int64_t cap = std::min(N / step, std::max<int64_t>(4, N / sum_split_rows()));
+  const int64_t want = std::clamp<int64_t>(sum_target_blocks() / p.strips, 1, std::max<int64_t>(1, cap));
   p.split_rows = ((N + want - 1) / want + step - 1) / step * step;
   p.splits = (N + p.split_rows - 1) / p.split_rows;
   return p;
@@ -408,16 +445,29 @@ bool tc_disabled() {
 
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
+// K splits of a row dot: a block owns 16 rows, so N = 2048 gives only 128 blocks of 8 warps (one
+// a SM, each warp's load-then-split trips exposed back to back); the reduction axis is split over
+// gridDim.y blocks until ~kDotTargetBlocks run, each virtual warp keeping >= 1 column block.
+// Depends on the shape only (not the device), so the bits do too.
+int64_t rowdot_splits(int64_t N, int64_t K) {
+  const int64_t row_blocks = (N + 15) / 16, KB = K / 32;
+  return std::clamp<int64_t>(dot_target_blocks() / std::max<int64_t>(row_blocks, 1), 1,
+                             std::max<int64_t>(1, KB / kDotWarps));
+}
+
 template <bool WCONTIG>
 void rowdot_tc(float* out, const bf16* x, int64_t N, int64_t K, const float* w, int64_t wk, int64_t wn, int r,
-               float scale, cudaStream_t s) {
-  const dim3 grid(static_cast<unsigned>((N + 15) / 16));
+               float scale, float* scratch, cudaStream_t s) {
+  if (N == 0) return;
+  const int64_t splits = rowdot_splits(N, K);
+  const dim3 grid(static_cast<unsigned>((N + 15) / 16), static_cast<unsigned>(splits));
   const int threads = kDotWarps * 32;
-  if (r <= 8) rowdot_tc_kernel<1, WCONTIG><<<grid, threads, 0, s>>>(out, x, N, K, w, wk, wn, r, scale);
-  else if (r <= 16) rowdot_tc_kernel<2, WCONTIG><<<grid, threads, 0, s>>>(out, x, N, K, w, wk, wn, r, scale);
-  else if (r <= 32) rowdot_tc_kernel<4, WCONTIG><<<grid, threads, 0, s>>>(out, x, N, K, w, wk, wn, r, scale);
-  else rowdot_tc_kernel<8, WCONTIG><<<grid, threads, 0, s>>>(out, x, N, K, w, wk, wn, r, scale);
+  if (r <= 8) rowdot_tc_kernel<1, WCONTIG><<<grid, threads, 0, s>>>(out, x, N, K, w, wk, wn, r, scale, scratch);
+  else if (r <= 16) rowdot_tc_kernel<2, WCONTIG><<<grid, threads, 0, s>>>(out, x, N, K, w, wk, wn, r, scale, scratch);
+  else if (r <= 32) rowdot_tc_kernel<4, WCONTIG><<<grid, threads, 0, s>>>(out, x, N, K, w, wk, wn, r, scale, scratch);
+  else rowdot_tc_kernel<8, WCONTIG><<<grid, threads, 0, s>>>(out, x, N, K, w, wk, wn, r, scale, scratch);
   CUDA_CHECK(cudaGetLastError());
+  if (splits > 1) launch_lora_sum_splits(out, scratch, N * r, static_cast<int>(splits), scale, s);
 }
 
 template <int KS, int NTW>
@@ -439,6 +489,23 @@ void update_tc(bf16* y, const float* tm, int64_t N, int64_t C, const float* w, i
   else update_tc_typed<4, 4>(y, tm, N, C, w, wk, wc, r, scale, p, seed, s);
 }
 
+// bt[j, k] = b[k, j] for b [K, r]: lora_dt's B [out, r] as rows of the reduction axis, so the row dot
+// takes it with 16-byte loads (its strided path issues 8 scalar loads where this takes 2). The same
+// values reach the same mma in the same order: the bits do not depend on the path.
+__global__ void transpose_kr_kernel(float* bt, const float* b, int64_t K, int r) {
+  const int64_t n = K * r;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t j = i / K, k = i % K;
+    bt[i] = __ldg(b + k * r + j);
+  }
+}
+
+int64_t align4(int64_t n) { return (n + 3) / 4 * 4; }
+// Where the strided loads cost more than the extra launch (session 9 call 3, us: [2048, 11008]
+// 45.5 -> 37.5, [4096, 4096] 29.8 -> 24.6; [512, 4864] 10.0 -> 12.1, [2048, 2048] no change).
+bool dt_transposed(int64_t N, int64_t K) { return N * K >= dt_transpose_min(); }
+
 }  // namespace
 
 bool lora_tc_rowdot_ok(const Tensor& act, int64_t r) {
@@ -452,21 +519,37 @@ bool lora_tc_update_ok(const Tensor& act, const Tensor& rt, int64_t r) {
          aligned16(act.data) && reinterpret_cast<uintptr_t>(rt.data) % 8 == 0;
 }
 
-void launch_lora_down_tc(Tensor t, Tensor x, Tensor a, cudaStream_t s) {
+
+int64_t lora_tc_rowdot_scratch_floats(int64_t N, int64_t K, int64_t r, bool dt) {
+  const int64_t splits = rowdot_splits(N, K);
+  return align4(splits > 1 ? splits * N * r : 0) + (dt && dt_transposed(N, K) ? K * r : 0);
+}
+
+void launch_lora_down_tc(Tensor t, Tensor x, Tensor a, float* scratch, cudaStream_t s) {
   const int64_t in = x.cols();
   // A [r, in] rows feed float4 loads when 16-byte aligned; otherwise the strided path.
   if (aligned16(a.data))
     rowdot_tc<true>(t.ptr<float>(), x.ptr<const bf16>(), x.rows(), in, a.ptr<const float>(), /*wk=*/1, /*wn=*/in,
-                    static_cast<int>(a.rows()), 1.0f, s);
+                    static_cast<int>(a.rows()), 1.0f, scratch, s);
   else
     rowdot_tc<false>(t.ptr<float>(), x.ptr<const bf16>(), x.rows(), in, a.ptr<const float>(), /*wk=*/1, /*wn=*/in,
-                     static_cast<int>(a.rows()), 1.0f, s);
+                     static_cast<int>(a.rows()), 1.0f, scratch, s);
 }
 
-void launch_lora_dt_tc(Tensor dt, Tensor dy, Tensor b, float scale, cudaStream_t s) {
-  const int64_t r = b.cols();
-  rowdot_tc<false>(dt.ptr<float>(), dy.ptr<const bf16>(), dy.rows(), dy.cols(), b.ptr<const float>(), /*wk=*/r,
-                   /*wn=*/1, static_cast<int>(r), scale, s);
+void launch_lora_dt_tc(Tensor dt, Tensor dy, Tensor b, float scale, float* scratch, cudaStream_t s) {
+  const int64_t r = b.cols(), out = dy.cols();
+  if (dt_transposed(dy.rows(), out)) {
+    float* bt = scratch + lora_tc_rowdot_scratch_floats(dy.rows(), out, r, /*dt=*/false);
+    const int64_t n = out * r;
+    transpose_kr_kernel<<<static_cast<unsigned>(std::min<int64_t>((n + 255) / 256, 1024)), 256, 0, s>>>(
+        bt, b.ptr<const float>(), out, static_cast<int>(r));
+    CUDA_CHECK(cudaGetLastError());
+    rowdot_tc<true>(dt.ptr<float>(), dy.ptr<const bf16>(), dy.rows(), out, bt, /*wk=*/1, /*wn=*/out,
+                    static_cast<int>(r), scale, scratch, s);
+    return;
+  }
+  rowdot_tc<false>(dt.ptr<float>(), dy.ptr<const bf16>(), dy.rows(), out, b.ptr<const float>(), /*wk=*/r,
+                   /*wn=*/1, static_cast<int>(r), scale, scratch, s);
 }
 
 void launch_lora_up_tc(Tensor y, Tensor t, Tensor b, float scale, cudaStream_t s) {

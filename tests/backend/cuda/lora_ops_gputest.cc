@@ -1,6 +1,7 @@
 // CUDA fused LoRA ops (backend.h "LoRA") vs the CPU reference: every op over odd and typical
 // shapes, f32 and bf16 activations, every rank path (padded, exact, split into groups; bf16 with
-// r % 8 == 0 takes the tensor-core kernels where the widths allow, lora_tc.cu); lora_dx with
+// r % 8 == 0 takes the tensor-core kernels where the widths allow, lora_tc.cu, with their K splits
+// and lora_dt's transposed B); lora_dx with
 // dropout (same zero pattern as the CPU); determinism (twice -> identical bytes); guard bytes.
 #include <gtest/gtest.h>
 
@@ -35,6 +36,9 @@ std::vector<Shape> shapes() {
   // The tensor-core kernels' other rank templates (r 8 and 32), tails of 16-row tiles.
   v.push_back({37, 256, 512, 8});
   v.push_back({515, 1024, 256, 32});
+  // lora_dt on N x out >= 2^23 reads a transposed copy of B; the row dots split K over blocks.
+  v.push_back({2048, 64, 4096, 16});
+  v.push_back({300, 4096, 512, 8});
   return v;
 }
 
@@ -175,7 +179,8 @@ TEST(LoraOps, NanPropagates) {
 TEST(LoraOps, TimingTable) {
   std::mt19937 rng(31);
   const Shape model_shapes[] = {{512, 1536, 1536, 16}, {512, 1536, 256, 16}, {2048, 2048, 2048, 16},
-                                {2048, 2048, 256, 16},  {4096, 4096, 4096, 16}, {4096, 4096, 1024, 16}};
+                                {2048, 2048, 256, 16},  {4096, 4096, 4096, 16}, {4096, 4096, 1024, 16},
+                                {2048, 2048, 11008, 16}, {2048, 11008, 2048, 16}, {512, 896, 4864, 16}};
   std::printf("%-28s %9s %9s %9s %9s %9s %9s\n", "shape (N in out r)", "down", "up", "grad_b", "dt", "grad_a", "dx");
   for (const Shape& s : model_shapes) {
     const DType t = DType::kBF16;
