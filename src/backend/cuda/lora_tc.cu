@@ -24,12 +24,20 @@
 // turn (warp w: blocks w, w+8, ...), 4 blocks' loads issued before any use. The reduction axis
 // is permuted within each 32-column block so a thread's x fragment is one 16-byte load per row
 // (columns 8t..8t+7 feed k-steps 0 and 1); the weight fragment uses the same permutation. The
-// 8 warps' partial sums meet in shared memory and are added in warp order.
-// Column sums: a block owns 64 columns and a split of the tokens (see colsum_tc_kernel).
+// 8 warps' partial sums meet in shared memory and are added in warp order. Where 16-row blocks
+// alone leave the GPU half empty (N <= 2048), the reduction axis is also split over gridDim.y
+// blocks, whose partials a second launch adds in split order (rowdot_splits). lora_dt on large
+// shapes first copies B [out, r] transposed, so its weights take 16-byte loads too.
+// Column sums: a block owns 64 columns and a split of the tokens (see colsum_tc_kernel and
+// plan_colsum_tc).
 // Row update: a warp owns a strip of 32 or 64 columns (its weight fragments split once, in
 // registers) and walks row tiles of 16; the strip's output columns are permuted so y moves in
 // 16-byte accesses; y is read and written once, rounded once, with lora_dx's dropout mask applied
 // to the f32 product exactly as the SIMT kernel does.
+// Occupancy: the update and column-sum kernels are latency-bound, so their launch bounds hold
+// them to 128 registers (2 and 4 blocks an SM; unbounded they took 148 / 178 registers and ran one
+// and two blocks an SM: session 9 call 2, update 4096^2 24.5 -> 18.8 us).
+// Plans depend on the problem shape only, never on the device, so the bits do too.
 #include <cuda_bf16.h>
 
 #include <algorithm>
