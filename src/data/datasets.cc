@@ -76,6 +76,55 @@ StatusOr<Sample> from_messages(const Json& j, const Tokenizer& tok, const ChatTe
   return tokenize_chat(segs, tok, all);
 }
 
+// ShareGPT: {"conversations": [{"from": "system"|"human"|"gpt", "value": s}]} (as axolotl and
+// FastChat write it; "user"/"assistant" are taken too), rendered through the chat template exactly
+// as the same "messages" record would be.
+StatusOr<Sample> from_sharegpt(const Json& j, const Tokenizer& tok, const ChatTemplate& chat, bool all,
+                               const std::string& what) {
+  if (!j.is_object() || !j.contains("conversations"))
+    return InvalidArgument(Str() << what << ": missing field 'conversations'");
+  if (!j["conversations"].is_array()) return InvalidArgument(Str() << what << ": 'conversations' is not a list");
+  std::vector<ChatMessage> msgs;
+  for (size_t i = 0; i < j["conversations"].size(); ++i) {
+    const Json& m = j["conversations"][i];
+    std::string w = Str() << what << ": conversations[" << i << "]";
+    ASSIGN_OR_RETURN(std::string from, field(m, "from", w));
+    ASSIGN_OR_RETURN(std::string value, field(m, "value", w));
+    std::string role;
+    if (from == "system") role = "system";
+    else if (from == "human" || from == "user") role = "user";
+    else if (from == "gpt" || from == "assistant") role = "assistant";
+    else
+      return InvalidArgument(Str() << w << ": unknown speaker 'from': '" << from
+                                   << "' (expected system, human/user or gpt/assistant)");
+    msgs.push_back({role, value});
+  }
+  ASSIGN_OR_RETURN(std::vector<ChatSegment> segs, render_chat(chat, msgs, what));
+  return tokenize_chat(segs, tok, all);
+}
+
+// Alpaca: {"instruction": s, "input"?: s, "output": s} in the Stanford Alpaca prompt (as axolotl's
+// `type: alpaca`); an absent, null or empty input takes the prompt without an Input section.
+// Trained like prompt_completion: the output and EOS.
+StatusOr<std::pair<std::string, std::string>> alpaca_prompt(const Json& j, const std::string& what) {
+  ASSIGN_OR_RETURN(std::string instruction, field(j, "instruction", what));
+  ASSIGN_OR_RETURN(std::string output, field(j, "output", what));
+  std::string input;
+  if (j.contains("input") && !j["input"].is_null()) {
+    ASSIGN_OR_RETURN(input, field(j, "input", what));
+  }
+  std::string prompt;
+  if (input.empty()) {
+    prompt = "Below is an instruction that describes a task. Write a response that appropriately completes the "
+             "request.\n\n### Instruction:\n" + instruction + "\n\n### Response:\n";
+  } else {
+    prompt = "Below is an instruction that describes a task, paired with an input that provides further context. "
+             "Write a response that appropriately completes the request.\n\n### Instruction:\n" + instruction +
+             "\n\n### Input:\n" + input + "\n\n### Response:\n";
+  }
+  return std::make_pair(std::move(prompt), std::move(output));
+}
+
 StatusOr<Sample> from_tokenized(const Json& j, int64_t vocab, const std::string& what) {
   if (!j.is_object() || !j.contains("input_ids")) return InvalidArgument(Str() << what << ": missing field 'input_ids'");
   auto ints = [&](const char* key, bool allow_ignore) -> StatusOr<std::vector<int32_t>> {
@@ -103,13 +152,18 @@ StatusOr<Sample> from_tokenized(const Json& j, int64_t vocab, const std::string&
   return s;
 }
 
-}  // namespace
+bool needs_chat_template(const std::string& type) { return type == "messages" || type == "sharegpt"; }
 
-StatusOr<Sample> tokenize_record(const std::string& type, const std::string& line, const Tokenizer& tok,
-                                 const ChatTemplate* chat, const DatasetOptions& opt, const std::string& what) {
-  ASSIGN_OR_RETURN(Json j, parse_json(line, what));
+StatusOr<Sample> tokenize_json(const std::string& type, const Json& j, const Tokenizer& tok, const ChatTemplate* chat,
+                               const DatasetOptions& opt, const std::string& what) {
   Sample s;
   bool all = opt.train_on_inputs;
+  auto prompt_completion = [&](const std::string& prompt, const std::string& completion) {
+    append(&s, tok.encode(prompt, AddSpecial::kYes), all);
+    append(&s, tok.encode(completion), true);
+    append_eos(&s, tok);
+  };
+  if (needs_chat_template(type) && !chat) return Internal(Str() << type << " dataset without a chat template");
   if (type == "text") {
     ASSIGN_OR_RETURN(std::string text, field(j, "text", what));
     append(&s, tok.encode(text, AddSpecial::kYes), true);
@@ -117,53 +171,90 @@ StatusOr<Sample> tokenize_record(const std::string& type, const std::string& lin
   } else if (type == "prompt_completion") {
     ASSIGN_OR_RETURN(std::string prompt, field(j, "prompt", what));
     ASSIGN_OR_RETURN(std::string completion, field(j, "completion", what));
-    append(&s, tok.encode(prompt, AddSpecial::kYes), all);
-    append(&s, tok.encode(completion), true);
-    append_eos(&s, tok);
+    prompt_completion(prompt, completion);
+  } else if (type == "alpaca") {
+    ASSIGN_OR_RETURN(auto pc, alpaca_prompt(j, what));
+    prompt_completion(pc.first, pc.second);
   } else if (type == "messages") {
-    if (!chat) return Internal("messages dataset without a chat template");
     ASSIGN_OR_RETURN(s, from_messages(j, tok, *chat, all, what));
+  } else if (type == "sharegpt") {
+    ASSIGN_OR_RETURN(s, from_sharegpt(j, tok, *chat, all, what));
   } else if (type == "tokenized") {
     int64_t vocab = opt.vocab_size > 0 ? opt.vocab_size : tok.vocab_size();
     ASSIGN_OR_RETURN(s, from_tokenized(j, vocab, what));
     if (all) s.labels = s.input_ids;
   } else {
-    return InvalidArgument(Str() << "dataset type '" << type << "': expected text, prompt_completion, messages or tokenized");
+    return InvalidArgument(Str() << "dataset type '" << type
+                                 << "': expected text, prompt_completion, alpaca, messages, sharegpt or tokenized");
   }
   if (!s.labels.empty()) s.labels[0] = kIgnoreIndex;
   return s;
 }
 
-Status load_dataset(const DatasetSource& src, const Tokenizer& tok, const DatasetOptions& opt,
-                    std::vector<Sample>* out, DatasetStats* stats) {
-  ChatTemplate chat;
-  if (src.type == "messages") {
-    ASSIGN_OR_RETURN(chat, resolve_chat_template(opt.chat_template, tok), src.path);
+// Calls fn(record, what) for each record of a dataset file: JSON Lines (one object a line, blank
+// lines skipped; what = "PATH line N"), or one JSON array of objects (what = "PATH record N"), as
+// alpaca_data.json and many exported datasets are. Told apart by the first non-blank byte.
+template <class Fn>
+Status for_each_record(const std::string& path, const std::string& text, Fn fn) {
+  const size_t first = text.find_first_not_of(" \t\r\n");
+  if (first != std::string::npos && text[first] == '[') {
+    ASSIGN_OR_RETURN(Json arr, parse_json(text, path + " (a JSON array of records)"));
+    if (!arr.is_array()) return InvalidArgument(Str() << path << ": expected a JSON array of records");
+    for (size_t i = 0; i < arr.size(); ++i) {
+      const std::string what = Str() << path << " record " << i + 1;
+      if (!arr[i].is_object()) return InvalidArgument(Str() << what << ": not a JSON object");
+      RETURN_IF_ERROR(fn(arr[i], what));
+    }
+    return Status::OK();
   }
-  ASSIGN_OR_RETURN(std::string text, read_file_to_string(src.path));
-  if (opt.sequence_len < 2) return InvalidArgument(Str() << "sequence_len " << opt.sequence_len << " is too small");
   size_t pos = 0;
   for (int64_t line_no = 1; pos < text.size(); ++line_no) {
     size_t e = text.find('\n', pos);
     if (e == std::string::npos) e = text.size();
-    std::string line = text.substr(pos, e - pos);
+    const std::string_view line(text.data() + pos, e - pos);
     pos = e + 1;
-    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    std::string what = Str() << src.path << " line " << line_no;
-    ASSIGN_OR_RETURN(Sample s, tokenize_record(src.type, line, tok, &chat, opt, what));
+    if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue;
+    const std::string what = Str() << path << " line " << line_no;
+    ASSIGN_OR_RETURN(Json j, parse_json(line, what));
+    RETURN_IF_ERROR(fn(j, what));
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+StatusOr<Sample> tokenize_record(const std::string& type, const std::string& line, const Tokenizer& tok,
+                                 const ChatTemplate* chat, const DatasetOptions& opt, const std::string& what) {
+  ASSIGN_OR_RETURN(Json j, parse_json(line, what));
+  return tokenize_json(type, j, tok, chat, opt, what);
+}
+
+Status load_dataset(const DatasetSource& src, const Tokenizer& tok, const DatasetOptions& opt,
+                    std::vector<Sample>* out, DatasetStats* stats) {
+  ChatTemplate chat;
+  if (needs_chat_template(src.type)) {
+    ASSIGN_OR_RETURN(chat, resolve_chat_template(opt.chat_template, tok), src.path);
+  }
+  ASSIGN_OR_RETURN(std::string text, read_file_to_string(src.path));
+  if (opt.sequence_len < 2) return InvalidArgument(Str() << "sequence_len " << opt.sequence_len << " is too small");
+  return for_each_record(src.path, text, [&](const Json& j, const std::string& what) -> Status {
+    ASSIGN_OR_RETURN(Sample s, tokenize_json(src.type, j, tok, &chat, opt, what));
     if (static_cast<int64_t>(s.input_ids.size()) > opt.sequence_len) {
       s.input_ids.resize(opt.sequence_len);
       s.labels.resize(opt.sequence_len);
       ++stats->truncated;
     }
     int64_t targets = std::count_if(s.labels.begin(), s.labels.end(), [](int32_t l) { return l != kIgnoreIndex; });
-    if (targets == 0) { ++stats->dropped_no_targets; continue; }
+    if (targets == 0) {
+      ++stats->dropped_no_targets;
+      return Status::OK();
+    }
     ++stats->samples;
     stats->tokens += static_cast<int64_t>(s.input_ids.size());
     stats->target_tokens += targets;
     out->push_back(std::move(s));
-  }
-  return Status::OK();
+    return Status::OK();
+  });
 }
 
 StatusOr<TrainValSplit> split_train_val(std::vector<Sample> all, double val_set_size, uint64_t seed) {

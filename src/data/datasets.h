@@ -1,14 +1,17 @@
-// JSONL datasets -> tokenized samples with loss labels, and the train/val split.
+// Dataset files -> tokenized samples with loss labels, and the train/val split.
 //
-// One JSON object per line (blank lines skipped). Types:
+// A file is JSON Lines (one object a line, blank lines skipped) or one JSON array of objects
+// (told apart by its first non-blank byte). Record types:
 //   text               {"text": s}                         all tokens trained; BOS per the tokenizer's
 //                                                          post-processor, EOS appended
 //   prompt_completion  {"prompt": p, "completion": c}      loss on completion + EOS only
+//   alpaca             {"instruction", "input"?, "output"} the Stanford Alpaca prompt; loss on output + EOS
 //   messages           {"messages": [{"role", "content"}]} loss on assistant turns + their end token
+//   sharegpt           {"conversations": [{"from", "value"}]}  human/gpt/system: as messages
 //   tokenized          {"input_ids": [...], "labels"?: [...]}  labels default to input_ids
 // train_on_inputs trains every token. labels[0] is always kIgnoreIndex (it is never a target, and
 // this keeps packed documents from predicting across their border).
-// Errors (InvalidArgument/Corruption) name the file and the 1-based line.
+// Errors (InvalidArgument/Corruption) name the file and the 1-based line (or record of an array).
 #pragma once
 
 #include <cstdint>
@@ -23,7 +26,7 @@ namespace st {
 
 struct DatasetSource {
   std::string path;
-  std::string type = "tokenized";  // text | prompt_completion | messages | tokenized
+  std::string type = "tokenized";  // text | prompt_completion | alpaca | messages | sharegpt | tokenized
 };
 
 struct Sample {
@@ -46,7 +49,7 @@ struct DatasetStats {
   int64_t target_tokens = 0;    // kept trained labels
 };
 
-// Reads and tokenizes one JSONL file, appending to `out`; stats are accumulated.
+// Reads and tokenizes one dataset file, appending to `out`; stats are accumulated.
 Status load_dataset(const DatasetSource& src, const Tokenizer& tok, const DatasetOptions& opt,
                     std::vector<Sample>* out, DatasetStats* stats);
 // Tokenizes one parsed JSON record (exposed for tests and for `streamtune` previews).

@@ -162,6 +162,81 @@ TEST(Datasets, PromptCompletionTextTokenized) {
   EXPECT_EQ(tk2->labels, (std::vector<int32_t>{kIgnoreIndex, 6, 7}));
 }
 
+// Alpaca records in the Stanford Alpaca prompt, written out by hand from the published template
+// (github.com/tatsu-lab/stanford_alpaca, train.py PROMPT_DICT).
+TEST(Datasets, AlpacaPrompt) {
+  Tokenizer tok = load_tok("llama3");
+  int32_t eos = *tok.token_to_id("<|end_of_text|>");
+  tok.set_special_ids(tok.bos_id(), eos, -1);
+  auto with_input = record(tok, "alpaca", R"({"instruction":"Add the numbers.","input":"2 and 3","output":"5"})");
+  ASSERT_TRUE(with_input.ok()) << with_input.status().to_string();
+  EXPECT_EQ(tok.decode(with_input->input_ids),
+            "<|begin_of_text|>Below is an instruction that describes a task, paired with an input that provides "
+            "further context. Write a response that appropriately completes the request.\n\n### Instruction:\nAdd "
+            "the numbers.\n\n### Input:\n2 and 3\n\n### Response:\n5<|end_of_text|>");
+  EXPECT_EQ(trained_text(tok, *with_input), "5<|end_of_text|>");
+  // No input (absent, null or empty): the shorter prompt, no Input section.
+  const std::string no_input =
+      "<|begin_of_text|>Below is an instruction that describes a task. Write a response that appropriately "
+      "completes the request.\n\n### Instruction:\nSay hi.\n\n### Response:\nhi<|end_of_text|>";
+  for (const char* rec : {R"({"instruction":"Say hi.","output":"hi"})", R"({"instruction":"Say hi.","input":null,"output":"hi"})",
+                          R"({"instruction":"Say hi.","input":"","output":"hi"})"}) {
+    auto s = record(tok, "alpaca", rec);
+    ASSERT_TRUE(s.ok()) << rec << ": " << s.status().to_string();
+    EXPECT_EQ(tok.decode(s->input_ids), no_input) << rec;
+    EXPECT_EQ(trained_text(tok, *s), "hi<|end_of_text|>") << rec;
+  }
+  auto all = record(tok, "alpaca", R"({"instruction":"Say hi.","output":"hi"})", "chatml", true);
+  EXPECT_EQ(trained_text(tok, *all), no_input.substr(std::string("<|begin_of_text|>").size()));
+}
+
+// A ShareGPT record gives the ids and labels of the same conversation as "messages".
+TEST(Datasets, ShareGptIsMessages) {
+  Tokenizer tok = load_tok("qwen2");
+  auto sg = record(tok, "sharegpt",
+                   R"({"conversations":[{"from":"system","value":"Be brief."},{"from":"human","value":"Hi"},)"
+                   R"({"from":"gpt","value":"Hello!"},{"from":"user","value":"2+2?"},{"from":"assistant","value":"4"}]})");
+  auto ms = record(tok, "messages",
+                   R"({"messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"Hi"},)"
+                   R"({"role":"assistant","content":"Hello!"},{"role":"user","content":"2+2?"},{"role":"assistant","content":"4"}]})");
+  ASSERT_TRUE(sg.ok()) << sg.status().to_string();
+  ASSERT_TRUE(ms.ok()) << ms.status().to_string();
+  EXPECT_EQ(sg->input_ids, ms->input_ids);
+  EXPECT_EQ(sg->labels, ms->labels);
+  EXPECT_EQ(trained_text(tok, *sg), "Hello!<|im_end|>4<|im_end|>");
+}
+
+// One JSON array of records loads the same samples as the JSON Lines file of those records.
+TEST(Datasets, JsonArrayFileEqualsJsonLines) {
+  Tokenizer tok = load_tok("qwen2");
+  const std::string a = R"({"instruction":"Say hi.","output":"hi"})", b = R"({"instruction":"Add.","input":"1 1","output":"2"})";
+  DatasetOptions opt;
+  std::vector<Sample> lines, array;
+  DatasetStats st1, st2;
+  ASSERT_TRUE(load_dataset({write_tmp("a.jsonl", a + "\n\n" + b + "\n"), "alpaca"}, tok, opt, &lines, &st1).ok());
+  Status s = load_dataset({write_tmp("a.json", "  \n[" + a + ",\n " + b + "]\n"), "alpaca"}, tok, opt, &array, &st2);
+  ASSERT_TRUE(s.ok()) << s.to_string();
+  ASSERT_EQ(lines.size(), 2u);
+  ASSERT_EQ(array.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(lines[i].input_ids, array[i].input_ids);
+    EXPECT_EQ(lines[i].labels, array[i].labels);
+  }
+  // Damaged arrays name the file and the record.
+  auto err = [&](const std::string& body) {
+    std::vector<Sample> out;
+    DatasetStats st;
+    return load_dataset({write_tmp("bad.json", body), "alpaca"}, tok, opt, &out, &st);
+  };
+  Status e1 = err("[" + a + ", 3]");
+  EXPECT_NE(e1.message().find("bad.json record 2: not a JSON object"), std::string::npos) << e1.to_string();
+  Status e2 = err("[" + a + R"(, {"instruction":"x"}])");
+  EXPECT_NE(e2.message().find("bad.json record 2: missing field 'output'"), std::string::npos) << e2.to_string();
+  Status e3 = err("[" + a + ",");
+  EXPECT_FALSE(e3.ok());
+  EXPECT_NE(e3.message().find("bad.json"), std::string::npos) << e3.to_string();
+}
+
 void expect_error(const Tokenizer& tok, const std::string& type, const std::string& body, const std::string& needle) {
   std::string path = write_tmp("bad.jsonl", "\n" + body + "\n");
   std::vector<Sample> out;
@@ -184,6 +259,10 @@ TEST(Datasets, BadInputNamesFileAndLine) {
   expect_error(tok, "text", R"({"text": "a")", "");
   expect_error(tok, "tokenized", R"({"input_ids":[1, 99999]})", "outside the vocabulary");
   expect_error(tok, "tokenized", R"({"input_ids":[1,2],"labels":[1]})", "1 labels for 2");
+  expect_error(tok, "alpaca", R"({"instruction":"a","input":3,"output":"b"})", "field 'input' is not a string");
+  expect_error(tok, "sharegpt", R"({"conversations":[{"from":"bot","value":"x"}]})", "unknown speaker 'from': 'bot'");
+  expect_error(tok, "sharegpt", R"({"conversations":{"from":"human"}})", "'conversations' is not a list");
+  expect_error(tok, "sharegpt", R"({"conversations":[{"from":"human"}]})", "missing field 'value'");
 }
 
 TEST(Datasets, TruncationAndSplit) {
