@@ -36,7 +36,14 @@ StatusOr<TrainData> load_train_data(const TrainConfig& cfg, const ModelConfig& m
   TrainData td;
   std::vector<Sample> all;
   RETURN_IF_ERROR(load_all(cfg.datasets, tok, o, &all, &td.stats));
-  if (all.empty()) return InvalidArgument("the training datasets hold no sample with a trained token");
+  if (all.empty()) {
+    // Say why: a prompt longer than sequence_len is cut before its answer and the sample dropped.
+    const DatasetStats& st = td.stats;
+    return InvalidArgument(Str() << "the training datasets hold no sample with a trained token ("
+                                 << st.dropped_no_targets << " record(s) dropped with nothing left to train on"
+                                 << (st.dropped_no_targets > 0 ? ": raise sequence_len (" : " (")
+                                 << cfg.sequence_len << ") or check train_on_inputs / the loss mask)");
+  }
   std::vector<Sample> eval;
   if (cfg.val_set_size > 0) {
     ASSIGN_OR_RETURN(TrainValSplit split, split_train_val(std::move(all), cfg.val_set_size, cfg.seed));
