@@ -1,9 +1,9 @@
 // ggml tensor type ids used in GGUF files, with their block geometry (formats.md §4.4).
 //
 // Only types whose block layout we know exactly are on the allowlist: a GGUF tensor of any
-// other type (IQ*, TQ*, MXFP4, ...) is rejected when the file is opened. Being on the allowlist
-// means the reader can size and bounds-check the tensor; whether it can be dequantised is a
-// separate question (ggml_can_dequantize).
+// other type (the grid-based IQ1/IQ2/IQ3, TQ*, MXFP4, ...) is rejected when the file is
+// opened. Being on the allowlist means the reader can size and bounds-check the tensor; whether
+// it can be dequantised is a separate question (ggml_can_dequantize).
 #pragma once
 
 #include <cstdint>
@@ -25,6 +25,8 @@ enum class GgmlType : uint32_t {
   kQ5_K = 13,
   kQ6_K = 14,
   kQ8_K = 15,
+  kIQ4_NL = 20,  // 4-bit non-linear codebook, 32-element blocks
+  kIQ4_XS = 23,  // IQ4_NL codebook, 256-element super-blocks with 6-bit sub-block scales
   kI8 = 24,
   kI16 = 25,
   kI32 = 26,

@@ -2,10 +2,13 @@
 """Writes the GGUF test fixtures into tests/fixtures/gguf/ (committed; < 1 MB in total).
 
 Oracles come from gguf-py (llama.cpp's python package), not from our C++ code:
-  quants.gguf        one tensor per supported type (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q6_K);
-                     ref_<name>.f32 holds gguf.quants.dequantize() of each, raw little-endian f32.
-                     Q8_0/Q4_0/Q4_1 are quantised with gguf.quants.quantize; Q4_K/Q6_K (no numpy
-                     quantiser) are random raw blocks with finite f16 scales.
+  quants.gguf        one tensor per supported type (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q6_K,
+                     then Q5_0, Q5_1, Q2_K, Q3_K, Q5_K, IQ4_NL, IQ4_XS); ref_<name>.f32 holds
+                     gguf.quants.dequantize() of each, raw little-endian f32. Q8_0/Q4_0/Q4_1 are
+                     quantised with gguf.quants.quantize; the others are random raw blocks (every
+                     bit pattern of the quant payload is legal) whose f16 scale fields are
+                     overwritten with finite values. Keys test.block.<TYPE> = [elems, bytes] copy
+                     gguf-py's GGML_QUANT_SIZES, so the C++ type table is checked against it.
   tiny_llama.gguf    arch llama, 2 layers, H 64, NH 4, KVH 2, D 16, F 96, q/k/v biases, untied
                      lm_head, llama3 rope_freqs; q/k weights and biases permuted as
                      convert_hf_to_gguf.py does. ref_llama_<hf name>.f32 holds the HF-order values
@@ -44,6 +47,36 @@ def random_q6_k(rng, n_blocks):
     return b
 
 
+# Offsets of the f16 scale fields in each block (ggml-common.h), and the magnitude range to draw
+# them from. Everything else in a block is quant payload, scales packed in bytes included, and
+# is left as random bytes.
+RANDOM_BLOCK_HALVES = {
+    T.Q5_0: [(0, 1e-3, 5e-2)],                    # d
+    T.Q5_1: [(0, 1e-3, 5e-2), (2, 1e-2, 1.0)],    # d, m
+    T.Q2_K: [(80, 1e-3, 5e-2), (82, 1e-3, 5e-2)],  # d, dmin (last)
+    T.Q3_K: [(108, 1e-3, 5e-2)],                  # d (last)
+    T.Q5_K: [(0, 1e-3, 5e-2), (2, 1e-3, 5e-2)],   # d, dmin
+    T.IQ4_NL: [(0, 1e-4, 1e-2)],                  # d
+    T.IQ4_XS: [(0, 1e-4, 1e-2)],                  # d
+}
+
+
+def random_blocks(rng, qtype, n_blocks):
+    """Random raw blocks of qtype with finite, normal f16 scales of either sign."""
+    _, type_size = gguf.GGML_QUANT_SIZES[qtype]
+    b = rng.integers(0, 256, size=(n_blocks, type_size), dtype=np.uint8)
+    for off, lo, hi in RANDOM_BLOCK_HALVES[qtype]:
+        v = rng.uniform(lo, hi, size=(n_blocks, 1)) * rng.choice([-1.0, 1.0], size=(n_blocks, 1))
+        b[:, off:off + 2] = f16_bits(v).reshape(n_blocks, 2)
+    return b
+
+
+def random_rows(rng, qtype, rows, cols):
+    """[rows, cols] elements of qtype as raw bytes shaped [rows, bytes per row] (what add_tensor wants)."""
+    block_size, type_size = gguf.GGML_QUANT_SIZES[qtype]
+    return random_blocks(rng, qtype, rows * cols // block_size).reshape(rows, cols // block_size * type_size)
+
+
 def quantize(x, qtype):
     """HF-order float array -> raw bytes for the type, as gguf-py would store it."""
     if qtype == T.F32:
@@ -77,9 +110,15 @@ def write_quants(rng):
         "q4_k": (random_q4_k(rng, 4).reshape(2, 288), T.Q4_K),  # HF shape [2, 512]
         "q6_k": (random_q6_k(rng, 3).reshape(3, 210), T.Q6_K),  # HF shape [3, 256]
     }
+    # Added later from their own generator, so the tensors above keep their bytes.
+    rng_new = np.random.default_rng(4)
+    for qtype, rows, cols in [(T.Q5_0, 3, 64), (T.Q5_1, 3, 64), (T.Q2_K, 2, 512), (T.Q3_K, 2, 512),
+                              (T.Q5_K, 2, 512), (T.IQ4_NL, 3, 64), (T.IQ4_XS, 2, 512)]:
+        tensors[qtype.name.lower()] = (random_rows(rng_new, qtype, rows, cols), qtype)
     for name, (raw, qtype) in tensors.items():
         w.add_tensor(name, raw, raw_dtype=qtype)
         save_ref(name, dequant(raw, qtype))
+        w.add_array(f"test.block.{qtype.name}", list(gguf.GGML_QUANT_SIZES[qtype]))
     finish(w)
 
 
