@@ -68,6 +68,54 @@ Status parse_eos(const Json& j, const std::string& what, std::vector<int64_t>* o
   return Status::OK();
 }
 
+// A present, non-null number (transformers reads these with .get(): null means absent).
+Status opt_number_nonnull(const Json& j, const char* key, const std::string& what, double* out) {
+  if (!present(j, key) || j.at(key).is_null()) return Status::OK();
+  return opt_number(j, key, what, out);
+}
+
+// yarn as transformers' _compute_yarn_parameters reads it: factor (null: max_position_embeddings /
+// original_max_position_embeddings), original_max_position_embeddings (default: max_position_
+// embeddings), beta_fast / beta_slow (0 or null: 32 / 1, HF's `or`), truncate (default true), and
+// attention_factor (default: 0.1 ln(factor) + 1 for factor > 1, or the mscale / mscale_all_dim ratio).
+Status parse_yarn(const Json& rp, const std::string& ctx, ModelConfig* c) {
+  c->rope_scaling = RopeScaling::kYarn;
+  c->rope_original_max_pos = c->max_position_embeddings;
+  RETURN_IF_ERROR(opt_int(rp, "original_max_position_embeddings", ctx, &c->rope_original_max_pos));
+  if (c->rope_original_max_pos <= 0)
+    return InvalidArgument(Str() << ctx << ": yarn needs original_max_position_embeddings > 0");
+  double factor = 0;
+  RETURN_IF_ERROR(opt_number_nonnull(rp, "factor", ctx, &factor));
+  c->rope_factor = factor != 0 ? factor
+                               : static_cast<double>(c->max_position_embeddings) /
+                                     static_cast<double>(c->rope_original_max_pos);
+  double fast = 0, slow = 0;
+  RETURN_IF_ERROR(opt_number_nonnull(rp, "beta_fast", ctx, &fast));
+  RETURN_IF_ERROR(opt_number_nonnull(rp, "beta_slow", ctx, &slow));
+  c->rope_beta_fast = fast != 0 ? fast : 32.0;
+  c->rope_beta_slow = slow != 0 ? slow : 1.0;
+  if (!(c->rope_beta_fast > 0) || !(c->rope_beta_slow > 0))
+    return InvalidArgument(Str() << ctx << ": yarn beta_fast and beta_slow must be positive");
+  c->rope_truncate = true;
+  if (present(rp, "truncate") && !rp.at("truncate").is_null()) {
+    if (!rp.at("truncate").is_boolean()) return Corruption(Str() << ctx << ": 'truncate' is not a boolean");
+    c->rope_truncate = rp.at("truncate").get<bool>();
+  }
+  auto get_mscale = [](double scale, double m) { return scale <= 1 ? 1.0 : 0.1 * m * std::log(scale) + 1.0; };
+  double attn = 0, mscale = 0, mscale_all = 0;
+  RETURN_IF_ERROR(opt_number_nonnull(rp, "attention_factor", ctx, &attn));
+  RETURN_IF_ERROR(opt_number_nonnull(rp, "mscale", ctx, &mscale));
+  RETURN_IF_ERROR(opt_number_nonnull(rp, "mscale_all_dim", ctx, &mscale_all));
+  const bool given = present(rp, "attention_factor") && !rp.at("attention_factor").is_null();
+  if (given) c->rope_attention_factor = attn;
+  else if (mscale != 0 && mscale_all != 0)
+    c->rope_attention_factor = get_mscale(c->rope_factor, mscale) / get_mscale(c->rope_factor, mscale_all);
+  else c->rope_attention_factor = get_mscale(c->rope_factor, 1.0);
+  if (!(c->rope_attention_factor > 0) || !std::isfinite(c->rope_attention_factor))
+    return InvalidArgument(Str() << ctx << ": yarn attention_factor must be positive");
+  return Status::OK();
+}
+
 // transformers v5 lets a legacy `rope_scaling` dict win over `rope_parameters`; theta comes from
 // the chosen dict, else the top-level v4 `rope_theta`.
 Status parse_rope(const Json& j, const std::string& what, ModelConfig* c) {
@@ -106,8 +154,11 @@ Status parse_rope(const Json& j, const std::string& what, ModelConfig* c) {
         c->rope_original_max_pos <= 0)
       return InvalidArgument(Str() << ctx << ": llama3 rope needs 0 < low_freq_factor < high_freq_factor and "
                                       "original_max_position_embeddings > 0");
+  } else if (type == "yarn") {
+    RETURN_IF_ERROR(parse_yarn(*rp, ctx, c));
   } else {
-    return Unimplemented(Str() << what << ": rope_type '" << type << "' is not supported (default, linear, llama3)");
+    return Unimplemented(Str() << what << ": rope_type '" << type
+                               << "' is not supported (default, linear, llama3, yarn)");
   }
   if (!(c->rope_factor > 0)) return InvalidArgument(Str() << ctx << ": rope factor must be positive");
   return Status::OK();
@@ -279,12 +330,55 @@ Json hf_config_to_json(const ModelConfig& c) {
     rp["low_freq_factor"] = c.rope_low_freq_factor;
     rp["high_freq_factor"] = c.rope_high_freq_factor;
     rp["original_max_position_embeddings"] = c.rope_original_max_pos;
+  } else if (c.rope_scaling == RopeScaling::kYarn) {
+    rp["rope_type"] = "yarn";
+    rp["factor"] = c.rope_factor;
+    rp["original_max_position_embeddings"] = c.rope_original_max_pos;
+    rp["beta_fast"] = c.rope_beta_fast;
+    rp["beta_slow"] = c.rope_beta_slow;
+    rp["truncate"] = c.rope_truncate;
+    rp["attention_factor"] = c.rope_attention_factor;
   }
   j["rope_parameters"] = rp;
   // v4 readers only know rope_scaling; v5 gives it priority, so it must match rope_parameters.
   j["rope_scaling"] = c.rope_scaling == RopeScaling::kNone ? Json(nullptr) : rp;
   return j;
 }
+
+namespace {
+
+// transformers _compute_yarn_parameters in its float32 steps: pos_freqs = base ** (2i / dim);
+// extrapolation 1 / pos_freqs, interpolation 1 / (factor * pos_freqs), blended by a ramp over the
+// dimensions between the correction bounds of beta_fast and beta_slow rotations.
+void yarn_inv_freq(const ModelConfig& c, std::vector<float>* inv) {
+  const int64_t dim = c.head_dim;
+  const double base = c.rope_theta, pi = M_PI;
+  auto correction_dim = [&](double rotations) {
+    return (static_cast<double>(dim) * std::log(static_cast<double>(c.rope_original_max_pos) / (rotations * 2 * pi))) /
+           (2 * std::log(base));
+  };
+  double low = correction_dim(c.rope_beta_fast), high = correction_dim(c.rope_beta_slow);
+  if (c.rope_truncate) {
+    low = std::floor(low);
+    high = std::ceil(high);
+  }
+  low = std::max(low, 0.0);
+  high = std::min(high, static_cast<double>(dim - 1));
+  if (low == high) high += 0.001;  // HF: prevents a zero-width ramp
+  const float lo = static_cast<float>(low), span = static_cast<float>(high - low);
+  const float factor = static_cast<float>(c.rope_factor);
+  for (int64_t i = 0; i < dim / 2; ++i) {
+    const float e = static_cast<float>(2 * i) / static_cast<float>(dim);
+    const float pos = static_cast<float>(std::pow(base, static_cast<double>(e)));
+    const float extrapolation = 1.0f / pos, interpolation = 1.0f / (factor * pos);
+    const float ramp = std::clamp((static_cast<float>(i) - lo) / span, 0.0f, 1.0f);
+    const float extrapolation_factor = 1.0f - ramp;
+    (*inv)[static_cast<size_t>(i)] =
+        interpolation * (1.0f - extrapolation_factor) + extrapolation * extrapolation_factor;
+  }
+}
+
+}  // namespace
 
 std::vector<float> rope_inv_freq(const ModelConfig& c) {
   const int64_t dim = c.head_dim;
@@ -317,8 +411,16 @@ std::vector<float> rope_inv_freq(const ModelConfig& c) {
       const bool medium = !(wl < high_wl) && !(wl > low_wl);
       v = medium ? smoothed : llama;
     }
+  } else if (c.rope_scaling == RopeScaling::kYarn) {
+    yarn_inv_freq(c, &inv);
   }
   return inv;
+}
+
+float rope_attention_scale(const ModelConfig& c) {
+  const double s = 1.0 / std::sqrt(static_cast<double>(c.head_dim));
+  const double a = c.rope_scaling == RopeScaling::kYarn ? c.rope_attention_factor : 1.0;
+  return static_cast<float>(s * a * a);
 }
 
 }  // namespace st

@@ -13,7 +13,7 @@ namespace st {
 enum class Arch { kLlama, kMistral, kQwen2, kQwen3 };
 const char* arch_name(Arch a);  // "llama", "mistral", "qwen2", "qwen3"
 
-enum class RopeScaling { kNone, kLlama3, kLinear };
+enum class RopeScaling { kNone, kLlama3, kLinear, kYarn };
 
 struct ModelConfig {
   Arch arch = Arch::kLlama;
@@ -27,11 +27,18 @@ struct ModelConfig {
   double rms_norm_eps = 1e-6;
   double rope_theta = 10000.0;
   RopeScaling rope_scaling = RopeScaling::kNone;
-  // llama3 scaling parameters (rope_type "llama3") / linear factor.
+  // llama3 scaling parameters (rope_type "llama3") / linear factor / yarn factor.
   double rope_factor = 1.0;
   double rope_low_freq_factor = 1.0;
   double rope_high_freq_factor = 4.0;
-  int64_t rope_original_max_pos = 8192;
+  int64_t rope_original_max_pos = 8192;  // llama3 and yarn
+  // yarn (rope_type "yarn", transformers _compute_yarn_parameters): the ramp's rotation bounds,
+  // whether they are rounded outwards, and the factor HF multiplies cos and sin by -- here folded
+  // into the attention scale as its square (q and k both carry it), see rope_attention_scale.
+  double rope_beta_fast = 32.0;
+  double rope_beta_slow = 1.0;
+  bool rope_truncate = true;
+  double rope_attention_factor = 1.0;
   int64_t max_position_embeddings = 0;
   bool tie_word_embeddings = false;
   bool attention_bias = false;     // q/k/v biases (Qwen2: always; llama: `attention_bias`)
@@ -65,7 +72,10 @@ StatusOr<ModelConfig> load_hf_config(const std::string& config_json_path);
 // plus v4's `rope_theta` so both transformers generations load it.
 Json hf_config_to_json(const ModelConfig& c);
 
-// Inverse frequencies for RoPE, float32 exactly as HF computes them (including llama3 scaling).
+// Inverse frequencies for RoPE, float32 exactly as HF computes them (including llama3 and yarn scaling).
 std::vector<float> rope_inv_freq(const ModelConfig& c);
+// The attention's softmax scale: 1/sqrt(head_dim), times yarn's attention factor squared (HF scales
+// cos and sin, so q.k, by it twice; the logits are the same, rounded once fewer).
+float rope_attention_scale(const ModelConfig& c);
 
 }  // namespace st

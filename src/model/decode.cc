@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "model/carver.h"
+#include "model/layer.h"
 
 namespace st {
 namespace {
@@ -108,8 +109,7 @@ void layer_step(const StepCtx& s, const LayerWeights& w, int layer, Tensor x, Te
   be.rope(heads(k, KVH, D), pos, b.inv_freq, false);
   be.copy_d2d(cache_rows(s, b.kcache, layer, s.pos0, n).data, k.data, k.bytes(), StreamId::kCompute);
   be.copy_d2d(cache_rows(s, b.vcache, layer, s.pos0, n).data, v.data, v.bytes(), StreamId::kCompute);
-  const AttnShape as{.num_heads = NH, .num_kv_heads = KVH, .head_dim = D,
-                     .scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)))};
+  const AttnShape as = attention_shape(c);
   be.attention_kv(heads(att, NH, D), heads(q, NH, D), heads(cache_rows(s, b.kcache, layer, 0, s.pos0 + n), KVH, D),
                   heads(cache_rows(s, b.vcache, layer, 0, s.pos0 + n), KVH, D), s.pos0, as);
   linear(s, w.o, {}, LoraTarget::kO, att, h);

@@ -269,7 +269,7 @@ void linears_backward(const LayerCtx& ctx, const LoraLayer& lora, const Scratch&
 
 AttnShape attention_shape(const ModelConfig& c) {
   return {.num_heads = c.num_heads, .num_kv_heads = c.num_kv_heads, .head_dim = c.head_dim,
-          .scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.head_dim)))};
+          .scale = rope_attention_scale(c)};
 }
 
 namespace {

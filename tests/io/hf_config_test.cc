@@ -5,8 +5,12 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
+
+#include "core/file.h"
 
 namespace st {
 namespace {
@@ -263,6 +267,70 @@ TEST(HfConfig, RopeInvFreqLlama3MatchesIndependentComputation) {
   EXPECT_EQ(low, 29);
   EXPECT_EQ(inv[0], 1.0f);
   EXPECT_NEAR(inv[63], 1.0 / std::pow(500000.0, 126.0 / 128.0) / 8.0, 1e-12);
+}
+
+// yarn against transformers' own _compute_yarn_parameters (tools/ref/yarn_ref.py wrote the fixture
+// with transformers 5.24 on a numpy float32 stand-in for torch): v4 and v5 layouts, betas and
+// truncate, mscale / mscale_all_dim, a null factor, an explicit attention_factor. inv_freq within
+// 1 ulp (numpy's float32 pow against the double pow rounded to float used here and for the
+// default rope, which matches torch: RopeInvFreqDefaultMatchesDoubleFormula); the attention scale
+// is 1/sqrt(D) times the factor squared; the JSON round trip keeps every yarn field.
+TEST(HfConfig, YarnMatchesTransformers) {
+  const std::string path = std::string(ST_SOURCE_DIR) + "/tests/fixtures/rope/yarn_ref.json";
+  auto text = read_file_to_string(path);
+  ASSERT_TRUE(text.ok()) << text.status().to_string();
+  auto ref = parse_json(*text, path);
+  ASSERT_TRUE(ref.ok());
+  ASSERT_GE((*ref)["cases"].size(), 6u);
+  for (const Json& cs : (*ref)["cases"]) {
+    const std::string name = cs["name"].get<std::string>();
+    Json cfg = cs["config"];
+    // Sizes our parser requires and the reference does not read.
+    cfg["vocab_size"] = 512;
+    cfg["intermediate_size"] = 64;
+    cfg["num_hidden_layers"] = 1;
+    if (!cfg.contains("num_key_value_heads")) cfg["num_key_value_heads"] = cfg["num_attention_heads"];
+    auto c = parse_hf_config(cfg, name);
+    ASSERT_TRUE(c.ok()) << name << ": " << c.status().to_string();
+    EXPECT_EQ(c->rope_scaling, RopeScaling::kYarn) << name;
+    const double want_attn = cs["attention_factor"].get<double>();
+    EXPECT_NEAR(c->rope_attention_factor, want_attn, 1e-12 * want_attn) << name;
+    const std::vector<float> inv = rope_inv_freq(*c);
+    const Json& bits = cs["inv_freq_bits"];
+    ASSERT_EQ(inv.size(), bits.size()) << name;
+    int64_t worst = 0;
+    for (size_t i = 0; i < inv.size(); ++i) {
+      uint32_t u;
+      std::memcpy(&u, &inv[i], 4);
+      const int64_t d = std::llabs(static_cast<int64_t>(u) - bits[i].get<int64_t>());
+      worst = std::max(worst, d);
+      EXPECT_LE(d, 1) << name << " inv_freq[" << i << "]";
+    }
+    std::printf("%-28s attention_factor %.6f  inv_freq max %lld ulp\n", name.c_str(), want_attn,
+                static_cast<long long>(worst));
+    const double D = static_cast<double>(c->head_dim);
+    EXPECT_FLOAT_EQ(rope_attention_scale(*c), static_cast<float>(want_attn * want_attn / std::sqrt(D))) << name;
+    // merge writes the config back: the yarn fields survive.
+    auto back = parse_hf_config(hf_config_to_json(*c), name + " written");
+    ASSERT_TRUE(back.ok()) << back.status().to_string();
+    EXPECT_EQ(rope_inv_freq(*back), inv) << name;
+    EXPECT_EQ(back->rope_attention_factor, c->rope_attention_factor) << name;
+  }
+  // Without yarn the scale is exactly the plain 1/sqrt(D).
+  ModelConfig plain;
+  plain.head_dim = 128;
+  EXPECT_EQ(rope_attention_scale(plain), static_cast<float>(1.0 / std::sqrt(128.0)));
+  // Hostile yarn fields are refused by name.
+  const std::string base = R"({"model_type":"llama","vocab_size":512,"hidden_size":64,"intermediate_size":64,)"
+                           R"("num_hidden_layers":1,"num_attention_heads":4,"max_position_embeddings":4096,)";
+  EXPECT_NE(parse_err(base + R"("rope_scaling":{"rope_type":"yarn","factor":4,"truncate":"yes"}})").message().find("'truncate'"),
+            std::string::npos);
+  EXPECT_NE(parse_err(base + R"("rope_scaling":{"rope_type":"yarn","factor":4,"beta_fast":-1}})").message().find("beta_fast"),
+            std::string::npos);
+  EXPECT_NE(parse_err(base + R"("rope_scaling":{"rope_type":"yarn","factor":-4}})").message().find("factor"),
+            std::string::npos);
+  EXPECT_NE(parse_err(base + R"("rope_scaling":{"rope_type":"dynamic","factor":4}})").message().find("'dynamic'"),
+            std::string::npos);
 }
 
 }  // namespace
