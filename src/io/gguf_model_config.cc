@@ -120,6 +120,27 @@ Status read_llama3_scaling(const GgufFile& f, ModelConfig* c) {
   return Status::OK();
 }
 
+// yarn as llama.cpp's converter writes it (convert_hf_to_gguf: the factor and the original context
+// only): HF's defaults for the rest (beta_fast 32, beta_slow 1, truncate, attention factor
+// 0.1 ln(factor) + 1). The keys that change the attention factor in llama.cpp (attn_factor != 1,
+// yarn_log_multiplier: DeepSeek-style mscale) have no HF counterpart here and are refused by name.
+Status read_yarn(const GgufFile& f, const std::string& p, ModelConfig* c) {
+  c->rope_scaling = RopeScaling::kYarn;
+  ASSIGN_OR_RETURN(double factor, f.get_float(p + "rope.scaling.factor"));
+  c->rope_factor = f32_to_decimal(factor);
+  ASSIGN_OR_RETURN(c->rope_original_max_pos,
+                   f.get_int_or(p + "rope.scaling.original_context_length", c->max_position_embeddings));
+  if (!(c->rope_factor > 0) || c->rope_original_max_pos <= 0)
+    return bad_config(f, Str() << "yarn needs " << p << "rope.scaling.factor > 0 and an original context length > 0");
+  ASSIGN_OR_RETURN(double attn, f.get_float_or(p + "rope.scaling.attn_factor", 1.0));
+  if (attn != 1.0)
+    return Unimplemented(Str() << "gguf " << f.path() << ": key '" << p << "rope.scaling.attn_factor' = " << attn);
+  if (f.has(p + "rope.scaling.yarn_log_multiplier"))
+    return Unimplemented(Str() << "gguf " << f.path() << ": key '" << p << "rope.scaling.yarn_log_multiplier'");
+  c->rope_attention_factor = c->rope_factor > 1 ? 0.1 * std::log(c->rope_factor) + 1.0 : 1.0;
+  return Status::OK();
+}
+
 Status read_rope(const GgufFile& f, const std::string& p, ModelConfig* c) {
   ASSIGN_OR_RETURN(double theta, f.get_float_or(p + "rope.freq_base", 10000.0));
   c->rope_theta = f32_to_decimal(theta);
@@ -128,6 +149,8 @@ Status read_rope(const GgufFile& f, const std::string& p, ModelConfig* c) {
     c->rope_scaling = RopeScaling::kLinear;
     ASSIGN_OR_RETURN(double factor, f.get_float(p + "rope.scaling.factor"));
     c->rope_factor = f32_to_decimal(factor);
+  } else if (type == "yarn") {
+    return read_yarn(f, p, c);
   } else if (type != "none") {
     return Unimplemented(Str() << "gguf " << f.path() << ": key '" << p << "rope.scaling.type' = '" << type << "'");
   }

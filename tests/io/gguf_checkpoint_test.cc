@@ -2,9 +2,11 @@
 // metadata, HF names, reads vs. the generator's HF-order references (q/k un-permuted there with
 // numpy, independently of our row formula), tokenizer data.
 #include "io/gguf_checkpoint.h"
+#include "io/hf_config.h"
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -114,6 +116,28 @@ TEST(GgufCheckpoint, TinyQwen3IsTiedAndNotPermuted) {
     ASSERT_TRUE(ck->read_tensor_as(n, *ck->shape(n), DType::kF32, got.data()).ok());
     expect_close(got, ref, n);
   }
+}
+
+// yarn keys as convert_hf_to_gguf writes them (type, factor, original context): the same RoPE as the
+// HF config {"rope_type": "yarn", "factor": 4, "original_max_position_embeddings": 512}, whose
+// frequencies hf_config_test checks against transformers itself.
+TEST(GgufCheckpoint, YarnKeysGiveHfYarn) {
+  auto ck = GgufCheckpoint::open(fixture("tiny_qwen3_yarn.gguf"));
+  ASSERT_TRUE(ck.ok()) << ck.status().to_string();
+  const ModelConfig& c = ck->config();
+  EXPECT_EQ(c.rope_scaling, RopeScaling::kYarn);
+  EXPECT_EQ(c.rope_factor, 4.0);
+  EXPECT_EQ(c.rope_original_max_pos, 512);
+  auto hf = parse_json(R"({"model_type":"qwen3","vocab_size":512,"hidden_size":64,"intermediate_size":64,
+      "num_hidden_layers":1,"num_attention_heads":2,"num_key_value_heads":1,"head_dim":32,
+      "max_position_embeddings":2048,"rope_theta":1000000.0,
+      "rope_scaling":{"rope_type":"yarn","factor":4.0,"original_max_position_embeddings":512}})", "hf");
+  ASSERT_TRUE(hf.ok());
+  auto want = parse_hf_config(*hf, "hf");
+  ASSERT_TRUE(want.ok()) << want.status().to_string();
+  EXPECT_EQ(rope_inv_freq(c), rope_inv_freq(*want));
+  EXPECT_EQ(rope_attention_scale(c), rope_attention_scale(*want));
+  EXPECT_NE(rope_attention_scale(c), static_cast<float>(1.0 / std::sqrt(32.0)));
 }
 
 TEST(GgufCheckpoint, TokenizerData) {

@@ -161,9 +161,9 @@ TEST(HfConfig, Errors) {
   s = parse_err(R"({"model_type":"llama","hidden_size":8,"intermediate_size":4,"num_hidden_layers":1,
     "num_attention_heads":2})");
   EXPECT_NE(s.message().find("vocab_size"), std::string::npos) << s.to_string();
-  s = parse_err(R"({"model_type":"llama",)" + base + R"("num_attention_heads":2,"rope_scaling":{"rope_type":"yarn","factor":4}})");
+  s = parse_err(R"({"model_type":"llama",)" + base + R"("num_attention_heads":2,"rope_scaling":{"rope_type":"longrope","factor":4}})");
   EXPECT_EQ(s.code(), StatusCode::kUnimplemented);
-  EXPECT_NE(s.message().find("yarn"), std::string::npos);
+  EXPECT_NE(s.message().find("longrope"), std::string::npos);
   s = parse_err(R"({"model_type":"llama",)" + base + R"("num_attention_heads":2,"rope_scaling":{"type":"llama3","factor":8}})");
   EXPECT_NE(s.message().find("low_freq_factor"), std::string::npos) << s.to_string();
   s = parse_err(R"({"model_type":"llama",)" + base + R"("num_attention_heads":2,"hidden_act":"gelu"})");

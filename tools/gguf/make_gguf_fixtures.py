@@ -15,6 +15,7 @@ Oracles come from gguf-py (llama.cpp's python package), not from our C++ code:
                      (un-permuted dequantised data) for q_proj, k_proj (+biases), v_proj, embed.
   tiny_qwen3.gguf    arch qwen3, 1 layer, tied embeddings, q_norm/k_norm, not permuted, and a tiny
                      byte-level BPE vocabulary (tokenizer.ggml.*) exported from tiny_tokenizer.json.
+  tiny_qwen3_yarn.gguf  the same with yarn rope scaling keys (factor 4, original context 512).
   tiny_tokenizer.json + tokenizer_cases.json  HF `tokenizers` BPE and the ids it gives for test strings.
 Run: python3 tools/gguf/make_gguf_fixtures.py [out_dir]. Deterministic (fixed seeds).
 """
@@ -232,7 +233,7 @@ def make_tokenizer():
     return json.load(open(path))
 
 
-def write_tiny_qwen3(rng):
+def write_tiny_qwen3(rng, name="tiny_qwen3.gguf", yarn=False):
     tj = make_tokenizer()
     vocab = tj["model"]["vocab"]
     added = {a["id"]: a for a in tj["added_tokens"]}
@@ -246,8 +247,12 @@ def write_tiny_qwen3(rng):
         types[i] = 3 if a["special"] else 4
     merges = [m if isinstance(m, str) else " ".join(m) for m in tj["model"]["merges"]]
     H, L, F, NH, KVH, D = 64, 1, 64, 2, 1, 32
-    w = gguf.GGUFWriter(os.path.join(OUT, "tiny_qwen3.gguf"), "qwen3")
+    w = gguf.GGUFWriter(os.path.join(OUT, name), "qwen3")
     add_arch_keys(w, H, L, F, NH, KVH, D, V, 1000000.0)
+    if yarn:  # as convert_hf_to_gguf writes a yarn rope_scaling: type, factor, original context
+        w.add_rope_scaling_type(gguf.RopeScalingType.YARN)
+        w.add_rope_scaling_factor(4.0)
+        w.add_rope_scaling_orig_ctx_len(512)
     w.add_tokenizer_model("gpt2")
     w.add_tokenizer_pre("smollm")
     w.add_token_list(tokens)
@@ -281,8 +286,9 @@ def write_tiny_qwen3(rng):
     add(p + "ffn_down.weight", "", rng.standard_normal((H, F)), T.Q8_0)
     add("output_norm.weight", "", np.ones(H), T.F32)
     finish(w)
-    for k, v in refs.items():
-        save_ref("qwen3_" + k, v)
+    if not yarn:
+        for k, v in refs.items():
+            save_ref("qwen3_" + k, v)
 
 
 def main():
@@ -294,6 +300,7 @@ def main():
     write_quants(np.random.default_rng(1))
     write_tiny_llama(np.random.default_rng(2))
     write_tiny_qwen3(np.random.default_rng(3))
+    write_tiny_qwen3(np.random.default_rng(3), "tiny_qwen3_yarn.gguf", yarn=True)
     total = sum(os.path.getsize(os.path.join(OUT, f)) for f in os.listdir(OUT))
     print(f"wrote {len(os.listdir(OUT))} files, {total} bytes, to {OUT}")
 
