@@ -107,7 +107,7 @@ const Field* find_field(const std::string& key) {
   return nullptr;
 }
 
-const std::vector<std::string> kDatasetTypes = {"tokenized", "text", "prompt_completion", "alpaca", "messages", "sharegpt"};
+const std::vector<std::string> kDatasetTypes = {"tokenized", "text", "prompt_completion", "alpaca", "messages", "sharegpt", "input_output"};
 const std::vector<std::string> kLoraModules = {"q_proj", "k_proj", "v_proj", "o_proj",
                                                "gate_proj", "up_proj", "down_proj"};
 

@@ -88,8 +88,10 @@ StatusOr<Sample> from_sharegpt(const Json& j, const Tokenizer& tok, const ChatTe
   for (size_t i = 0; i < j["conversations"].size(); ++i) {
     const Json& m = j["conversations"][i];
     std::string w = Str() << what << ": conversations[" << i << "]";
-    ASSIGN_OR_RETURN(std::string from, field(m, "from", w));
-    ASSIGN_OR_RETURN(std::string value, field(m, "value", w));
+    // Some exports write {"role", "content"} inside "conversations": taken as well.
+    const bool rc = m.is_object() && !m.contains("from") && m.contains("role");
+    ASSIGN_OR_RETURN(std::string from, field(m, rc ? "role" : "from", w));
+    ASSIGN_OR_RETURN(std::string value, field(m, rc ? "content" : "value", w));
     std::string role;
     if (from == "system") role = "system";
     else if (from == "human" || from == "user") role = "user";
@@ -100,6 +102,25 @@ StatusOr<Sample> from_sharegpt(const Json& j, const Tokenizer& tok, const ChatTe
     msgs.push_back({role, value});
   }
   ASSIGN_OR_RETURN(std::vector<ChatSegment> segs, render_chat(chat, msgs, what));
+  return tokenize_chat(segs, tok, all);
+}
+
+// Template-free (axolotl's input_output): {"segments": [{"text": s, "label": bool}]}. The texts are
+// joined as they are -- no BOS or EOS is added, the record carries the model's special tokens in
+// its text -- and tokenized as one string (Note [chat tokenization]); label true segments are trained.
+StatusOr<Sample> from_segments(const Json& j, const Tokenizer& tok, bool all, const std::string& what) {
+  if (!j.is_object() || !j.contains("segments")) return InvalidArgument(Str() << what << ": missing field 'segments'");
+  if (!j["segments"].is_array()) return InvalidArgument(Str() << what << ": 'segments' is not a list");
+  std::vector<ChatSegment> segs;
+  for (size_t i = 0; i < j["segments"].size(); ++i) {
+    const Json& m = j["segments"][i];
+    std::string w = Str() << what << ": segments[" << i << "]";
+    ASSIGN_OR_RETURN(std::string text, field(m, "text", w));
+    if (!m.contains("label") || !m["label"].is_boolean())
+      return InvalidArgument(Str() << w << ": 'label' must be true (trained) or false");
+    segs.push_back({std::move(text), m["label"].get<bool>()});
+  }
+  if (segs.empty()) return InvalidArgument(Str() << what << ": 'segments' is empty");
   return tokenize_chat(segs, tok, all);
 }
 
@@ -179,13 +200,15 @@ StatusOr<Sample> tokenize_json(const std::string& type, const Json& j, const Tok
     ASSIGN_OR_RETURN(s, from_messages(j, tok, *chat, all, what));
   } else if (type == "sharegpt") {
     ASSIGN_OR_RETURN(s, from_sharegpt(j, tok, *chat, all, what));
+  } else if (type == "input_output") {
+    ASSIGN_OR_RETURN(s, from_segments(j, tok, all, what));
   } else if (type == "tokenized") {
     int64_t vocab = opt.vocab_size > 0 ? opt.vocab_size : tok.vocab_size();
     ASSIGN_OR_RETURN(s, from_tokenized(j, vocab, what));
     if (all) s.labels = s.input_ids;
   } else {
     return InvalidArgument(Str() << "dataset type '" << type
-                                 << "': expected text, prompt_completion, alpaca, messages, sharegpt or tokenized");
+                                 << "': expected text, prompt_completion, alpaca, messages, sharegpt, input_output or tokenized");
   }
   if (!s.labels.empty()) s.labels[0] = kIgnoreIndex;
   return s;

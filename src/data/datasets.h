@@ -8,6 +8,8 @@
 //   alpaca             {"instruction", "input"?, "output"} the Stanford Alpaca prompt; loss on output + EOS
 //   messages           {"messages": [{"role", "content"}]} loss on assistant turns + their end token
 //   sharegpt           {"conversations": [{"from", "value"}]}  human/gpt/system: as messages
+//   input_output       {"segments": [{"text", "label"}]}   template-free: texts joined as they are (no
+//                                                          BOS/EOS added), loss on label-true segments
 //   tokenized          {"input_ids": [...], "labels"?: [...]}  labels default to input_ids
 // train_on_inputs trains every token. labels[0] is always kIgnoreIndex (it is never a target, and
 // this keeps packed documents from predicting across their border).
@@ -26,7 +28,7 @@ namespace st {
 
 struct DatasetSource {
   std::string path;
-  std::string type = "tokenized";  // text | prompt_completion | alpaca | messages | sharegpt | tokenized
+  std::string type = "tokenized";  // text | prompt_completion | alpaca | messages | sharegpt | input_output | tokenized
 };
 
 struct Sample {

@@ -10,7 +10,7 @@ namespace st {
 
 struct DatasetSpec {
   std::string path;
-  std::string type = "tokenized";  // tokenized | text | prompt_completion | alpaca | messages | sharegpt
+  std::string type = "tokenized";  // tokenized | text | prompt_completion | alpaca | messages | sharegpt | input_output
 };
 
 // The most tokens a micro-batch (micro_batch_size x sequence_len) may hold: ~100x any real run,

@@ -206,6 +206,25 @@ TEST(Datasets, ShareGptIsMessages) {
   EXPECT_EQ(trained_text(tok, *sg), "Hello!<|im_end|>4<|im_end|>");
 }
 
+// Template-free segments: one string, no BOS/EOS added, loss on label-true text only; the same ids as
+// the chatml conversation whose text it spells out.
+TEST(Datasets, InputOutputSegments) {
+  Tokenizer tok = load_tok("qwen2");
+  auto io = record(tok, "input_output",
+                   R"({"segments":[{"text":"<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n","label":false},)"
+                   R"({"text":"Hello!<|im_end|>","label":true},{"text":"\n","label":false}]})");
+  ASSERT_TRUE(io.ok()) << io.status().to_string();
+  auto ms = record(tok, "messages", R"({"messages":[{"role":"user","content":"Hi"},{"role":"assistant","content":"Hello!"}]})");
+  ASSERT_TRUE(ms.ok());
+  EXPECT_EQ(io->input_ids, ms->input_ids);
+  EXPECT_EQ(io->labels, ms->labels);
+  EXPECT_EQ(trained_text(tok, *io), "Hello!<|im_end|>");
+  // ShareGPT exports with role/content keys inside "conversations" read the same.
+  auto rc = record(tok, "sharegpt", R"({"conversations":[{"role":"user","content":"Hi"},{"role":"assistant","content":"Hello!"}]})");
+  ASSERT_TRUE(rc.ok()) << rc.status().to_string();
+  EXPECT_EQ(rc->input_ids, ms->input_ids);
+}
+
 // One JSON array of records loads the same samples as the JSON Lines file of those records.
 TEST(Datasets, JsonArrayFileEqualsJsonLines) {
   Tokenizer tok = load_tok("qwen2");
@@ -263,6 +282,9 @@ TEST(Datasets, BadInputNamesFileAndLine) {
   expect_error(tok, "sharegpt", R"({"conversations":[{"from":"bot","value":"x"}]})", "unknown speaker 'from': 'bot'");
   expect_error(tok, "sharegpt", R"({"conversations":{"from":"human"}})", "'conversations' is not a list");
   expect_error(tok, "sharegpt", R"({"conversations":[{"from":"human"}]})", "missing field 'value'");
+  expect_error(tok, "input_output", R"({"segments":[{"text":"a"}]})", "'label' must be true (trained) or false");
+  expect_error(tok, "input_output", R"({"segments":[]})", "'segments' is empty");
+  expect_error(tok, "input_output", R"({"text":"a"})", "missing field 'segments'");
 }
 
 TEST(Datasets, TruncationAndSplit) {
