@@ -219,6 +219,12 @@ StatusOr<Sample> tokenize_json(const std::string& type, const Json& j, const Tok
 // alpaca_data.json and many exported datasets are. Told apart by the first non-blank byte.
 template <class Fn>
 Status for_each_record(const std::string& path, const std::string& text, Fn fn) {
+  // Formats that are not JSON get a message that says what to do, not a JSON parse error.
+  if (text.rfind("PAR1", 0) == 0)
+    return InvalidArgument(Str() << path << ": a Parquet file; datasets are read as JSON Lines or a JSON array "
+                                 << "(convert it, e.g. pandas.read_parquet(p).to_json(out, orient='records', lines=True))");
+  if (text.size() >= 2 && static_cast<unsigned char>(text[0]) == 0x1f && static_cast<unsigned char>(text[1]) == 0x8b)
+    return InvalidArgument(Str() << path << ": gzip-compressed; decompress it first (gunzip)");
   const size_t first = text.find_first_not_of(" \t\r\n");
   if (first != std::string::npos && text[first] == '[') {
     ASSIGN_OR_RETURN(Json arr, parse_json(text, path + " (a JSON array of records)"));

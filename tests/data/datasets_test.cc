@@ -251,6 +251,10 @@ TEST(Datasets, JsonArrayFileEqualsJsonLines) {
   EXPECT_NE(e1.message().find("bad.json record 2: not a JSON object"), std::string::npos) << e1.to_string();
   Status e2 = err("[" + a + R"(, {"instruction":"x"}])");
   EXPECT_NE(e2.message().find("bad.json record 2: missing field 'output'"), std::string::npos) << e2.to_string();
+  Status e4 = err(std::string("PAR1\x15\x04", 6));
+  EXPECT_NE(e4.message().find("bad.json: a Parquet file"), std::string::npos) << e4.to_string();
+  Status e5 = err(std::string("\x1f\x8b\x08\x00", 4));
+  EXPECT_NE(e5.message().find("gzip-compressed"), std::string::npos) << e5.to_string();
   Status e3 = err("[" + a + ",");
   EXPECT_FALSE(e3.ok());
   EXPECT_NE(e3.message().find("bad.json"), std::string::npos) << e3.to_string();
