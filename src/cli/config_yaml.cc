@@ -57,7 +57,7 @@ const std::vector<Field>& fields() {
       {"sample_packing", &C::sample_packing},
       {"pad_to_multiple_of", &C::pad_to_multiple_of, {}, StrKind::kPlain, 0, kMaxTokens},
       {"train_on_inputs", &C::train_on_inputs},
-      {"chat_template", &C::chat_template, {"", "chatml", "llama3", "mistral", "mistral_v3", "mistral_tekken"}},
+      {"chat_template", &C::chat_template, {"", "chatml", "qwen3", "llama3", "mistral", "mistral_v3", "mistral_tekken"}},
       {"val_set_size", &C::val_set_size, {}, StrKind::kPlain, 0},
       {"eval_datasets", &C::eval_datasets},
       {"eval_steps", &C::eval_steps, {}, StrKind::kPlain, 0},

@@ -31,6 +31,52 @@ void render_chatml(const ChatTemplate& t, const std::vector<ChatMessage>& m, std
   }
 }
 
+std::string strip_nl_left(const std::string& s) { return s.substr(std::min(s.find_first_not_of('\n'), s.size())); }
+std::string strip_nl_right(const std::string& s) {
+  const size_t e = s.find_last_not_of('\n');
+  return e == std::string::npos ? "" : s.substr(0, e + 1);
+}
+
+// Qwen3 (its HF template; tools/ref/chat_template_ref.py renders it for the tests): ChatML where an
+// assistant turn's "<think>...</think>" in the content is split off as reasoning. Turns after the
+// last user message keep it as "<think>\nR\n</think>\n\n" + answer (the last turn always, even
+// with R empty); earlier turns drop it. A first system message opens the text; later ones are turns.
+void render_qwen3(const std::vector<ChatMessage>& m, std::vector<ChatSegment>* out) {
+  size_t last_query = m.size() - 1;
+  for (size_t i = m.size(); i-- > 0;) {
+    const std::string& c = m[i].content;
+    const bool tool_response = c.rfind("<tool_response>", 0) == 0 && c.size() >= 16 &&
+                               c.compare(c.size() - 16, 16, "</tool_response>") == 0;
+    if (m[i].role == "user" && !tool_response) {
+      last_query = i;
+      break;
+    }
+  }
+  for (size_t i = 0; i < m.size(); ++i) {
+    const ChatMessage& msg = m[i];
+    if (msg.role != "assistant") {
+      add(out, "<|im_start|>" + msg.role + "\n" + msg.content + "<|im_end|>\n", false);
+      continue;
+    }
+    std::string content = msg.content, reasoning;
+    const size_t first_close = content.find("</think>");
+    if (first_close != std::string::npos) {
+      std::string before = strip_nl_right(content.substr(0, first_close));
+      const size_t open = before.rfind("<think>");
+      if (open != std::string::npos) before = before.substr(open + 7);
+      reasoning = strip_nl_left(before);
+      content = strip_nl_left(content.substr(content.rfind("</think>") + 8));
+    }
+    add(out, "<|im_start|>assistant\n", false);
+    if (i > last_query && (i + 1 == m.size() || !reasoning.empty()))
+      add(out, "<think>\n" + strip_nl_left(strip_nl_right(reasoning)) + "\n</think>\n\n" + strip_nl_left(content), true);
+    else
+      add(out, content, true);
+    add(out, "<|im_end|>", true);
+    add(out, "\n", false);
+  }
+}
+
 void render_llama3(const ChatTemplate& t, const std::vector<ChatMessage>& m, std::vector<ChatSegment>* out) {
   add(out, "<|begin_of_text|>", false);
   size_t first = 0;
@@ -96,6 +142,7 @@ void render_mistral(const std::vector<ChatMessage>& m, std::vector<ChatSegment>*
 std::string ChatTemplate::name() const {
   switch (format) {
     case ChatFormat::kChatML: return "chatml";
+    case ChatFormat::kQwen3: return "qwen3";
     case ChatFormat::kLlama3: return "llama3";
     case ChatFormat::kMistral: return "mistral";
     case ChatFormat::kMistralV3: return "mistral_v3";
@@ -107,17 +154,23 @@ std::string ChatTemplate::name() const {
 StatusOr<ChatTemplate> chat_template_by_name(const std::string& name) {
   ChatTemplate t;
   if (name == "chatml") t.format = ChatFormat::kChatML;
+  else if (name == "qwen3") t.format = ChatFormat::kQwen3;
   else if (name == "llama3") t.format = ChatFormat::kLlama3;
   else if (name == "mistral") t.format = ChatFormat::kMistral;
   else if (name == "mistral_v3") t.format = ChatFormat::kMistralV3;
   else if (name == "mistral_tekken") t.format = ChatFormat::kMistralTekken;
-  else return InvalidArgument(Str() << "chat_template '" << name << "': expected chatml, llama3, mistral, mistral_v3 or mistral_tekken");
+  else return InvalidArgument(Str() << "chat_template '" << name << "': expected chatml, qwen3, llama3, mistral, mistral_v3 or mistral_tekken");
   return t;
 }
 
 StatusOr<ChatTemplate> chat_template_from_jinja(const std::string& j) {
   ChatTemplate t;
-  if (j.find("<|im_start|>") != std::string::npos) {
+  if (j.find("<|im_start|>") != std::string::npos && j.find("reasoning_content") != std::string::npos &&
+      j.find("</think>") != std::string::npos) {
+    // Qwen3: the think-block logic; the thinking-only variant opens generations with "<think>\n".
+    t.format = ChatFormat::kQwen3;
+    t.think_prompt = j.find("'<|im_start|>assistant\\n<think>\\n'") != std::string::npos;
+  } else if (j.find("<|im_start|>") != std::string::npos) {
     t.format = ChatFormat::kChatML;
     for (const char* s : {kSmolSystem, kQwen25System, kQwen2System})
       if (j.find(s) != std::string::npos) { t.default_system = s; break; }
@@ -153,7 +206,7 @@ StatusOr<ChatTemplate> resolve_chat_template(const std::string& name, const Toke
     return InvalidArgument("the tokenizer has no chat_template; set chat_template: chatml | llama3 | mistral");
   }
   std::vector<const char*> need;
-  if (t.format == ChatFormat::kChatML) need = {"<|im_start|>", "<|im_end|>"};
+  if (t.format == ChatFormat::kChatML || t.format == ChatFormat::kQwen3) need = {"<|im_start|>", "<|im_end|>"};
   if (t.format == ChatFormat::kLlama3) need = {"<|begin_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"};
   if (t.format == ChatFormat::kMistral || t.format == ChatFormat::kMistralV3 || t.format == ChatFormat::kMistralTekken)
     need = {"<s>", "</s>"};
@@ -179,6 +232,7 @@ std::vector<ChatSegment> render(const ChatTemplate& t, const std::vector<ChatMes
   std::vector<ChatSegment> out;
   switch (t.format) {
     case ChatFormat::kChatML: render_chatml(t, msgs, &out); break;
+    case ChatFormat::kQwen3: render_qwen3(msgs, &out); break;
     case ChatFormat::kLlama3: render_llama3(t, msgs, &out); break;
     case ChatFormat::kMistral: render_mistral(msgs, &out); break;
     case ChatFormat::kMistralV3: render_mistral_v3(msgs, false, &out); break;
@@ -198,6 +252,13 @@ StatusOr<std::vector<ChatSegment>> render_chat(const ChatTemplate& t, const std:
 }
 
 StatusOr<std::string> render_generation_prompt(const ChatTemplate& t, const std::vector<ChatMessage>& msgs) {
+  if (t.format == ChatFormat::kQwen3) {
+    // The conversation as it is (its last turn decides its own think block), then the header.
+    RETURN_IF_ERROR(check_roles(msgs, "generation prompt"));
+    std::string s;
+    for (const ChatSegment& g : render(t, msgs)) s += g.text;
+    return s + "<|im_start|>assistant\n" + (t.think_prompt ? "<think>\n" : "");
+  }
   if (t.format == ChatFormat::kMistralV3 || t.format == ChatFormat::kMistralTekken) {
     // These templates have no assistant header: the prompt ends with the last "[/INST]".
     RETURN_IF_ERROR(check_roles(msgs, "generation prompt"));

@@ -1,10 +1,12 @@
-// Chat templates for SFT: ChatML (Qwen2/2.5/3, SmolLM2), Llama-3(.1) and Mistral ([INST]: v1 for
+// Chat templates for SFT: ChatML (Qwen2/2.5, SmolLM2), Qwen3 (ChatML with <think> blocks), Llama-3(.1)
+// and Mistral ([INST]: v1 for
 // Mistral-7B-Instruct-v0.1/v0.2 and Mixtral-8x7B, v3 for v0.3 / Mixtral-8x22B / Codestral, tekken
 // for Nemo / Ministral; each as its HF chat_template renders it).
 // A conversation is rendered into segments, each marked trained or not; the dataset code tokenizes
 // the rendered text as one string and builds the loss mask from the segments' borders
 // (datasets.cc Note [chat tokenization]).
-// Trained: assistant content plus its end token (<|im_end|>, <|eot_id|>, </s>).
+// Trained: assistant content plus its end token (<|im_end|>, <|eot_id|>, </s>); for Qwen3 the
+// content includes the <think> block the model writes.
 #pragma once
 
 #include <string>
@@ -15,7 +17,7 @@
 
 namespace st {
 
-enum class ChatFormat { kChatML, kLlama3, kMistral, kMistralV3, kMistralTekken };
+enum class ChatFormat { kChatML, kQwen3, kLlama3, kMistral, kMistralV3, kMistralTekken };
 
 struct ChatTemplate {
   ChatFormat format = ChatFormat::kChatML;
@@ -23,7 +25,9 @@ struct ChatTemplate {
   std::string default_system;
   // Llama-3.1+: the system block always starts with the knowledge-cutoff / date lines.
   bool llama31_dates = false;
-  std::string name() const;  // "chatml" | "llama3" | "mistral" | "mistral_v3" | "mistral_tekken"
+  // Qwen3 thinking-only templates (Qwen3-*-Thinking-2507) open the generation with "<think>\n".
+  bool think_prompt = false;
+  std::string name() const;  // "chatml" | "qwen3" | "llama3" | "mistral" | "mistral_v3" | "mistral_tekken"
 };
 
 struct ChatMessage {
@@ -36,7 +40,7 @@ struct ChatSegment {
   bool trained = false;
 };
 
-// "chatml" | "llama3" | "mistral" | "mistral_v3" | "mistral_tekken"; InvalidArgument otherwise.
+// "chatml" | "qwen3" | "llama3" | "mistral" | "mistral_v3" | "mistral_tekken"; InvalidArgument otherwise.
 StatusOr<ChatTemplate> chat_template_by_name(const std::string& name);
 // Recognises a tokenizer_config.json chat_template (Jinja) by its markers; Unimplemented when
 // none of the supported formats is recognised.

@@ -4,6 +4,8 @@
 
 #include <fstream>
 
+#include "core/file.h"
+#include "core/json.h"
 #include "data/batch.h"
 #include "data/chat_template.h"
 #include "data/datasets.h"
@@ -128,6 +130,50 @@ TEST(ChatTemplate, MistralV3AndTekken) {
 // segment's start crosses a border: a Llama-2 / Mistral v1 SentencePiece tokenizer (Prepend "▁"
 // normalizer) would give the reply after "[/INST]" a "▁" that the rendered string does not have.
 // The dataset uses the whole string's ids (HF tokenizers: "▁[/INST]", "A", ... not "▁A").
+// Qwen3's own template (tests/fixtures/chat/*.jinja), rendered by jinja2 in transformers'
+// environment (tools/ref/chat_template_ref.py): think blocks after the last user message, reasoning
+// dropped from history turns, late system turns, generation prompts of the hybrid and the
+// thinking-only variant.
+TEST(ChatTemplate, Qwen3MatchesItsJinja) {
+  const std::string dir = std::string(ST_SOURCE_DIR) + "/tests/fixtures/chat/";
+  for (const char* name : {"qwen3", "qwen3_thinking_2507"}) {
+    auto src = read_file_to_string(dir + name + ".jinja");
+    ASSERT_TRUE(src.ok()) << src.status().to_string();
+    auto t = chat_template_from_jinja(*src);
+    ASSERT_TRUE(t.ok()) << t.status().to_string();
+    EXPECT_EQ(t->name(), "qwen3") << name;
+    EXPECT_EQ(t->think_prompt, std::string(name) == "qwen3_thinking_2507");
+    auto ref_text = read_file_to_string(dir + name + "_rendered.json");
+    ASSERT_TRUE(ref_text.ok());
+    auto ref = parse_json(*ref_text, name);
+    ASSERT_TRUE(ref.ok());
+    ASSERT_GE((*ref)["cases"].size(), 5u);
+    auto msgs_of = [](const Json& a) {
+      std::vector<ChatMessage> m;
+      for (const Json& x : a) m.push_back({x["role"].get<std::string>(), x["content"].get<std::string>()});
+      return m;
+    };
+    int i = 0;
+    for (const Json& cs : (*ref)["cases"]) {
+      auto segs = render_chat(*t, msgs_of(cs["messages"]), "case");
+      ASSERT_TRUE(segs.ok()) << segs.status().to_string();
+      std::string text;
+      for (const ChatSegment& g : *segs) text += g.text;
+      EXPECT_EQ(text, cs["text"].get<std::string>()) << name << " case " << i;
+      auto prompt = render_generation_prompt(*t, msgs_of(cs["prompt_messages"]));
+      ASSERT_TRUE(prompt.ok()) << prompt.status().to_string();
+      EXPECT_EQ(*prompt, cs["prompt"].get<std::string>()) << name << " prompt " << i;
+      ++i;
+    }
+  }
+  // The think block is the model's output: trained with the answer.
+  Tokenizer tok = load_tok("qwen2");
+  auto s = record(tok, "messages", R"({"messages":[{"role":"user","content":"Hi"},{"role":"assistant","content":"Hello"}]})",
+                  "qwen3");
+  ASSERT_TRUE(s.ok()) << s.status().to_string();
+  EXPECT_EQ(trained_text(tok, *s), "<think>\n\n</think>\n\nHello<|im_end|>");
+}
+
 TEST(ChatTemplate, WholeStringTokenizationAcrossBorders) {
   Tokenizer tok = load_tok("llama2");
   auto m = record(tok, "messages", R"({"messages":[{"role":"user","content":"Q"},{"role":"assistant","content":"Ahoy"}]})",
