@@ -1,9 +1,11 @@
 // `streamtune train CONFIG.yaml [--key=value ...]`
 #include <cstdio>
+#include <cstdlib>
 
 #include "cli/commands.h"
 #include "cli/config_yaml.h"
 #include "cli/run_train.h"
+#include "train/train_data.h"
 
 namespace st {
 
@@ -12,7 +14,7 @@ extern const CommandSpec kCmdTrain;
 namespace {
 
 constexpr const char* kUsage =
-    "usage: streamtune train CONFIG.yaml [--key=value ...] [--dry-run]\n"
+    "usage: streamtune train CONFIG.yaml [--key=value ...] [--dry-run] [--preview-data[=N]]\n"
     "\n"
     "Fine-tunes a LoRA adapter as configured by CONFIG.yaml (keys: see README.md, 'Config').\n"
     "Any key can be overridden on the command line with --key=value (dashes or underscores);\n"
@@ -20,6 +22,8 @@ constexpr const char* kUsage =
     "be set in the file. Relative paths in the file are relative to the file's directory.\n"
     "\n"
     "  --dry-run   validate the config, print every resolved setting as YAML, and exit\n"
+    "  --preview-data[=N]  tokenize the datasets, print their counts and the first N samples (default 3)\n"
+    "              as text with the trained tokens between \u27e6 and \u27e7, and exit (no weights are loaded)\n"
     "\n"
     "exit status: 0 done, 1 training failed, 2 bad arguments or config\n";
 
@@ -27,9 +31,19 @@ int run(const std::vector<std::string>& args) {
   std::string config_path;
   std::vector<std::string> overrides;
   bool dry_run = false;
+  int preview = 0;
   for (const std::string& a : args) {
     if (a == "--dry-run" || a == "--dry_run" || a == "--print-config") {
       dry_run = true;
+    } else if (a == "--preview-data" || a == "--preview_data") {
+      preview = 3;
+    } else if (a.rfind("--preview-data=", 0) == 0 || a.rfind("--preview_data=", 0) == 0) {
+      const std::string v = a.substr(a.find('=') + 1);
+      char* end = nullptr;
+      const long n = std::strtol(v.c_str(), &end, 10);
+      if (v.empty() || *end != '\0' || n < 1 || n > 1000000)
+        return usage_error(kCmdTrain, "--preview-data=N: N must be a positive integer, got '" + v + "'");
+      preview = static_cast<int>(n);
     } else if (a.rfind("--", 0) == 0) {
       overrides.push_back(a);
     } else if (config_path.empty()) {
@@ -43,6 +57,11 @@ int run(const std::vector<std::string>& args) {
   if (!cfg.ok()) return usage_error(kCmdTrain, cfg.status().message());
   if (dry_run) {
     std::fputs(train_config_to_yaml(*cfg).c_str(), stdout);
+    return kExitOk;
+  }
+  if (preview > 0) {
+    Status s = preview_train_data(*cfg, preview, stdout);
+    if (!s.ok()) return runtime_error(s);
     return kExitOk;
   }
   Status s = run_train(*cfg);

@@ -1,5 +1,9 @@
 #include "train/train_data.h"
 
+#include <algorithm>
+#include <cstdio>
+#include <span>
+
 #include "data/model_tokenizer.h"
 
 namespace st {
@@ -13,7 +17,53 @@ Status load_all(const std::vector<DatasetSpec>& specs, const Tokenizer& tok, con
   return Status::OK();
 }
 
+DatasetOptions dataset_options(const TrainConfig& cfg, int64_t vocab_size) {
+  DatasetOptions o;
+  o.sequence_len = cfg.sequence_len;
+  o.train_on_inputs = cfg.train_on_inputs;
+  o.chat_template = cfg.chat_template;
+  o.vocab_size = vocab_size;
+  return o;
+}
+
+// The ids of one sample as text, trained runs between the markers.
+std::string marked_text(const Tokenizer& tok, const Sample& s) {
+  std::string out;
+  size_t i = 0;
+  while (i < s.input_ids.size()) {
+    const bool trained = s.labels[i] != kIgnoreIndex;
+    size_t j = i;
+    while (j < s.input_ids.size() && (s.labels[j] != kIgnoreIndex) == trained) ++j;
+    const std::string text = tok.decode(std::span<const int32_t>(s.input_ids.data() + i, j - i));
+    out += trained ? "\u27e6" + text + "\u27e7" : text;
+    i = j;
+  }
+  return out;
+}
+
 }  // namespace
+
+Status preview_train_data(const TrainConfig& cfg, int n, std::FILE* out) {
+  if (cfg.datasets.empty()) return InvalidArgument("datasets: at least one {path, type} is required");
+  ASSIGN_OR_RETURN(Tokenizer tok, load_model_tokenizer(cfg.base_model), "loading the tokenizer of " << cfg.base_model);
+  const DatasetOptions o = dataset_options(cfg, 0);
+  for (const DatasetSpec& d : cfg.datasets) {
+    std::vector<Sample> samples;
+    DatasetStats st;
+    RETURN_IF_ERROR(load_dataset(DatasetSource{d.path, d.type}, tok, o, &samples, &st), "dataset " << d.path);
+    std::fprintf(out, "dataset %s (%s): %lld samples (%lld tokens, %lld trained), %lld truncated to %lld, %lld dropped\n",
+                 d.path.c_str(), d.type.c_str(), static_cast<long long>(st.samples), static_cast<long long>(st.tokens),
+                 static_cast<long long>(st.target_tokens), static_cast<long long>(st.truncated),
+                 static_cast<long long>(cfg.sequence_len), static_cast<long long>(st.dropped_no_targets));
+    for (int k = 0; k < n && k < static_cast<int>(samples.size()); ++k) {
+      const Sample& s = samples[static_cast<size_t>(k)];
+      const auto trained = std::count_if(s.labels.begin(), s.labels.end(), [](int32_t l) { return l != kIgnoreIndex; });
+      std::fprintf(out, "--- sample %d: %zu tokens, %lld trained (between \u27e6 and \u27e7)\n%s\n", k + 1,
+                   s.input_ids.size(), static_cast<long long>(trained), marked_text(tok, s).c_str());
+    }
+  }
+  return Status::OK();
+}
 
 bool needs_tokenizer(const TrainConfig& c) {
   for (const auto* list : {&c.datasets, &c.eval_datasets})
@@ -28,11 +78,7 @@ StatusOr<TrainData> load_train_data(const TrainConfig& cfg, const ModelConfig& m
   if (needs_tokenizer(cfg)) {
     ASSIGN_OR_RETURN(tok, load_model_tokenizer(cfg.base_model), "loading the tokenizer of " << cfg.base_model);
   }
-  DatasetOptions o;
-  o.sequence_len = cfg.sequence_len;
-  o.train_on_inputs = cfg.train_on_inputs;
-  o.chat_template = cfg.chat_template;
-  o.vocab_size = mc.vocab_size;
+  const DatasetOptions o = dataset_options(cfg, mc.vocab_size);
   TrainData td;
   std::vector<Sample> all;
   RETURN_IF_ERROR(load_all(cfg.datasets, tok, o, &all, &td.stats));

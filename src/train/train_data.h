@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdio>
 #include <memory>
 #include <vector>
 
@@ -29,6 +30,10 @@ bool needs_tokenizer(const TrainConfig& cfg);
 // InvalidArgument when there is no dataset or no sample with a trained token; load errors name
 // the dataset path.
 StatusOr<TrainData> load_train_data(const TrainConfig& cfg, const ModelConfig& mc);
+
+// `train --preview-data`: every training dataset's counts and its first n samples as text, the
+// trained tokens between ⟦ and ⟧ (decoded run by run), so a loss mask can be checked by eye.
+Status preview_train_data(const TrainConfig& cfg, int n, std::FILE* out);
 
 // The DataLoader options for the training (`train`: shuffled when cfg.shuffle) or eval samples,
 // on backend `be` (which resolves pad_to_multiple_of: 0).
