@@ -130,19 +130,26 @@ TEST(ChatTemplate, MistralV3AndTekken) {
 // segment's start crosses a border: a Llama-2 / Mistral v1 SentencePiece tokenizer (Prepend "▁"
 // normalizer) would give the reply after "[/INST]" a "▁" that the rendered string does not have.
 // The dataset uses the whole string's ids (HF tokenizers: "▁[/INST]", "A", ... not "▁A").
-// Qwen3's own template (tests/fixtures/chat/*.jinja), rendered by jinja2 in transformers'
-// environment (tools/ref/chat_template_ref.py): think blocks after the last user message, reasoning
-// dropped from history turns, late system turns, generation prompts of the hybrid and the
-// thinking-only variant.
-TEST(ChatTemplate, Qwen3MatchesItsJinja) {
+// The models' own templates (tests/fixtures/chat/*.jinja: Qwen3 hybrid and thinking-only, Qwen2.5),
+// rendered by jinja2 in transformers' environment (tools/ref/chat_template_ref.py): think blocks
+// after the last user message, reasoning dropped from history turns, default and late system
+// turns, generation prompts.
+TEST(ChatTemplate, MatchesItsJinja) {
   const std::string dir = std::string(ST_SOURCE_DIR) + "/tests/fixtures/chat/";
-  for (const char* name : {"qwen3", "qwen3_thinking_2507"}) {
+  struct Want {
+    const char* file;
+    const char* format;
+    bool think_prompt;
+  };
+  for (const Want& w : {Want{"qwen3", "qwen3", false}, Want{"qwen3_thinking_2507", "qwen3", true},
+                        Want{"qwen2_5", "chatml", false}}) {
+    const char* name = w.file;
     auto src = read_file_to_string(dir + name + ".jinja");
     ASSERT_TRUE(src.ok()) << src.status().to_string();
     auto t = chat_template_from_jinja(*src);
     ASSERT_TRUE(t.ok()) << t.status().to_string();
-    EXPECT_EQ(t->name(), "qwen3") << name;
-    EXPECT_EQ(t->think_prompt, std::string(name) == "qwen3_thinking_2507");
+    EXPECT_EQ(t->name(), w.format) << name;
+    EXPECT_EQ(t->think_prompt, w.think_prompt) << name;
     auto ref_text = read_file_to_string(dir + name + "_rendered.json");
     ASSERT_TRUE(ref_text.ok());
     auto ref = parse_json(*ref_text, name);

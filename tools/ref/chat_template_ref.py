@@ -40,7 +40,7 @@ def render(src, messages, add_generation_prompt):
 
 
 def main():
-    for name in ["qwen3", "qwen3_thinking_2507"]:
+    for name in ["qwen3", "qwen3_thinking_2507", "qwen2_5"]:
         src = open(os.path.join(HERE, name + ".jinja")).read()
         cases = []
         for conv in CONVERSATIONS:
