@@ -1,5 +1,10 @@
 #include "core/json.h"
 
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+
 #include "core/file.h"
 
 namespace st {
@@ -12,6 +17,120 @@ StatusOr<Json> parse_json(std::string_view text, const std::string& what) {
   } catch (const std::exception& e) {
     return Corruption(Str() << what << ": invalid JSON: " << e.what());
   }
+}
+
+StatusOr<OrderedJson> parse_ordered_json(std::string_view text, const std::string& what) {
+  try {
+    return OrderedJson::parse(text.begin(), text.end());
+  } catch (const OrderedJson::parse_error& e) {
+    return Corruption(Str() << what << ": invalid JSON at byte " << e.byte << ": " << e.what());
+  } catch (const std::exception& e) {
+    return Corruption(Str() << what << ": invalid JSON: " << e.what());
+  }
+}
+
+namespace {
+
+// Python's float repr: the shortest digits that round-trip (as %.17g trimmed), in exponent form
+// when the decimal exponent is < -4 or >= 16, with ".0" on integral values.
+std::string python_float(double d) {
+  if (std::isnan(d)) return "NaN";
+  if (std::isinf(d)) return d > 0 ? "Infinity" : "-Infinity";
+  char buf[40];
+  for (int prec = 1; prec <= 17; ++prec) {
+    std::snprintf(buf, sizeof buf, "%.*e", prec - 1, d);
+    if (std::strtod(buf, nullptr) == d) break;
+  }
+  // buf = [-]D.DDDDe[+-]XX: digits and exponent.
+  std::string s(buf);
+  const bool neg = s[0] == '-';
+  if (neg) s.erase(0, 1);
+  const size_t e = s.find('e');
+  std::string digits = s.substr(0, e);
+  digits.erase(std::remove(digits.begin(), digits.end(), '.'), digits.end());
+  while (digits.size() > 1 && digits.back() == '0') digits.pop_back();
+  const int exp = std::atoi(s.c_str() + e + 1);
+  std::string out;
+  if (exp < -4 || exp >= 16) {
+    out = digits.substr(0, 1);
+    if (digits.size() > 1) out += "." + digits.substr(1);
+    const int a = exp < 0 ? -exp : exp;
+    out += exp < 0 ? "e-" : "e+";
+    if (a < 10) out += '0';
+    out += std::to_string(a);
+  } else if (exp < 0) {
+    out = "0." + std::string(static_cast<size_t>(-exp - 1), '0') + digits;
+  } else if (static_cast<int>(digits.size()) <= exp + 1) {
+    out = digits + std::string(static_cast<size_t>(exp + 1) - digits.size(), '0') + ".0";
+  } else {
+    out = digits.substr(0, static_cast<size_t>(exp + 1)) + "." + digits.substr(static_cast<size_t>(exp + 1));
+  }
+  return neg ? "-" + out : out;
+}
+
+void python_string(const std::string& s, std::string* out) {
+  *out += '"';
+  for (unsigned char c : s) {
+    switch (c) {
+      case '"': *out += "\\\""; break;
+      case '\\': *out += "\\\\"; break;
+      case '\n': *out += "\\n"; break;
+      case '\r': *out += "\\r"; break;
+      case '\t': *out += "\\t"; break;
+      case '\b': *out += "\\b"; break;
+      case '\f': *out += "\\f"; break;
+      default:
+        if (c < 0x20) {
+          char b[8];
+          std::snprintf(b, sizeof b, "\\u%04x", c);
+          *out += b;
+        } else {
+          *out += static_cast<char>(c);
+        }
+    }
+  }
+  *out += '"';
+}
+
+void python_dumps(const OrderedJson& v, std::string* out) {
+  switch (v.type()) {
+    case OrderedJson::value_t::object: {
+      *out += '{';
+      bool first = true;
+      for (auto it = v.begin(); it != v.end(); ++it) {
+        if (!first) *out += ", ";
+        first = false;
+        python_string(it.key(), out);
+        *out += ": ";
+        python_dumps(it.value(), out);
+      }
+      *out += '}';
+      break;
+    }
+    case OrderedJson::value_t::array: {
+      *out += '[';
+      for (size_t i = 0; i < v.size(); ++i) {
+        if (i) *out += ", ";
+        python_dumps(v[i], out);
+      }
+      *out += ']';
+      break;
+    }
+    case OrderedJson::value_t::string: python_string(v.get_ref<const std::string&>(), out); break;
+    case OrderedJson::value_t::boolean: *out += v.get<bool>() ? "true" : "false"; break;
+    case OrderedJson::value_t::number_integer: *out += std::to_string(v.get<int64_t>()); break;
+    case OrderedJson::value_t::number_unsigned: *out += std::to_string(v.get<uint64_t>()); break;
+    case OrderedJson::value_t::number_float: *out += python_float(v.get<double>()); break;
+    default: *out += "null"; break;
+  }
+}
+
+}  // namespace
+
+std::string python_json_dumps(const OrderedJson& v) {
+  std::string out;
+  python_dumps(v, &out);
+  return out;
 }
 
 StatusOr<Json> read_json_file(const std::string& path) {

@@ -17,6 +17,10 @@ using OrderedJson = nlohmann::ordered_json;
 
 // `what` names the source in errors ("config.json", "data.jsonl line 17").
 StatusOr<Json> parse_json(std::string_view text, const std::string& what);
+StatusOr<OrderedJson> parse_ordered_json(std::string_view text, const std::string& what);
+// Python's json.dumps(v, ensure_ascii=False) -- separators ", " and ": ", keys in order, floats as
+// Python's repr -- which is what a Jinja chat template's `tojson` writes (tool schemas, arguments).
+std::string python_json_dumps(const OrderedJson& v);
 StatusOr<Json> read_json_file(const std::string& path);
 
 // Typed getters with errors naming the key and `what`.

@@ -19,13 +19,61 @@ void add(std::vector<ChatSegment>* out, std::string text, bool trained) {
   if (!text.empty()) out->push_back({std::move(text), trained});
 }
 
-void render_chatml(const ChatTemplate& t, const std::vector<ChatMessage>& m, std::vector<ChatSegment>* out) {
-  if (!t.default_system.empty() && m[0].role != "system")
+// The Qwen templates' tool schemas block (inside the system turn).
+std::string tools_block(const std::vector<std::string>& tools) {
+  std::string s = "# Tools\n\nYou may call one or more functions to assist with the user query.\n\nYou are provided "
+                  "with function signatures within <tools></tools> XML tags:\n<tools>";
+  for (const std::string& t : tools) s += "\n" + t;
+  return s + "\n</tools>\n\nFor each function call, return a json object with function name and arguments within "
+             "<tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": "
+             "<args-json-object>}\n</tool_call><|im_end|>\n";
+}
+
+// A run of "tool" messages is one user turn of <tool_response> blocks (the Qwen templates).
+void render_tool_result(const std::vector<ChatMessage>& m, size_t i, std::vector<ChatSegment>* out) {
+  std::string s;
+  if (i == 0 || m[i - 1].role != "tool") s += "<|im_start|>user";
+  s += "\n<tool_response>\n" + m[i].content + "\n</tool_response>";
+  if (i + 1 == m.size() || m[i + 1].role != "tool") s += "<|im_end|>\n";
+  add(out, std::move(s), false);
+}
+
+std::string tool_call_text(const ToolCall& c, bool raw_string_arguments) {
+  return "<tool_call>\n{\"name\": \"" + c.name + "\", \"arguments\": " +
+         (raw_string_arguments ? c.arguments_text : c.arguments_json) + "}\n</tool_call>";
+}
+
+// ChatML (Qwen2/2.5, SmolLM2). With t.tools (the Qwen2.5 template): a tools list moves the system
+// text into the tools block ("You are a helpful assistant." when there is none), an assistant turn
+// with tool calls is "<|im_start|>assistant" + "\n" content (if any) + "\n<tool_call>..." per call.
+void render_chatml(const ChatTemplate& t, const std::vector<ChatMessage>& m, const std::vector<std::string>& tools,
+                   std::vector<ChatSegment>* out) {
+  size_t first = 0;
+  if (!tools.empty()) {
+    const bool sys = m[0].role == "system";
+    add(out, "<|im_start|>system\n" + (sys ? m[0].content : std::string("You are a helpful assistant.")) + "\n\n" +
+                 tools_block(tools), false);
+    first = sys ? 1 : 0;
+  } else if (!t.default_system.empty() && m[0].role != "system") {
     add(out, "<|im_start|>system\n" + t.default_system + "<|im_end|>\n", false);
-  for (const ChatMessage& msg : m) {
+  }
+  for (size_t i = first; i < m.size(); ++i) {
+    const ChatMessage& msg = m[i];
+    if (msg.role == "tool") {
+      render_tool_result(m, i, out);
+      continue;
+    }
     bool a = msg.role == "assistant";
-    add(out, "<|im_start|>" + msg.role + "\n", false);
-    add(out, msg.content, a);
+    if (a && !msg.tool_calls.empty()) {
+      add(out, "<|im_start|>assistant", false);
+      std::string s;  // (appends, not "\n" + ...: GCC 12's -Wrestrict misfires on operator+)
+      if (!msg.content.empty()) s.append("\n").append(msg.content);
+      for (const ToolCall& c : msg.tool_calls) s.append("\n").append(tool_call_text(c, false));
+      add(out, std::move(s), true);
+    } else {
+      add(out, "<|im_start|>" + msg.role + "\n", false);
+      add(out, msg.content, a);
+    }
     add(out, "<|im_end|>", a);
     add(out, "\n", false);
   }
@@ -41,7 +89,14 @@ std::string strip_nl_right(const std::string& s) {
 // assistant turn's "<think>...</think>" in the content is split off as reasoning. Turns after the
 // last user message keep it as "<think>\nR\n</think>\n\n" + answer (the last turn always, even
 // with R empty); earlier turns drop it. A first system message opens the text; later ones are turns.
-void render_qwen3(const std::vector<ChatMessage>& m, std::vector<ChatSegment>* out) {
+void render_qwen3(const std::vector<ChatMessage>& m, const std::vector<std::string>& tools,
+                  std::vector<ChatSegment>* out) {
+  size_t first = 0;
+  if (!tools.empty()) {
+    const bool sys = m[0].role == "system";
+    add(out, "<|im_start|>system\n" + (sys ? m[0].content + "\n\n" : std::string()) + tools_block(tools), false);
+    first = sys ? 1 : 0;
+  }
   size_t last_query = m.size() - 1;
   for (size_t i = m.size(); i-- > 0;) {
     const std::string& c = m[i].content;
@@ -52,8 +107,12 @@ void render_qwen3(const std::vector<ChatMessage>& m, std::vector<ChatSegment>* o
       break;
     }
   }
-  for (size_t i = 0; i < m.size(); ++i) {
+  for (size_t i = first; i < m.size(); ++i) {
     const ChatMessage& msg = m[i];
+    if (msg.role == "tool") {
+      render_tool_result(m, i, out);
+      continue;
+    }
     if (msg.role != "assistant") {
       add(out, "<|im_start|>" + msg.role + "\n" + msg.content + "<|im_end|>\n", false);
       continue;
@@ -68,10 +127,14 @@ void render_qwen3(const std::vector<ChatMessage>& m, std::vector<ChatSegment>* o
       content = strip_nl_left(content.substr(content.rfind("</think>") + 8));
     }
     add(out, "<|im_start|>assistant\n", false);
-    if (i > last_query && (i + 1 == m.size() || !reasoning.empty()))
-      add(out, "<think>\n" + strip_nl_left(strip_nl_right(reasoning)) + "\n</think>\n\n" + strip_nl_left(content), true);
-    else
-      add(out, content, true);
+    std::string text = i > last_query && (i + 1 == m.size() || !reasoning.empty())
+                           ? "<think>\n" + strip_nl_left(strip_nl_right(reasoning)) + "\n</think>\n\n" + strip_nl_left(content)
+                           : content;
+    for (size_t k = 0; k < msg.tool_calls.size(); ++k) {
+      if (k > 0 || !content.empty()) text += "\n";
+      text += tool_call_text(msg.tool_calls[k], true);
+    }
+    add(out, std::move(text), true);
     add(out, "<|im_end|>", true);
     add(out, "\n", false);
   }
@@ -154,7 +217,7 @@ std::string ChatTemplate::name() const {
 StatusOr<ChatTemplate> chat_template_by_name(const std::string& name) {
   ChatTemplate t;
   if (name == "chatml") t.format = ChatFormat::kChatML;
-  else if (name == "qwen3") t.format = ChatFormat::kQwen3;
+  else if (name == "qwen3") t.format = ChatFormat::kQwen3, t.tools = true;
   else if (name == "llama3") t.format = ChatFormat::kLlama3;
   else if (name == "mistral") t.format = ChatFormat::kMistral;
   else if (name == "mistral_v3") t.format = ChatFormat::kMistralV3;
@@ -169,9 +232,11 @@ StatusOr<ChatTemplate> chat_template_from_jinja(const std::string& j) {
       j.find("</think>") != std::string::npos) {
     // Qwen3: the think-block logic; the thinking-only variant opens generations with "<think>\n".
     t.format = ChatFormat::kQwen3;
+    t.tools = true;
     t.think_prompt = j.find("'<|im_start|>assistant\\n<think>\\n'") != std::string::npos;
   } else if (j.find("<|im_start|>") != std::string::npos) {
     t.format = ChatFormat::kChatML;
+    t.tools = j.find("<tool_call>") != std::string::npos;  // Qwen2.5's tool blocks
     for (const char* s : {kSmolSystem, kQwen25System, kQwen2System})
       if (j.find(s) != std::string::npos) { t.default_system = s; break; }
   } else if (j.find("<|start_header_id|>") != std::string::npos) {
@@ -217,22 +282,34 @@ StatusOr<ChatTemplate> resolve_chat_template(const std::string& name, const Toke
 
 namespace {
 
-// A non-empty conversation of system / user / assistant messages.
-Status check_roles(const std::vector<ChatMessage>& msgs, const std::string& what) {
+// A non-empty conversation of system / user / assistant messages; tool messages, tool calls and
+// tool schemas only where the template renders them.
+Status check_roles(const ChatTemplate& t, const std::vector<ChatMessage>& msgs, const std::vector<std::string>& tools,
+                   const std::string& what) {
   if (msgs.empty()) return InvalidArgument(Str() << what << ": empty conversation");
+  const std::string no_tools = Str() << " (the " << t.name() << " template does not render tools; the Qwen2.5 and "
+                                     << "Qwen3 templates do)";
+  if (!tools.empty() && !t.tools) return InvalidArgument(Str() << what << ": 'tools'" << no_tools);
   for (size_t i = 0; i < msgs.size(); ++i) {
     const std::string& r = msgs[i].role;
-    if (r != "system" && r != "user" && r != "assistant")
-      return InvalidArgument(Str() << what << ": message " << i << " has unknown role '" << r << "' (system, user, assistant)");
+    if (r == "tool" && !t.tools) return InvalidArgument(Str() << what << ": message " << i << " has role 'tool'" << no_tools);
+    if (r != "system" && r != "user" && r != "assistant" && r != "tool")
+      return InvalidArgument(Str() << what << ": message " << i << " has unknown role '" << r
+                                   << "' (system, user, assistant" << (t.tools ? ", tool" : "") << ")");
+    if (!msgs[i].tool_calls.empty() && r != "assistant")
+      return InvalidArgument(Str() << what << ": message " << i << " (" << r << ") has tool_calls; only assistant turns may");
+    if (!msgs[i].tool_calls.empty() && !t.tools)
+      return InvalidArgument(Str() << what << ": message " << i << " has tool_calls" << no_tools);
   }
   return Status::OK();
 }
 
-std::vector<ChatSegment> render(const ChatTemplate& t, const std::vector<ChatMessage>& msgs) {
+std::vector<ChatSegment> render(const ChatTemplate& t, const std::vector<ChatMessage>& msgs,
+                                const std::vector<std::string>& tools) {
   std::vector<ChatSegment> out;
   switch (t.format) {
-    case ChatFormat::kChatML: render_chatml(t, msgs, &out); break;
-    case ChatFormat::kQwen3: render_qwen3(msgs, &out); break;
+    case ChatFormat::kChatML: render_chatml(t, msgs, tools, &out); break;
+    case ChatFormat::kQwen3: render_qwen3(msgs, tools, &out); break;
     case ChatFormat::kLlama3: render_llama3(t, msgs, &out); break;
     case ChatFormat::kMistral: render_mistral(msgs, &out); break;
     case ChatFormat::kMistralV3: render_mistral_v3(msgs, false, &out); break;
@@ -244,33 +321,34 @@ std::vector<ChatSegment> render(const ChatTemplate& t, const std::vector<ChatMes
 }  // namespace
 
 StatusOr<std::vector<ChatSegment>> render_chat(const ChatTemplate& t, const std::vector<ChatMessage>& msgs,
-                                               const std::string& what) {
-  RETURN_IF_ERROR(check_roles(msgs, what));
+                                               const std::string& what, const std::vector<std::string>& tools) {
+  RETURN_IF_ERROR(check_roles(t, msgs, tools, what));
   if (std::none_of(msgs.begin(), msgs.end(), [](const ChatMessage& m) { return m.role == "assistant"; }))
     return InvalidArgument(Str() << what << ": conversation has no assistant message");
-  return render(t, msgs);
+  return render(t, msgs, tools);
 }
 
-StatusOr<std::string> render_generation_prompt(const ChatTemplate& t, const std::vector<ChatMessage>& msgs) {
+StatusOr<std::string> render_generation_prompt(const ChatTemplate& t, const std::vector<ChatMessage>& msgs,
+                                               const std::vector<std::string>& tools) {
   if (t.format == ChatFormat::kQwen3) {
     // The conversation as it is (its last turn decides its own think block), then the header.
-    RETURN_IF_ERROR(check_roles(msgs, "generation prompt"));
+    RETURN_IF_ERROR(check_roles(t, msgs, tools, "generation prompt"));
     std::string s;
-    for (const ChatSegment& g : render(t, msgs)) s += g.text;
+    for (const ChatSegment& g : render(t, msgs, tools)) s += g.text;
     return s + "<|im_start|>assistant\n" + (t.think_prompt ? "<think>\n" : "");
   }
   if (t.format == ChatFormat::kMistralV3 || t.format == ChatFormat::kMistralTekken) {
     // These templates have no assistant header: the prompt ends with the last "[/INST]".
-    RETURN_IF_ERROR(check_roles(msgs, "generation prompt"));
+    RETURN_IF_ERROR(check_roles(t, msgs, tools, "generation prompt"));
     if (msgs.back().role != "user")
       return InvalidArgument("generation prompt: the conversation must end with a user message");
     std::string s;
-    for (const ChatSegment& g : render(t, msgs)) s += g.text;
+    for (const ChatSegment& g : render(t, msgs, tools)) s += g.text;
     return s;
   }
   std::vector<ChatMessage> m = msgs;
-  m.push_back({"assistant", ""});
-  ASSIGN_OR_RETURN(std::vector<ChatSegment> segs, render_chat(t, m, "generation prompt"));
+  m.push_back({"assistant", "", {}});
+  ASSIGN_OR_RETURN(std::vector<ChatSegment> segs, render_chat(t, m, "generation prompt", tools));
   // Drop the empty assistant turn's end: keep everything up to and including its header.
   std::string s;
   for (const ChatSegment& g : segs) s += g.text;

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/status.h"
@@ -27,12 +28,25 @@ struct ChatTemplate {
   bool llama31_dates = false;
   // Qwen3 thinking-only templates (Qwen3-*-Thinking-2507) open the generation with "<think>\n".
   bool think_prompt = false;
+  // Renders tool schemas, assistant tool calls and "tool" messages as the Qwen2.5 / Qwen3 templates
+  // do (their <tool_call> / <tool_response> blocks); other formats refuse them by name.
+  bool tools = false;
   std::string name() const;  // "chatml" | "qwen3" | "llama3" | "mistral" | "mistral_v3" | "mistral_tekken"
 };
 
+struct ToolCall {
+  std::string name;
+  std::string arguments_json;  // Python's json.dumps of the arguments: what the templates' `tojson` writes
+  std::string arguments_text;  // the string itself when the arguments are a JSON string, else arguments_json
+};
+
 struct ChatMessage {
-  std::string role;  // system | user | assistant
+  ChatMessage() = default;
+  ChatMessage(std::string r, std::string c, std::vector<ToolCall> calls = {})
+      : role(std::move(r)), content(std::move(c)), tool_calls(std::move(calls)) {}
+  std::string role;  // system | user | assistant | tool (templates with `tools`)
   std::string content;
+  std::vector<ToolCall> tool_calls;  // assistant only
 };
 
 struct ChatSegment {
@@ -51,9 +65,11 @@ StatusOr<ChatTemplate> resolve_chat_template(const std::string& name, const Toke
 
 // Renders a conversation. InvalidArgument for an empty conversation, an unknown role, or an
 // assistant-free conversation (nothing to train on); `what` names the source ("f.jsonl line 3").
+// tools: the tool schemas as JSON text (python_json_dumps), rendered in the system block.
 StatusOr<std::vector<ChatSegment>> render_chat(const ChatTemplate& t, const std::vector<ChatMessage>& msgs,
-                                               const std::string& what);
+                                               const std::string& what, const std::vector<std::string>& tools = {});
 // Text for generation: the conversation followed by the assistant header (add_generation_prompt).
-StatusOr<std::string> render_generation_prompt(const ChatTemplate& t, const std::vector<ChatMessage>& msgs);
+StatusOr<std::string> render_generation_prompt(const ChatTemplate& t, const std::vector<ChatMessage>& msgs,
+                                               const std::vector<std::string>& tools = {});
 
 }  // namespace st

@@ -10,7 +10,7 @@
 namespace st {
 namespace {
 
-StatusOr<std::string> field(const Json& j, const char* key, const std::string& what) {
+StatusOr<std::string> field(const OrderedJson& j, const char* key, const std::string& what) {
   if (!j.is_object() || !j.contains(key)) return InvalidArgument(Str() << what << ": missing field '" << key << "'");
   if (!j[key].is_string()) return InvalidArgument(Str() << what << ": field '" << key << "' is not a string");
   return j[key].get<std::string>();
@@ -60,33 +60,65 @@ Sample tokenize_chat(const std::vector<ChatSegment>& segs, const Tokenizer& tok,
   return s;
 }
 
-StatusOr<Sample> from_messages(const Json& j, const Tokenizer& tok, const ChatTemplate& chat, bool all,
+// An assistant turn's tool_calls as OpenAI and the Qwen templates write them: a list of
+// {"function": {"name", "arguments"}} (or {"name", "arguments"} directly); arguments any JSON value.
+StatusOr<std::vector<ToolCall>> tool_calls_of(const OrderedJson& m, const std::string& what) {
+  std::vector<ToolCall> calls;
+  if (!m.contains("tool_calls") || m["tool_calls"].is_null()) return calls;
+  if (!m["tool_calls"].is_array()) return InvalidArgument(Str() << what << ": 'tool_calls' is not a list");
+  for (size_t k = 0; k < m["tool_calls"].size(); ++k) {
+    const std::string w = Str() << what << ": tool_calls[" << k << "]";
+    const OrderedJson* c = &m["tool_calls"][k];
+    if (c->is_object() && c->contains("function")) c = &(*c)["function"];
+    if (!c->is_object()) return InvalidArgument(Str() << w << " is not an object");
+    ASSIGN_OR_RETURN(std::string name, field(*c, "name", w));
+    if (!c->contains("arguments")) return InvalidArgument(Str() << w << ": missing field 'arguments'");
+    const OrderedJson& args = (*c)["arguments"];
+    ToolCall call{name, python_json_dumps(args), ""};
+    call.arguments_text = args.is_string() ? args.get<std::string>() : call.arguments_json;
+    calls.push_back(std::move(call));
+  }
+  return calls;
+}
+
+// messages: [{"role", "content", "tool_calls"?}], and "tools"? (a list of JSON schemas) for the
+// templates that render tools. An assistant turn with tool calls may have a null or absent content.
+StatusOr<Sample> from_messages(const OrderedJson& j, const Tokenizer& tok, const ChatTemplate& chat, bool all,
                                const std::string& what) {
   if (!j.is_object() || !j.contains("messages")) return InvalidArgument(Str() << what << ": missing field 'messages'");
   if (!j["messages"].is_array()) return InvalidArgument(Str() << what << ": 'messages' is not a list");
   std::vector<ChatMessage> msgs;
   for (size_t i = 0; i < j["messages"].size(); ++i) {
-    const Json& m = j["messages"][i];
+    const OrderedJson& m = j["messages"][i];
     std::string w = Str() << what << ": message " << i;
     ASSIGN_OR_RETURN(std::string role, field(m, "role", w));
-    ASSIGN_OR_RETURN(std::string content, field(m, "content", w));
-    msgs.push_back({role, content});
+    ASSIGN_OR_RETURN(std::vector<ToolCall> calls, tool_calls_of(m, w));
+    std::string content;
+    if (calls.empty() || (m.contains("content") && !m["content"].is_null())) {
+      ASSIGN_OR_RETURN(content, field(m, "content", w));
+    }
+    msgs.emplace_back(role, content, std::move(calls));
   }
-  ASSIGN_OR_RETURN(std::vector<ChatSegment> segs, render_chat(chat, msgs, what));
+  std::vector<std::string> tools;
+  if (j.contains("tools") && !j["tools"].is_null()) {
+    if (!j["tools"].is_array()) return InvalidArgument(Str() << what << ": 'tools' is not a list");
+    for (const OrderedJson& t : j["tools"]) tools.push_back(python_json_dumps(t));
+  }
+  ASSIGN_OR_RETURN(std::vector<ChatSegment> segs, render_chat(chat, msgs, what, tools));
   return tokenize_chat(segs, tok, all);
 }
 
 // ShareGPT: {"conversations": [{"from": "system"|"human"|"gpt", "value": s}]} (as axolotl and
 // FastChat write it; "user"/"assistant" are taken too), rendered through the chat template exactly
 // as the same "messages" record would be.
-StatusOr<Sample> from_sharegpt(const Json& j, const Tokenizer& tok, const ChatTemplate& chat, bool all,
+StatusOr<Sample> from_sharegpt(const OrderedJson& j, const Tokenizer& tok, const ChatTemplate& chat, bool all,
                                const std::string& what) {
   if (!j.is_object() || !j.contains("conversations"))
     return InvalidArgument(Str() << what << ": missing field 'conversations'");
   if (!j["conversations"].is_array()) return InvalidArgument(Str() << what << ": 'conversations' is not a list");
   std::vector<ChatMessage> msgs;
   for (size_t i = 0; i < j["conversations"].size(); ++i) {
-    const Json& m = j["conversations"][i];
+    const OrderedJson& m = j["conversations"][i];
     std::string w = Str() << what << ": conversations[" << i << "]";
     // Some exports write {"role", "content"} inside "conversations": taken as well.
     const bool rc = m.is_object() && !m.contains("from") && m.contains("role");
@@ -108,12 +140,12 @@ StatusOr<Sample> from_sharegpt(const Json& j, const Tokenizer& tok, const ChatTe
 // Template-free (axolotl's input_output): {"segments": [{"text": s, "label": bool}]}. The texts are
 // joined as they are -- no BOS or EOS is added, the record carries the model's special tokens in
 // its text -- and tokenized as one string (Note [chat tokenization]); label true segments are trained.
-StatusOr<Sample> from_segments(const Json& j, const Tokenizer& tok, bool all, const std::string& what) {
+StatusOr<Sample> from_segments(const OrderedJson& j, const Tokenizer& tok, bool all, const std::string& what) {
   if (!j.is_object() || !j.contains("segments")) return InvalidArgument(Str() << what << ": missing field 'segments'");
   if (!j["segments"].is_array()) return InvalidArgument(Str() << what << ": 'segments' is not a list");
   std::vector<ChatSegment> segs;
   for (size_t i = 0; i < j["segments"].size(); ++i) {
-    const Json& m = j["segments"][i];
+    const OrderedJson& m = j["segments"][i];
     std::string w = Str() << what << ": segments[" << i << "]";
     ASSIGN_OR_RETURN(std::string text, field(m, "text", w));
     if (!m.contains("label") || !m["label"].is_boolean())
@@ -127,7 +159,7 @@ StatusOr<Sample> from_segments(const Json& j, const Tokenizer& tok, bool all, co
 // Alpaca: {"instruction": s, "input"?: s, "output": s} in the Stanford Alpaca prompt (as axolotl's
 // `type: alpaca`); an absent, null or empty input takes the prompt without an Input section.
 // Trained like prompt_completion: the output and EOS.
-StatusOr<std::pair<std::string, std::string>> alpaca_prompt(const Json& j, const std::string& what) {
+StatusOr<std::pair<std::string, std::string>> alpaca_prompt(const OrderedJson& j, const std::string& what) {
   ASSIGN_OR_RETURN(std::string instruction, field(j, "instruction", what));
   ASSIGN_OR_RETURN(std::string output, field(j, "output", what));
   std::string input;
@@ -146,10 +178,10 @@ StatusOr<std::pair<std::string, std::string>> alpaca_prompt(const Json& j, const
   return std::make_pair(std::move(prompt), std::move(output));
 }
 
-StatusOr<Sample> from_tokenized(const Json& j, int64_t vocab, const std::string& what) {
+StatusOr<Sample> from_tokenized(const OrderedJson& j, int64_t vocab, const std::string& what) {
   if (!j.is_object() || !j.contains("input_ids")) return InvalidArgument(Str() << what << ": missing field 'input_ids'");
   auto ints = [&](const char* key, bool allow_ignore) -> StatusOr<std::vector<int32_t>> {
-    const Json& a = j[key];
+    const OrderedJson& a = j[key];
     if (!a.is_array()) return InvalidArgument(Str() << what << ": '" << key << "' is not a list");
     std::vector<int32_t> v;
     for (size_t i = 0; i < a.size(); ++i) {
@@ -175,7 +207,7 @@ StatusOr<Sample> from_tokenized(const Json& j, int64_t vocab, const std::string&
 
 bool needs_chat_template(const std::string& type) { return type == "messages" || type == "sharegpt"; }
 
-StatusOr<Sample> tokenize_json(const std::string& type, const Json& j, const Tokenizer& tok, const ChatTemplate* chat,
+StatusOr<Sample> tokenize_json(const std::string& type, const OrderedJson& j, const Tokenizer& tok, const ChatTemplate* chat,
                                const DatasetOptions& opt, const std::string& what) {
   Sample s;
   bool all = opt.train_on_inputs;
@@ -227,7 +259,7 @@ Status for_each_record(const std::string& path, const std::string& text, Fn fn) 
     return InvalidArgument(Str() << path << ": gzip-compressed; decompress it first (gunzip)");
   const size_t first = text.find_first_not_of(" \t\r\n");
   if (first != std::string::npos && text[first] == '[') {
-    ASSIGN_OR_RETURN(Json arr, parse_json(text, path + " (a JSON array of records)"));
+    ASSIGN_OR_RETURN(OrderedJson arr, parse_ordered_json(text, path + " (a JSON array of records)"));
     if (!arr.is_array()) return InvalidArgument(Str() << path << ": expected a JSON array of records");
     for (size_t i = 0; i < arr.size(); ++i) {
       const std::string what = Str() << path << " record " << i + 1;
@@ -244,7 +276,7 @@ Status for_each_record(const std::string& path, const std::string& text, Fn fn) 
     pos = e + 1;
     if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue;
     const std::string what = Str() << path << " line " << line_no;
-    ASSIGN_OR_RETURN(Json j, parse_json(line, what));
+    ASSIGN_OR_RETURN(OrderedJson j, parse_ordered_json(line, what));
     RETURN_IF_ERROR(fn(j, what));
   }
   return Status::OK();
@@ -254,7 +286,7 @@ Status for_each_record(const std::string& path, const std::string& text, Fn fn) 
 
 StatusOr<Sample> tokenize_record(const std::string& type, const std::string& line, const Tokenizer& tok,
                                  const ChatTemplate* chat, const DatasetOptions& opt, const std::string& what) {
-  ASSIGN_OR_RETURN(Json j, parse_json(line, what));
+  ASSIGN_OR_RETURN(OrderedJson j, parse_ordered_json(line, what));
   return tokenize_json(type, j, tok, chat, opt, what);
 }
 
@@ -266,7 +298,7 @@ Status load_dataset(const DatasetSource& src, const Tokenizer& tok, const Datase
   }
   ASSIGN_OR_RETURN(std::string text, read_file_to_string(src.path));
   if (opt.sequence_len < 2) return InvalidArgument(Str() << "sequence_len " << opt.sequence_len << " is too small");
-  return for_each_record(src.path, text, [&](const Json& j, const std::string& what) -> Status {
+  return for_each_record(src.path, text, [&](const OrderedJson& j, const std::string& what) -> Status {
     ASSIGN_OR_RETURN(Sample s, tokenize_json(src.type, j, tok, &chat, opt, what));
     if (static_cast<int64_t>(s.input_ids.size()) > opt.sequence_len) {
       s.input_ids.resize(opt.sequence_len);

@@ -152,16 +152,30 @@ TEST(ChatTemplate, MatchesItsJinja) {
     EXPECT_EQ(t->think_prompt, w.think_prompt) << name;
     auto ref_text = read_file_to_string(dir + name + "_rendered.json");
     ASSERT_TRUE(ref_text.ok());
-    auto ref = parse_json(*ref_text, name);
+    auto ref = parse_ordered_json(*ref_text, name);
     ASSERT_TRUE(ref.ok());
     ASSERT_GE((*ref)["cases"].size(), 5u);
-    auto msgs_of = [](const Json& a) {
+    auto msgs_of = [](const OrderedJson& a) {
       std::vector<ChatMessage> m;
-      for (const Json& x : a) m.push_back({x["role"].get<std::string>(), x["content"].get<std::string>()});
+      for (const OrderedJson& x : a) m.push_back({x["role"].get<std::string>(), x["content"].get<std::string>()});
       return m;
     };
+    Tokenizer tok = load_tok("qwen2");
     int i = 0;
-    for (const Json& cs : (*ref)["cases"]) {
+    for (const OrderedJson& cs : (*ref)["cases"]) {
+      if (cs.contains("record")) {
+        // Tools: through the dataset path (tool_calls, tools, Python-style tojson); the ids decode
+        // to the template's text, the tool calls are trained and the tool results are not.
+        auto smp = tokenize_record("messages", cs["record"].dump(), tok, &*t, DatasetOptions{}, "case");
+        ASSERT_TRUE(smp.ok()) << name << " case " << i << ": " << smp.status().to_string();
+        EXPECT_EQ(tok.decode(smp->input_ids), cs["text"].get<std::string>()) << name << " case " << i;
+        const std::string trained = trained_text(tok, *smp);
+        EXPECT_NE(trained.find("</tool_call><|im_end|>"), std::string::npos) << trained;
+        EXPECT_EQ(trained.find("<tool_response>"), std::string::npos) << trained;
+        EXPECT_EQ(trained.find("# Tools"), std::string::npos) << trained;
+        ++i;
+        continue;
+      }
       auto segs = render_chat(*t, msgs_of(cs["messages"]), "case");
       ASSERT_TRUE(segs.ok()) << segs.status().to_string();
       std::string text;
@@ -172,6 +186,7 @@ TEST(ChatTemplate, MatchesItsJinja) {
       EXPECT_EQ(*prompt, cs["prompt"].get<std::string>()) << name << " prompt " << i;
       ++i;
     }
+    EXPECT_GE(i, 8) << name;
   }
   // The think block is the model's output: trained with the answer.
   Tokenizer tok = load_tok("qwen2");
@@ -340,6 +355,14 @@ TEST(Datasets, BadInputNamesFileAndLine) {
   expect_error(tok, "sharegpt", R"({"conversations":{"from":"human"}})", "'conversations' is not a list");
   expect_error(tok, "sharegpt", R"({"conversations":[{"from":"human"}]})", "missing field 'value'");
   expect_error(tok, "input_output", R"({"segments":[{"text":"a"}]})", "'label' must be true (trained) or false");
+  // Tools only where the template renders them (chatml by name is SmolLM2-style: no tool blocks).
+  expect_error(tok, "messages", R"({"messages":[{"role":"tool","content":"x"},{"role":"assistant","content":"y"}]})",
+               "has role 'tool' (the chatml template does not render tools");
+  expect_error(tok, "messages", R"({"tools":[{"name":"f"}],"messages":[{"role":"user","content":"x"},{"role":"assistant","content":"y"}]})",
+               "'tools' (the chatml template does not render tools");
+  expect_error(tok, "messages", R"({"messages":[{"role":"assistant","content":null,"tool_calls":[{"function":{"name":"f"}}]}]})",
+               "tool_calls[0]: missing field 'arguments'");
+  expect_error(tok, "messages", R"({"messages":[{"role":"assistant","tool_calls":{"name":"f"}}]})", "'tool_calls' is not a list");
   expect_error(tok, "input_output", R"({"segments":[]})", "'segments' is empty");
   expect_error(tok, "input_output", R"({"text":"a"})", "missing field 'segments'");
 }

@@ -32,11 +32,37 @@ CONVERSATIONS = [
 ]
 
 
-def render(src, messages, add_generation_prompt):
+WEATHER = {"type": "function", "function": {"name": "get_weather", "description": "Weather of a city",
+                                           "parameters": {"type": "object", "required": ["city"],
+                                                          "properties": {"city": {"type": "string"},
+                                                                         "unit": {"enum": ["c", "f"]}}}}}
+# Conversations with tools (rendered for the templates that have tool blocks).
+TOOL_CASES = [
+    {"tools": [WEATHER],
+     "messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Weather in Paris?"},
+                  {"role": "assistant", "content": None,
+                   "tool_calls": [{"type": "function", "function": {"name": "get_weather",
+                                                                    "arguments": {"unit": "c", "city": "Paris"}}}]},
+                  {"role": "tool", "content": "{\"temp\": 21.5}"},
+                  {"role": "assistant", "content": "21.5 C in Paris."}]},
+    {"tools": [WEATHER, {"type": "function", "function": {"name": "now", "parameters": {}}}],
+     "messages": [{"role": "user", "content": "Time and weather in Oslo, \u00e9t\u00e9?"},
+                  {"role": "assistant", "content": "Let me check.",
+                   "tool_calls": [{"function": {"name": "now", "arguments": "{}"}},
+                                  {"name": "get_weather", "arguments": {"city": "Oslo", "scale": 1.5e-05, "n": [1, 2.0]}}]},
+                  {"role": "tool", "content": "12:00"}, {"role": "tool", "content": "-3"},
+                  {"role": "assistant", "content": "<think>both back</think>Noon, -3."}]},
+    {"messages": [{"role": "user", "content": "Call now"},
+                  {"role": "assistant", "content": "", "tool_calls": [{"function": {"name": "now", "arguments": {}}}]},
+                  {"role": "tool", "content": "12:00"}, {"role": "assistant", "content": "It is noon."}]},
+]
+
+
+def render(src, messages, add_generation_prompt, tools=None):
     env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[loopcontrols])
     env.filters["tojson"] = lambda x, **kw: json.dumps(x, ensure_ascii=False)
     return env.from_string(src).render(messages=messages, add_generation_prompt=add_generation_prompt,
-                                       bos_token="", eos_token="<|im_end|>")
+                                       bos_token="", eos_token="<|im_end|>", tools=tools)
 
 
 def main():
@@ -47,6 +73,8 @@ def main():
             gen = conv if conv[-1]["role"] != "assistant" else conv[:-1]
             cases.append({"messages": conv, "text": render(src, conv, False),
                           "prompt_messages": gen, "prompt": render(src, gen, True)})
+        for tc in TOOL_CASES:
+            cases.append({"record": tc, "text": render(src, tc["messages"], False, tc.get("tools"))})
         with open(os.path.join(HERE, name + "_rendered.json"), "w") as f:
             json.dump({"template": name + ".jinja", "cases": cases}, f, indent=1, ensure_ascii=False)
             f.write("\n")
