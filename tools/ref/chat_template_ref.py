@@ -66,14 +66,14 @@ def render(src, messages, add_generation_prompt, tools=None):
 
 
 def main():
-    for name in ["qwen3", "qwen3_thinking_2507", "qwen2_5"]:
+    for name in ["qwen3", "qwen3_thinking_2507", "qwen2_5", "smollm2"]:
         src = open(os.path.join(HERE, name + ".jinja")).read()
         cases = []
         for conv in CONVERSATIONS:
             gen = conv if conv[-1]["role"] != "assistant" else conv[:-1]
             cases.append({"messages": conv, "text": render(src, conv, False),
                           "prompt_messages": gen, "prompt": render(src, gen, True)})
-        for tc in TOOL_CASES:
+        for tc in TOOL_CASES if "<tool_call>" in src else []:
             cases.append({"record": tc, "text": render(src, tc["messages"], False, tc.get("tools"))})
         with open(os.path.join(HERE, name + "_rendered.json"), "w") as f:
             json.dump({"template": name + ".jinja", "cases": cases}, f, indent=1, ensure_ascii=False)
