@@ -58,21 +58,27 @@ TOOL_CASES = [
 ]
 
 
-def render(src, messages, add_generation_prompt, tools=None):
+BOS = {"llama3_1": "<|begin_of_text|>"}  # the others render no BOS
+
+
+def render(src, messages, add_generation_prompt, tools=None, bos=""):
     env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[loopcontrols])
     env.filters["tojson"] = lambda x, **kw: json.dumps(x, ensure_ascii=False)
     return env.from_string(src).render(messages=messages, add_generation_prompt=add_generation_prompt,
-                                       bos_token="", eos_token="<|im_end|>", tools=tools)
+                                       bos_token=bos, eos_token="<|im_end|>", tools=tools)
 
 
 def main():
-    for name in ["qwen3", "qwen3_thinking_2507", "qwen2_5", "smollm2"]:
+    # llama3_1: strftime_now is not defined here, so the template takes its own fallback date
+    # (26 Jul 2024), which is the date streamtune pins (README, chat_template).
+    for name in ["qwen3", "qwen3_thinking_2507", "qwen2_5", "smollm2", "llama3_1"]:
         src = open(os.path.join(HERE, name + ".jinja")).read()
         cases = []
         for conv in CONVERSATIONS:
             gen = conv if conv[-1]["role"] != "assistant" else conv[:-1]
-            cases.append({"messages": conv, "text": render(src, conv, False),
-                          "prompt_messages": gen, "prompt": render(src, gen, True)})
+            bos = BOS.get(name, "")
+            cases.append({"messages": conv, "text": render(src, conv, False, bos=bos),
+                          "prompt_messages": gen, "prompt": render(src, gen, True, bos=bos)})
         for tc in TOOL_CASES if "<tool_call>" in src else []:
             cases.append({"record": tc, "text": render(src, tc["messages"], False, tc.get("tools"))})
         with open(os.path.join(HERE, name + "_rendered.json"), "w") as f:
