@@ -131,7 +131,7 @@ TEST(ChatTemplate, MistralV3AndTekken) {
 // normalizer) would give the reply after "[/INST]" a "▁" that the rendered string does not have.
 // The dataset uses the whole string's ids (HF tokenizers: "▁[/INST]", "A", ... not "▁A").
 // The models' own templates (tests/fixtures/chat/*.jinja: Qwen3 hybrid and thinking-only, Qwen2.5,
-// SmolLM2, Llama-3.1 with its fallback date),
+// SmolLM2, Llama-3 and Llama-3.1 with its fallback date),
 // rendered by jinja2 in transformers' environment (tools/ref/chat_template_ref.py): think blocks
 // after the last user message, reasoning dropped from history turns, default and late system
 // turns, generation prompts.
@@ -144,7 +144,7 @@ TEST(ChatTemplate, MatchesItsJinja) {
   };
   for (const Want& w : {Want{"qwen3", "qwen3", false}, Want{"qwen3_thinking_2507", "qwen3", true},
                         Want{"qwen2_5", "chatml", false}, Want{"smollm2", "chatml", false},
-                        Want{"llama3_1", "llama3", false}}) {
+                        Want{"llama3_1", "llama3", false}, Want{"llama3", "llama3", false}}) {
     const char* name = w.file;
     auto src = read_file_to_string(dir + name + ".jinja");
     ASSERT_TRUE(src.ok()) << src.status().to_string();

@@ -58,7 +58,7 @@ TOOL_CASES = [
 ]
 
 
-BOS = {"llama3_1": "<|begin_of_text|>"}  # the others render no BOS
+BOS = {"llama3_1": "<|begin_of_text|>", "llama3": "<|begin_of_text|>"}  # the others render no BOS
 
 
 def render(src, messages, add_generation_prompt, tools=None, bos=""):
@@ -71,7 +71,7 @@ def render(src, messages, add_generation_prompt, tools=None, bos=""):
 def main():
     # llama3_1: strftime_now is not defined here, so the template takes its own fallback date
     # (26 Jul 2024), which is the date streamtune pins (README, chat_template).
-    for name in ["qwen3", "qwen3_thinking_2507", "qwen2_5", "smollm2", "llama3_1"]:
+    for name in ["qwen3", "qwen3_thinking_2507", "qwen2_5", "smollm2", "llama3_1", "llama3"]:
         src = open(os.path.join(HERE, name + ".jinja")).read()
         cases = []
         for conv in CONVERSATIONS:
