@@ -70,6 +70,10 @@ void print_banner(const TrainConfig& cfg, const Backend& be, const BaseWeights& 
               static_cast<long long>(td.stats.target_tokens), static_cast<long long>(td.stats.truncated),
               static_cast<long long>(td.stats.dropped_no_targets),
               static_cast<long long>(td.eval ? td.eval->size() : 0));
+  if (td.stats.system_dropped > 0)
+    std::printf("  note       %lld conversation(s) end with the assistant: the %s template leaves their system message\n"
+                "             out (only a conversation ending with a user message carries it, as in HF's template)\n",
+                static_cast<long long>(td.stats.system_dropped), cfg.chat_template.empty() ? "tokenizer's" : cfg.chat_template.c_str());
   std::fflush(stdout);
 }
 

@@ -157,21 +157,18 @@ void render_llama3(const ChatTemplate& t, const std::vector<ChatMessage>& m, std
 }
 
 // Mistral v3 ("[INST] q[/INST] a</s>", Mistral-7B-Instruct-v0.3, Mixtral-8x22B, Codestral) and
-// tekken ("[INST]q[/INST]a</s>", Mistral-Nemo, Ministral), as their HF templates render them: the
-// system text goes before the LAST user message (mistral-common's default, the templates'
-// user_messages[-1]); v3 puts " " + trimmed content before the assistant's </s>.
+// tekken ("[INST]q[/INST]a</s>", Mistral-Nemo, Ministral), as their HF templates render them: a
+// first system message goes before the user message only when that message ends the conversation
+// (the templates' `loop.last`), so a conversation that ends with the assistant's reply loses it --
+// HF's behaviour, counted by mistral_drops_system so the dataset report says so. v3 puts " " +
+// trimmed content before the assistant's </s>.
 void render_mistral_v3(const std::vector<ChatMessage>& m, bool tekken, std::vector<ChatSegment>* out) {
   add(out, "<s>", false);
-  std::string system;
-  size_t last_user = 0;
-  for (size_t i = 0; i < m.size(); ++i) {
-    if (m[i].role == "system") system = m[i].content;
-    if (m[i].role == "user") last_user = i;
-  }
-  for (size_t i = 0; i < m.size(); ++i) {
+  const bool has_system = m[0].role == "system";
+  for (size_t i = has_system ? 1 : 0; i < m.size(); ++i) {
     const ChatMessage& msg = m[i];
     if (msg.role == "user") {
-      std::string c = i == last_user && !system.empty() ? system + "\n\n" + msg.content : msg.content;
+      std::string c = has_system && i + 1 == m.size() ? m[0].content + "\n\n" + msg.content : msg.content;
       add(out, (tekken ? "[INST]" : "[INST] ") + c + "[/INST]", false);
     } else if (msg.role == "assistant") {
       std::string reply = tekken ? msg.content : std::string(" ");  // (not " " + ...: GCC 12's -Wrestrict misfires)
@@ -300,6 +297,9 @@ Status check_roles(const ChatTemplate& t, const std::vector<ChatMessage>& msgs, 
       return InvalidArgument(Str() << what << ": message " << i << " (" << r << ") has tool_calls; only assistant turns may");
     if (!msgs[i].tool_calls.empty() && !t.tools)
       return InvalidArgument(Str() << what << ": message " << i << " has tool_calls" << no_tools);
+    if (r == "system" && i > 0 && (t.format == ChatFormat::kMistralV3 || t.format == ChatFormat::kMistralTekken))
+      return InvalidArgument(Str() << what << ": message " << i << " is a system message; the " << t.name()
+                                   << " template takes one only first");
   }
   return Status::OK();
 }
@@ -319,6 +319,11 @@ std::vector<ChatSegment> render(const ChatTemplate& t, const std::vector<ChatMes
 }
 
 }  // namespace
+
+bool mistral_drops_system(const ChatTemplate& t, const std::vector<ChatMessage>& msgs) {
+  return (t.format == ChatFormat::kMistralV3 || t.format == ChatFormat::kMistralTekken) && msgs.size() > 1 &&
+         msgs[0].role == "system" && msgs.back().role != "user";
+}
 
 StatusOr<std::vector<ChatSegment>> render_chat(const ChatTemplate& t, const std::vector<ChatMessage>& msgs,
                                                const std::string& what, const std::vector<std::string>& tools) {

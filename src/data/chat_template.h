@@ -68,6 +68,9 @@ StatusOr<ChatTemplate> resolve_chat_template(const std::string& name, const Toke
 // tools: the tool schemas as JSON text (python_json_dumps), rendered in the system block.
 StatusOr<std::vector<ChatSegment>> render_chat(const ChatTemplate& t, const std::vector<ChatMessage>& msgs,
                                                const std::string& what, const std::vector<std::string>& tools = {});
+// Whether the template leaves the conversation's system message out (Mistral v3 / tekken: only a
+// conversation ending with a user message carries it, as in HF's templates).
+bool mistral_drops_system(const ChatTemplate& t, const std::vector<ChatMessage>& msgs);
 // Text for generation: the conversation followed by the assistant header (add_generation_prompt).
 StatusOr<std::string> render_generation_prompt(const ChatTemplate& t, const std::vector<ChatMessage>& msgs,
                                                const std::vector<std::string>& tools = {});

@@ -84,7 +84,7 @@ StatusOr<std::vector<ToolCall>> tool_calls_of(const OrderedJson& m, const std::s
 // messages: [{"role", "content", "tool_calls"?}], and "tools"? (a list of JSON schemas) for the
 // templates that render tools. An assistant turn with tool calls may have a null or absent content.
 StatusOr<Sample> from_messages(const OrderedJson& j, const Tokenizer& tok, const ChatTemplate& chat, bool all,
-                               const std::string& what) {
+                               const std::string& what, DatasetStats* stats) {
   if (!j.is_object() || !j.contains("messages")) return InvalidArgument(Str() << what << ": missing field 'messages'");
   if (!j["messages"].is_array()) return InvalidArgument(Str() << what << ": 'messages' is not a list");
   std::vector<ChatMessage> msgs;
@@ -105,6 +105,7 @@ StatusOr<Sample> from_messages(const OrderedJson& j, const Tokenizer& tok, const
     for (const OrderedJson& t : j["tools"]) tools.push_back(python_json_dumps(t));
   }
   ASSIGN_OR_RETURN(std::vector<ChatSegment> segs, render_chat(chat, msgs, what, tools));
+  if (stats && mistral_drops_system(chat, msgs)) ++stats->system_dropped;
   return tokenize_chat(segs, tok, all);
 }
 
@@ -112,7 +113,7 @@ StatusOr<Sample> from_messages(const OrderedJson& j, const Tokenizer& tok, const
 // FastChat write it; "user"/"assistant" are taken too), rendered through the chat template exactly
 // as the same "messages" record would be.
 StatusOr<Sample> from_sharegpt(const OrderedJson& j, const Tokenizer& tok, const ChatTemplate& chat, bool all,
-                               const std::string& what) {
+                               const std::string& what, DatasetStats* stats) {
   if (!j.is_object() || !j.contains("conversations"))
     return InvalidArgument(Str() << what << ": missing field 'conversations'");
   if (!j["conversations"].is_array()) return InvalidArgument(Str() << what << ": 'conversations' is not a list");
@@ -134,6 +135,7 @@ StatusOr<Sample> from_sharegpt(const OrderedJson& j, const Tokenizer& tok, const
     msgs.push_back({role, value});
   }
   ASSIGN_OR_RETURN(std::vector<ChatSegment> segs, render_chat(chat, msgs, what));
+  if (stats && mistral_drops_system(chat, msgs)) ++stats->system_dropped;
   return tokenize_chat(segs, tok, all);
 }
 
@@ -208,7 +210,7 @@ StatusOr<Sample> from_tokenized(const OrderedJson& j, int64_t vocab, const std::
 bool needs_chat_template(const std::string& type) { return type == "messages" || type == "sharegpt"; }
 
 StatusOr<Sample> tokenize_json(const std::string& type, const OrderedJson& j, const Tokenizer& tok, const ChatTemplate* chat,
-                               const DatasetOptions& opt, const std::string& what) {
+                               const DatasetOptions& opt, const std::string& what, DatasetStats* stats) {
   Sample s;
   bool all = opt.train_on_inputs;
   auto prompt_completion = [&](const std::string& prompt, const std::string& completion) {
@@ -229,9 +231,9 @@ StatusOr<Sample> tokenize_json(const std::string& type, const OrderedJson& j, co
     ASSIGN_OR_RETURN(auto pc, alpaca_prompt(j, what));
     prompt_completion(pc.first, pc.second);
   } else if (type == "messages") {
-    ASSIGN_OR_RETURN(s, from_messages(j, tok, *chat, all, what));
+    ASSIGN_OR_RETURN(s, from_messages(j, tok, *chat, all, what, stats));
   } else if (type == "sharegpt") {
-    ASSIGN_OR_RETURN(s, from_sharegpt(j, tok, *chat, all, what));
+    ASSIGN_OR_RETURN(s, from_sharegpt(j, tok, *chat, all, what, stats));
   } else if (type == "input_output") {
     ASSIGN_OR_RETURN(s, from_segments(j, tok, all, what));
   } else if (type == "tokenized") {
@@ -287,7 +289,7 @@ Status for_each_record(const std::string& path, const std::string& text, Fn fn) 
 StatusOr<Sample> tokenize_record(const std::string& type, const std::string& line, const Tokenizer& tok,
                                  const ChatTemplate* chat, const DatasetOptions& opt, const std::string& what) {
   ASSIGN_OR_RETURN(OrderedJson j, parse_ordered_json(line, what));
-  return tokenize_json(type, j, tok, chat, opt, what);
+  return tokenize_json(type, j, tok, chat, opt, what, nullptr);
 }
 
 Status load_dataset(const DatasetSource& src, const Tokenizer& tok, const DatasetOptions& opt,
@@ -299,7 +301,7 @@ Status load_dataset(const DatasetSource& src, const Tokenizer& tok, const Datase
   ASSIGN_OR_RETURN(std::string text, read_file_to_string(src.path));
   if (opt.sequence_len < 2) return InvalidArgument(Str() << "sequence_len " << opt.sequence_len << " is too small");
   return for_each_record(src.path, text, [&](const OrderedJson& j, const std::string& what) -> Status {
-    ASSIGN_OR_RETURN(Sample s, tokenize_json(src.type, j, tok, &chat, opt, what));
+    ASSIGN_OR_RETURN(Sample s, tokenize_json(src.type, j, tok, &chat, opt, what, stats));
     if (static_cast<int64_t>(s.input_ids.size()) > opt.sequence_len) {
       s.input_ids.resize(opt.sequence_len);
       s.labels.resize(opt.sequence_len);

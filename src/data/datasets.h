@@ -49,6 +49,7 @@ struct DatasetStats {
   int64_t dropped_no_targets = 0;  // nothing left to train on (e.g. truncated before the answer)
   int64_t tokens = 0;           // kept tokens
   int64_t target_tokens = 0;    // kept trained labels
+  int64_t system_dropped = 0;   // conversations whose system message the template leaves out (Mistral v3/tekken)
 };
 
 // Reads and tokenizes one dataset file, appending to `out`; stats are accumulated.

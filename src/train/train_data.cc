@@ -55,6 +55,10 @@ Status preview_train_data(const TrainConfig& cfg, int n, std::FILE* out) {
                  d.path.c_str(), d.type.c_str(), static_cast<long long>(st.samples), static_cast<long long>(st.tokens),
                  static_cast<long long>(st.target_tokens), static_cast<long long>(st.truncated),
                  static_cast<long long>(cfg.sequence_len), static_cast<long long>(st.dropped_no_targets));
+    if (st.system_dropped > 0)
+      std::fprintf(out, "  %lld conversation(s) lose their system message to the template (Mistral v3/tekken, as HF's: "
+                        "only a conversation ending with a user message carries it)\n",
+                   static_cast<long long>(st.system_dropped));
     for (int k = 0; k < n && k < static_cast<int>(samples.size()); ++k) {
       const Sample& s = samples[static_cast<size_t>(k)];
       const auto trained = std::count_if(s.labels.begin(), s.labels.end(), [](int32_t l) { return l != kIgnoreIndex; });

@@ -100,18 +100,33 @@ TEST(ChatTemplate, MistralV3AndTekken) {
                      R"({"role":"assistant","content":" A2 "}]})";
   auto v3 = record(tok, "messages", conv, "mistral_v3");
   ASSERT_TRUE(v3.ok()) << v3.status().to_string();
-  const std::string v3_text = "<s>[INST] Q[/INST] A</s>[INST] Be brief.\n\nQ2[/INST] A2</s>";
+  // As HF's templates (`loop.last`): the system text only joins a user message that ends the
+  // conversation, so this one (ending with the assistant) loses it -- and the dataset counts that.
+  const std::string v3_text = "<s>[INST] Q[/INST] A</s>[INST] Q2[/INST] A2</s>";
   EXPECT_EQ(tok.decode(v3->input_ids), v3_text);
   EXPECT_EQ(v3->input_ids, tok.encode(v3_text));
   EXPECT_EQ(trained_text(tok, *v3), " A</s> A2</s>");
   auto tk = record(tok, "messages", conv, "mistral_tekken");
   ASSERT_TRUE(tk.ok()) << tk.status().to_string();
-  const std::string tk_text = "<s>[INST]Q[/INST]A</s>[INST]Be brief.\n\nQ2[/INST] A2 </s>";
+  const std::string tk_text = "<s>[INST]Q[/INST]A</s>[INST]Q2[/INST] A2 </s>";
   EXPECT_EQ(tok.decode(tk->input_ids), tk_text);
   EXPECT_EQ(tk->input_ids, tok.encode(tk_text));
   const std::string tk_trained = trained_text(tok, *tk);
   // "]A" is one pre-token of the Llama-3 regex: the token that straddles the border is trained.
   EXPECT_TRUE(tk_trained == "A</s> A2 </s>" || tk_trained == "]A</s> A2 </s>") << tk_trained;
+  {
+    std::vector<Sample> out;
+    DatasetStats st;
+    DatasetOptions opt;
+    opt.chat_template = "mistral_v3";
+    ASSERT_TRUE(load_dataset({write_tmp("m3.jsonl", std::string(conv) + "\n"), "messages"}, tok, opt, &out, &st).ok());
+    EXPECT_EQ(st.system_dropped, 1);
+    auto mid = record(tok, "messages",
+                      R"({"messages":[{"role":"user","content":"Q"},{"role":"system","content":"S"},{"role":"assistant","content":"A"}]})",
+                      "mistral_v3");
+    EXPECT_FALSE(mid.ok());
+    EXPECT_NE(mid.status().message().find("takes one only first"), std::string::npos) << mid.status().to_string();
+  }
   auto gen = render_generation_prompt(*chat_template_by_name("mistral_v3"), {{"system", "S"}, {"user", "q"}});
   ASSERT_TRUE(gen.ok());
   EXPECT_EQ(*gen, "<s>[INST] S\n\nq[/INST]");
@@ -131,7 +146,7 @@ TEST(ChatTemplate, MistralV3AndTekken) {
 // normalizer) would give the reply after "[/INST]" a "▁" that the rendered string does not have.
 // The dataset uses the whole string's ids (HF tokenizers: "▁[/INST]", "A", ... not "▁A").
 // The models' own templates (tests/fixtures/chat/*.jinja: Qwen3 hybrid and thinking-only, Qwen2.5,
-// SmolLM2, Llama-3 and Llama-3.1 with its fallback date),
+// SmolLM2, Llama-3 and Llama-3.1 with its fallback date, Mistral-Nemo (tekken)),
 // rendered by jinja2 in transformers' environment (tools/ref/chat_template_ref.py): think blocks
 // after the last user message, reasoning dropped from history turns, default and late system
 // turns, generation prompts.
@@ -144,7 +159,8 @@ TEST(ChatTemplate, MatchesItsJinja) {
   };
   for (const Want& w : {Want{"qwen3", "qwen3", false}, Want{"qwen3_thinking_2507", "qwen3", true},
                         Want{"qwen2_5", "chatml", false}, Want{"smollm2", "chatml", false},
-                        Want{"llama3_1", "llama3", false}, Want{"llama3", "llama3", false}}) {
+                        Want{"llama3_1", "llama3", false}, Want{"llama3", "llama3", false},
+                        Want{"mistral_nemo", "mistral_tekken", false}}) {
     const char* name = w.file;
     auto src = read_file_to_string(dir + name + ".jinja");
     ASSERT_TRUE(src.ok()) << src.status().to_string();
@@ -156,7 +172,7 @@ TEST(ChatTemplate, MatchesItsJinja) {
     ASSERT_TRUE(ref_text.ok());
     auto ref = parse_ordered_json(*ref_text, name);
     ASSERT_TRUE(ref.ok());
-    ASSERT_GE((*ref)["cases"].size(), 5u);
+    ASSERT_GE((*ref)["cases"].size(), 3u);  // Mistral's template refuses the non-alternating ones
     auto msgs_of = [](const OrderedJson& a) {
       std::vector<ChatMessage> m;
       for (const OrderedJson& x : a) m.push_back({x["role"].get<std::string>(), x["content"].get<std::string>()});
@@ -188,7 +204,7 @@ TEST(ChatTemplate, MatchesItsJinja) {
       EXPECT_EQ(*prompt, cs["prompt"].get<std::string>()) << name << " prompt " << i;
       ++i;
     }
-    EXPECT_GE(i, t->tools ? 8 : 5) << name;
+    EXPECT_GE(i, t->tools ? 8 : 3) << name;
   }
   // The think block is the model's output: trained with the answer.
   Tokenizer tok = load_tok("qwen2");

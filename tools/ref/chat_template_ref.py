@@ -58,27 +58,32 @@ TOOL_CASES = [
 ]
 
 
-BOS = {"llama3_1": "<|begin_of_text|>", "llama3": "<|begin_of_text|>"}  # the others render no BOS
+BOS = {"llama3_1": "<|begin_of_text|>", "llama3": "<|begin_of_text|>", "mistral_nemo": "<s>"}  # others: none
+EOS = {"mistral_nemo": "</s>"}
 
 
-def render(src, messages, add_generation_prompt, tools=None, bos=""):
+def render(src, messages, add_generation_prompt, tools=None, bos="", eos="<|im_end|>"):
     env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[loopcontrols])
     env.filters["tojson"] = lambda x, **kw: json.dumps(x, ensure_ascii=False)
     return env.from_string(src).render(messages=messages, add_generation_prompt=add_generation_prompt,
-                                       bos_token=bos, eos_token="<|im_end|>", tools=tools)
+                                       bos_token=bos, eos_token=eos, tools=tools)
 
 
 def main():
     # llama3_1: strftime_now is not defined here, so the template takes its own fallback date
     # (26 Jul 2024), which is the date streamtune pins (README, chat_template).
-    for name in ["qwen3", "qwen3_thinking_2507", "qwen2_5", "smollm2", "llama3_1", "llama3"]:
+    for name in ["qwen3", "qwen3_thinking_2507", "qwen2_5", "smollm2", "llama3_1", "llama3", "mistral_nemo"]:
         src = open(os.path.join(HERE, name + ".jinja")).read()
         cases = []
         for conv in CONVERSATIONS:
             gen = conv if conv[-1]["role"] != "assistant" else conv[:-1]
-            bos = BOS.get(name, "")
-            cases.append({"messages": conv, "text": render(src, conv, False, bos=bos),
-                          "prompt_messages": gen, "prompt": render(src, gen, True, bos=bos)})
+            bos, eos = BOS.get(name, ""), EOS.get(name, "<|im_end|>")
+            try:
+                case = {"messages": conv, "text": render(src, conv, False, bos=bos, eos=eos),
+                        "prompt_messages": gen, "prompt": render(src, gen, True, bos=bos, eos=eos)}
+            except Exception:  # the template refuses it (Mistral: roles must alternate)
+                continue
+            cases.append(case)
         for tc in TOOL_CASES if "<tool_call>" in src else []:
             cases.append({"record": tc, "text": render(src, tc["messages"], False, tc.get("tools"))})
         with open(os.path.join(HERE, name + "_rendered.json"), "w") as f:
