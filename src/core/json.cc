@@ -9,24 +9,26 @@
 
 namespace st {
 
-StatusOr<Json> parse_json(std::string_view text, const std::string& what) {
+namespace {
+
+// Parse errors as a Corruption naming the source and the byte, for either key order.
+template <class J>
+StatusOr<J> parse_as(std::string_view text, const std::string& what) {
   try {
-    return Json::parse(text.begin(), text.end());
-  } catch (const Json::parse_error& e) {
+    return J::parse(text.begin(), text.end());
+  } catch (const typename J::parse_error& e) {
     return Corruption(Str() << what << ": invalid JSON at byte " << e.byte << ": " << e.what());
   } catch (const std::exception& e) {
     return Corruption(Str() << what << ": invalid JSON: " << e.what());
   }
 }
 
+}  // namespace
+
+StatusOr<Json> parse_json(std::string_view text, const std::string& what) { return parse_as<Json>(text, what); }
+
 StatusOr<OrderedJson> parse_ordered_json(std::string_view text, const std::string& what) {
-  try {
-    return OrderedJson::parse(text.begin(), text.end());
-  } catch (const OrderedJson::parse_error& e) {
-    return Corruption(Str() << what << ": invalid JSON at byte " << e.byte << ": " << e.what());
-  } catch (const std::exception& e) {
-    return Corruption(Str() << what << ": invalid JSON: " << e.what());
-  }
+  return parse_as<OrderedJson>(text, what);
 }
 
 namespace {

@@ -60,6 +60,15 @@ Sample tokenize_chat(const std::vector<ChatSegment>& segs, const Tokenizer& tok,
   return s;
 }
 
+// A conversation through the chat template, counting a system message the template leaves out.
+StatusOr<Sample> render_and_tokenize(const ChatTemplate& chat, const std::vector<ChatMessage>& msgs,
+                                     const std::vector<std::string>& tools, const Tokenizer& tok, bool all,
+                                     const std::string& what, DatasetStats* stats) {
+  ASSIGN_OR_RETURN(std::vector<ChatSegment> segs, render_chat(chat, msgs, what, tools));
+  if (stats && mistral_drops_system(chat, msgs)) ++stats->system_dropped;
+  return tokenize_chat(segs, tok, all);
+}
+
 // An assistant turn's tool_calls as OpenAI and the Qwen templates write them: a list of
 // {"function": {"name", "arguments"}} (or {"name", "arguments"} directly); arguments any JSON value.
 StatusOr<std::vector<ToolCall>> tool_calls_of(const OrderedJson& m, const std::string& what) {
@@ -104,9 +113,7 @@ StatusOr<Sample> from_messages(const OrderedJson& j, const Tokenizer& tok, const
     if (!j["tools"].is_array()) return InvalidArgument(Str() << what << ": 'tools' is not a list");
     for (const OrderedJson& t : j["tools"]) tools.push_back(python_json_dumps(t));
   }
-  ASSIGN_OR_RETURN(std::vector<ChatSegment> segs, render_chat(chat, msgs, what, tools));
-  if (stats && mistral_drops_system(chat, msgs)) ++stats->system_dropped;
-  return tokenize_chat(segs, tok, all);
+  return render_and_tokenize(chat, msgs, tools, tok, all, what, stats);
 }
 
 // ShareGPT: {"conversations": [{"from": "system"|"human"|"gpt", "value": s}]} (as axolotl and
@@ -134,9 +141,7 @@ StatusOr<Sample> from_sharegpt(const OrderedJson& j, const Tokenizer& tok, const
                                    << "' (expected system, human/user or gpt/assistant)");
     msgs.push_back({role, value});
   }
-  ASSIGN_OR_RETURN(std::vector<ChatSegment> segs, render_chat(chat, msgs, what));
-  if (stats && mistral_drops_system(chat, msgs)) ++stats->system_dropped;
-  return tokenize_chat(segs, tok, all);
+  return render_and_tokenize(chat, msgs, {}, tok, all, what, stats);
 }
 
 // Template-free (axolotl's input_output): {"segments": [{"text": s, "label": bool}]}. The texts are

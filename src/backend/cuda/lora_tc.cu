@@ -72,21 +72,15 @@ int64_t block_target(const char* name, int64_t dflt) {
   const long long v = std::atoll(e);
   return v >= 1 ? v : dflt;
 }
-int64_t dot_target_blocks() {
-  static const int64_t v = block_target("STREAMTUNE_LORA_DOT_BLOCKS", kDotTargetBlocks);
-  return v;
-}
-int64_t sum_target_blocks() {
-  static const int64_t v = block_target("STREAMTUNE_LORA_SUM_BLOCKS", kSumTargetBlocks);
-  return v;
-}
-int64_t dt_transpose_min() {
-  static const int64_t v = block_target("STREAMTUNE_LORA_DT_T", kDtTransposeMin);
-  return v;
-}
-int64_t sum_split_rows() {
-  static const int64_t v = block_target("STREAMTUNE_LORA_SUM_ROWS", kSumSplitRows);
-  return v;
+struct PlanKnobs {
+  int64_t dot_blocks, sum_blocks, sum_rows, dt_transpose_min;
+};
+const PlanKnobs& knobs() {  // read once, at the first LoRA op
+  static const PlanKnobs k{block_target("STREAMTUNE_LORA_DOT_BLOCKS", kDotTargetBlocks),
+                           block_target("STREAMTUNE_LORA_SUM_BLOCKS", kSumTargetBlocks),
+                           block_target("STREAMTUNE_LORA_SUM_ROWS", kSumSplitRows),
+                           block_target("STREAMTUNE_LORA_DT_T", kDtTransposeMin)};
+  return k;
 }
 
 // Three bf16 parts of two f32 values, as bf16x2 words (the lower k in the low half).
@@ -424,8 +418,8 @@ SumTcPlan plan_colsum_tc(int64_t N, int64_t C) {
   SumTcPlan p;
   p.strips = (C + 63) / 64;
   const int64_t step = kSumWarps * 16 * kSumUnroll;  // tokens a block takes per loop trip
-  const int64_t cap = std::min(N / step, std::max<int64_t>(4, N / sum_split_rows()));
-  const int64_t want = std::clamp<int64_t>(sum_target_blocks() / p.strips, 1, std::max<int64_t>(1, cap));
+  const int64_t cap = std::min(N / step, std::max<int64_t>(4, N / knobs().sum_rows));
+  const int64_t want = std::clamp<int64_t>(knobs().sum_blocks / p.strips, 1, std::max<int64_t>(1, cap));
   p.split_rows = ((N + want - 1) / want + step - 1) / step * step;
   p.splits = (N + p.split_rows - 1) / p.split_rows;
   return p;
@@ -459,7 +453,7 @@ bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 // Depends on the shape only (not the device), so the bits do too.
 int64_t rowdot_splits(int64_t N, int64_t K) {
   const int64_t row_blocks = (N + 15) / 16, KB = K / 32;
-  return std::clamp<int64_t>(dot_target_blocks() / std::max<int64_t>(row_blocks, 1), 1,
+  return std::clamp<int64_t>(knobs().dot_blocks / std::max<int64_t>(row_blocks, 1), 1,
                              std::max<int64_t>(1, KB / kDotWarps));
 }
 
@@ -512,7 +506,7 @@ __global__ void transpose_kr_kernel(float* bt, const float* b, int64_t K, int r)
 int64_t align4(int64_t n) { return (n + 3) / 4 * 4; }
 // Where the strided loads cost more than the extra launch (session 9 call 3, us: [2048, 11008]
 // 45.5 -> 37.5, [4096, 4096] 29.8 -> 24.6; [512, 4864] 10.0 -> 12.1, [2048, 2048] no change).
-bool dt_transposed(int64_t N, int64_t K) { return N * K >= dt_transpose_min(); }
+bool dt_transposed(int64_t N, int64_t K) { return N * K >= knobs().dt_transpose_min; }
 
 }  // namespace
 
