@@ -66,6 +66,7 @@ const std::vector<Field>& fields() {
       {"lora_r", &C::lora_r, {}, StrKind::kPlain, 1, kMaxRank},
       {"lora_alpha", &C::lora_alpha, {}, StrKind::kPlain, 0, kInf, true},
       {"lora_dropout", &C::lora_dropout, {}, StrKind::kPlain, 0, 1, false, true},
+      {"use_rslora", &C::use_rslora},
       {"lora_target_modules", &C::lora_target_modules},
       {"lora_model_dir", &C::lora_model_dir, {}, StrKind::kPath},
       {"learning_rate", &C::learning_rate, {}, StrKind::kPlain, 0, kInf, true},
@@ -98,6 +99,12 @@ const std::vector<Field>& fields() {
       {"attention", &C::attention, {"auto", "own"}},
   };
   return kFields;
+}
+
+// Other tools' names for our keys (axolotl writes peft_use_rslora).
+std::string canonical_key(const std::string& key) {
+  if (key == "peft_use_rslora" || key == "lora_use_rslora") return "use_rslora";
+  return key;
 }
 
 const Field* find_field(const std::string& key) {
@@ -365,9 +372,6 @@ constexpr RefusedFlag kRefusedFlags[] = {
     {"use_dora", "DoRA is not supported (plain LoRA only)"},
     {"lora_use_dora", "DoRA is not supported (plain LoRA only)"},
     {"peft_use_dora", "DoRA is not supported (plain LoRA only)"},
-    {"use_rslora", "rsLoRA is not supported (plain LoRA only)"},
-    {"lora_use_rslora", "rsLoRA is not supported (plain LoRA only)"},
-    {"peft_use_rslora", "rsLoRA is not supported (plain LoRA only)"},
     // QLoRA's bitsandbytes options: our NF4 base keeps f32 block scales and is 4-bit only.
     {"load_in_8bit", "8-bit base weights are not supported (adapter: qlora gives a 4-bit NF4 base)"},
     {"bnb_4bit_use_double_quant", "double quantization is not supported (the NF4 block scales stay float32)"},
@@ -425,7 +429,7 @@ Status unknown_key(const std::string& key, const std::string& where) {
 Status apply_input(const std::string& key, const Input& in, TrainConfig& cfg) {
   Status st;
   if (check_variant_key(key, in, &st)) return st;
-  const Field* f = find_field(key);
+  const Field* f = find_field(canonical_key(key));
   if (!f) return unknown_key(key, in.where);
   return set_field(in, *f, cfg);
 }
@@ -456,7 +460,8 @@ StatusOr<TrainConfig> parse_train_config_yaml(const std::string& yaml_text, cons
       const std::string where = mark_str(what, kv.first.Mark());
       if (!kv.first.IsScalar()) return InvalidArgument(Str() << where << ": keys must be plain names");
       const std::string key = kv.first.Scalar();
-      if (!seen.insert(key).second) return InvalidArgument(Str() << where << ": key '" << key << "' is set twice");
+      if (!seen.insert(canonical_key(key)).second)
+        return InvalidArgument(Str() << where << ": key '" << key << "' is set twice");
       Input in{&kv.second, kv.second.IsScalar() ? kv.second.Scalar() : "", where, base_dir, what};
       RETURN_IF_ERROR(apply_input(key, in, cfg));
     }
@@ -475,7 +480,7 @@ Status apply_train_override(TrainConfig& cfg, const std::string& arg) {
   std::replace(key.begin(), key.end(), '-', '_');
   Input in{nullptr, eq == std::string::npos ? "" : arg.substr(eq + 1), arg, "", ""};
   if (eq == std::string::npos) {
-    const Field* f = find_field(key);
+    const Field* f = find_field(canonical_key(key));
     if (f && !std::holds_alternative<bool TrainConfig::*>(f->member)) {
       return InvalidArgument(Str() << arg << ": key '" << key << "' needs a value (--" << key << "=...)");
     }

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <array>
+#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -34,7 +35,13 @@ struct LoraConfig {
   double alpha = 16;
   double dropout = 0.0;
   std::array<bool, kNumLoraTargets> targets{};  // which projections carry LoRA
-  float scaling() const { return static_cast<float>(alpha / static_cast<double>(r)); }
+  // rsLoRA (PEFT use_rslora, Kalajdzievski 2023): the update is scaled by alpha / sqrt(r) instead
+  // of alpha / r, so higher ranks keep learning. Only the scale differs; everything else is LoRA.
+  bool rslora = false;
+  float scaling() const {
+    const double rank = static_cast<double>(r);
+    return static_cast<float>(alpha / (rslora ? std::sqrt(rank) : rank));
+  }
   bool has(LoraTarget t) const { return targets[static_cast<int>(t)]; }
 };
 
@@ -93,7 +100,7 @@ class Lora {
   // save: writes atomically; base_model_name goes to base_model_name_or_path.
   Status save_peft(const std::string& dir, const std::string& base_model_name) const;
   // load: validates adapter_config.json against this Lora's rank/alpha/targets and refuses
-  // unsupported variants (use_dora, use_rslora, non-LORA peft_type, pissa/olora/... init, ...)
+  // unsupported variants (use_dora, non-LORA peft_type, pissa/olora/... init, ...)
   // by name; every expected A/B tensor must be present with the right shape (any float dtype).
   Status load_peft(const std::string& dir);
 

@@ -62,7 +62,6 @@ Status validate_variant(const Json& j, const std::string& what) {
   const std::string pt = j["peft_type"].get<std::string>();
   if (pt != "LORA") return Unimplemented(Str() << what << ": peft_type \"" << pt << "\" is not supported (only LORA)");
   RETURN_IF_ERROR(check_flag_false(j, "use_dora", what));
-  RETURN_IF_ERROR(check_flag_false(j, "use_rslora", what));
   RETURN_IF_ERROR(check_flag_false(j, "fan_in_fan_out", what));
   RETURN_IF_ERROR(check_flag_false(j, "lora_bias", what));
   RETURN_IF_ERROR(check_init(j, what));
@@ -91,6 +90,11 @@ StatusOr<LoraConfig> read_peft_config(const std::string& dir) {
                                  << "): a damaged adapter_config.json?");
   ASSIGN_OR_RETURN(lc.alpha, json_number(j, "lora_alpha", path));
   if (j.contains("lora_dropout") && j["lora_dropout"].is_number()) lc.dropout = j["lora_dropout"].get<double>();
+  if (j.contains("use_rslora") && !j["use_rslora"].is_null()) {
+    if (!j["use_rslora"].is_boolean())
+      return InvalidArgument(Str() << path << ": use_rslora must be true or false, got " << j["use_rslora"].dump());
+    lc.rslora = j["use_rslora"].get<bool>();
+  }
   ASSIGN_OR_RETURN(auto names, target_list(j, path));
   ASSIGN_OR_RETURN(auto targets, parse_lora_targets(names), path);
   for (LoraTarget t : targets) lc.targets[static_cast<int>(t)] = true;
@@ -141,7 +145,7 @@ Status Lora::save_peft(const std::string& dir, const std::string& base_model_nam
   c["target_modules"] = targets;
   c["task_type"] = "CAUSAL_LM";
   c["use_dora"] = false;
-  c["use_rslora"] = false;
+  c["use_rslora"] = lc_.rslora;
   return write_file_atomic(path_join(dir, "adapter_config.json"), c.dump(2) + "\n");
 }
 
@@ -150,6 +154,9 @@ Status Lora::load_peft(const std::string& dir) {
   const std::string what = path_join(dir, "adapter_config.json");
   if (got.r != lc_.r)
     return InvalidArgument(Str() << what << ": adapter rank r=" << got.r << " but the run uses lora_r=" << lc_.r);
+  if (got.rslora != lc_.rslora)
+    return InvalidArgument(Str() << what << ": adapter use_rslora=" << (got.rslora ? "true" : "false")
+                                 << " but the run uses use_rslora=" << (lc_.rslora ? "true" : "false"));
   if (std::fabs(got.scaling() - lc_.scaling()) > 1e-6f * std::fabs(lc_.scaling()))
     return InvalidArgument(Str() << what << ": adapter lora_alpha=" << got.alpha << " but the run uses lora_alpha="
                                  << lc_.alpha);

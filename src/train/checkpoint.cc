@@ -187,6 +187,7 @@ Json config_fingerprint(const TrainConfig& tc, const ModelConfig& mc, DType act_
   j["lora_r"] = tc.lora_r;
   j["lora_alpha"] = tc.lora_alpha;
   j["lora_dropout"] = tc.lora_dropout;
+  if (tc.use_rslora) j["use_rslora"] = true;  // only when set: checkpoints from before the key resume
   Json targets = Json::array();
   auto parsed = parse_lora_targets(tc.lora_target_modules);
   if (parsed.ok())

@@ -45,6 +45,7 @@ struct TrainConfig {
   int64_t lora_r = 8;
   double lora_alpha = 16;
   double lora_dropout = 0.0;
+  bool use_rslora = false;          // rsLoRA: scale alpha / sqrt(r) (PEFT use_rslora; axolotl peft_use_rslora)
   std::vector<std::string> lora_target_modules = {"q_proj", "v_proj"};
   std::string lora_model_dir;       // continue from an existing PEFT adapter
   // optimisation

@@ -46,6 +46,7 @@ StatusOr<LoraConfig> lora_config_from(const TrainConfig& tc) {
   lc.r = tc.lora_r;
   lc.alpha = tc.lora_alpha;
   lc.dropout = tc.lora_dropout;
+  lc.rslora = tc.use_rslora;
   if (lc.r <= 0) return InvalidArgument(Str() << "lora_r must be > 0, got " << lc.r);
   if (lc.dropout < 0 || lc.dropout >= 1) return InvalidArgument("lora_dropout must be in [0, 1)");
   ASSIGN_OR_RETURN(auto targets, parse_lora_targets(tc.lora_target_modules), "lora_target_modules");

@@ -159,8 +159,6 @@ TEST(ConfigYaml, UnsupportedLoraVariantsAreRefusedByName) {
   EXPECT_HAS(error_of("use_dora: true\n", kU), "key 'use_dora': DoRA is not supported");
   EXPECT_HAS(error_of("lora_use_dora: true\n", kU), "key 'lora_use_dora': DoRA");
   EXPECT_HAS(error_of("peft_use_dora: yes\n", kU), "key 'peft_use_dora': DoRA");
-  EXPECT_HAS(error_of("use_rslora: true\n", kU), "key 'use_rslora': rsLoRA is not supported");
-  EXPECT_HAS(error_of("peft_use_rslora: true\n", kU), "rsLoRA");
   EXPECT_HAS(error_of("peft_type: vera\n", kU), "adapter type 'vera' is not supported");
   EXPECT_HAS(error_of("lora_init: pissa\n", kU), "key 'lora_init': LoRA initialisation 'pissa' is not supported");
   EXPECT_HAS(error_of("init_lora_weights: olora\n", kU), "'olora' is not supported");
@@ -169,6 +167,21 @@ TEST(ConfigYaml, UnsupportedLoraVariantsAreRefusedByName) {
   EXPECT_HAS(override_error("--use_dora=true", kU), "DoRA");
   // Asking for plain LoRA through those keys is fine.
   EXPECT_TRUE(parse("use_dora: false\nuse_rslora: no\nlora_init: true\npeft_type: lora\n").ok());
+}
+
+TEST(ConfigYaml, RsLoraUnderItsNames) {
+  auto a = parse("use_rslora: true\n");
+  ASSERT_TRUE(a.ok()) << a.status().to_string();
+  EXPECT_TRUE(a->use_rslora);
+  auto b = parse("peft_use_rslora: true\n");  // axolotl's name
+  ASSERT_TRUE(b.ok()) << b.status().to_string();
+  EXPECT_TRUE(b->use_rslora);
+  EXPECT_FALSE(parse("lora_r: 8\n")->use_rslora);
+  EXPECT_HAS(error_of("use_rslora: true\npeft_use_rslora: true\n"), "is set twice");
+  EXPECT_HAS(error_of("use_rslora: maybe\n"), "key 'use_rslora'");
+  TrainConfig c;
+  ASSERT_TRUE(apply_train_override(c, "--peft-use-rslora").ok());
+  EXPECT_TRUE(c.use_rslora);
 }
 
 TEST(ConfigYaml, Overrides) {

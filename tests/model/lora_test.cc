@@ -158,13 +158,43 @@ void expect_refused(const std::string& key, const Json& value, const std::string
 
 TEST(Lora, RefusesUnsupportedVariantsByName) {
   expect_refused("use_dora", true, "use_dora");
-  expect_refused("use_rslora", true, "use_rslora");
+  expect_refused("use_rslora", "yes", "use_rslora must be true or false");
   expect_refused("peft_type", "VERA", "VERA");
   expect_refused("init_lora_weights", "pissa_niter_4", "pissa");
   expect_refused("init_lora_weights", "olora", "olora");
   expect_refused("bias", "all", "bias");
   expect_refused("target_modules", Json::array({"q_proj", "lm_head"}), "lm_head");
   expect_refused("r", 3, "rank");
+}
+
+// rsLoRA: scaling alpha / sqrt(r) (PEFT's use_rslora); the flag round-trips through
+// adapter_config.json, and an adapter saved with it does not load into a plain-LoRA run.
+TEST(Lora, RsLoraScalesBySqrtRankAndRoundTrips) {
+  LoraConfig lc = all_targets(4);
+  lc.alpha = 8;
+  EXPECT_FLOAT_EQ(lc.scaling(), 2.0f);
+  lc.rslora = true;
+  EXPECT_FLOAT_EQ(lc.scaling(), 4.0f);  // 8 / sqrt(4)
+  auto be = cpu();
+  auto lora = Lora::create(be.get(), tiny(), lc);
+  ASSERT_TRUE(lora.ok());
+  (*lora)->init(7);
+  const std::string d = temp_dir("rslora");
+  ASSERT_TRUE((*lora)->save_peft(d, "x").ok());
+  auto j = read_json_file(d + "/adapter_config.json");
+  ASSERT_TRUE(j.ok());
+  EXPECT_EQ((*j)["use_rslora"], true);
+  auto back = read_peft_config(d);
+  ASSERT_TRUE(back.ok()) << back.status().to_string();
+  EXPECT_TRUE(back->rslora);
+  EXPECT_FLOAT_EQ(back->scaling(), 4.0f);
+  EXPECT_TRUE((*lora)->load_peft(d).ok());
+  LoraConfig plain = lc;
+  plain.rslora = false;
+  auto other = Lora::create(be.get(), tiny(), plain);
+  Status s = (*other)->load_peft(d);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("use_rslora=true"), std::string::npos) << s.to_string();
 }
 
 // A rank past any adapter (a damaged adapter_config.json) is refused before anything is sized

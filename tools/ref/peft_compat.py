@@ -108,8 +108,10 @@ def cmd_make_peft(args):
         dtype = torch_dtype(meta["dtype"])
         torch.manual_seed(1234)
         base = load_base(os.path.join(case, "model"), dtype, device)
+        # RSLORA=true (peft_compat.sh passes it through): both sides scale by alpha / sqrt(r).
+        rslora = os.environ.get("RSLORA", "false") == "true"
         cfg = LoraConfig(r=LORA_R, lora_alpha=LORA_ALPHA, lora_dropout=0.0, target_modules=TARGETS, bias="none",
-                         task_type="CAUSAL_LM")
+                         task_type="CAUSAL_LM", use_rslora=rslora)
         pm = get_peft_model(base, cfg)
         params = [p for _, p in pm.named_parameters() if p.requires_grad]
         assert params, "no trainable LoRA parameters"

@@ -16,7 +16,7 @@
 #   5. streamtune logits --adapter peft_adapter              -> st_peft.safetensors
 #   6. peft_compat.py compare: transformers (eager) + PeftModel.from_pretrained for both adapters,
 #      max abs diff / rel norm err / argmax agreement; JSON + table. Tolerances: see the .py.
-# Exit 0 only when every case passes.
+# RSLORA=true runs both sides with rsLoRA (use_rslora). Exit 0 only when every case passes.
 set -uo pipefail
 if [[ $# -ne 2 ]]; then
   echo "usage: $0 STREAMTUNE_BIN OUTDIR" >&2
@@ -31,6 +31,7 @@ DTYPES=${DTYPES:-"float32 bfloat16"}
 DEVICE=${DEVICE:-auto}
 STEPS=${STEPS:-8}
 LR=${LR:-1.0e-2}
+export RSLORA=${RSLORA:-false}   # true: both sides train rsLoRA adapters (scale alpha / sqrt(r))
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
 LIBDIR="$(dirname "$BIN")/lib"
@@ -81,6 +82,7 @@ lr_scheduler: constant
 lora_r: 8
 lora_alpha: 16
 lora_dropout: 0.0
+use_rslora: $RSLORA
 lora_target_modules: [q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj]
 output_dir: ours_adapter
 YAML
