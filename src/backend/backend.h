@@ -69,7 +69,15 @@ struct AttnShape {
   int64_t num_kv_heads = 0;  // KVH, NH % KVH == 0 (GQA: head h reads kv head h / (NH/KVH))
   int64_t head_dim = 0;      // D
   float scale = 0.0f;        // usually 1/sqrt(D)
+  // Sliding window W (Mistral, windowed Qwen layers): query t sees key j only when t - W < j <= t
+  // (and, as always, j in t's document). 0 = every earlier key. A window >= the sequence masks
+  // nothing; backends then run their full causal path (effective_window).
+  int64_t window = 0;
 };
+// The window that masks anything for queries against `kv_len` keys (0 = none).
+inline int64_t effective_window(const AttnShape& s, int64_t kv_len) {
+  return s.window > 0 && s.window < kv_len ? s.window : 0;
+}
 
 // Note [launch plans]: a backend may record the ops a caller enqueues on the compute stream into a
 // plan (CUDA: a stream-captured CUDA graph) and replay it later with one launch, instead of paying

@@ -1,5 +1,6 @@
 #include "io/hf_config.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/file.h"
@@ -198,19 +199,55 @@ Status validate(const ModelConfig& c, const std::string& what) {
   return Status::OK();
 }
 
+// Sliding-window attention, as transformers' configs resolve it (hf_config.h: sliding_window).
+Status parse_sliding_window(const Json& j, const std::string& what, ModelConfig* c) {
+  constexpr int64_t kHfDefaultWindow = 4096;  // MistralConfig / Qwen2Config / Qwen3Config default
+  int64_t window = 0, max_window_layers = 28;  // Qwen2Config / Qwen3Config default
+  bool per_layer_from_max = false;
+  if (c->arch == Arch::kMistral) {
+    window = j.contains("sliding_window") ? 0 : kHfDefaultWindow;  // absent: the class default; null: none
+    RETURN_IF_ERROR(opt_int(j, "sliding_window", what, &window));
+  } else if (c->arch == Arch::kQwen2 || c->arch == Arch::kQwen3) {
+    bool use = false;
+    RETURN_IF_ERROR(opt_bool(j, "use_sliding_window", what, &use));
+    if (use) {
+      window = j.contains("sliding_window") ? 0 : kHfDefaultWindow;
+      RETURN_IF_ERROR(opt_int(j, "sliding_window", what, &window));
+      RETURN_IF_ERROR(opt_int(j, "max_window_layers", what, &max_window_layers));
+      per_layer_from_max = true;
+    }
+  }
+  if (window < 0) return InvalidArgument(Str() << what << ": sliding_window " << window << " must be >= 0");
+  c->sliding_window = window;
+  c->sliding_layers.clear();
+  if (window == 0) return Status::OK();
+  if (present(j, "layer_types")) {
+    const Json& lt = j.at("layer_types");
+    if (!lt.is_array() || static_cast<int64_t>(lt.size()) != c->num_layers)
+      return InvalidArgument(Str() << what << ": 'layer_types' must be a list of " << c->num_layers << " entries");
+    for (size_t i = 0; i < lt.size(); ++i) {
+      const std::string t = lt[i].is_string() ? lt[i].get<std::string>() : lt[i].dump();
+      if (t != "full_attention" && t != "sliding_attention")
+        return Unimplemented(Str() << what << ": layer_types[" << i << "] = '" << t
+                                   << "' is not supported (full_attention, sliding_attention)");
+      c->sliding_layers.push_back(t == "sliding_attention" ? 1 : 0);
+    }
+  } else if (per_layer_from_max) {
+    for (int64_t i = 0; i < c->num_layers; ++i) c->sliding_layers.push_back(i >= max_window_layers ? 1 : 0);
+  }
+  return Status::OK();
+}
+
 // Family-specific flags: Qwen2 always has q/k/v biases and never an o_proj bias; llama/mistral/qwen3
 // read `attention_bias`, which in HF covers o_proj too.
 Status parse_family(const Json& j, const std::string& what, ModelConfig* c) {
   if (c->arch == Arch::kQwen2) {
     c->attention_bias = true;
-    bool sw = false;
-    RETURN_IF_ERROR(opt_bool(j, "use_sliding_window", what, &sw));
-    if (sw) RETURN_IF_ERROR(opt_int(j, "sliding_window", what, &c->sliding_window));
   } else {
     RETURN_IF_ERROR(opt_bool(j, "attention_bias", what, &c->attention_bias));
     c->o_proj_bias = c->attention_bias;
   }
-  if (c->arch == Arch::kMistral) RETURN_IF_ERROR(opt_int(j, "sliding_window", what, &c->sliding_window));
+  RETURN_IF_ERROR(parse_sliding_window(j, what, c));
   c->qk_norm = c->arch == Arch::kQwen3;
   bool mlp_bias = false;
   RETURN_IF_ERROR(opt_bool(j, "mlp_bias", what, &mlp_bias));
@@ -314,8 +351,23 @@ Json hf_config_to_json(const ModelConfig& c) {
   j["max_position_embeddings"] = c.max_position_embeddings;
   j["tie_word_embeddings"] = c.tie_word_embeddings;
   if (c.arch != Arch::kQwen2) j["attention_bias"] = c.attention_bias;
-  if (c.arch == Arch::kQwen2) j["use_sliding_window"] = c.sliding_window > 0;
-  if (c.sliding_window > 0) j["sliding_window"] = c.sliding_window;
+  // Sliding window: written out explicitly (an absent Mistral key means HF's default 4096), with
+  // the per-layer list whenever not every layer is windowed (Qwen: always, as its default
+  // max_window_layers of 28 would otherwise apply).
+  std::vector<bool> windowed;
+  for (int64_t l = 0; l < c.num_layers; ++l) windowed.push_back(c.attention_window(l) > 0);
+  const bool any = std::find(windowed.begin(), windowed.end(), true) != windowed.end();
+  const bool all = std::find(windowed.begin(), windowed.end(), false) == windowed.end();
+  const bool qwen = c.arch == Arch::kQwen2 || c.arch == Arch::kQwen3;
+  if (qwen) j["use_sliding_window"] = any;
+  j["sliding_window"] = any ? Json(c.sliding_window) : Json(nullptr);
+  if (any && (qwen || !all)) {
+    const int64_t first = std::find(windowed.begin(), windowed.end(), true) - windowed.begin();
+    if (std::find(windowed.begin() + first, windowed.end(), false) == windowed.end()) j["max_window_layers"] = first;
+    Json types = Json::array();
+    for (bool w : windowed) types.push_back(w ? "sliding_attention" : "full_attention");
+    j["layer_types"] = types;
+  }
   if (c.bos_token_id >= 0) j["bos_token_id"] = c.bos_token_id;
   if (c.eos_token_ids.size() == 1) j["eos_token_id"] = c.eos_token_ids[0];
   if (c.eos_token_ids.size() > 1) j["eos_token_id"] = c.eos_token_ids;

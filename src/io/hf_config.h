@@ -45,9 +45,18 @@ struct ModelConfig {
   bool qk_norm = false;            // Qwen3: RMSNorm on q and k per head before RoPE
   // HF's `attention_bias` on llama/mistral/qwen3 also gives o_proj a bias (Qwen2 never has one).
   bool o_proj_bias = false;
-  // Sliding-window attention width (Mistral `sliding_window`, Qwen2 when `use_sliding_window`);
-  // 0 = full attention. Informative: equivalent to full attention for sequences <= the window.
+  // Sliding-window attention (as transformers builds it): query t sees key j only when
+  // t - W < j <= t, W = sliding_window. Mistral: every layer (`sliding_window`, HF's default 4096
+  // when the key is absent, none when null). Qwen2/Qwen3: only with `use_sliding_window`, on the
+  // layers >= `max_window_layers`. An explicit `layer_types` list ("full_attention" /
+  // "sliding_attention") names the layers. 0 = full causal attention everywhere.
   int64_t sliding_window = 0;
+  std::vector<uint8_t> sliding_layers;  // per layer, 1 = windowed; empty = every layer (when W > 0)
+  int64_t attention_window(int64_t layer) const {
+    if (sliding_window <= 0) return 0;
+    if (sliding_layers.empty()) return sliding_window;
+    return layer >= 0 && layer < static_cast<int64_t>(sliding_layers.size()) && sliding_layers[layer] ? sliding_window : 0;
+  }
   std::string torch_dtype;         // as written in config.json ("bfloat16", ...), informative
   int64_t bos_token_id = -1;
   std::vector<int64_t> eos_token_ids;

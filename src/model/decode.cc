@@ -109,7 +109,7 @@ void layer_step(const StepCtx& s, const LayerWeights& w, int layer, Tensor x, Te
   be.rope(heads(k, KVH, D), pos, b.inv_freq, false);
   be.copy_d2d(cache_rows(s, b.kcache, layer, s.pos0, n).data, k.data, k.bytes(), StreamId::kCompute);
   be.copy_d2d(cache_rows(s, b.vcache, layer, s.pos0, n).data, v.data, v.bytes(), StreamId::kCompute);
-  const AttnShape as = attention_shape(c);
+  const AttnShape as = attention_shape(c, layer);
   be.attention_kv(heads(att, NH, D), heads(q, NH, D), heads(cache_rows(s, b.kcache, layer, 0, s.pos0 + n), KVH, D),
                   heads(cache_rows(s, b.vcache, layer, 0, s.pos0 + n), KVH, D), s.pos0, as);
   linear(s, w.o, {}, LoraTarget::kO, att, h);

@@ -267,9 +267,26 @@ void linears_backward(const LayerCtx& ctx, const LoraLayer& lora, const Scratch&
 
 }  // namespace
 
-AttnShape attention_shape(const ModelConfig& c) {
+AttnShape attention_shape(const ModelConfig& c, int64_t layer) {
   return {.num_heads = c.num_heads, .num_kv_heads = c.num_kv_heads, .head_dim = c.head_dim,
-          .scale = rope_attention_scale(c)};
+          .scale = rope_attention_scale(c), .window = c.attention_window(layer)};
+}
+
+std::vector<AttnShape> attention_shapes(const ModelConfig& c) {
+  std::vector<AttnShape> out;
+  for (int64_t l = 0; l < std::max<int64_t>(c.num_layers, 1); ++l) {
+    const AttnShape s = attention_shape(c, l);
+    bool seen = false;
+    for (const AttnShape& o : out) seen = seen || o.window == s.window;
+    if (!seen) out.push_back(s);
+  }
+  return out;
+}
+
+uint64_t fused_attention_workspace(Backend* be, int64_t batch, int64_t seq, const ModelConfig& c) {
+  uint64_t ws = 0;
+  for (const AttnShape& s : attention_shapes(c)) ws = std::max(ws, be->fused_attention_workspace(batch, seq, s));
+  return ws;
 }
 
 namespace {
@@ -326,7 +343,7 @@ void attention_forward(const LayerCtx& ctx, const LayerWeights& w, const LoraLay
   Tensor lse = s.lse.reshape({ctx.seq.batch, NH, ctx.seq.seq});
   if (run_attention)
     be.attention(heads(s.att, NH, D), lse, heads(qa, NH, D), heads(ka, KVH, D), heads(s.v, KVH, D), ctx.seq,
-                 attention_shape(c));
+                 attention_shape(c, ctx.layer));
   linears_forward(ctx, lora, s, s.att, {{{w.o, {}, &lora[LoraTarget::kO], LoraTarget::kO, x, w.o_absmax}, s.h}});  // h = x + ...
 }
 
@@ -421,7 +438,7 @@ void layer_backward(const LayerCtx& ctx, const LayerWeights& w, const LoraLayer&
   Tensor lse = s.lse.reshape({ctx.seq.batch, NH, ctx.seq.seq});
   be.attention_backward(heads(s.dq, NH, D), heads(s.dk, KVH, D), heads(s.dv, KVH, D), heads(s.da, NH, D),
                         heads(qa, NH, D), heads(ka, KVH, D), heads(s.v, KVH, D), heads(s.att, NH, D), lse, ctx.seq,
-                        attention_shape(c));
+                        attention_shape(c, ctx.layer));
   be.rope_qk(heads(s.dq, NH, D), heads(s.dk, KVH, D), ctx.seq.positions, ctx.inv_freq, true);
   Tensor dq = s.dq, dk = s.dk;
   if (c.qk_norm) {

@@ -34,6 +34,7 @@ bool parse_recompute(const std::string& s, Recompute* out);
 struct LayerCtx {
   Backend* be = nullptr;
   const ModelConfig* cfg = nullptr;
+  int64_t layer = 0;           // index in the model (its attention window: ModelConfig::attention_window)
   DType act = DType::kF32;     // activation dtype; equals the weights' dtype
   int64_t tokens = 0;          // N = B*T
   SeqLayout seq;               // positions / doc ids (backend memory)
@@ -62,8 +63,14 @@ struct LayerCtx {
   bool forward_current = false;
 };
 
-// The attention geometry of a layer of `c` (heads, kv heads, head dim, 1/sqrt(D) scale).
-AttnShape attention_shape(const ModelConfig& c);
+// The attention geometry of layer `layer` of `c` (heads, kv heads, head dim, softmax scale, sliding
+// window).
+AttnShape attention_shape(const ModelConfig& c, int64_t layer);
+// The distinct attention geometries of `c`'s layers (one, or two with per-layer sliding windows):
+// what the fused-attention workspace must be planned for.
+std::vector<AttnShape> attention_shapes(const ModelConfig& c);
+// Backend::fused_attention_workspace for every geometry of `c` (the largest; 0 = none fused).
+uint64_t fused_attention_workspace(Backend* be, int64_t batch, int64_t seq, const ModelConfig& c);
 
 // Bytes of scratch one layer's forward or backward needs for `tokens` tokens (any Recompute), with
 // the dequantization staging of an NF4 base (layer.cc Note [NF4 base]).

@@ -146,7 +146,7 @@ StatusOr<std::unique_ptr<Model>> Model::create(const ModelConfig& c, Backend* be
   if (o.micro_batch_slots < 1) return InvalidArgument("Model: micro_batch_slots must be >= 1");
   std::unique_ptr<Model> m(new Model(c, be, o));
   if (o.fused_attention_allowance > 0) {
-    be->fused_attention_workspace(o.fused_attention_batch, o.fused_attention_seq, attention_shape(c));
+    fused_attention_workspace(be, o.fused_attention_batch, o.fused_attention_seq, c);
     be->set_fused_attention_allowance(o.fused_attention_allowance);
   }
   ASSIGN_OR_RETURN(m->lora_, Lora::create(be, c, lc));
@@ -368,6 +368,7 @@ static LayerCtx make_ctx(const ModelConfig& c, Backend* be, const ModelOptions& 
   LayerCtx ctx;
   ctx.be = be;
   ctx.cfg = &c;
+  ctx.layer = layer;
   ctx.act = o.act_dtype;
   ctx.tokens = n;
   ctx.seq.batch = batch;

@@ -136,6 +136,55 @@ TEST(HfConfig, MistralDefaultsAndSlidingWindow) {
   EXPECT_TRUE(d.eos_token_ids.empty());
 }
 
+// Sliding windows as transformers resolves them: Mistral's key absent = the class default 4096,
+// null = none; Qwen2/Qwen3 only with use_sliding_window, on layers >= max_window_layers (default
+// 28); an explicit layer_types list names the layers; the writer keeps all of it.
+TEST(HfConfig, SlidingWindowPerFamilyAndLayer) {
+  const std::string sizes = R"("vocab_size":10,"hidden_size":8,"intermediate_size":4,"num_hidden_layers":4,
+    "num_attention_heads":2,)";
+  ModelConfig m = parse_ok("{\"model_type\":\"mistral\"," + sizes + "\"rope_theta\":1e4}");
+  EXPECT_EQ(m.sliding_window, 4096);
+  for (int l = 0; l < 4; ++l) EXPECT_EQ(m.attention_window(l), 4096);
+  ModelConfig mn = parse_ok("{\"model_type\":\"mistral\"," + sizes + "\"sliding_window\":null}");
+  EXPECT_EQ(mn.attention_window(0), 0);
+  ModelConfig l = parse_ok("{\"model_type\":\"llama\"," + sizes + "\"sliding_window\":16}");
+  EXPECT_EQ(l.attention_window(0), 0);  // LlamaConfig has no sliding window
+  ModelConfig q = parse_ok("{\"model_type\":\"qwen2\"," + sizes +
+                           "\"use_sliding_window\":true,\"sliding_window\":16,\"max_window_layers\":2}");
+  EXPECT_EQ(q.attention_window(0), 0);
+  EXPECT_EQ(q.attention_window(1), 0);
+  EXPECT_EQ(q.attention_window(2), 16);
+  EXPECT_EQ(q.attention_window(3), 16);
+  ModelConfig qd = parse_ok("{\"model_type\":\"qwen3\"," + sizes + "\"use_sliding_window\":true,\"sliding_window\":16}");
+  EXPECT_EQ(qd.attention_window(3), 0);  // max_window_layers 28 > 4 layers
+  ModelConfig qoff = parse_ok("{\"model_type\":\"qwen2\"," + sizes + "\"use_sliding_window\":false,\"sliding_window\":16}");
+  EXPECT_EQ(qoff.attention_window(3), 0);
+  ModelConfig lt = parse_ok("{\"model_type\":\"mistral\"," + sizes + "\"sliding_window\":8,\"layer_types\":"
+                            "[\"sliding_attention\",\"full_attention\",\"sliding_attention\",\"full_attention\"]}");
+  EXPECT_EQ(lt.attention_window(0), 8);
+  EXPECT_EQ(lt.attention_window(1), 0);
+  EXPECT_EQ(lt.attention_window(2), 8);
+  EXPECT_NE(parse_err("{\"model_type\":\"mistral\"," + sizes + "\"sliding_window\":8,\"layer_types\":[\"full_attention\"]}")
+                .message()
+                .find("layer_types"),
+            std::string::npos);
+  EXPECT_NE(parse_err("{\"model_type\":\"mistral\"," + sizes + "\"sliding_window\":8,\"layer_types\":"
+                      "[\"chunked_attention\",\"full_attention\",\"full_attention\",\"full_attention\"]}")
+                .message()
+                .find("chunked_attention"),
+            std::string::npos);
+  EXPECT_FALSE(parse_err("{\"model_type\":\"mistral\"," + sizes + "\"sliding_window\":-1}").ok());
+  // Round trips keep every layer's window, and a windowless Mistral says so explicitly.
+  for (const ModelConfig& c : {m, mn, q, lt}) {
+    Json j = hf_config_to_json(c);
+    auto back = parse_hf_config(j, "round trip");
+    ASSERT_TRUE(back.ok()) << back.status().to_string();
+    for (int i = 0; i < 4; ++i) EXPECT_EQ(back->attention_window(i), c.attention_window(i)) << j.dump();
+  }
+  EXPECT_TRUE(hf_config_to_json(mn).contains("sliding_window"));
+  EXPECT_EQ(hf_config_to_json(q)["max_window_layers"], 2);
+}
+
 TEST(HfConfig, LlamaAttentionBiasCoversOProj) {
   ModelConfig c = parse_ok(R"({"model_type":"llama","vocab_size":10,"hidden_size":8,"intermediate_size":4,
     "num_hidden_layers":1,"num_attention_heads":2,"attention_bias":true})");

@@ -32,12 +32,13 @@ std::unique_ptr<Backend> cpu() {
   return std::move(b).value();
 }
 
-std::string tiny_model_dir(const std::string& preset) {
-  const std::string dir = (std::filesystem::temp_directory_path() / ("st_decode_" + preset + "_" +
-                                                                     std::to_string(::getpid())))
+std::string tiny_model_dir(const std::string& preset, int64_t window = 0) {
+  const std::string dir = (std::filesystem::temp_directory_path() /
+                           ("st_decode_" + preset + "_w" + std::to_string(window) + "_" + std::to_string(::getpid())))
                               .string();
   auto c = model_preset(preset);
   CHECK(c.ok());
+  c->sliding_window = window;  // every layer (config.json says so explicitly)
   InitModelOptions o;
   o.seed = 7;
   o.dtype = DType::kF32;
@@ -126,9 +127,9 @@ std::vector<float> full_logits(Oracle& o, const std::vector<int32_t>& ids) {
 
 // Prefill `prompt` (in chunks of 3), then feed `more` one token at a time; every logits row must
 // match the full forward's.
-void check_decode(const std::string& preset, bool with_lora) {
+void check_decode(const std::string& preset, bool with_lora, int64_t window = 0) {
   auto be = cpu();
-  const std::string dir = tiny_model_dir(preset);
+  const std::string dir = tiny_model_dir(preset, window);
   const LoraConfig lc = with_lora ? all_linear(4) : LoraConfig{};
   const std::vector<int32_t> prompt = {5, 17, 300, 2, 99, 511, 42}, more = {7, 8, 250, 1, 64};
   std::vector<int32_t> all = prompt;
@@ -156,6 +157,14 @@ void check_decode(const std::string& preset, bool with_lora) {
   }
   EXPECT_LT(worst, 1e-4) << preset << (with_lora ? " + lora" : "");
   EXPECT_EQ((*dec)->pos(), static_cast<int64_t>(all.size()));
+  // The window must matter (otherwise the windowed case proves nothing).
+  if (window > 0) {
+    const std::string full_dir = tiny_model_dir(preset, 0);
+    Oracle full = make_oracle(be.get(), full_dir, lc, static_cast<int64_t>(all.size()));
+    if (with_lora) randomize_lora(full.model->lora(), 3);
+    EXPECT_GT(rel_err(full_logits(full, all).data() + (all.size() - 1) * V, ref.data() + (all.size() - 1) * V, V), 1e-3);
+    std::filesystem::remove_all(full_dir);
+  }
   // The adapter must matter (otherwise the LoRA case proves nothing).
   if (with_lora) {
     Oracle base = make_oracle(be.get(), dir, LoraConfig{}, static_cast<int64_t>(all.size()));
@@ -171,12 +180,16 @@ TEST(Decode, LlamaMatchesFullForward) { check_decode("tiny-llama", false); }
 TEST(Decode, LlamaLoraMatchesFullForward) { check_decode("tiny-llama", true); }
 TEST(Decode, Qwen2LoraMatchesFullForward) { check_decode("tiny-qwen2", true); }
 TEST(Decode, Qwen3LoraMatchesFullForward) { check_decode("tiny-qwen3", true); }
+// A sliding window of 3 over 12 tokens: the cache walk starts where the training mask does.
+TEST(Decode, SlidingWindowMatchesFullForward) { check_decode("tiny-qwen2", true, 3); }
 
 // attention_kv on rows q_start.. equals the training attention's rows (same q, k, v).
 TEST(AttentionKv, MatchesCausalAttention) {
+  for (int64_t window : {0, 4}) {  // full causal, and a sliding window shorter than q0
+  SCOPED_TRACE(window);
   auto be = cpu();
   const int64_t T = 11, NH = 4, KVH = 2, D = 16, q0 = 6;
-  const AttnShape s{.num_heads = NH, .num_kv_heads = KVH, .head_dim = D, .scale = 0.25f};
+  const AttnShape s{.num_heads = NH, .num_kv_heads = KVH, .head_dim = D, .scale = 0.25f, .window = window};
   std::mt19937_64 rng(1);
   std::normal_distribution<float> nd;
   std::vector<float> q(T * NH * D), k(T * KVH * D), v(T * KVH * D), out(T * NH * D), lse(NH * T);
@@ -198,6 +211,7 @@ TEST(AttentionKv, MatchesCausalAttention) {
   be->attention_kv(Tensor(o2.data(), DType::kF32, {Tq, NH, D}), Tensor(q.data() + q0 * NH * D, DType::kF32, {Tq, NH, D}),
                    Tensor(kc.data(), DType::kF32, {Tk, KVH, D}), Tensor(vc.data(), DType::kF32, {Tk, KVH, D}), q0, s);
   for (int64_t i = 0; i < Tq * NH * D; ++i) ASSERT_EQ(o2[i], out[q0 * NH * D + i]) << i;  // same arithmetic
+  }
 }
 
 TEST(Sampling, GreedySeededAndTopP) {

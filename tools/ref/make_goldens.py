@@ -62,6 +62,23 @@ MODELS = {
         "attention_bias": False, "use_sliding_window": False,
         "bos_token_id": 1, "eos_token_id": [2, 3], "initializer_range": 0.05, "rope_theta": 1000000.0,
     }, ["q_proj", "k_proj", "v_proj", "o_proj"], 1003),
+    # Sliding-window attention: every layer (Mistral), and only layers >= max_window_layers (Qwen2).
+    # Windows shorter than the rows (7-17 tokens), so the masks matter.
+    "mistral_swa": ("mistral", {
+        "architectures": ["MistralForCausalLM"],
+        "vocab_size": 256, "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+        "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 256,
+        "rms_norm_eps": 1e-5, "tie_word_embeddings": False, "sliding_window": 5,
+        "bos_token_id": 1, "eos_token_id": 2, "initializer_range": 0.05, "rope_theta": 10000.0,
+    }, ALL_LINEAR, 1004),
+    "qwen2_swa": ("qwen2", {
+        "architectures": ["Qwen2ForCausalLM"],
+        "vocab_size": 256, "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+        "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 256,
+        "rms_norm_eps": 1e-6, "tie_word_embeddings": True, "use_sliding_window": True,
+        "sliding_window": 4, "max_window_layers": 1,
+        "bos_token_id": 1, "eos_token_id": 2, "initializer_range": 0.05, "rope_theta": 1000000.0,
+    }, ["q_proj", "v_proj"], 1005),
 }
 
 ROW_LENGTHS = [13, 17, 9, 11, 15, 7]
@@ -167,6 +184,30 @@ def batch(row):
     return ids, labels
 
 
+def sliding_window_facts(model_dir, cfg_dict, ids):
+    """What transformers made of the window: the per-layer types, and how far the base logits move
+    when the same weights run with full attention (> 0: the fixture exercises the mask)."""
+    import transformers
+    base = transformers.AutoModelForCausalLM.from_pretrained(model_dir, attn_implementation="eager").float().eval()
+    full_cfg = transformers.AutoConfig.from_pretrained(model_dir)
+    full_cfg.sliding_window = None
+    if hasattr(full_cfg, "use_sliding_window"):
+        full_cfg.use_sliding_window = False
+    if getattr(full_cfg, "layer_types", None):
+        full_cfg.layer_types = ["full_attention"] * full_cfg.num_hidden_layers
+    full = transformers.AutoModelForCausalLM.from_pretrained(model_dir, config=full_cfg,
+                                                             attn_implementation="eager").float().eval()
+    with torch.no_grad():
+        a = base(input_ids=ids).logits[0]
+        b = full(input_ids=ids).logits[0]
+    facts = {"layer_types": list(getattr(base.config, "layer_types", None) or []),
+             "config_sliding_window": getattr(base.config, "sliding_window", None),
+             "full_attention_logits_max_abs_diff": (a - b).abs().max().item()}
+    log("sliding window:", facts)
+    assert facts["full_attention_logits_max_abs_diff"] > 0, "the window changes nothing: rows too short?"
+    return facts
+
+
 def build(name, out_root):
     import transformers
     from peft import LoraConfig, get_peft_model
@@ -217,6 +258,7 @@ def build(name, out_root):
     pm.zero_grad(set_to_none=True)
     save_file(expected, os.path.join(out, "expected.safetensors"), metadata={"format": "pt"})
 
+    window_facts = sliding_window_facts(model_dir, cfg_dict, ids0) if "sliding_window" in cfg_dict else None
     trace = train(pm, params, rows)
     final = {k: v.detach().clone().contiguous() for k, v in get_peft_model_state_dict(pm).items()}
     save_file(final, os.path.join(out, "final_adapter.safetensors"), metadata={"format": "pt"})
@@ -225,6 +267,7 @@ def build(name, out_root):
         "model_type": model_type,
         "config": dict(TRAIN, lora_target_modules=list(targets)),
         "first_microbatch_loss": loss0.item(),
+        "sliding_window": window_facts,
         "logits_row": 0,
         "rope_check": rope_check,
         "seed": seed,

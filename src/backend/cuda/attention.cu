@@ -33,7 +33,13 @@ struct AttnArgs {
   // Forward only (decode against a KV cache): keys 0..Tk-1; query row i sits at position q_off+i.
   // Training passes Tk = T, q_off = 0.
   int64_t Tk, q_off;
+  int64_t window;  // sliding window (AttnShape::window, effective); 0 = none
 };
+
+// Key kj is inside query position qp's sliding window (always, without one).
+__device__ __forceinline__ bool in_window(int64_t window, int64_t qp, int64_t kj) {
+  return window == 0 || qp - kj < window;
+}
 
 // Loads rows [r0, r0+kB) of head `h` of x [B*T, heads, D] into s[kB][stride] (zero outside).
 __device__ void load_tile(float* s, int stride, const void* x, DType xt, int64_t b, int64_t r0, int64_t h,
@@ -98,7 +104,8 @@ __global__ void __launch_bounds__(kThreads) attn_fwd_kernel(AttnArgs a, void* ou
     for (int j = 0; j < kCols; ++j) {
       const int c = sub + 4 * j;
       const int64_t kj = k0 + c;
-      const bool valid = qi < a.T && kj <= qi + a.q_off && kj < a.Tk && kdoc[c] == my_doc;
+      const bool valid = qi < a.T && kj <= qi + a.q_off && kj < a.Tk && kdoc[c] == my_doc &&
+                         in_window(a.window, qi + a.q_off, kj);
       s[j] = valid ? s[j] * a.scale : -INFINITY;
       mt = fmaxf(mt, s[j]);
     }
@@ -195,7 +202,7 @@ __global__ void __launch_bounds__(kThreads) attn_bwd_dq_kernel(AttnArgs a, BwdAr
     for (int j = 0; j < kCols; ++j) {
       const int c = sub + 4 * j;
       const int64_t kj = k0 + c;
-      const bool valid = qi < a.T && kj <= qi && kdoc[c] == my_doc;
+      const bool valid = qi < a.T && kj <= qi && kdoc[c] == my_doc && in_window(a.window, qi, kj);
       const float p = valid ? expf(s[j] * a.scale - my_lse) : 0.0f;
       dSs[r * (kB + 1) + c] = p * (dp[j] - delta);
     }
@@ -272,7 +279,7 @@ __global__ void __launch_bounds__(kThreads) attn_bwd_dkv_kernel(AttnArgs a, BwdA
       for (int j = 0; j < kCols; ++j) {
         const int i = sub + 4 * j;
         const int64_t qi = q0 + i;
-        const bool valid = qi < a.T && kj < a.T && kj <= qi && qdoc[i] == my_doc;
+        const bool valid = qi < a.T && kj < a.T && kj <= qi && qdoc[i] == my_doc && in_window(a.window, qi, kj);
         const float p = valid ? expf(s[j] * a.scale - lse_s[i]) : 0.0f;
         Ps[c * (kB + 1) + i] = p;
         dSs[c * (kB + 1) + i] = p * (dp[j] - delta_s[i]);
@@ -333,7 +340,7 @@ __global__ void reduce_group_kernel(void* dk, DType dkt, void* dv, DType dvt, co
 
 AttnArgs make_args(Tensor q, Tensor k, Tensor v, const SeqLayout& L, const AttnShape& s) {
   return AttnArgs{q.data, k.data, v.data, q.dtype, k.dtype, v.dtype, L.doc_ids, L.batch, L.seq,
-                  s.num_heads, s.num_kv_heads, s.head_dim, s.scale, L.seq, 0};
+                  s.num_heads, s.num_kv_heads, s.head_dim, s.scale, L.seq, 0, effective_window(s, L.seq)};
 }
 
 template <typename K>

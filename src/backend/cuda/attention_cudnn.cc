@@ -58,13 +58,13 @@ using TensorAttr = fe::graph::Tensor_attributes;
 // Tensor uids of the variant packs (shared by both graphs).
 enum Uid : int64_t { kQ = 1, kK, kV, kO, kStats, kDO, kDQ, kDK, kDV };
 
-// (B, T, NH, KVH, D, scale bits): everything a graph depends on.
-using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, uint32_t>;
+// (B, T, NH, KVH, D, scale bits, sliding window): everything a graph depends on.
+using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, uint32_t, int64_t>;
 
 Key key_of(const SeqLayout& L, const AttnShape& s) {
   uint32_t bits = 0;
   std::memcpy(&bits, &s.scale, sizeof bits);
-  return {L.batch, L.seq, s.num_heads, s.num_kv_heads, s.head_dim, bits};
+  return {L.batch, L.seq, s.num_heads, s.num_kv_heads, s.head_dim, bits, effective_window(s, L.seq)};
 }
 
 std::string shape_str(const Key& k) {
@@ -72,7 +72,9 @@ std::string shape_str(const Key& k) {
   std::snprintf(buf, sizeof buf, "B=%lld T=%lld NH=%lld KVH=%lld D=%lld", static_cast<long long>(std::get<0>(k)),
                 static_cast<long long>(std::get<1>(k)), static_cast<long long>(std::get<2>(k)),
                 static_cast<long long>(std::get<3>(k)), static_cast<long long>(std::get<4>(k)));
-  return buf;
+  std::string out = buf;
+  if (std::get<6>(k) > 0) out += " window=" + std::to_string(std::get<6>(k));
+  return out;
 }
 
 // A BSHD tensor [B, H, T, D] (logical) of `heads` heads.
@@ -121,7 +123,7 @@ std::string finish(Graph& g, cudnnHandle_t h, int64_t* ws) {
 }
 
 std::string build_forward(const Key& k, cudnnHandle_t h, std::shared_ptr<Graph>* out, int64_t* ws) {
-  const auto [B, T, NH, KVH, D, bits] = k;
+  const auto [B, T, NH, KVH, D, bits, window] = k;
   float scale = 0;
   std::memcpy(&scale, &bits, sizeof scale);
   auto g = new_graph();
@@ -131,6 +133,8 @@ std::string build_forward(const Key& k, cudnnHandle_t h, std::shared_ptr<Graph>*
                   .set_generate_stats(true)
                   .set_causal_mask(true)
                   .set_attn_scale(scale);
+  // Sliding window: key j survives when j > t - window (cuDNN's diagonal band left bound).
+  if (window > 0) opts.set_diagonal_band_left_bound(static_cast<int>(window));
   auto [o, stats] = g->sdpa(q, kk, v, opts);
   mark_bshd_out(o, kO, B, T, NH, D);
   stats->set_output(true).set_uid(kStats).set_dim({B, NH, T, 1}).set_stride({NH * T, T, 1, 1}).set_data_type(
@@ -141,7 +145,7 @@ std::string build_forward(const Key& k, cudnnHandle_t h, std::shared_ptr<Graph>*
 }
 
 std::string build_backward(const Key& k, cudnnHandle_t h, std::shared_ptr<Graph>* out, int64_t* ws) {
-  const auto [B, T, NH, KVH, D, bits] = k;
+  const auto [B, T, NH, KVH, D, bits, window] = k;
   float scale = 0;
   std::memcpy(&scale, &bits, sizeof scale);
   auto g = new_graph();
@@ -153,6 +157,7 @@ std::string build_backward(const Key& k, cudnnHandle_t h, std::shared_ptr<Graph>
                   .set_causal_mask(true)
                   .set_attn_scale(scale)
                   .set_deterministic_algorithm(true);  // the project's hard rule: same bytes -> same bits
+  if (window > 0) opts.set_diagonal_band_left_bound(static_cast<int>(window));
   auto [dq, dk, dv] = g->sdpa_backward(q, kk, v, o, dout, stats, opts);
   mark_bshd_out(dq, kDQ, B, T, NH, D);
   mark_bshd_out(dk, kDK, B, T, KVH, D);

@@ -23,7 +23,7 @@ struct KvArgs {
   const void* v;
   void* out;
   DType tq, tk, tout;
-  int64_t NH, KVH, D, q_start;
+  int64_t NH, KVH, D, q_start, window;  // window: AttnShape::window (0 = none)
   float scale;
 };
 
@@ -38,7 +38,9 @@ static __global__ void attention_kv_kernel(KvArgs a) {
   for (int64_t d = tid; d < a.D; d += kThreads) qs[d] = ld(a.q, a.tq, row * a.D + d);
   float acc[kMaxDimsPerThread] = {0.f, 0.f, 0.f, 0.f};
   float m = -INFINITY, l = 0.f;
-  for (int64_t j0 = 0; j0 <= last; j0 += kTile) {
+  // A sliding window starts the walk at the first key it lets through.
+  const int64_t first = a.window > 0 ? max(static_cast<int64_t>(0), last - a.window + 1) : 0;
+  for (int64_t j0 = first; j0 <= last; j0 += kTile) {
     const int64_t j = j0 + tid;
     __syncthreads();  // qs written / previous tile's ps consumed
     float sc = -INFINITY;
@@ -79,7 +81,7 @@ void launch_attention_kv(Tensor out, Tensor q, Tensor k_cache, Tensor v_cache, i
   if (rows == 0) return;
   CHECK(rows <= 0x7fffffffLL, "attention_kv: too many query rows");
   KvArgs a{q.data, k_cache.data, v_cache.data, out.data, q.dtype, k_cache.dtype, out.dtype,
-           s.num_heads, s.num_kv_heads, s.head_dim, q_start, s.scale};
+           s.num_heads, s.num_kv_heads, s.head_dim, q_start, s.window, s.scale};
   const size_t shm = static_cast<size_t>(s.head_dim + kTile) * sizeof(float);
   attention_kv_kernel<<<static_cast<unsigned>(rows), kThreads, shm, stream>>>(a);
   CUDA_CHECK_LAUNCH();

@@ -129,7 +129,13 @@ struct TcArgs {
   int64_t T, NH, KVH;
   int D;
   float scale, scale_log2;
+  int64_t window;  // sliding window (AttnShape::window, effective); 0 = none
 };
+
+// Key kj is outside query r's sliding window (never, without one).
+__device__ __forceinline__ bool before_window(int64_t window, int64_t r, int64_t kj) {
+  return window != 0 && r - kj >= window;
+}
 
 // Rows [r0, r0+kRows) of head h of x [B*T, heads, D] (batch offset bT = b*T) into s[kRows][kD+8];
 // rows >= T and columns >= D are zero-filled.
@@ -219,7 +225,7 @@ __global__ void __launch_bounds__(kThreads) tc_fwd_kernel(TcArgs a, bf16* out, f
     zero(s);
     mma_abt<BK / 8, kD>(s, qf, Ks + cb * BK * S, lane);
 
-    const bool need_mask = a.doc != nullptr || k0 + BK > q0;
+    const bool need_mask = a.doc != nullptr || k0 + BK > q0 || a.window != 0;
     float mx0 = -INFINITY, mx1 = -INFINITY;
 #pragma unroll
     for (int nt = 0; nt < BK / 8; ++nt)
@@ -230,7 +236,7 @@ __global__ void __launch_bounds__(kThreads) tc_fwd_kernel(TcArgs a, bf16* out, f
           const int c = nt * 8 + 2 * tq + (e & 1);
           const int64_t kj = k0 + c, r = e < 2 ? r0 : r1;
           const int dr = e < 2 ? doc0 : doc1;
-          if (kj > r || (a.doc && kdoc[cb * BK + c] != dr)) x = -INFINITY;
+          if (kj > r || before_window(a.window, r, kj) || (a.doc && kdoc[cb * BK + c] != dr)) x = -INFINITY;
         }
         s[nt][e] = x;
         if (e < 2) mx0 = fmaxf(mx0, x);
@@ -360,7 +366,7 @@ __global__ void __launch_bounds__(kThreads) tc_bwd_dq_kernel(TcArgs a, BwdPtrs w
     zero(dp);
     mma_abt<BK / 8, kD>(s, qf, Kb, lane);
     mma_abt<BK / 8, kD>(dp, df, Vs + cb * BK * S, lane);
-    const bool need_mask = a.doc != nullptr || k0 + BK > q0;
+    const bool need_mask = a.doc != nullptr || k0 + BK > q0 || a.window != 0;
 #pragma unroll
     for (int nt = 0; nt < BK / 8; ++nt)
 #pragma unroll
@@ -369,7 +375,8 @@ __global__ void __launch_bounds__(kThreads) tc_bwd_dq_kernel(TcArgs a, BwdPtrs w
         if (need_mask) {
           const int c = nt * 8 + 2 * tq + (e & 1);
           const int64_t kj = k0 + c, r = e < 2 ? r0 : r1;
-          valid = kj <= r && (!a.doc || kdoc[cb * BK + c] == (e < 2 ? doc0 : doc1));
+          valid = kj <= r && !before_window(a.window, r, kj) &&
+                  (!a.doc || kdoc[cb * BK + c] == (e < 2 ? doc0 : doc1));
         }
         const float p = valid ? exp2f(s[nt][e] * a.scale_log2 - (e < 2 ? lse0 : lse1)) : 0.0f;
         s[nt][e] = p * (dp[nt][e] - (e < 2 ? dl0 : dl1));
@@ -447,7 +454,7 @@ __global__ void __launch_bounds__(kThreads) tc_bwd_dkv_kernel(TcArgs a, BwdPtrs 
     zero(dp);
     mma_abt_sa<BQ / 8, kD>(s, Kw, Qb, lane);    // S^T = K Q^T   (16 keys x BQ queries)
     mma_abt_sa<BQ / 8, kD>(dp, Vw, dOb, lane);  // dP^T = V dO^T
-    const bool need_mask = a.doc != nullptr || q0 < k0 + BK || q0 + BQ > a.T;
+    const bool need_mask = a.doc != nullptr || q0 < k0 + BK || q0 + BQ > a.T || a.window != 0;
 #pragma unroll
     for (int nt = 0; nt < BQ / 8; ++nt)
 #pragma unroll
@@ -456,7 +463,8 @@ __global__ void __launch_bounds__(kThreads) tc_bwd_dkv_kernel(TcArgs a, BwdPtrs 
         bool valid = true;
         if (need_mask) {
           const int64_t qi = q0 + i, kj = e < 2 ? c0 : c1;
-          valid = qi < a.T && kj <= qi && (!a.doc || qdoc[cb * BQ + i] == (e < 2 ? kdoc0 : kdoc1));
+          valid = qi < a.T && kj <= qi && !before_window(a.window, qi, kj) &&
+                  (!a.doc || qdoc[cb * BQ + i] == (e < 2 ? kdoc0 : kdoc1));
         }
         const float p = valid ? exp2f(s[nt][e] * a.scale_log2 - lse_s[cb * BQ + i]) : 0.0f;
         s[nt][e] = p;
@@ -526,7 +534,7 @@ void set_smem(K kernel, size_t bytes) {
 
 TcArgs make_args(Tensor q, Tensor k, Tensor v, const SeqLayout& L, const AttnShape& s) {
   return TcArgs{q.ptr<bf16>(), k.ptr<bf16>(), v.ptr<bf16>(), L.doc_ids, L.seq, s.num_heads, s.num_kv_heads,
-                static_cast<int>(s.head_dim), s.scale, s.scale * kLog2e};
+                static_cast<int>(s.head_dim), s.scale, s.scale * kLog2e, effective_window(s, L.seq)};
 }
 
 template <int kD>

@@ -74,10 +74,11 @@ struct AttnRef {
   int64_t B, T, NH, KVH, D;
   double scale;
   const int32_t* doc = nullptr;
+  int64_t window = 0;  // sliding window: t - window < j <= t (0: none)
 
   // The explicit [B, T, T] mask.
   bool mask(int64_t b, int64_t t, int64_t j) const {
-    return j <= t && (doc == nullptr || doc[b * T + j] == doc[b * T + t]);
+    return j <= t && (window == 0 || j > t - window) && (doc == nullptr || doc[b * T + j] == doc[b * T + t]);
   }
   // out [B*T, NH, D]; lse [B, NH, T] when non-null.
   std::vector<double> forward(const std::vector<double>& q, const std::vector<double>& k,

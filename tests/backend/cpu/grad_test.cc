@@ -154,6 +154,7 @@ TEST(CpuGrad, LinearViaGemm) {
 struct AttnCase {
   int64_t B, T, NH, KVH, D;
   std::vector<int32_t> doc;  // empty: one document per row
+  int64_t window = 0;        // sliding window (0: none)
 };
 
 void check_attention_grad(const AttnCase& c, uint32_t seed) {
@@ -165,11 +166,11 @@ void check_attention_grad(const AttnCase& c, uint32_t seed) {
   std::vector<float> out(q.size()), lse(c.B * c.NH * c.T), dq(q.size()), dk(k.size()), dv(v.size());
   std::vector<int32_t> pos(tok, 0);
   SeqLayout L{.batch = c.B, .seq = c.T, .positions = pos.data(), .doc_ids = c.doc.empty() ? nullptr : c.doc.data()};
-  AttnShape S{.num_heads = c.NH, .num_kv_heads = c.KVH, .head_dim = c.D, .scale = scale};
+  AttnShape S{.num_heads = c.NH, .num_kv_heads = c.KVH, .head_dim = c.D, .scale = scale, .window = c.window};
   Tensor tq = view(q, {tok, c.NH, c.D}), tk = view(k, {tok, c.KVH, c.D}), tv = view(v, {tok, c.KVH, c.D});
   Tensor to = view(out, {tok, c.NH, c.D}), tl = view(lse, {c.B, c.NH, c.T});
   be->attention(to, tl, tq, tk, tv, L, S);
-  AttnRef ref{c.B, c.T, c.NH, c.KVH, c.D, scale, L.doc_ids};
+  AttnRef ref{c.B, c.T, c.NH, c.KVH, c.D, scale, L.doc_ids, c.window};
   std::vector<double> lse_ref;
   const auto qd = to_double(q), kd = to_double(k), vd = to_double(v), gd = to_double(dout);
   EXPECT_LT(rel_err(out, ref.forward(qd, kd, vd, &lse_ref)), kFwdTol);
@@ -191,6 +192,11 @@ TEST(CpuGrad, AttentionDocPacking) {
   // Row 0: docs of length 3, 2, 2; row 1: one doc of 4 then 3 padding tokens (id -1).
   check_attention_grad({.B = 2, .T = 7, .NH = 4, .KVH = 2, .D = 4, .doc = {0, 0, 0, 1, 1, 2, 2, 5, 5, 5, 5, -1, -1, -1}},
                        50);
+}
+// Sliding window of 3 over 7 tokens (Mistral-style), alone and with packed documents.
+TEST(CpuGrad, AttentionSlidingWindow) {
+  check_attention_grad({.B = 2, .T = 7, .NH = 4, .KVH = 2, .D = 4, .doc = {}, .window = 3}, 60);
+  check_attention_grad({.B = 1, .T = 7, .NH = 2, .KVH = 1, .D = 4, .doc = {0, 0, 0, 0, 0, 1, 1}, .window = 2}, 70);
 }
 
 }  // namespace

@@ -23,14 +23,17 @@ namespace {
 
 struct Case {
   int64_t B, T, NH, KVH, D;
+  int64_t window = 0;  // sliding window (0: none)
 };
 
 std::string name(const Case& c) {
   return std::string("B") + std::to_string(c.B) + " T" + std::to_string(c.T) + " NH" + std::to_string(c.NH) + " KVH" +
-         std::to_string(c.KVH) + " D" + std::to_string(c.D);
+         std::to_string(c.KVH) + " D" + std::to_string(c.D) + (c.window ? " W" + std::to_string(c.window) : "");
 }
 
-AttnShape shape_of(const Case& c) { return AttnShape{c.NH, c.KVH, c.D, 1.0f / std::sqrt(static_cast<float>(c.D))}; }
+AttnShape shape_of(const Case& c) {
+  return AttnShape{c.NH, c.KVH, c.D, 1.0f / std::sqrt(static_cast<float>(c.D)), c.window};
+}
 
 struct AttnRun {
   Twin q, k, v, out, lse, dout, dq, dk, dv;
@@ -91,7 +94,9 @@ TEST(AttentionCudnn, BuiltWithCudnn) {
 // logsumexp of the scaled scores), bf16-close outputs and gradients.
 TEST(AttentionCudnn, MatchesOwnKernels) {
   std::mt19937 rng(31);
-  const Case cases[] = {{1, 512, 14, 2, 64}, {2, 256, 16, 2, 128}, {1, 4096, 32, 8, 128}};
+  // The windowed cases pin cuDNN's diagonal band to the own kernels' t - W < j <= t.
+  const Case cases[] = {{1, 512, 14, 2, 64},      {2, 256, 16, 2, 128},    {1, 4096, 32, 8, 128},
+                        {1, 512, 14, 2, 64, 100}, {2, 256, 16, 2, 128, 1}, {1, 4096, 32, 8, 128, 1024}};
   for (const Case& c : cases) {
     const std::string w = name(c);
     std::printf("%s\n", w.c_str());
@@ -114,7 +119,7 @@ TEST(AttentionCudnn, MatchesOwnKernels) {
 // forward results on both sides, so only backward differences count.
 TEST(AttentionCudnn, MatchesCpuReference) {
   std::mt19937 rng(32);
-  const Case c{2, 128, 4, 2, 64};
+  for (const Case& c : {Case{2, 128, 4, 2, 64}, Case{2, 128, 4, 2, 64, 17}}) {
   const std::string w = name(c);
   AttnRun r(c, rng);
   const SeqLayout L{c.B, c.T, nullptr, nullptr};
@@ -134,6 +139,7 @@ TEST(AttentionCudnn, MatchesCpuReference) {
   EXPECT_TWIN_CLOSE(r.dq, 5e-4, "dq " + w);
   EXPECT_TWIN_CLOSE(r.dk, 5e-4, "dk " + w);
   EXPECT_TWIN_CLOSE(r.dv, 5e-4, "dv " + w);
+  }
 }
 
 // Same inputs, same kernels -> same bits, forward and (deterministic-algorithm) backward.

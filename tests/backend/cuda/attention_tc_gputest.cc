@@ -25,11 +25,13 @@ namespace {
 struct Case {
   int64_t B, T, NH, KVH, D;
   bool docs;
+  int64_t window = 0;  // sliding window (0: none)
 };
 
 std::string name(const Case& c) {
   return std::string("B") + std::to_string(c.B) + " T" + std::to_string(c.T) + " NH" + std::to_string(c.NH) + " KVH" +
-         std::to_string(c.KVH) + " D" + std::to_string(c.D) + (c.docs ? " docs" : "");
+         std::to_string(c.KVH) + " D" + std::to_string(c.D) + (c.docs ? " docs" : "") +
+         (c.window ? " W" + std::to_string(c.window) : "");
 }
 
 // Packed documents: random lengths (1..60), ids restart per row.
@@ -70,7 +72,9 @@ struct AttnRun {
   }
 };
 
-AttnShape shape_of(const Case& c) { return AttnShape{c.NH, c.KVH, c.D, 1.0f / std::sqrt(static_cast<float>(c.D))}; }
+AttnShape shape_of(const Case& c) {
+  return AttnShape{c.NH, c.KVH, c.D, 1.0f / std::sqrt(static_cast<float>(c.D)), c.window};
+}
 
 // Runs the GPU forward and backward once, checking that the call took the tensor-core path (or
 // the scalar one when tc == false).
@@ -147,6 +151,9 @@ TEST(AttentionTc, MatchesCpuAndScalar) {
       {1, 200, 14, 2, 64, true},  {1, 65, 4, 2, 32, true},    {2, 100, 4, 2, 80, true},
       {1, 70, 6, 3, 96, false},   {1, 300, 7, 1, 128, true},  {1, 128, 2, 2, 64, false},
       {3, 63, 4, 1, 128, true},   {1, 64, 2, 1, 32, false},   {1, 257, 8, 8, 96, false},
+      // Sliding windows: shorter than a tile, across tiles, with documents, one key (W 1).
+      {1, 1000, 4, 2, 128, false, 100}, {2, 129, 4, 4, 128, true, 40}, {1, 300, 7, 1, 128, true, 64},
+      {1, 65, 4, 2, 32, false, 7},      {1, 200, 2, 1, 64, false, 1},  {1, 129, 4, 2, 64, false, 128},
   };
   for (const Case& c : cases) run_case(c, rng);
 }

@@ -1,4 +1,5 @@
-// Causal, same-document GQA attention, materialising one score row at a time.
+// Causal, same-document GQA attention (with an optional sliding window), materialising one score
+// row at a time.
 //
 // Forward: one work item per query row (b, h, t). Backward, without atomics (or, when there are
 // at least as many (b, kv-head) groups as threads, the same sums fused into one pass per group):
@@ -34,6 +35,7 @@ inline float dot(const float* a, const float* b, int64_t n) {
 struct Attn {
   int64_t B, T, NH, KVH, D, group;
   float scale;
+  int64_t window;      // sliding window (AttnShape::window); 0 = none
   const int32_t* doc;  // [B*T] or null
   const float* q;      // [B*T, NH, D]
   const float* k;      // [B*T, KVH, D]
@@ -42,7 +44,7 @@ struct Attn {
   int64_t qi(int64_t b, int64_t t, int64_t h) const { return ((b * T + t) * NH + h) * D; }
   int64_t ki(int64_t b, int64_t j, int64_t g) const { return ((b * T + j) * KVH + g) * D; }
   bool allowed(int64_t b, int64_t t, int64_t j) const {
-    return j <= t && (doc == nullptr || doc[b * T + j] == doc[b * T + t]);
+    return j <= t && (window == 0 || t - j < window) && (doc == nullptr || doc[b * T + j] == doc[b * T + t]);
   }
   float score(int64_t b, int64_t h, int64_t t, int64_t j) const {
     return dot(q + qi(b, t, h), k + ki(b, j, h / group), D) * scale;
@@ -63,7 +65,7 @@ void check_attn(const Tensor& q, const Tensor& k, const Tensor& v, const SeqLayo
 
 Attn make_attn(const F32View& q, const F32View& k, const F32View& v, const SeqLayout& L, const AttnShape& s) {
   return Attn{L.batch, L.seq, s.num_heads, s.num_kv_heads, s.head_dim, s.num_heads / s.num_kv_heads,
-              s.scale, L.doc_ids, q.data(), k.data(), v.data()};
+              s.scale, effective_window(s, L.seq), L.doc_ids, q.data(), k.data(), v.data()};
 }
 
 }  // namespace

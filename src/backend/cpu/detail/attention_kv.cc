@@ -56,15 +56,18 @@ void attention_kv(Tensor out, Tensor q, Tensor k_cache, Tensor v_cache, int64_t 
 #pragma omp for schedule(dynamic, 4)
     for (int64_t it = 0; it < items; ++it) {
       const int64_t i = it / NH, h = it % NH, g = h / group, last = q_start + i;
+      // Keys the training forward's mask lets through, in the same order (a sliding window
+      // starts later; the masked keys add nothing there either).
+      const int64_t first = s.window > 0 ? std::max<int64_t>(0, last - s.window + 1) : 0;
       const float* qr = qp + (i * NH + h) * D;
       float m = -std::numeric_limits<float>::infinity();
-      for (int64_t j = 0; j <= last; ++j) {
+      for (int64_t j = first; j <= last; ++j) {
         sc[j] = kv_dot(qr, kp + (j * KVH + g) * D, D) * s.scale;
         m = std::max(m, sc[j]);
       }
       double l = 0.0;
       std::fill(acc.begin(), acc.end(), 0.0);
-      for (int64_t j = 0; j <= last; ++j) {
+      for (int64_t j = first; j <= last; ++j) {
         const double p = std::exp(static_cast<double>(sc[j]) - m);
         l += p;
         const float* vr = vp + (j * KVH + g) * D;
