@@ -6,6 +6,7 @@
 #include "core/file.h"
 #include "core/json.h"
 #include "data/batch.h"
+#include "io/parquet.h"
 
 namespace st {
 namespace {
@@ -255,15 +256,23 @@ StatusOr<Sample> tokenize_json(const std::string& type, const OrderedJson& j, co
 
 // Calls fn(record, what) for each record of a dataset file: JSON Lines (one object a line, blank
 // lines skipped; what = "PATH line N"), or one JSON array of objects (what = "PATH record N"), as
-// alpaca_data.json and many exported datasets are. Told apart by the first non-blank byte.
+// alpaca_data.json and many exported datasets are. Told apart by the first non-blank byte. A
+// Parquet file (starting "PAR1") gives one record a row (what = "PATH row N"); a gzip file
+// (1f 8b: .jsonl.gz, .json.gz, even .parquet.gz) is inflated first (at most kMaxGunzipBytes).
+constexpr size_t kMaxGunzipBytes = size_t{16} << 30;
+
 template <class Fn>
-Status for_each_record(const std::string& path, const std::string& text, Fn fn) {
-  // Formats that are not JSON get a message that says what to do, not a JSON parse error.
-  if (text.rfind("PAR1", 0) == 0)
-    return InvalidArgument(Str() << path << ": a Parquet file; datasets are read as JSON Lines or a JSON array "
-                                 << "(convert it, e.g. pandas.read_parquet(p).to_json(out, orient='records', lines=True))");
-  if (text.size() >= 2 && static_cast<unsigned char>(text[0]) == 0x1f && static_cast<unsigned char>(text[1]) == 0x8b)
-    return InvalidArgument(Str() << path << ": gzip-compressed; decompress it first (gunzip)");
+Status for_each_record(const std::string& path, std::string_view text, Fn fn, bool inflated = false) {
+  if (text.starts_with("PAR1")) {
+    ASSIGN_OR_RETURN(ParquetFile pq, ParquetFile::from_bytes(text, path));
+    return pq.for_each_row([&](const OrderedJson& row, int64_t i) { return fn(row, Str() << path << " row " << i + 1); });
+  }
+  if (text.size() >= 2 && static_cast<unsigned char>(text[0]) == 0x1f && static_cast<unsigned char>(text[1]) == 0x8b) {
+    if (inflated) return InvalidArgument(Str() << path << ": gzip inside gzip; decompress it first");
+    std::string plain;
+    RETURN_IF_ERROR(gunzip_file(text, path, kMaxGunzipBytes, &plain));
+    return for_each_record(path, plain, fn, /*inflated=*/true);
+  }
   const size_t first = text.find_first_not_of(" \t\r\n");
   if (first != std::string::npos && text[first] == '[') {
     ASSIGN_OR_RETURN(OrderedJson arr, parse_ordered_json(text, path + " (a JSON array of records)"));
@@ -303,7 +312,10 @@ Status load_dataset(const DatasetSource& src, const Tokenizer& tok, const Datase
   if (needs_chat_template(src.type)) {
     ASSIGN_OR_RETURN(chat, resolve_chat_template(opt.chat_template, tok), src.path);
   }
-  ASSIGN_OR_RETURN(std::string text, read_file_to_string(src.path));
+  if (is_directory(src.path)) return InvalidArgument(Str() << src.path << ": a directory; name a dataset file");
+  // Mapped, not read: a Parquet file is decoded a row group at a time straight from the mapping.
+  ASSIGN_OR_RETURN(MappedFile file, MappedFile::open(src.path));
+  const std::string_view text(reinterpret_cast<const char*>(file.data()), file.size());
   if (opt.sequence_len < 2) return InvalidArgument(Str() << "sequence_len " << opt.sequence_len << " is too small");
   return for_each_record(src.path, text, [&](const OrderedJson& j, const std::string& what) -> Status {
     ASSIGN_OR_RETURN(Sample s, tokenize_json(src.type, j, tok, &chat, opt, what, stats));

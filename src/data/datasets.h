@@ -1,7 +1,9 @@
 // Dataset files -> tokenized samples with loss labels, and the train/val split.
 //
 // A file is JSON Lines (one object a line, blank lines skipped) or one JSON array of objects
-// (told apart by its first non-blank byte). Record types:
+// (told apart by its first non-blank byte), either possibly gzip-compressed (.jsonl.gz, .json.gz),
+// or Parquet as the Hugging Face Hub serves datasets (one record a row: structs are objects, lists
+// arrays, e.g. `messages` as list<struct<role, content>>; io/parquet.h). Record types:
 //   text               {"text": s}                         all tokens trained; BOS per the tokenizer's
 //                                                          post-processor, EOS appended
 //   prompt_completion  {"prompt": p, "completion": c}      loss on completion + EOS only
@@ -13,7 +15,8 @@
 //   tokenized          {"input_ids": [...], "labels"?: [...]}  labels default to input_ids
 // train_on_inputs trains every token. labels[0] is always kIgnoreIndex (it is never a target, and
 // this keeps packed documents from predicting across their border).
-// Errors (InvalidArgument/Corruption) name the file and the 1-based line (or record of an array).
+// Errors (InvalidArgument/Corruption) name the file and the 1-based line (record of an array, row
+// of a Parquet file).
 #pragma once
 
 #include <cstdint>
