@@ -102,7 +102,7 @@ TEST_P(Fixture, AdapterExpectedAndTraceOpen) {
   EXPECT_TRUE(file_exists(fixture(name, "data.jsonl")));
 }
 
-INSTANTIATE_TEST_SUITE_P(Io, Fixture, ::testing::Values("llama_gqa", "qwen2_tied", "qwen3_qknorm"));
+INSTANTIATE_TEST_SUITE_P(Io, Fixture, ::testing::Values("llama_gqa", "qwen2_tied", "qwen3_qknorm", "mistral_swa", "qwen2_swa"));
 
 }  // namespace
 }  // namespace st

@@ -77,7 +77,7 @@ TEST_P(Bf16, LogitsAndGradsCloseToHf) {
   std::printf("%s bf16: logits rel err %.3g, worst grad rel err %.3g\n", GetParam().c_str(), el, worst);
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, Bf16, ::testing::Values("llama_gqa", "qwen2_tied", "qwen3_qknorm"));
+INSTANTIATE_TEST_SUITE_P(Fixtures, Bf16, ::testing::Values("llama_gqa", "qwen2_tied", "qwen3_qknorm", "mistral_swa", "qwen2_swa"));
 
 }  // namespace
 }  // namespace st

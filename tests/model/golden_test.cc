@@ -171,7 +171,7 @@ TEST_P(Golden, FirstMicroBatchGradsMatchHf) {
   EXPECT_GT(checked, 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, Golden, ::testing::Values("llama_gqa", "qwen2_tied", "qwen3_qknorm"));
+INSTANTIATE_TEST_SUITE_P(Fixtures, Golden, ::testing::Values("llama_gqa", "qwen2_tied", "qwen3_qknorm", "mistral_swa", "qwen2_swa"));
 
 }  // namespace
 }  // namespace st

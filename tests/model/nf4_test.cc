@@ -120,7 +120,7 @@ TEST(Nf4Base, LayoutStoresCodesAndScalesForTheSevenLinears) {
 }
 
 TEST(Nf4Base, TrainsToTheBitsOfItsDequantizedTwin) {
-  for (const char* fixture : {"llama_gqa", "qwen2_tied", "qwen3_qknorm"}) {
+  for (const char* fixture : {"llama_gqa", "qwen2_tied", "qwen3_qknorm", "mistral_swa", "qwen2_swa"}) {
     const Blobs nf4 = pack_all(fixture, DType::kF32, BaseQuant::kNF4);
     const Blobs twin = dequantized_twin(fixture, nf4);
     const Blobs orig = pack_all(fixture, DType::kF32, BaseQuant::kNone);

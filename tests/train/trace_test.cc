@@ -147,7 +147,7 @@ TEST(TraceWindow, FirstStepLossIsWindowTokenMean) {
   EXPECT_NE(n0, n1);  // otherwise both normalisations agree and the test proves nothing
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, Trace, ::testing::Values("llama_gqa", "qwen2_tied", "qwen3_qknorm"));
+INSTANTIATE_TEST_SUITE_P(Fixtures, Trace, ::testing::Values("llama_gqa", "qwen2_tied", "qwen3_qknorm", "mistral_swa", "qwen2_swa"));
 
 }  // namespace
 }  // namespace st

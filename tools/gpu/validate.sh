@@ -27,7 +27,7 @@ done
 fi
 
 # ONLY_PLANS=1: the gputests and section 3b only (launch plans bit identity).
-[ -n "${ONLY_PLANS:-}" ] || for fx in llama_gqa qwen2_tied qwen3_qknorm; do
+[ -n "${ONLY_PLANS:-}" ] || for fx in llama_gqa qwen2_tied qwen3_qknorm mistral_swa qwen2_swa; do
   for dt in float32 bfloat16; do
     python3 tools/gpu/golden_trace.py $B tests/fixtures/$fx $W/g_${fx}_$dt cuda $dt >>"$OUT/golden.jsonl"
     say "golden $fx $dt rc=$? $(tail -1 "$OUT/golden.jsonl")"

@@ -5,7 +5,7 @@
 #   tools/ref/merge_hf_check.sh STREAMTUNE_BIN WORKDIR
 #
 # Environment: DEVICE cpu (default) | cuda | auto: where streamtune trains and computes logits;
-#   FIXTURES (default "llama_gqa qwen2_tied qwen3_qknorm", tests/fixtures/*/model, f32);
+#   FIXTURES (default "llama_gqa qwen2_tied qwen3_qknorm mistral_swa qwen2_swa", tests/fixtures/*/model, f32);
 #   SMOL=1 adds a SmolLM2-135M-shaped random bf16 model (init-model) with the smollm2 tokenizer;
 #   SMOL_LAYERS=N shrinks it to N layers (quicker on a CPU); STEPS (default 4) training steps;
 #   GEN=0 skips the generate check; GEN_DEVICES (default: "cuda cpu" when DEVICE=cuda, else "cpu");
@@ -33,7 +33,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
 PY=${PYTHON:-python3}
 DEVICE=${DEVICE:-cpu}
-FIXTURES=${FIXTURES-"llama_gqa qwen2_tied qwen3_qknorm"}
+FIXTURES=${FIXTURES-"llama_gqa qwen2_tied qwen3_qknorm mistral_swa qwen2_swa"}
 SMOL=${SMOL:-1}
 STEPS=${STEPS:-4}
 GEN=${GEN:-1}
