@@ -48,8 +48,10 @@ StatusOr<DType> pick_dtype(const std::string& d, DeviceKind k) {
   return InvalidArgument("--dtype must be bfloat16 or float32 (got '" + d + "')");
 }
 
-// Seeded random token ids; labels = ids (Model shifts them the HF way).
-Batch synthetic_batch(int64_t batch, int64_t seq, int64_t vocab, uint64_t seed) {
+// Seeded random token ids; labels = ids (Model shifts them the HF way). doc_len > 0: each row
+// packed with doc_len-token documents, as sample_packing lays them out (doc ids; positions and
+// attention restart per document).
+Batch synthetic_batch(int64_t batch, int64_t seq, int64_t vocab, uint64_t seed, int64_t doc_len) {
   Batch b;
   b.batch = batch;
   b.seq = seq;
@@ -59,6 +61,13 @@ Batch synthetic_batch(int64_t batch, int64_t seq, int64_t vocab, uint64_t seed) 
   for (int32_t& t : b.input_ids) t = tok(rng);
   b.labels = b.input_ids;
   b.num_targets = batch * (seq - 1);
+  if (doc_len > 0) {
+    for (int64_t i = 0; i < batch * seq; ++i) {
+      const int64_t t = i % seq;
+      b.doc_ids.push_back(static_cast<int32_t>(t / doc_len));
+      b.positions.push_back(static_cast<int32_t>(t % doc_len));
+    }
+  }
   return b;
 }
 
@@ -174,6 +183,7 @@ StatusOr<BenchResult> run_bench(const BenchOptions& o) {
   r.stream = o.stream;
   r.seq = o.seq;
   r.batch = o.batch;
+  r.doc_len = o.doc_len;
   r.tokens_per_step = o.seq * o.batch * o.grad_accum;
   r.grad_accum = o.grad_accum;
   r.steps = o.steps;
@@ -221,7 +231,9 @@ StatusOr<BenchResult> run_bench(const BenchOptions& o) {
   mo.fused_attention_seq = o.seq;
   mo.micro_batch_slots = res.mb_slots;
   r.micro_batch_slots = res.mb_slots;
-  r.attention = res.fused_attention > 0 ? "fused (cuDNN)" : "own kernels";
+  // Packed documents keep attention on the own kernels (cuDNN here runs unpacked rows only).
+  r.attention = o.doc_len > 0 ? "own kernels (packed documents)"
+                : res.fused_attention > 0 ? "fused (cuDNN)" : "own kernels";
   r.host_extras = res.host_extras;
   r.recompute = recompute_name(res.recompute);
   ASSIGN_OR_RETURN(std::unique_ptr<Model> model, Model::create(c, be.get(), lc, mo));
@@ -243,7 +255,7 @@ StatusOr<BenchResult> run_bench(const BenchOptions& o) {
   std::vector<const Batch*> window;
   int64_t targets = 0;
   for (int i = 0; i < o.grad_accum; ++i) {
-    batches.push_back(synthetic_batch(o.batch, o.seq, c.vocab_size, o.seed + static_cast<uint64_t>(i)));
+    batches.push_back(synthetic_batch(o.batch, o.seq, c.vocab_size, o.seed + static_cast<uint64_t>(i), o.doc_len));
     targets += batches.back().num_targets;
   }
   for (const Batch& b : batches) window.push_back(&b);

@@ -14,9 +14,21 @@
 // Backward (deterministic, no atomics): delta = rowsum(dO*O) in a small kernel; dQ per query tile
 // over key tiles; dK/dV per (key tile, query head) over query tiles; GQA heads of one kv head are
 // then summed in head order (f32 partials in scratch).
+//
+// Note [tile skipping]: with packed documents or a sliding window most tile pairs below the
+// diagonal hold no valid (query, key) pair. Each block first lists the tiles it must walk (a tile
+// is skipped when its rows' document-id range is disjoint from the block's, or when all its keys
+// lie before the earliest query's window) and walks only those. A skipped tile would have added
+// exactly nothing: its probabilities are 0, so the running max, sum and output are unchanged bit
+// for bit (the forward's -inf guard keeps a row with no valid key yet at m = -inf, l = 0, o = 0),
+// and dQ/dK/dV gain only +0 products. Skipping is therefore a pure speed-up: the same bits as
+// walking every tile. Without documents or a window every tile below the diagonal is walked.
 #include "backend/cuda/attention_tc.h"
 
 #include <atomic>
+#include <climits>
+#include <cstdlib>
+#include <string>
 #include <mutex>
 #include <set>
 #include <utility>
@@ -130,6 +142,7 @@ struct TcArgs {
   int D;
   float scale, scale_log2;
   int64_t window;  // sliding window (AttnShape::window, effective); 0 = none
+  bool skip;       // list the tiles to walk (Note [tile skipping]); false: walk them all
 };
 
 // Key kj is outside query r's sliding window (never, without one).
@@ -154,6 +167,85 @@ __device__ __forceinline__ void load_tile(bf16* s, const bf16* x, int64_t bT, in
 __device__ __forceinline__ int doc_at(const int32_t* doc, int64_t bT, int64_t T, int64_t t) {
   return (doc && t < T) ? doc[bT + t] : 0;
 }
+
+// ---- tile lists (Note [tile skipping]) ----------------------------------------------------------
+constexpr int kMaxTiles = 1024;  // longer walks are not listed: every tile is walked
+
+struct TileList {
+  int list[kMaxTiles];
+  unsigned char keep[kMaxTiles];
+  int count;
+};
+
+// Document-id range [lo, hi] of rows [r0, r0 + n) clipped to T (empty: lo > hi).
+__device__ __forceinline__ void doc_range(const int32_t* doc, int64_t bT, int64_t T, int64_t r0, int n, int* lo,
+                                          int* hi) {
+  int l = INT_MAX, h = INT_MIN;
+  for (int i = 0; i < n && r0 + i < T; ++i) {
+    const int d = doc[bT + r0 + i];
+    l = min(l, d);
+    h = max(h, d);
+  }
+  *lo = l;
+  *hi = h;
+}
+
+// Fills tl->list with the tiles t in [0, n) for which keep(t), in order; returns their count.
+// Called by every thread of the block.
+template <class Keep>
+__device__ int list_tiles(TileList* tl, int n, Keep keep) {
+  for (int t = threadIdx.x; t < n; t += kThreads) tl->keep[t] = keep(t) ? 1 : 0;
+  __syncthreads();
+  if (threadIdx.x < 32) {
+    int cnt = 0;
+    for (int base = 0; base < n; base += 32) {
+      const int t = base + static_cast<int>(threadIdx.x);
+      const bool k = t < n && tl->keep[t];
+      const unsigned m = __ballot_sync(0xffffffffu, k);
+      if (k) tl->list[cnt + __popc(m & ((1u << threadIdx.x) - 1u))] = t;
+      cnt += __popc(m);
+    }
+    if (threadIdx.x == 0) tl->count = cnt;
+  }
+  __syncthreads();
+  return tl->count;
+}
+
+// The key tiles (BK keys each) a block of queries [q0, q0 + BQ) must walk, of the causal ones
+// 0..ntiles-1. Returns how many; tile(i) gives the i-th.
+template <int BQ, int BK>
+__device__ int key_tiles(const TcArgs& a, TileList* tl, int64_t bT, int64_t q0, int ntiles) {
+  if (!a.skip || (a.doc == nullptr && a.window == 0) || ntiles > kMaxTiles) return -ntiles;  // walk all
+  int qlo = 0, qhi = 0;
+  if (a.doc) doc_range(a.doc, bT, a.T, q0, BQ, &qlo, &qhi);
+  return list_tiles(tl, ntiles, [&](int t) {
+    const int64_t k0 = static_cast<int64_t>(t) * BK;
+    if (a.window != 0 && k0 + BK - 1 <= q0 - a.window) return false;  // before every query's window
+    if (!a.doc) return true;
+    int klo, khi;
+    doc_range(a.doc, bT, a.T, k0, BK, &klo, &khi);
+    return klo <= qhi && qlo <= khi;
+  });
+}
+
+// The query tiles (BQ queries each, from k0 on) a block of keys [k0, k0 + BK) must walk.
+template <int BQ, int BK>
+__device__ int query_tiles(const TcArgs& a, TileList* tl, int64_t bT, int64_t k0, int ntiles) {
+  if (!a.skip || (a.doc == nullptr && a.window == 0) || ntiles > kMaxTiles) return -ntiles;
+  int klo = 0, khi = 0;
+  if (a.doc) doc_range(a.doc, bT, a.T, k0, BK, &klo, &khi);
+  return list_tiles(tl, ntiles, [&](int t) {
+    const int64_t q0 = k0 + static_cast<int64_t>(t) * BQ;
+    if (a.window != 0 && q0 - (k0 + BK - 1) >= a.window) return false;  // every key before its window
+    if (!a.doc) return true;
+    int qlo, qhi;
+    doc_range(a.doc, bT, a.T, q0, BQ, &qlo, &qhi);
+    return qlo <= khi && klo <= qhi;
+  });
+}
+
+// The i-th tile of a walk: from the list, or i itself when every tile is walked (count < 0).
+__device__ __forceinline__ int tile_at(const TileList& tl, int count, int i) { return count < 0 ? i : tl.list[i]; }
 
 __device__ __forceinline__ float quad_max(float v) {
   v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
@@ -193,12 +285,16 @@ __global__ void __launch_bounds__(kThreads) tc_fwd_kernel(TcArgs a, bf16* out, f
   const int64_t g = h / (a.NH / a.KVH), bT = b * a.T;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gr = lane >> 2, tq = lane & 3;
   const int ntiles = static_cast<int>((min(a.T, q0 + BQ) + BK - 1) / BK);
+  __shared__ TileList tl;
+  const int walk = key_tiles<BQ, BK>(a, &tl, bT, q0, ntiles);
+  const int nwalk = walk < 0 ? -walk : walk;
+  const int64_t kfirst = static_cast<int64_t>(tile_at(tl, walk, 0)) * BK;
 
   load_tile<BQ, kD>(Qs, a.q, bT, q0, a.T, a.NH, h, a.D);
-  load_tile<BK, kD>(Ks, a.k, bT, 0, a.T, a.KVH, g, a.D);
-  load_tile<BK, kD>(Vs, a.v, bT, 0, a.T, a.KVH, g, a.D);
+  load_tile<BK, kD>(Ks, a.k, bT, kfirst, a.T, a.KVH, g, a.D);
+  load_tile<BK, kD>(Vs, a.v, bT, kfirst, a.T, a.KVH, g, a.D);
   cp_async_commit();
-  if (threadIdx.x < BK) kdoc[threadIdx.x] = doc_at(a.doc, bT, a.T, threadIdx.x);
+  if (threadIdx.x < BK) kdoc[threadIdx.x] = doc_at(a.doc, bT, a.T, kfirst + threadIdx.x);
 
   const int64_t r0 = q0 + warp * 16 + gr, r1 = r0 + 8;
   const int doc0 = doc_at(a.doc, bT, a.T, r0), doc1 = doc_at(a.doc, bT, a.T, r1);
@@ -207,20 +303,20 @@ __global__ void __launch_bounds__(kThreads) tc_fwd_kernel(TcArgs a, bf16* out, f
   float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
   uint32_t qf[kD / 16][4];
 
-  for (int it = 0; it < ntiles; ++it) {
+  for (int it = 0; it < nwalk; ++it) {
     cp_async_wait_all();
     __syncthreads();
     if (it == 0) load_afrag<kD>(qf, Qs + warp * 16 * S, lane);
-    if (it + 1 < ntiles) {
+    if (it + 1 < nwalk) {
       const int nb = (it + 1) & 1;
-      const int64_t k1 = static_cast<int64_t>(it + 1) * BK;
+      const int64_t k1 = static_cast<int64_t>(tile_at(tl, walk, it + 1)) * BK;
       load_tile<BK, kD>(Ks + nb * BK * S, a.k, bT, k1, a.T, a.KVH, g, a.D);
       load_tile<BK, kD>(Vs + nb * BK * S, a.v, bT, k1, a.T, a.KVH, g, a.D);
       cp_async_commit();
       if (threadIdx.x < BK) kdoc[nb * BK + threadIdx.x] = doc_at(a.doc, bT, a.T, k1 + threadIdx.x);
     }
     const int cb = it & 1;
-    const int64_t k0 = static_cast<int64_t>(it) * BK;
+    const int64_t k0 = static_cast<int64_t>(tile_at(tl, walk, it)) * BK;
     float s[BK / 8][4];
     zero(s);
     mma_abt<BK / 8, kD>(s, qf, Ks + cb * BK * S, lane);
@@ -325,13 +421,17 @@ __global__ void __launch_bounds__(kThreads) tc_bwd_dq_kernel(TcArgs a, BwdPtrs w
   const int64_t g = h / (a.NH / a.KVH), bT = b * a.T;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gr = lane >> 2, tq = lane & 3;
   const int ntiles = static_cast<int>((min(a.T, q0 + BQ) + BK - 1) / BK);
+  __shared__ TileList tl;
+  const int walk = key_tiles<BQ, BK>(a, &tl, bT, q0, ntiles);
+  const int nwalk = walk < 0 ? -walk : walk;
+  const int64_t kfirst = static_cast<int64_t>(tile_at(tl, walk, 0)) * BK;
 
   load_tile<BQ, kD>(Qs, a.q, bT, q0, a.T, a.NH, h, a.D);
   load_tile<BQ, kD>(dOs, w.dout, bT, q0, a.T, a.NH, h, a.D);
-  load_tile<BK, kD>(Ks, a.k, bT, 0, a.T, a.KVH, g, a.D);
-  load_tile<BK, kD>(Vs, a.v, bT, 0, a.T, a.KVH, g, a.D);
+  load_tile<BK, kD>(Ks, a.k, bT, kfirst, a.T, a.KVH, g, a.D);
+  load_tile<BK, kD>(Vs, a.v, bT, kfirst, a.T, a.KVH, g, a.D);
   cp_async_commit();
-  if (threadIdx.x < BK) kdoc[threadIdx.x] = doc_at(a.doc, bT, a.T, threadIdx.x);
+  if (threadIdx.x < BK) kdoc[threadIdx.x] = doc_at(a.doc, bT, a.T, kfirst + threadIdx.x);
 
   const int64_t r0 = q0 + warp * 16 + gr, r1 = r0 + 8;
   const bool ok0 = r0 < a.T, ok1 = r1 < a.T;
@@ -343,23 +443,23 @@ __global__ void __launch_bounds__(kThreads) tc_bwd_dq_kernel(TcArgs a, BwdPtrs w
   zero(acc);
   uint32_t qf[kD / 16][4], df[kD / 16][4];
 
-  for (int it = 0; it < ntiles; ++it) {
+  for (int it = 0; it < nwalk; ++it) {
     cp_async_wait_all();
     __syncthreads();
     if (it == 0) {
       load_afrag<kD>(qf, Qs + warp * 16 * S, lane);
       load_afrag<kD>(df, dOs + warp * 16 * S, lane);
     }
-    if (it + 1 < ntiles) {
+    if (it + 1 < nwalk) {
       const int nb = (it + 1) & 1;
-      const int64_t k1 = static_cast<int64_t>(it + 1) * BK;
+      const int64_t k1 = static_cast<int64_t>(tile_at(tl, walk, it + 1)) * BK;
       load_tile<BK, kD>(Ks + nb * BK * S, a.k, bT, k1, a.T, a.KVH, g, a.D);
       load_tile<BK, kD>(Vs + nb * BK * S, a.v, bT, k1, a.T, a.KVH, g, a.D);
       cp_async_commit();
       if (threadIdx.x < BK) kdoc[nb * BK + threadIdx.x] = doc_at(a.doc, bT, a.T, k1 + threadIdx.x);
     }
     const int cb = it & 1;
-    const int64_t k0 = static_cast<int64_t>(it) * BK;
+    const int64_t k0 = static_cast<int64_t>(tile_at(tl, walk, it)) * BK;
     const bf16* Kb = Ks + cb * BK * S;
     float s[BK / 8][4], dp[BK / 8][4];
     zero(s);
@@ -410,6 +510,10 @@ __global__ void __launch_bounds__(kThreads) tc_bwd_dkv_kernel(TcArgs a, BwdPtrs 
   const int64_t g = h / (a.NH / a.KVH), bT = b * a.T, lb = (b * a.NH + h) * a.T;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gr = lane >> 2, tq = lane & 3;
   const int ntiles = static_cast<int>((a.T - k0 + BQ - 1) / BQ);  // query tiles from k0 on
+  __shared__ TileList tl;
+  const int walk = query_tiles<BQ, BK>(a, &tl, bT, k0, ntiles);
+  const int nwalk = walk < 0 ? -walk : walk;
+  const int64_t qfirst = k0 + static_cast<int64_t>(tile_at(tl, walk, 0)) * BQ;
 
   auto stage_rows = [&](int buf, int64_t q1) {
     if (threadIdx.x < BQ) {
@@ -422,10 +526,10 @@ __global__ void __launch_bounds__(kThreads) tc_bwd_dkv_kernel(TcArgs a, BwdPtrs 
   };
   load_tile<BK, kD>(Ks, a.k, bT, k0, a.T, a.KVH, g, a.D);
   load_tile<BK, kD>(Vs, a.v, bT, k0, a.T, a.KVH, g, a.D);
-  load_tile<BQ, kD>(Qs, a.q, bT, k0, a.T, a.NH, h, a.D);
-  load_tile<BQ, kD>(dOs, w.dout, bT, k0, a.T, a.NH, h, a.D);
+  load_tile<BQ, kD>(Qs, a.q, bT, qfirst, a.T, a.NH, h, a.D);
+  load_tile<BQ, kD>(dOs, w.dout, bT, qfirst, a.T, a.NH, h, a.D);
   cp_async_commit();
-  stage_rows(0, k0);
+  stage_rows(0, qfirst);
 
   const int64_t c0 = k0 + warp * 16 + gr, c1 = c0 + 8;  // this thread's key rows
   const int kdoc0 = doc_at(a.doc, bT, a.T, c0), kdoc1 = doc_at(a.doc, bT, a.T, c1);
@@ -435,16 +539,17 @@ __global__ void __launch_bounds__(kThreads) tc_bwd_dkv_kernel(TcArgs a, BwdPtrs 
   const bf16* Kw = Ks + warp * 16 * S;
   const bf16* Vw = Vs + warp * 16 * S;
 
-  for (int it = 0; it < ntiles; ++it) {
+  for (int it = 0; it < nwalk; ++it) {
     cp_async_wait_all();
     __syncthreads();
-    const int64_t q0 = k0 + static_cast<int64_t>(it) * BQ;
-    if (it + 1 < ntiles) {
+    const int64_t q0 = k0 + static_cast<int64_t>(tile_at(tl, walk, it)) * BQ;
+    if (it + 1 < nwalk) {
       const int nb = (it + 1) & 1;
-      load_tile<BQ, kD>(Qs + nb * BQ * S, a.q, bT, q0 + BQ, a.T, a.NH, h, a.D);
-      load_tile<BQ, kD>(dOs + nb * BQ * S, w.dout, bT, q0 + BQ, a.T, a.NH, h, a.D);
+      const int64_t q1 = k0 + static_cast<int64_t>(tile_at(tl, walk, it + 1)) * BQ;
+      load_tile<BQ, kD>(Qs + nb * BQ * S, a.q, bT, q1, a.T, a.NH, h, a.D);
+      load_tile<BQ, kD>(dOs + nb * BQ * S, w.dout, bT, q1, a.T, a.NH, h, a.D);
       cp_async_commit();
-      stage_rows(nb, q0 + BQ);
+      stage_rows(nb, q1);
     }
     const int cb = it & 1;
     const bf16* Qb = Qs + cb * BQ * S;
@@ -534,7 +639,8 @@ void set_smem(K kernel, size_t bytes) {
 
 TcArgs make_args(Tensor q, Tensor k, Tensor v, const SeqLayout& L, const AttnShape& s) {
   return TcArgs{q.ptr<bf16>(), k.ptr<bf16>(), v.ptr<bf16>(), L.doc_ids, L.seq, s.num_heads, s.num_kv_heads,
-                static_cast<int>(s.head_dim), s.scale, s.scale * kLog2e, effective_window(s, L.seq)};
+                static_cast<int>(s.head_dim), s.scale, s.scale * kLog2e, effective_window(s, L.seq),
+                attention_tile_skipping()};
 }
 
 template <int kD>
@@ -574,6 +680,15 @@ void bwd(const TcArgs& a, const BwdPtrs& w, int64_t B, bf16* dq, bf16* dk, bf16*
 int padded_dim(int64_t D) { return D <= 32 ? 32 : D <= 64 ? 64 : D <= 96 ? 96 : 128; }
 
 }  // namespace
+
+bool& attention_tile_skipping() {
+  // STREAMTUNE_ATTN_TILE_SKIP=off walks every tile (for A/B runs; the bits are the same).
+  static bool on = [] {
+    const char* e = std::getenv("STREAMTUNE_ATTN_TILE_SKIP");
+    return e == nullptr || std::string(e) != "off";
+  }();
+  return on;
+}
 
 bool& attention_tc_enabled() {
   static bool on = true;

@@ -17,6 +17,9 @@ namespace st::cuda {
 bool& attention_tc_enabled();
 // Number of forward + backward calls that took the tensor-core path (lets tests prove the route).
 int64_t attention_tc_calls();
+// Test hook: set false to walk every tile below the diagonal (attention_tc.cu Note [tile
+// skipping]); the bits must not change. Starts false with STREAMTUNE_ATTN_TILE_SKIP=off.
+bool& attention_tile_skipping();
 
 bool attention_tc_supported(const Tensor* tensors, int n, const AttnShape& s);
 

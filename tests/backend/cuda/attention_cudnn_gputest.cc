@@ -107,8 +107,14 @@ TEST(AttentionCudnn, MatchesOwnKernels) {
     const Outputs cd = pass(r, L, s, true);
     expect_close(cd.out, own.out, 1e-4, "out " + w);
     expect_close(cd.lse, own.lse, 1e-10, "lse " + w);
-    expect_close(cd.dq, own.dq, 1e-3, "dq " + w);
-    expect_close(cd.dk, own.dk, 1e-3, "dk " + w);
+    if (c.window == 1) {
+      // One key per query: dq = dk = 0 exactly, both sides hold rounding noise only.
+      for (const auto* g : {&cd.dq, &cd.dk, &own.dq, &own.dk})
+        for (float x : *g) ASSERT_LE(std::fabs(x), 1e-3f) << w;
+    } else {
+      expect_close(cd.dq, own.dq, 1e-3, "dq " + w);
+      expect_close(cd.dk, own.dk, 1e-3, "dk " + w);
+    }
     expect_close(cd.dv, own.dv, 1e-3, "dv " + w);
     for (Twin* t : {&r.out, &r.lse, &r.dq, &r.dk, &r.dv}) EXPECT_TRUE(t->guards_ok()) << w;
   }
