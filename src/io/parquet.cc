@@ -99,10 +99,11 @@ Status ParquetFile::visit_row_group(int g, int64_t first_index, const std::funct
   const parquet::RowGroupMeta& rg = m.meta.row_groups[static_cast<size_t>(g)];
   if (rg.num_rows == 0) return Status::OK();
   // Note [entry caps]: what the row group's pages may claim, all columns together.
-  int64_t budget = parquet::kGroupEntriesBase;
+  int64_t budget = parquet::kGroupEntriesBase, byte_budget = parquet::kGroupBytesBase;
   for (const auto& c : rg.columns) {
     const int64_t bytes = std::min<int64_t>(std::max<int64_t>(c.total_compressed_size, 0), static_cast<int64_t>(m.data_end));
     budget = std::min<int64_t>(budget + 64 * bytes, INT64_MAX / 2);
+    byte_budget = std::min<int64_t>(byte_budget + 2048 * bytes, INT64_MAX / 2);
   }
   const auto& leaves = m.schema.leaves();
   std::vector<parquet::ColumnData> cols(leaves.size());
@@ -112,6 +113,7 @@ Status ParquetFile::visit_row_group(int g, int64_t first_index, const std::funct
     in.data_end = m.data_end;
     in.where = Str() << m.name << ": column '" << leaves[c].path << "', row group " << g;
     in.entry_budget = &budget;
+    in.byte_budget = &byte_budget;
     RETURN_IF_ERROR(parquet::read_column_chunk(in, rg.columns[c], leaves[c], &cols[c]));
     if (cols[c].rows != rg.num_rows)
       return Corruption(Str() << in.where << ": " << cols[c].rows << " rows, the row group has " << rg.num_rows);

@@ -353,6 +353,15 @@ TEST(ParquetHostile, SchemaLimits) {
   const std::string f = "PAR1" + t.b + le32(static_cast<uint32_t>(t.b.size())) + "PAR1";
   const std::string s = read_all(f);
   EXPECT_NE(s.find("nested deeper than 64 levels"), std::string::npos) << s;
+  // A group whose children claim more elements than follow (found by fuzzing: read past the list).
+  Thrift u;
+  u.begin().i32(1, 2).list(2, 12, 3);
+  u.begin().bin(4, "schema").i32(5, 2).end();
+  u.begin().i32(3, 1).bin(4, "g").i32(5, 1).end();  // root: 2 children, g takes the only one left
+  u.begin().i32(1, 1).i32(3, 1).bin(4, "x").end();
+  u.i64(3, 0).list(4, 12, 0).end();
+  const std::string s2 = read_all("PAR1" + u.b + le32(static_cast<uint32_t>(u.b.size())) + "PAR1");
+  EXPECT_EQ(s2, "ERROR Corruption: t.parquet: schema: the groups' children run past the end of the element list");
 }
 
 TEST(ParquetHostile, MagicFooterAndTruncation) {

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 # Mutation fuzz of streamtune's file readers through the CLI (safetensors model + config.json, PEFT
-# adapter + adapter_config.json, tokenizer.json, GGUF models): truncations, byte flips, extreme
-# 8-byte fields, inserted junk, damaged digits. Every run must exit 0 or with a clear error (rc 1/2
-# and a message on stderr), never a signal or a hang; offending inputs are kept in /tmp/fz.
+# adapter + adapter_config.json, tokenizer.json, GGUF models, dataset files in JSON, Parquet and
+# gzip): truncations, byte flips, extreme 8-byte fields, inserted junk, damaged digits. Every run
+# must exit 0 or with a clear error (rc 1/2 and a message on stderr), never a signal or a hang;
+# offending inputs are kept in /tmp/fz.
 #   python3 tools/fuzz/fuzz_readers.py build/streamtune [N per file] [seed]
 import os, random, shutil, subprocess, sys, json
 ST = sys.argv[1]
@@ -94,14 +95,21 @@ sets = {
     "input_output": "\n".join(json.dumps({"segments": [{"text": "q%d " % i, "label": False}, {"text": "a", "label": True}]}) for i in range(6)),
     "prompt_completion": "\n".join(json.dumps({"prompt": "q%d" % i, "completion": " a"}) for i in range(6)),
 }
+def train_on(name, data, typ, what):
+    open(d + "/" + name, "wb").write(data)
+    open(d + "/t.yaml", "w").write("base_model: model\ndatasets:\n  - path: %s\n    type: %s\nchat_template: chatml\n"
+                                   "device: cpu\ndtype: float32\nstream: \"off\"\nsequence_len: 512\nmicro_batch_size: 2\n"
+                                   "max_steps: 1\nlora_r: 4\noutput_dir: out\n" % (name, typ))
+    run([ST, "train", d + "/t.yaml"], what)
+    if bad and bad[-1][0] == what: shutil.copy(d + "/" + name, "/tmp/fz/crash_%d_%s" % (len(bad), name))
 for typ, body in sets.items():
     for it in range(N // 2):
-        data = mutate(body.encode())
-        open(d + "/data.json", "wb").write(data)
-        open(d + "/t.yaml", "w").write("base_model: model\ndatasets:\n  - path: data.json\n    type: %s\nchat_template: chatml\n"
-                                       "device: cpu\ndtype: float32\nstream: \"off\"\nsequence_len: 512\nmicro_batch_size: 2\n"
-                                       "max_steps: 1\nlora_r: 4\noutput_dir: out\n" % typ)
-        run([ST, "train", d + "/t.yaml"], "dataset %s #%d" % (typ, it))
-        if bad and bad[-1][0] == "dataset %s #%d" % (typ, it): shutil.copy(d + "/data.json", "/tmp/fz/crash_%d_%s.json" % (len(bad), typ))
+        train_on("data.json", mutate(body.encode()), typ, "dataset %s #%d" % (typ, it))
+# Parquet and gzip dataset files (the Parquet reader's fixtures), through the same `train`.
+for name, typ in [("chat.parquet", "messages"), ("messages_zstd_v2.parquet", "messages"), ("ids.parquet", "tokenized"),
+                  ("types_split_v2.parquet", "text"), ("chat.jsonl.gz", "messages"), ("chat.parquet.gz", "messages")]:
+    raw = open(FX + "/parquet/" + name, "rb").read()
+    for it in range(N // 2):
+        train_on(name, mutate(raw), typ, "dataset %s #%d" % (name, it))
 print("bad:", len(bad))
 for b in bad: print(b)

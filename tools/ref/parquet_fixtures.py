@@ -49,7 +49,8 @@ msg = pa.Table.from_pylist(messages_rows(), schema=MSG_TYPE)
 small = dict(row_group_size=16, data_page_size=64, write_batch_size=4, max_rows_per_page=5, store_schema=False)
 files = {
     # name: (table, write_table kwargs)
-    "messages_snappy_v1.parquet": (msg, dict(small, compression="snappy", data_page_version="1.0")),
+    # dictionary_pagesize_limit: the dictionary fills up and later pages fall back to PLAIN
+    "messages_snappy_v1.parquet": (msg, dict(small, compression="snappy", data_page_version="1.0", dictionary_pagesize_limit=200)),
     "messages_zstd_v2.parquet": (msg, dict(small, compression="zstd", data_page_version="2.0", write_page_index=True)),
     "messages_gzip_plain.parquet": (msg, dict(small, compression="gzip", use_dictionary=False, write_page_checksum=True)),
     "messages_none_v2.parquet": (msg, dict(small, compression="none", data_page_version="2.0", store_schema=True)),

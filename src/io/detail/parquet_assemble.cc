@@ -87,6 +87,11 @@ Status RowAssembler::leaf_value(size_t column, OrderedJson* out) {
   const Values& v = columns_[column].values;
   const size_t i = cursors_[column].value++;
   if (i >= v.size()) return Internal(Str() << where_ << ": column '" << leaf.path << "' has fewer values than levels");
+  if (v.type == kByteArray || v.type == kFixedLenByteArray) {
+    row_bytes_ += v.str(i).size();
+    if (row_bytes_ > kMaxRowBytes)
+      return Corruption(Str() << where_ << ", row " << row_ << ": more than " << kMaxRowBytes << " bytes of text in one row");
+  }
   switch (leaf.kind) {
     case LeafKind::kBool: *out = v.ints[i] != 0; return Status::OK();
     case LeafKind::kInt: *out = v.ints[i]; return Status::OK();
@@ -195,6 +200,7 @@ void RowAssembler::convert_maps(int shape, OrderedJson* v) const {
 
 Status RowAssembler::next(OrderedJson* row) {
   *row = OrderedJson::object();
+  row_bytes_ = 0;
   for (size_t c = 0; c < columns_.size(); ++c) {
     const ColumnData& d = columns_[c];
     Cursor& cur = cursors_[c];

@@ -20,8 +20,10 @@ class RowAssembler {
   RowAssembler(const Schema& schema, const std::vector<ColumnData>& columns, std::string where);
 
   // Builds the next row into *row (replacing it). Errors (Corruption, naming the column and the
-  // row's index in the row group) come from levels that contradict each other or from a string
-  // that is not UTF-8.
+  // row's index in the row group) come from levels that contradict each other, a string that is
+  // not UTF-8, or a row of more than kMaxRowBytes of text (dictionary references can repeat one
+  // long string without bound).
+  static constexpr size_t kMaxRowBytes = size_t{1} << 30;
   Status next(OrderedJson* row);
 
  private:
@@ -39,6 +41,7 @@ class RowAssembler {
   std::vector<std::vector<int>> paths_;  // per column: shape ids from the row object to its leaf
   std::vector<Cursor> cursors_;
   int64_t row_ = 0;
+  size_t row_bytes_ = 0;
 };
 
 // True when s is well-formed UTF-8 (no overlong forms, surrogates or code points > U+10FFFF).

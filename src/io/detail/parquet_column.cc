@@ -23,6 +23,8 @@ class ChunkReader {
   Status data_page_v1(const PageHeader& h, Span body);
   Status data_page_v2(const PageHeader& h, Span body);
   Status check_entries(int64_t n, int64_t page_bytes);
+  Status charge_bytes(int64_t n);
+  Status decode(int32_t encoding, Span in, size_t count);
   // Levels of one page: a v1 section (4-byte length + RLE) or a v2 section (RLE, given length).
   Status levels_v1(Span buf, size_t* pos, int32_t encoding, int max, size_t n, std::vector<uint8_t>* out);
   Status values(int32_t encoding, Span in, size_t first_entry);
@@ -31,7 +33,8 @@ class ChunkReader {
   const ColumnChunkMeta& meta_;
   const LeafColumn& leaf_;
   ColumnData* out_;
-  Values dict_;
+  Values dict_;  // numeric types; byte arrays keep theirs in out_->values (Values::by_ref)
+  size_t dict_size_ = 0;
   bool have_dict_ = false;
   std::string buf_, vbuf_;  // decompressed page, decompressed v2 values
 };
@@ -46,6 +49,13 @@ Status ChunkReader::check_entries(int64_t n, int64_t page_bytes) {
   if (n > *in_.entry_budget)
     return Corruption(Str() << "the row group holds more values than its bytes can describe (cap reached at " << have + n << ")");
   *in_.entry_budget -= n;
+  return Status::OK();
+}
+
+Status ChunkReader::charge_bytes(int64_t n) {
+  if (n > *in_.byte_budget)
+    return Corruption("the row group decodes to more bytes than its column data can describe (cap reached)");
+  *in_.byte_budget -= n;
   return Status::OK();
 }
 
@@ -66,12 +76,18 @@ Status ChunkReader::dictionary_page(const PageHeader& h, Span body) {
     return Unimplemented(Str() << "dictionary page in encoding " << encoding_name(h.encoding));
   if (h.num_values < 0 || h.num_values / 8 > h.uncompressed_size)
     return Corruption(Str() << "dictionary claims " << h.num_values << " values in " << h.uncompressed_size << " bytes");
+  RETURN_IF_ERROR(charge_bytes(h.uncompressed_size));
   RETURN_IF_ERROR(decompress(meta_.codec, body.p, body.n, static_cast<size_t>(h.uncompressed_size), &buf_));
-  dict_.clear();
+  const bool bytes = leaf_.type == kByteArray || leaf_.type == kFixedLenByteArray;
+  Values* target = bytes ? &out_->values : &dict_;
   dict_.type = leaf_.type;
   RETURN_IF_ERROR(decode_values(leaf_.type, leaf_.type_length, kPlain, Span{reinterpret_cast<const uint8_t*>(buf_.data()), buf_.size()},
-                                static_cast<size_t>(h.num_values), &dict_),
+                                static_cast<size_t>(h.num_values), target),
                   "dictionary");
+  RETURN_IF_ERROR(charge_bytes(static_cast<int64_t>(target->bytes.size())));
+  if (target->stored() > UINT32_MAX) return Corruption("dictionary of more than 2^32 values");
+  out_->values.by_ref = bytes;
+  dict_size_ = bytes ? out_->values.stored() : dict_.size();
   have_dict_ = true;
   return Status::OK();
 }
@@ -95,17 +111,32 @@ Status ChunkReader::levels_v1(Span buf, size_t* pos, int32_t encoding, int max, 
 Status ChunkReader::values(int32_t encoding, Span in, size_t first_entry) {
   const uint8_t max_def = static_cast<uint8_t>(leaf_.max_def);
   const size_t count = static_cast<size_t>(std::count(out_->def.begin() + static_cast<ptrdiff_t>(first_entry), out_->def.end(), max_def));
-  if (encoding != kPlainDictionary && encoding != kRleDictionary)
-    return decode_values(leaf_.type, leaf_.type_length, encoding, in, count, &out_->values);
+  const size_t bytes_before = out_->values.bytes.size();
+  RETURN_IF_ERROR(decode(encoding, in, count));
+  return charge_bytes(static_cast<int64_t>(out_->values.bytes.size() - bytes_before));
+}
+
+// Appends the page's `count` values; dictionary indices become copies (numbers) or references
+// into the stored dictionary (byte arrays).
+Status ChunkReader::decode(int32_t encoding, Span in, size_t count) {
+  Values& v = out_->values;
+  if (encoding != kPlainDictionary && encoding != kRleDictionary) {
+    const size_t stored_before = v.stored();
+    RETURN_IF_ERROR(decode_values(leaf_.type, leaf_.type_length, encoding, in, count, &v));
+    if (!v.by_ref) return Status::OK();
+    if (v.stored() > UINT32_MAX) return Corruption("more than 2^32 values in one column chunk");
+    for (size_t k = stored_before; k < v.stored(); ++k) v.refs.push_back(static_cast<uint32_t>(k));
+    return Status::OK();
+  }
   if (!have_dict_) return Corruption("dictionary-encoded page, but the column chunk has no dictionary page");
   if (count == 0) return Status::OK();
   if (in.n < 1) return Corruption("dictionary-encoded page without a bit width byte");
   std::vector<uint32_t> idx;
   RETURN_IF_ERROR(decode_hybrid(Span{in.p + 1, in.n - 1}, in.p[0], count, UINT32_MAX, &idx), "dictionary indices");
-  const size_t dict_size = dict_.size();
   for (uint32_t i : idx) {
-    if (i >= dict_size) return Corruption(Str() << "dictionary index " << i << " >= " << dict_size);
-    out_->values.append_from(dict_, i);
+    if (i >= dict_size_) return Corruption(Str() << "dictionary index " << i << " >= " << dict_size_);
+    if (v.by_ref) v.refs.push_back(i);
+    else v.append_from(dict_, i);
   }
   return Status::OK();
 }
@@ -113,6 +144,7 @@ Status ChunkReader::values(int32_t encoding, Span in, size_t first_entry) {
 Status ChunkReader::data_page_v1(const PageHeader& h, Span body) {
   if (!h.has_v1) return Corruption("data page without a DataPageHeader");
   RETURN_IF_ERROR(check_entries(h.num_values, h.uncompressed_size));
+  RETURN_IF_ERROR(charge_bytes(h.uncompressed_size));
   RETURN_IF_ERROR(decompress(meta_.codec, body.p, body.n, static_cast<size_t>(h.uncompressed_size), &buf_));
   const Span buf{reinterpret_cast<const uint8_t*>(buf_.data()), buf_.size()};
   const size_t n = static_cast<size_t>(h.num_values), first = out_->def.size();
@@ -125,6 +157,7 @@ Status ChunkReader::data_page_v1(const PageHeader& h, Span body) {
 Status ChunkReader::data_page_v2(const PageHeader& h, Span body) {
   if (!h.has_v2) return Corruption("data page v2 without a DataPageHeaderV2");
   RETURN_IF_ERROR(check_entries(h.num_values, h.uncompressed_size));
+  RETURN_IF_ERROR(charge_bytes(h.uncompressed_size));
   if (h.rep_bytes < 0 || h.def_bytes < 0 || static_cast<uint64_t>(h.rep_bytes) + static_cast<uint64_t>(h.def_bytes) > body.n ||
       h.rep_bytes + static_cast<int64_t>(h.def_bytes) > h.uncompressed_size)
     return Corruption(Str() << "level sections of " << h.rep_bytes << " + " << h.def_bytes << " bytes in a page of " << body.n);

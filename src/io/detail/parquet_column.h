@@ -23,18 +23,23 @@ struct ColumnData {
   int64_t rows = 0;  // entries with rep == 0
 };
 
-// Caps on what page headers may claim (Note [entry caps]): a page's entries at most
-// kPageEntriesBase + 8 per decompressed byte, and one row group's entries, all columns together,
-// at most kGroupEntriesBase + 64 per byte of its column data. RLE lets a few bytes claim millions
-// of levels; these bound what a small hostile file can make us allocate.
+// Note [entry caps]: RLE lets a few bytes claim millions of levels, so what page headers may
+// claim is capped: a page's entries at most kPageEntriesBase + 8 per decompressed byte, one row
+// group's entries (all columns together) at most kGroupEntriesBase + 64 per byte of its column
+// data. Real files stay far below (a 1 MiB page of non-null INT64 holds 131072); a small hostile
+// file can make us allocate some hundreds of MB, not terabytes. Bytes are capped the same
+// way: a row group's decompressed page sizes plus the bytes of its decoded byte arrays at most
+// kGroupBytesBase + 2048 per byte of column data (deflate cannot expand more than ~1032 times).
 constexpr int64_t kPageEntriesBase = int64_t{1} << 24;
 constexpr int64_t kGroupEntriesBase = int64_t{1} << 25;
+constexpr int64_t kGroupBytesBase = int64_t{1} << 30;
 
 struct ChunkInput {
   const uint8_t* file = nullptr;  // the whole file
   size_t data_end = 0;            // where the footer starts: column data lies in [4, data_end)
   std::string where;              // "PATH: column 'x', row group 0": prefixes every error
   int64_t* entry_budget = nullptr;  // entries the row group may still hold; decremented
+  int64_t* byte_budget = nullptr;   // bytes it may still decompress and decode; decremented
 };
 
 // Reads every page of the chunk described by `meta` into *out (cleared first). Errors are

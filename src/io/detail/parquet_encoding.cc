@@ -272,7 +272,7 @@ size_t Values::size() const {
     case kFloat:
     case kDouble: return reals.size();
     case kByteArray:
-    case kFixedLenByteArray: return ends.size();
+    case kFixedLenByteArray: return by_ref ? refs.size() : ends.size();
     default: return ints.size();
   }
 }
@@ -295,6 +295,8 @@ void Values::clear() {
   reals.clear();
   ends.clear();
   bytes.clear();
+  refs.clear();
+  by_ref = false;
 }
 
 int bit_width_of(uint32_t max_value) {

@@ -19,20 +19,27 @@ namespace st::parquet {
 
 // Decoded values of one column chunk, by physical type: BOOLEAN / INT32 / INT64 / INT96 (as
 // nanoseconds since the epoch) in `ints`, FLOAT / DOUBLE in `reals`, BYTE_ARRAY /
-// FIXED_LEN_BYTE_ARRAY as `bytes` cut at `ends` (value i is bytes[ends[i-1], ends[i])).
+// FIXED_LEN_BYTE_ARRAY stored as `bytes` cut at `ends` (entry k is bytes[ends[k-1], ends[k])).
+// A dictionary-encoded byte-array chunk keeps its dictionary as the first stored entries and
+// refers to them (by_ref: value i is entry refs[i]) instead of copying: a few bytes of RLE
+// indices cannot make it copy one long string millions of times.
 struct Values {
   int32_t type = 0;
   std::vector<int64_t> ints;
   std::vector<double> reals;
   std::vector<uint64_t> ends;
   std::string bytes;
+  bool by_ref = false;
+  std::vector<uint32_t> refs;
 
   size_t size() const;
-  std::string_view str(size_t i) const {
-    const uint64_t b = i ? ends[i - 1] : 0;
-    return std::string_view(bytes).substr(b, ends[i] - b);
+  size_t stored() const { return ends.size(); }
+  std::string_view stored_str(size_t k) const {
+    const uint64_t b = k ? ends[k - 1] : 0;
+    return std::string_view(bytes).substr(b, ends[k] - b);
   }
-  // Appends value i of `dict` (same type; i < dict.size() checked by the caller).
+  std::string_view str(size_t i) const { return stored_str(by_ref ? refs[i] : i); }
+  // Appends value i of `dict` (numeric types; i < dict.size() checked by the caller).
   void append_from(const Values& dict, size_t i);
   void clear();
 };

@@ -62,6 +62,7 @@ StatusOr<LeafKind> leaf_kind(const SchemaElement& e) {
 }  // namespace
 
 Status Schema::add_node(const std::vector<SchemaElement>& els, size_t* next, int parent, int depth) {
+  if (*next >= els.size()) return Corruption("schema: the groups' children run past the end of the element list");
   const size_t at = (*next)++;
   const SchemaElement& e = els[at];
   const std::string what = Str() << "schema element " << at << " ('" << e.name << "')";
