@@ -7,7 +7,8 @@
 // DELTA_BINARY_PACKED, DELTA_LENGTH_BYTE_ARRAY, DELTA_BYTE_ARRAY, BYTE_STREAM_SPLIT; nesting of
 // any depth (optional fields, structs, LIST in the standard 3-level and the legacy 2-level
 // layouts, MAP, un-annotated repeated fields). Refused by name (Unimplemented): codecs LZO,
-// BROTLI, LZ4, LZ4_RAW; BIT_PACKED levels; encrypted files; column data in other files.
+// BROTLI, LZ4, LZ4_RAW; the deprecated BIT_PACKED levels; dictionary pages not PLAIN-encoded;
+// DECIMAL of more than 16 bytes; encrypted files; column data in other files.
 //
 // A row is an OrderedJson object, keys in schema order (Note [JSON shape] in
 // detail/parquet_schema.h): structs are objects, lists arrays, maps objects (keys as text), null

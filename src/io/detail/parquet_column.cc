@@ -16,7 +16,6 @@ class ChunkReader {
       : in_(in), meta_(meta), leaf_(leaf), out_(out) {}
 
   Status page(const PageHeader& h, Span body);
-  bool has_dict() const { return have_dict_; }
 
  private:
   Status dictionary_page(const PageHeader& h, Span body);
