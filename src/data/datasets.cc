@@ -203,7 +203,7 @@ StatusOr<Sample> from_tokenized(const OrderedJson& j, int64_t vocab, const std::
   };
   Sample s;
   ASSIGN_OR_RETURN(s.input_ids, ints("input_ids", false));
-  if (j.contains("labels")) {
+  if (j.contains("labels") && !j["labels"].is_null()) {  // null: a Parquet row without labels
     ASSIGN_OR_RETURN(s.labels, ints("labels", true));
     if (s.labels.size() != s.input_ids.size())
       return InvalidArgument(Str() << what << ": " << s.labels.size() << " labels for " << s.input_ids.size() << " input_ids");

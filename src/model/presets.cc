@@ -93,6 +93,18 @@ ModelConfig smollm2_135m() {
   return c;
 }
 
+// mistralai/Mistral-7B-v0.1: sliding-window attention over 4096 tokens on every layer.
+ModelConfig mistral_7b() {
+  ModelConfig c = base(Arch::kMistral, {4096, 32, 32, 8, 14336, 32000});
+  c.rope_theta = 10000.0;
+  c.rms_norm_eps = 1e-5;
+  c.max_position_embeddings = 32768;
+  c.sliding_window = 4096;
+  c.bos_token_id = 1;
+  c.eos_token_ids = {2};
+  return c;
+}
+
 ModelConfig llama31_8b() {
   ModelConfig c = llama3({4096, 32, 32, 8, 14336, 128256}, 131072);
   c.rope_scaling = RopeScaling::kLlama3;
@@ -128,6 +140,7 @@ const std::vector<Preset>& presets() {
       {"llama3-8b", "meta-llama/Meta-Llama-3-8B shapes (no rope scaling)",
        [] { return llama3({4096, 32, 32, 8, 14336, 128256}, 8192); }},
       {"llama3.1-8b", "meta-llama/Llama-3.1-8B shapes (llama3 rope scaling, factor 8)", llama31_8b},
+      {"mistral-7b", "mistralai/Mistral-7B-v0.1 shapes (sliding window 4096)", mistral_7b},
       {"llama3-70b", "meta-llama/Meta-Llama-3-70B shapes",
        [] { return llama3({8192, 80, 64, 8, 28672, 128256}, 8192); }},
   };

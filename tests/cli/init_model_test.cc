@@ -46,6 +46,8 @@ TEST(Presets, ParameterCountsMatchThePublishedModels) {
   EXPECT_EQ(preset_params("llama3-8b"), 8030261248);
   EXPECT_EQ(preset_params("llama3.1-8b"), 8030261248);
   EXPECT_EQ(preset_params("llama3-70b"), 70553706496);
+  EXPECT_EQ(preset_params("mistral-7b"), 7241732096);  // published Mistral-7B count
+  EXPECT_EQ(model_preset("mistral-7b")->attention_window(31), 4096);
 }
 
 TEST(Presets, LookupAndShapes) {

@@ -18,12 +18,13 @@ namespace {
 struct Case {
   int64_t B, T, NH, KVH, D;
   bool docs;
+  int64_t window = 0;  // sliding window (0: none)
 };
 
 std::string name(const Case& c, DType t) {
   return std::string(dtype_name(t)) + " B" + std::to_string(c.B) + " T" + std::to_string(c.T) + " NH" +
          std::to_string(c.NH) + " KVH" + std::to_string(c.KVH) + " D" + std::to_string(c.D) +
-         (c.docs ? " docs" : "");
+         (c.docs ? " docs" : "") + (c.window ? " W" + std::to_string(c.window) : "");
 }
 
 // Packed documents: lengths drawn at random, ids restart per row.
@@ -58,7 +59,7 @@ void run_case(const Case& c, DType t, std::mt19937& rng) {
   TwinI32 docs(c.docs ? make_docs(c, rng) : std::vector<int32_t>{});
   SeqLayout Lc{c.B, c.T, nullptr, c.docs ? docs.cpu() : nullptr};
   SeqLayout Lg{c.B, c.T, nullptr, c.docs ? docs.gpu() : nullptr};
-  const AttnShape s{c.NH, c.KVH, c.D, 1.0f / std::sqrt(static_cast<float>(c.D))};
+  const AttnShape s{c.NH, c.KVH, c.D, 1.0f / std::sqrt(static_cast<float>(c.D)), c.window};
   cpu_backend().attention(r.out.cpu(), r.lse.cpu(), r.q.cpu(), r.k.cpu(), r.v.cpu(), Lc, s);
   gpu_backend().attention(r.out.gpu(), r.lse.gpu(), r.q.gpu(), r.k.gpu(), r.v.gpu(), Lg, s);
   EXPECT_TWIN_CLOSE(r.out, limit_for(t, 1e-4, 1e-10), "out " + w);
@@ -91,6 +92,7 @@ TEST(CudaAttention, MatchesCpu) {
       {1, 1, 2, 2, 64, false},  {2, 17, 4, 2, 32, false},  {1, 129, 7, 1, 128, false},
       {2, 129, 4, 4, 80, true}, {1, 64, 14, 2, 96, true},  {1, 45, 2, 1, 17, false},
       {1, 100, 6, 3, 128, true}, {2, 33, 2, 1, 64, true},   {1, 70, 3, 3, 200, false},
+      {2, 129, 4, 4, 80, true, 30}, {1, 100, 6, 3, 128, false, 7}, {1, 70, 3, 3, 200, false, 40},
   };
   for (const Case& c : cases)
     for (DType t : {DType::kF32, DType::kBF16}) run_case(c, t, rng);
@@ -98,18 +100,20 @@ TEST(CudaAttention, MatchesCpu) {
 
 TEST(CudaAttention, KvCacheMatchesCpu) {
   std::mt19937 rng(13);
-  struct KvCase { int64_t Tq, Tk, q_start, NH, KVH, D; };
-  const KvCase cases[] = {{1, 20, 12, 4, 2, 64}, {5, 40, 12, 7, 1, 128}, {33, 33, 0, 2, 2, 80}, {3, 70, 60, 4, 1, 17}};
+  struct KvCase { int64_t Tq, Tk, q_start, NH, KVH, D, window = 0; };
+  const KvCase cases[] = {{1, 20, 12, 4, 2, 64},       {5, 40, 12, 7, 1, 128},    {33, 33, 0, 2, 2, 80},
+                          {3, 70, 60, 4, 1, 17},       {5, 40, 12, 7, 1, 128, 8}, {33, 33, 0, 2, 2, 80, 5},
+                          {1, 300, 290, 4, 1, 64, 200}};
   for (const KvCase& c : cases)
     for (DType t : {DType::kF32, DType::kBF16}) {
       Twin q(t, {c.Tq, c.NH, c.D}, rng), k(t, {c.Tk, c.KVH, c.D}, rng), v(t, {c.Tk, c.KVH, c.D}, rng);
       Twin out(t, {c.Tq, c.NH, c.D}, rng, 0.0f);
-      const AttnShape s{c.NH, c.KVH, c.D, 1.0f / std::sqrt(static_cast<float>(c.D))};
+      const AttnShape s{c.NH, c.KVH, c.D, 1.0f / std::sqrt(static_cast<float>(c.D)), c.window};
       cpu_backend().attention_kv(out.cpu(), q.cpu(), k.cpu(), v.cpu(), c.q_start, s);
       gpu_backend().attention_kv(out.gpu(), q.gpu(), k.gpu(), v.gpu(), c.q_start, s);
       EXPECT_TWIN_CLOSE(out, limit_for(t, 1e-4, 1e-10),
                         std::string("attention_kv ") + dtype_name(t) + " Tq" + std::to_string(c.Tq) + " D" +
-                            std::to_string(c.D));
+                            std::to_string(c.D) + " W" + std::to_string(c.window));
     }
 }
 
