@@ -1,6 +1,7 @@
 #include "data/datasets.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <random>
 
 #include "core/file.h"
@@ -306,13 +307,42 @@ StatusOr<Sample> tokenize_record(const std::string& type, const std::string& lin
   return tokenize_json(type, j, tok, chat, opt, what, nullptr);
 }
 
+namespace {
+
+// The dataset files directly in `dir` (.jsonl, .json, .parquet, each optionally .gz), sorted by
+// name; InvalidArgument when there are none.
+StatusOr<std::vector<std::string>> dataset_files_in(const std::string& dir) {
+  std::vector<std::string> files;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    if (!e.is_regular_file(ec)) continue;
+    std::string name = e.path().filename().string();
+    if (name.size() > 3 && name.ends_with(".gz")) name.resize(name.size() - 3);
+    if (name.ends_with(".jsonl") || name.ends_with(".json") || name.ends_with(".parquet"))
+      files.push_back(e.path().string());
+  }
+  if (ec) return InvalidArgument(Str() << dir << ": cannot list the directory: " << ec.message());
+  if (files.empty())
+    return InvalidArgument(Str() << dir << ": a directory without dataset files (.jsonl, .json, .parquet, or .gz of them)");
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+}  // namespace
+
 Status load_dataset(const DatasetSource& src, const Tokenizer& tok, const DatasetOptions& opt,
                     std::vector<Sample>* out, DatasetStats* stats) {
   ChatTemplate chat;
   if (needs_chat_template(src.type)) {
     ASSIGN_OR_RETURN(chat, resolve_chat_template(opt.chat_template, tok), src.path);
   }
-  if (is_directory(src.path)) return InvalidArgument(Str() << src.path << ": a directory; name a dataset file");
+  if (is_directory(src.path)) {
+    // A downloaded dataset folder (the Hub's data/train-00000-of-00003.parquet shards): every
+    // dataset file in it, in name order.
+    ASSIGN_OR_RETURN(std::vector<std::string> files, dataset_files_in(src.path));
+    for (const std::string& f : files) RETURN_IF_ERROR(load_dataset({f, src.type}, tok, opt, out, stats));
+    return Status::OK();
+  }
   // Mapped, not read: a Parquet file is decoded a row group at a time straight from the mapping.
   ASSIGN_OR_RETURN(MappedFile file, MappedFile::open(src.path));
   const std::string_view text(reinterpret_cast<const char*>(file.data()), file.size());

@@ -3,7 +3,8 @@
 // A file is JSON Lines (one object a line, blank lines skipped) or one JSON array of objects
 // (told apart by its first non-blank byte), either possibly gzip-compressed (.jsonl.gz, .json.gz),
 // or Parquet as the Hugging Face Hub serves datasets (one record a row: structs are objects, lists
-// arrays, e.g. `messages` as list<struct<role, content>>; io/parquet.h). Record types:
+// arrays, e.g. `messages` as list<struct<role, content>>; io/parquet.h). A directory stands for
+// every such file directly in it, in name order (a downloaded dataset's shards). Record types:
 //   text               {"text": s}                         all tokens trained; BOS per the tokenizer's
 //                                                          post-processor, EOS appended
 //   prompt_completion  {"prompt": p, "completion": c}      loss on completion + EOS only

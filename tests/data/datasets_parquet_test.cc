@@ -2,6 +2,7 @@
 // tools/ref/parquet_fixtures.py from the rows it gave pyarrow) must tokenize to the same samples.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 
@@ -100,6 +101,37 @@ TEST(DatasetsParquet, ErrorsNameFileAndRow) {
   Loaded cut = load(tmp("cut.parquet", bytes), "messages", tok);
   ASSERT_FALSE(cut.status.ok());
   EXPECT_NE(cut.status.message().find("cut.parquet"), std::string::npos) << cut.status.to_string();
+}
+
+}  // namespace
+}  // namespace st
+
+namespace st {
+namespace {
+
+// A downloaded dataset folder: every dataset file in it, in name order (other files ignored); an
+// empty folder is refused by name.
+TEST(DatasetsParquet, DirectoryOfShards) {
+  const Tokenizer tok = load_tok("qwen2");
+  const std::string dir = ::testing::TempDir() + "/dsp_dir_" + std::to_string(::getpid());
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  std::filesystem::copy_file(kDir + "chat.parquet", dir + "/train-00001-of-00002.parquet");
+  std::filesystem::copy_file(kDir + "chat.jsonl.gz", dir + "/train-00000-of-00002.jsonl.gz");
+  std::ofstream(dir + "/README.md") << "# not data\n";
+  const Loaded all = load(dir, "messages", tok);
+  const Loaded one = load(kDir + "chat.jsonl", "messages", tok);
+  ASSERT_TRUE(all.status.ok()) << all.status.to_string();
+  ASSERT_TRUE(one.status.ok()) << one.status.to_string();
+  ASSERT_EQ(all.samples.size(), 2 * one.samples.size());
+  for (size_t i = 0; i < all.samples.size(); ++i)
+    EXPECT_EQ(all.samples[i].input_ids, one.samples[i % one.samples.size()].input_ids) << i;
+  const std::string empty = dir + "/empty";
+  std::filesystem::create_directories(empty);
+  const Loaded none = load(empty, "messages", tok);
+  EXPECT_NE(none.status.message().find("a directory without dataset files"), std::string::npos)
+      << none.status.to_string();
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
