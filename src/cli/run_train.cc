@@ -47,9 +47,20 @@ void print_banner(const TrainConfig& cfg, const Backend& be, const BaseWeights& 
   std::printf("  model      %s (%s, %lld layers, hidden %lld, vocab %lld)\n", cfg.base_model.c_str(),
               arch_name(mc.arch), static_cast<long long>(mc.num_layers), static_cast<long long>(mc.hidden_size),
               static_cast<long long>(mc.vocab_size));
-  std::printf("  params     %.1fM, trainable %.3fM (%.3f%%) LoRA r=%lld alpha=%g\n", total / 1e6, trainable / 1e6,
+  std::printf("  params     %.1fM, trainable %.3fM (%.3f%%) LoRA r=%lld alpha=%g%s\n", total / 1e6, trainable / 1e6,
               100.0 * static_cast<double>(trainable) / static_cast<double>(total), static_cast<long long>(lc.r),
-              lc.alpha);
+              lc.alpha, lc.rslora ? (Str() << " rsLoRA (scale alpha/sqrt(r) = " << lc.scaling() << ")").str().c_str() : "");
+  int64_t windowed = 0;
+  for (int64_t l = 0; l < mc.num_layers; ++l) windowed += mc.attention_window(l) > 0 ? 1 : 0;
+  if (windowed > 0)
+    std::printf("  attention  sliding window of %lld tokens on %lld of %lld layers%s\n",
+                static_cast<long long>(mc.sliding_window), static_cast<long long>(windowed),
+                static_cast<long long>(mc.num_layers),
+                cfg.sequence_len <= mc.sliding_window ? " (no effect at this sequence_len)" : "");
+  if (mc.attention_dropout > 0)
+    std::printf("  note       config.json's attention_dropout %g is not applied: attention probabilities are not\n"
+                "             dropped in training (LoRA dropout is lora_dropout)\n",
+                mc.attention_dropout);
   std::printf("  device     %s\n", be.description().c_str());
   std::printf("  store      %s (%s: %s)\n", bw.store_dir.c_str(), bw.store_reused ? "reused" : "built",
               bw.store_reason.c_str());

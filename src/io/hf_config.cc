@@ -316,6 +316,7 @@ StatusOr<ModelConfig> parse_hf_config(const Json& j, const std::string& what) {
   RETURN_IF_ERROR(parse_rope(j, what, &c));
   RETURN_IF_ERROR(parse_family(j, what, &c));
   RETURN_IF_ERROR(opt_bool(j, "tie_word_embeddings", what, &c.tie_word_embeddings));
+  RETURN_IF_ERROR(opt_number(j, "attention_dropout", what, &c.attention_dropout));
   for (const char* key : {"dtype", "torch_dtype"}) {
     if (!present(j, key) || !c.torch_dtype.empty()) continue;
     ASSIGN_OR_RETURN(c.torch_dtype, json_string(j, key, what));

@@ -58,6 +58,7 @@ struct ModelConfig {
     return layer >= 0 && layer < static_cast<int64_t>(sliding_layers.size()) && sliding_layers[layer] ? sliding_window : 0;
   }
   std::string torch_dtype;         // as written in config.json ("bfloat16", ...), informative
+  double attention_dropout = 0.0;  // config.json's; not applied (train says so when it is > 0)
   int64_t bos_token_id = -1;
   std::vector<int64_t> eos_token_ids;
 

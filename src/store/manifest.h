@@ -18,7 +18,9 @@
 
 namespace st {
 
-constexpr int kStoreFormatVersion = 2;  // 2: a checksum of every file's data section
+constexpr int kStoreFormatVersion = 3;  // 2: a checksum of every file's data section; 3: the config
+                                        // states sliding windows explicitly (null = none; an absent
+                                        // Mistral key now means HF's default 4096)
 constexpr size_t kStoreIoAlign = 4096;  // data sections start here (O_DIRECT-friendly)
 
 struct StoreFile {
