@@ -1,6 +1,7 @@
 #include "data/datasets.h"
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <random>
 
@@ -347,7 +348,15 @@ Status load_dataset(const DatasetSource& src, const Tokenizer& tok, const Datase
   ASSIGN_OR_RETURN(MappedFile file, MappedFile::open(src.path));
   const std::string_view text(reinterpret_cast<const char*>(file.data()), file.size());
   if (opt.sequence_len < 2) return InvalidArgument(Str() << "sequence_len " << opt.sequence_len << " is too small");
-  return for_each_record(src.path, text, [&](const OrderedJson& j, const std::string& what) -> Status {
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point t0 = Clock::now();
+  Clock::time_point last = t0;
+  int64_t records = 0;
+  const Status st = for_each_record(src.path, text, [&](const OrderedJson& j, const std::string& what) -> Status {
+    if (opt.progress && (++records & 255) == 0 && Clock::now() - last > std::chrono::seconds(2)) {
+      last = Clock::now();
+      opt.progress(src.path, records, false);
+    }
     ASSIGN_OR_RETURN(Sample s, tokenize_json(src.type, j, tok, &chat, opt, what, stats));
     if (static_cast<int64_t>(s.input_ids.size()) > opt.sequence_len) {
       s.input_ids.resize(opt.sequence_len);
@@ -365,6 +374,8 @@ Status load_dataset(const DatasetSource& src, const Tokenizer& tok, const Datase
     out->push_back(std::move(s));
     return Status::OK();
   });
+  if (st.ok() && opt.progress && last != t0) opt.progress(src.path, records, true);
+  return st;
 }
 
 StatusOr<TrainValSplit> split_train_val(std::vector<Sample> all, double val_set_size, uint64_t seed) {

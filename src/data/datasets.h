@@ -21,6 +21,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -45,6 +46,9 @@ struct DatasetOptions {
   bool train_on_inputs = false;
   std::string chat_template;    // "" = the tokenizer's own; chatml | llama3 | mistral
   int64_t vocab_size = 0;       // ids must be < this (0 = tokenizer.vocab_size()); the model's may be larger
+  // Long files: called with (path, records read so far, done) every ~2 s while a file is read, and
+  // once at its end when it took longer than that. Unset: quiet.
+  std::function<void(const std::string& path, int64_t records, bool done)> progress;
 };
 
 struct DatasetStats {

@@ -1,5 +1,7 @@
 #include "train/train_data.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <span>
@@ -23,6 +25,14 @@ DatasetOptions dataset_options(const TrainConfig& cfg, int64_t vocab_size) {
   o.train_on_inputs = cfg.train_on_inputs;
   o.chat_template = cfg.chat_template;
   o.vocab_size = vocab_size;
+  // Big dataset files take a while to tokenize: say how far it got (a rewritten line on a
+  // terminal, a line every ~2 s in a log).
+  o.progress = [tty = isatty(fileno(stderr)) != 0](const std::string& path, int64_t records, bool done) {
+    if (tty) std::fprintf(stderr, "\rtokenizing %s: %lld records%s", path.c_str(), static_cast<long long>(records),
+                          done ? "\n" : "        ");
+    else std::fprintf(stderr, "tokenizing %s: %lld records%s\n", path.c_str(), static_cast<long long>(records),
+                      done ? " (done)" : "");
+  };
   return o;
 }
 
