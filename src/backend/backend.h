@@ -243,11 +243,11 @@ class Backend {
   // library kernel (CUDA: cuDNN SDPA, deterministic backward) whose workspace depends on the shape
   // and can be large (1.1 GB for Llama-3-8B at 4096 tokens). fused_attention_workspace prepares
   // the path for (batch, seq, s) and says how many device bytes it needs (0: the backend has no
-  // such path for the shape); only prepared shapes take it (others keep the backend's own
-  // kernels: batches of other lengths cost no preparation). The planner counts the bytes and
-  // grants them with set_fused_attention_allowance; a workspace over the grant keeps the own
-  // kernels. The choice is a function of the shape, the prepared set and the grant, so a forward
-  // and its backward agree and two runs with the same plan run the same kernels.
+  // such path for the shape); the planner asks for the largest shape of a run, counts the bytes
+  // and grants them with set_fused_attention_allowance. Other shapes (padded batches of other
+  // lengths) are prepared when first seen. A workspace over the grant keeps the own kernels. The
+  // choice is a function of the shape and the grant, so a forward and its backward agree and two
+  // runs with the same plan run the same kernels.
   virtual uint64_t fused_attention_workspace(int64_t /*batch*/, int64_t /*seq*/, const AttnShape& /*s*/) {
     return 0;
   }

@@ -281,6 +281,30 @@ uint64_t mix64(uint64_t x) {
 }
 }  // namespace
 
+// Note [documents that matter]: batches from the loader always carry document ids, also when a
+// row is one sample followed by padding (the padding its own "document"). The mask only matters
+// where a token that is trained on -- its shifted label not ignored -- sits after a document
+// border of its row: such tokens would otherwise attend across it. Padding never is one: it comes
+// after the row's last real token, so no real token sees it (attention is causal), its labels are
+// ignored, and every gradient that reaches it is an exact zero (dL/dy = 0 there, so its products
+// add +-0 to the weight gradients). Without that case the ids are dropped and the row runs plain
+// causal attention -- on CUDA the fused (cuDNN) kernels rather than the own masked ones. The real
+// tokens' values are the same either way; the choice is a function of the batch alone, so every
+// mode of a run makes it alike.
+static bool documents_interact(const Batch& b) {
+  for (int64_t r = 0; r < b.batch; ++r) {
+    const int32_t* doc = b.doc_ids.data() + r * b.seq;
+    const int32_t* lab = b.labels.data() + r * b.seq;
+    int64_t border = 1;
+    while (border < b.seq && doc[border] == doc[0]) ++border;
+    // Position p predicts lab[p + 1]: the tokens from the border on are trained on when any
+    // label after the border is.
+    for (int64_t u = border + 1; u < b.seq; ++u)
+      if (lab[u] != kIgnoreIndex) return true;
+  }
+  return false;
+}
+
 // The LoRA dropout seed of (micro-batch, layer): a mix of (seed, micro-batch counter, layer).
 static uint64_t layer_dropout_seed(uint64_t seed, uint64_t micro, int layer) {
   return mix64(mix64(seed ^ 0x5eedull) ^ mix64(micro * 0x10001ull + static_cast<uint64_t>(layer)));
@@ -303,7 +327,7 @@ void Model::upload(const Batch& b, uint64_t micro) {
   }
   be_->copy_h2d(a.ids.data, b.input_ids.data(), bytes, StreamId::kCompute);
   be_->copy_h2d(a.pos.data, b.positions.empty() ? host_pos_.data() : b.positions.data(), bytes, StreamId::kCompute);
-  a.has_docs = !b.doc_ids.empty();
+  a.has_docs = !b.doc_ids.empty() && documents_interact(b);
   if (a.has_docs) be_->copy_h2d(a.docs.data, b.doc_ids.data(), bytes, StreamId::kCompute);
   be_->copy_h2d(a.labels.data, host_labels_.data(), bytes, StreamId::kCompute);
   host_safe_labels_ = host_labels_;

@@ -193,7 +193,7 @@ class CudnnAttentionImpl final : public CudnnAttention {
     if (p.workspace > workspace_limit) {
       *why = "cuDNN workspace " + std::to_string(p.workspace) + " bytes > the " + std::to_string(workspace_limit) +
              " the plan grants attention";
-      if (!it->second.told_limit)
+      if (!it->second.told_limit && ++told_ <= kBuildLines)
         std::fprintf(stderr, "streamtune: attention %s keeps the own kernels: %s\n", shape_str(key).c_str(),
                      why->c_str());
       it->second.told_limit = true;
@@ -253,10 +253,11 @@ class CudnnAttentionImpl final : public CudnnAttention {
       p.error = std::string("cuDNN frontend threw: ") + e.what();
     }
     if (!p.error.empty()) p.fwd.reset(), p.bwd.reset();
-    if (p.error.empty())
-      std::fprintf(stderr, "streamtune: attention %s: cuDNN %zu SDPA graphs built (workspace %zu bytes)\n",
-                   shape_str(key).c_str(), cudnnGetVersion(), p.workspace);
-    else
+    if (p.error.empty() && ++built_ <= kBuildLines)
+      std::fprintf(stderr, "streamtune: attention %s: cuDNN %zu SDPA graphs built (workspace %zu bytes)%s\n",
+                   shape_str(key).c_str(), cudnnGetVersion(), p.workspace,
+                   built_ == kBuildLines ? "; further shapes are built as they come, quietly" : "");
+    else if (!p.error.empty())
       std::fprintf(stderr, "streamtune: attention %s keeps the own kernels: %s\n", shape_str(key).c_str(),
                    p.error.c_str());
     return p;
@@ -277,6 +278,8 @@ class CudnnAttentionImpl final : public CudnnAttention {
 
   cudnnHandle_t handle_ = nullptr;
   std::map<Key, Plan> plans_;
+  static constexpr int kBuildLines = 3;  // "graphs built" lines printed; padded batches bring many shapes
+  int built_ = 0, told_ = 0;
 };
 
 }  // namespace

@@ -652,7 +652,9 @@ class CudaBackend final : public Backend {
         static_cast<size_t>(attention_backward_scratch_floats(L, s)) * sizeof(float) + kCudnnExtraWorkspaceBytes;
     const size_t limit = std::max({planned, static_cast<size_t>(fused_allowance_), cudnn_workspace_override()});
     std::string why;  // cudnn_ prints the decision once per shape
-    if (!cudnn_->plan(L, s, limit, /*build=*/false, ws, &why)) return false;
+    // A shape seen for the first time is prepared now (Note [fused attention workspace]): that
+    // first sighting runs eagerly (launch plans record from the second), so no capture sees it.
+    if (!cudnn_->plan(L, s, limit, /*build=*/true, ws, &why)) return false;
     grow_scratch((*ws + sizeof(float) - 1) / sizeof(float));
     return true;
   }

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# `streamtune train` A/B on the device: two staged builds on the same random model and data,
+# interleaved, median tok/s of each run (steps after the first three). Unlike `bench` (synthetic
+# batches), this goes through the data loader: padded rows, document ids, the planner of `train`.
+#
+#   PREV=.devbin_prev NEW=.devbin PRESET=qwen2.5-1.5b SEQ=2048 ROUNDS=2 bash tools/gpu/train_ab.sh
+#
+# Each of PREV / NEW is a staged .devbin (tools/cuda/perf_run.sh stage; pack.tar.xz is unpacked).
+set -uo pipefail
+PREV=${PREV:-.devbin_prev} NEW=${NEW:-.devbin} PRESET=${PRESET:-qwen2.5-1.5b} SEQ=${SEQ:-2048}
+ROUNDS=${ROUNDS:-2} STEPS=${STEPS:-16} PACK=${PACK:-false} DEVICE=${DEVICE:-cuda}
+for d in "$PREV" "$NEW"; do [ -f "$d/pack.tar.xz" ] && [ ! -x "$d/streamtune" ] && tar xJf "$d/pack.tar.xz" -C "$d"; done
+W=${W:-/tmp/train_ab}; rm -rf "$W"; mkdir -p "$W"
+LD_LIBRARY_PATH=$PWD/$NEW/lib:/usr/local/cuda/lib64 "$NEW/streamtune" init-model --preset "$PRESET" --out "$W/m" \
+  --dtype bfloat16 >/dev/null || { echo "init-model failed"; exit 1; }
+V=$(python3 -c "import json;print(json.load(open('$W/m/config.json'))['vocab_size'])")
+python3 - "$W/data.jsonl" "$SEQ" "$V" <<'PY'
+import json, random, sys
+path, seq, vocab = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+r = random.Random(11)
+with open(path, "w") as f:
+    for _ in range(64):  # lengths from 3/4 of the sequence to all of it: padded rows
+        f.write(json.dumps({"input_ids": [r.randrange(vocab) for _ in range(r.randrange(3 * seq // 4, seq + 1))]}) + "\n")
+PY
+cat >"$W/t.yaml" <<Y
+base_model: $W/m
+datasets:
+  - path: $W/data.jsonl
+    type: tokenized
+dtype: bfloat16
+device: $DEVICE
+lora_r: 16
+lora_alpha: 32
+lora_target_modules: [q_proj, v_proj]
+micro_batch_size: 1
+max_steps: $STEPS
+sequence_len: $SEQ
+sample_packing: $PACK
+shuffle: false
+cache_dir: $W/cache
+Y
+for round in $(seq "$ROUNDS"); do
+  for tag in prev new; do
+    d=$([ $tag = prev ] && echo "$PREV" || echo "$NEW")
+    o=$W/out_${tag}_$round
+    LD_LIBRARY_PATH=$PWD/$d/lib:/usr/local/cuda/lib64 "$d/streamtune" train "$W/t.yaml" --output_dir="$o" >"$o.log" 2>&1
+    rc=$?
+    tps=$(python3 -c "import json,statistics;v=[json.loads(l)['tok_s'] for l in open('$o/metrics.jsonl') if '\"loss\"' in l][3:];print(round(statistics.median(v)))" 2>/dev/null)
+    loss=$(python3 -c "import json;v=[json.loads(l)['loss'] for l in open('$o/metrics.jsonl') if '\"loss\"' in l];print(v[-1])" 2>/dev/null)
+    echo "train $PRESET seq $SEQ pack=$PACK $tag round $round: rc=$rc median tok/s $tps, last loss $loss"
+  done
+done
