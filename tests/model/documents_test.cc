@@ -20,21 +20,8 @@ namespace {
 using test::StepResult;
 
 StepResult train_on(const Batch& b) {
-  const std::string dir = test::fixture_model_dir("llama_gqa");
-  auto be = make_backend(DeviceKind::kCpu, {.num_threads = 1});
-  CHECK_OK(be.status());
-  auto mc = load_hf_config(dir + "/config.json");
-  auto ck = Checkpoint::open(dir);
-  CHECK_OK(mc.status());
-  CHECK_OK(ck.status());
-  auto m = Model::create(*mc, be->get(), test::all_targets_lora(), {.act_dtype = DType::kF32, .max_tokens = 16, .seed = 9});
-  CHECK_OK(m.status());
-  Model& model = **m;
-  CHECK_OK(model.load_extras(*ck));
-  auto src = ResidentLayerSource::from_checkpoint(be->get(), *mc, model.layer_layout(), *ck);
-  CHECK_OK(src.status());
-  test::init_lora_nonzero(model.lora());
-  return test::run_step(**be, model, **src, {&b}, {1.0f});
+  test::FixtureModel f = test::open_fixture_model("llama_gqa", 1, {.act_dtype = DType::kF32, .max_tokens = 16, .seed = 9});
+  return test::run_step(*f.be, *f.model, *f.src, {&b}, {1.0f});
 }
 
 // Two rows of 8: row 0 is a 5-token document then `tail` (3 tokens, document 1); row 1 one document.

@@ -19,22 +19,11 @@ namespace {
 using test::StepResult;
 
 StepResult train_step(const std::string& fixture, int slots, Recompute mode) {
-  const std::string dir = test::fixture_model_dir(fixture);
-  auto be = make_backend(DeviceKind::kCpu, {.num_threads = 2});
-  CHECK_OK(be.status());
-  auto mc = load_hf_config(dir + "/config.json");
-  auto ck = Checkpoint::open(dir);
-  CHECK_OK(mc.status());
-  CHECK_OK(ck.status());
-  auto m = Model::create(*mc, be->get(), test::all_targets_lora(),
-                         {.act_dtype = DType::kF32, .max_tokens = 16, .seed = 9, .recompute = mode,
-                          .micro_batch_slots = slots});
-  CHECK_OK(m.status());
-  Model& model = **m;
-  CHECK_OK(model.load_extras(*ck));
-  auto src = ResidentLayerSource::from_checkpoint(be->get(), *mc, model.layer_layout(), *ck);
-  CHECK_OK(src.status());
-  test::init_lora_nonzero(model.lora());
+  test::FixtureModel f = test::open_fixture_model(
+      fixture, 2,
+      {.act_dtype = DType::kF32, .max_tokens = 16, .seed = 9, .recompute = mode, .micro_batch_slots = slots});
+  Model& model = *f.model;
+  const ModelConfig* mc = &f.config;
   std::vector<Batch> bs(5);
   for (size_t j = 0; j < bs.size(); ++j) {
     Batch& b = bs[j];
@@ -47,7 +36,7 @@ StepResult train_step(const std::string& fixture, int slots, Recompute mode) {
   }
   std::vector<const Batch*> ptrs;
   for (const Batch& b : bs) ptrs.push_back(&b);
-  StepResult r = test::run_step(**be, model, **src, ptrs, {0.2f, 0.3f, 0.1f, 0.25f, 0.15f});
+  StepResult r = test::run_step(*f.be, model, *f.src, ptrs, {0.2f, 0.3f, 0.1f, 0.25f, 0.15f});
   EXPECT_EQ(model.micro_batches_run(), 5u);
   return r;
 }

@@ -6,7 +6,9 @@
 #include <string>
 #include <vector>
 
+#include "io/safetensors.h"
 #include "model/model.h"
+#include "model/resident_source.h"
 
 namespace st::test {
 
@@ -51,6 +53,36 @@ inline std::vector<Batch> two_micro_batches(int64_t vocab) {
   }
   for (Batch& b : bs) b.labels = b.input_ids;
   return bs;
+}
+
+// A fixture model on a CPU backend of `threads` threads: every layer resident from its checkpoint,
+// all seven LoRA targets (all_targets_lora) initialised by init_lora_nonzero.
+struct FixtureModel {
+  std::unique_ptr<Backend> be;
+  ModelConfig config;
+  std::unique_ptr<Model> model;
+  std::unique_ptr<ResidentLayerSource> src;
+};
+inline FixtureModel open_fixture_model(const std::string& fixture, int threads, const ModelOptions& o) {
+  const std::string dir = fixture_model_dir(fixture);
+  FixtureModel f;
+  auto be = make_backend(DeviceKind::kCpu, {.num_threads = threads});
+  CHECK_OK(be.status());
+  f.be = std::move(be).value();
+  auto mc = load_hf_config(dir + "/config.json");
+  auto ck = Checkpoint::open(dir);
+  CHECK_OK(mc.status());
+  CHECK_OK(ck.status());
+  f.config = *mc;
+  auto m = Model::create(f.config, f.be.get(), all_targets_lora(), o);
+  CHECK_OK(m.status());
+  f.model = std::move(m).value();
+  CHECK_OK(f.model->load_extras(*ck));
+  auto src = ResidentLayerSource::from_checkpoint(f.be.get(), f.config, f.model->layer_layout(), *ck);
+  CHECK_OK(src.status());
+  f.src = std::move(src).value();
+  init_lora_nonzero(f.model->lora());
+  return f;
 }
 
 // Zeroes the gradients, runs one forward_backward over `batches` and reads losses and gradients.

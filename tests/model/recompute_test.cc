@@ -18,23 +18,10 @@ namespace {
 using test::StepResult;
 
 StepResult train_step(Recompute mode) {
-  const std::string dir = test::fixture_model_dir("llama_gqa");
-  auto be = make_backend(DeviceKind::kCpu, {.num_threads = 1});
-  CHECK_OK(be.status());
-  auto mc = load_hf_config(dir + "/config.json");
-  auto ck = Checkpoint::open(dir);
-  CHECK_OK(mc.status());
-  CHECK_OK(ck.status());
-  auto m = Model::create(*mc, be->get(), test::all_targets_lora(),
-                         {.act_dtype = DType::kF32, .max_tokens = 16, .seed = 9, .recompute = mode});
-  CHECK_OK(m.status());
-  Model& model = **m;
-  CHECK_OK(model.load_extras(*ck));
-  auto src = ResidentLayerSource::from_checkpoint(be->get(), *mc, model.layer_layout(), *ck);
-  CHECK_OK(src.status());
-  test::init_lora_nonzero(model.lora());
-  const std::vector<Batch> bs = test::two_micro_batches(mc->vocab_size);
-  return test::run_step(**be, model, **src, {&bs[0], &bs[1]}, {0.5f, 0.5f});
+  test::FixtureModel f = test::open_fixture_model(
+      "llama_gqa", 1, {.act_dtype = DType::kF32, .max_tokens = 16, .seed = 9, .recompute = mode});
+  const std::vector<Batch> bs = test::two_micro_batches(f.config.vocab_size);
+  return test::run_step(*f.be, *f.model, *f.src, {&bs[0], &bs[1]}, {0.5f, 0.5f});
 }
 
 TEST(Recompute, EveryModeTrainsToTheSameBits) {
