@@ -34,6 +34,7 @@ Json bench_result_json(const BenchResult& r) {
   j["stream"] = r.stream;
   j["seq"] = r.seq;
   j["doc_len"] = r.doc_len;
+  j["prompt_len"] = r.prompt_len;
   j["batch"] = r.batch;
   j["tokens_per_step"] = r.tokens_per_step;
   j["steps"] = r.steps;

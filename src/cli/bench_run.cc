@@ -50,8 +50,10 @@ StatusOr<DType> pick_dtype(const std::string& d, DeviceKind k) {
 
 // Seeded random token ids; labels = ids (Model shifts them the HF way). doc_len > 0: each row
 // packed with doc_len-token documents, as sample_packing lays them out (doc ids; positions and
-// attention restart per document).
-Batch synthetic_batch(int64_t batch, int64_t seq, int64_t vocab, uint64_t seed, int64_t doc_len) {
+// attention restart per document). prompt_len > 0: the first prompt_len tokens of each document
+// (each row without doc_len) are not trained, as a prompt with train_on_inputs false.
+Batch synthetic_batch(int64_t batch, int64_t seq, int64_t vocab, uint64_t seed, int64_t doc_len,
+                      int64_t prompt_len) {
   Batch b;
   b.batch = batch;
   b.seq = seq;
@@ -60,7 +62,12 @@ Batch synthetic_batch(int64_t batch, int64_t seq, int64_t vocab, uint64_t seed, 
   b.input_ids.resize(static_cast<size_t>(batch * seq));
   for (int32_t& t : b.input_ids) t = tok(rng);
   b.labels = b.input_ids;
-  b.num_targets = batch * (seq - 1);
+  const int64_t doc = doc_len > 0 ? doc_len : seq;
+  for (int64_t i = 0; i < batch * seq; ++i)
+    if ((i % seq) % doc < prompt_len) b.labels[static_cast<size_t>(i)] = kIgnoreIndex;
+  b.num_targets = 0;
+  for (int64_t i = 0; i < batch * seq; ++i)  // the targets after the HF shift
+    if (i % seq + 1 < seq && b.labels[static_cast<size_t>(i + 1)] != kIgnoreIndex) ++b.num_targets;
   if (doc_len > 0) {
     for (int64_t i = 0; i < batch * seq; ++i) {
       const int64_t t = i % seq;
@@ -184,6 +191,7 @@ StatusOr<BenchResult> run_bench(const BenchOptions& o) {
   r.seq = o.seq;
   r.batch = o.batch;
   r.doc_len = o.doc_len;
+  r.prompt_len = o.prompt_len;
   r.tokens_per_step = o.seq * o.batch * o.grad_accum;
   r.grad_accum = o.grad_accum;
   r.steps = o.steps;
@@ -255,7 +263,8 @@ StatusOr<BenchResult> run_bench(const BenchOptions& o) {
   std::vector<const Batch*> window;
   int64_t targets = 0;
   for (int i = 0; i < o.grad_accum; ++i) {
-    batches.push_back(synthetic_batch(o.batch, o.seq, c.vocab_size, o.seed + static_cast<uint64_t>(i), o.doc_len));
+    batches.push_back(
+        synthetic_batch(o.batch, o.seq, c.vocab_size, o.seed + static_cast<uint64_t>(i), o.doc_len, o.prompt_len));
     targets += batches.back().num_targets;
   }
   for (const Batch& b : batches) window.push_back(&b);

@@ -21,6 +21,7 @@ struct BenchOptions {
   int64_t seq = 512;
   int64_t batch = 1;
   int64_t doc_len = 0;        // --doc-len N: rows packed with N-token documents (0 = one a row)
+  int64_t prompt_len = 0;     // --prompt-len N: the first N tokens of each document untrained
   int steps = 10;             // timed steps
   int warmup = 3;
   std::string stream = "off"; // off | ram | disk
@@ -46,7 +47,7 @@ struct BenchResult {
   std::string model, device, dtype, stream;
   std::string quant = "none";  // the base's linears: none | nf4
   int grad_accum = 1, micro_batch_slots = 1;  // micro-batches a step; held at once (layer-major)
-  int64_t seq = 0, batch = 0, tokens_per_step = 0, doc_len = 0;
+  int64_t seq = 0, batch = 0, tokens_per_step = 0, doc_len = 0, prompt_len = 0;
   int steps = 0, warmup = 0, lora_r = 0;
   std::string targets;
   int64_t params = 0, layers = 0, resident_layers = 0, num_slots = 0;

@@ -17,9 +17,9 @@ namespace st {
 namespace {
 
 constexpr const char* kBenchUsage =
-    "usage: streamtune bench (--model DIR | --preset NAME) [--seq S] [--batch B] [--doc-len N] [--steps N]\n"
-    "         [--warmup W] [--stream off|ram|disk] [--stream-buffers n] [--lora-r R]\n"
-    "         [--targets q_proj,v_proj] [--vram-budget SIZE] [--device auto|cpu|cuda]\n"
+    "usage: streamtune bench (--model DIR | --preset NAME) [--seq S] [--batch B] [--doc-len N]\n"
+    "         [--prompt-len N] [--steps N] [--warmup W] [--stream off|ram|disk] [--stream-buffers n]\n"
+    "         [--lora-r R] [--targets q_proj,v_proj] [--vram-budget SIZE] [--device auto|cpu|cuda]\n"
     "         [--dtype bfloat16|float32] [--quant none|nf4] [--seed N] [--no-ceilings] [--json]\n"
     "\n"
     "Runs full LoRA training steps (forward, lm_head + cross-entropy, backward with per-layer\n"
@@ -42,6 +42,8 @@ constexpr const char* kBenchUsage =
     "  --grad-accum G    G micro-batches a step (tok/s counts all of them; default 1)\n"
     "  --doc-len N       pack each row with N-token documents, as sample_packing does (attention\n"
     "                    stays inside each document; default 0: one document a row)\n"
+    "  --prompt-len N    the first N tokens of each document (or row) are not trained on, as a\n"
+    "                    prompt with train_on_inputs false (tok/s still counts every token)\n"
     "  --layer-major auto|true|false\n"
     "                    hold several micro-batches and load each streamed layer once for them\n"
     "                    (auto: the planner's choice; without --vram-budget, all G at once)\n"
@@ -83,6 +85,7 @@ StatusOr<BenchOptions> bench_options(const ParsedArgs& a) {
   ASSIGN_OR_RETURN(uint64_t seq, flag_u64(a, "seq", 512));
   ASSIGN_OR_RETURN(uint64_t batch, flag_u64(a, "batch", 1));
   ASSIGN_OR_RETURN(uint64_t doc_len, flag_u64(a, "doc-len", 0));
+  ASSIGN_OR_RETURN(uint64_t prompt_len, flag_u64(a, "prompt-len", 0));
   ASSIGN_OR_RETURN(uint64_t steps, flag_u64(a, "steps", 10));
   ASSIGN_OR_RETURN(uint64_t warmup, flag_u64(a, "warmup", 3));
   ASSIGN_OR_RETURN(uint64_t bufs, flag_u64(a, "stream-buffers", 2));
@@ -98,6 +101,9 @@ StatusOr<BenchOptions> bench_options(const ParsedArgs& a) {
   o.batch = static_cast<int64_t>(batch);
   if (doc_len > seq) return InvalidArgument("--doc-len must be at most --seq");
   o.doc_len = static_cast<int64_t>(doc_len);
+  if (prompt_len >= (doc_len > 0 ? doc_len : seq))
+    return InvalidArgument("--prompt-len must be less than the document (--doc-len, else --seq)");
+  o.prompt_len = static_cast<int64_t>(prompt_len);
   o.steps = static_cast<int>(steps);
   o.warmup = static_cast<int>(warmup);
   o.stream_buffers = static_cast<int>(bufs);
@@ -189,7 +195,7 @@ int cmd_bench(int argc, char** argv) {
   }
   StatusOr<ParsedArgs> a = parse_flags(
       args, {{"model"}, {"preset"}, {"seq"}, {"batch"}, {"steps"}, {"warmup"}, {"stream"}, {"stream-buffers"},
-             {"lora-r"}, {"targets"}, {"vram-budget"}, {"offload-embeddings"}, {"recompute"}, {"device"}, {"dtype"}, {"quant"}, {"grad-accum"}, {"doc-len"}, {"layer-major"}, {"devices"}, {"seed"}, {"no-ceilings", false},
+             {"lora-r"}, {"targets"}, {"vram-budget"}, {"offload-embeddings"}, {"recompute"}, {"device"}, {"dtype"}, {"quant"}, {"grad-accum"}, {"doc-len"}, {"prompt-len"}, {"layer-major"}, {"devices"}, {"seed"}, {"no-ceilings", false},
              {"json", false}});
   if (!a.ok()) return usage(a.status().message());
   StatusOr<BenchOptions> o = bench_options(*a);

@@ -30,9 +30,20 @@ HeadScratch carve_head(Carver& cv, const ModelConfig& c, int64_t N, DType act, i
   return s;
 }
 
+// The rows the head works on: every position, or the compact rows (Note [trained rows]).
+int64_t head_rows(const HeadCtx& ctx) { return ctx.rows.gather ? ctx.rows.rows : ctx.tokens; }
+
 HeadScratch carve_ctx(const HeadCtx& ctx) {
   Carver cv(ctx.scratch, ctx.scratch_bytes);
-  return carve_head(cv, *ctx.cfg, ctx.tokens, ctx.act, ctx.vocab_chunk, ctx.chunk_budget_bytes);
+  return carve_head(cv, *ctx.cfg, head_rows(ctx), ctx.act, ctx.vocab_chunk, ctx.chunk_budget_bytes);
+}
+
+// The head's input: x itself, or its compact rows gathered into `room` (>= rows rows, free).
+Tensor head_input(const HeadCtx& ctx, Tensor x, Tensor room) {
+  if (!ctx.rows.gather) return x;
+  Tensor xc = room.row_slice(0, ctx.rows.rows);
+  ctx.be->embedding(xc, x, ctx.rows.gather);
+  return xc;
 }
 
 Tensor span(Tensor t, int64_t r0, int64_t n) { return Tensor(t.ptr<float>() + r0, DType::kF32, {n}); }
@@ -42,7 +53,7 @@ Tensor span(Tensor t, int64_t r0, int64_t n) { return Tensor(t.ptr<float>() + r0
 template <class Fn>
 void for_each_logits_block(const HeadCtx& ctx, LmHeadSource& head, const HeadScratch& s, Fn fn) {
   Backend& be = *ctx.be;
-  const int64_t N = ctx.tokens, rows = s.logits.dim(0);
+  const int64_t N = head_rows(ctx), rows = s.logits.dim(0);
   head.begin_pass();
   for (int64_t c = 0; c < head.num_chunks(); ++c) {
     Tensor w = head.acquire(c);
@@ -146,6 +157,30 @@ std::vector<int32_t> shift_labels(const std::vector<int32_t>& labels, int64_t ba
   return out;
 }
 
+HeadRowPlan plan_head_rows(const std::vector<int32_t>& shifted_labels) {
+  constexpr int32_t kIgnore = -100;
+  const int64_t n = static_cast<int64_t>(shifted_labels.size());
+  HeadRowPlan p;
+  int64_t first_untrained = -1;
+  for (int64_t i = 0; i < n; ++i) {
+    if (shifted_labels[i] != kIgnore) {
+      p.gather.push_back(static_cast<int32_t>(i));
+      p.labels.push_back(shifted_labels[i]);
+    } else if (first_untrained < 0) {
+      first_untrained = i;
+    }
+  }
+  p.trained = static_cast<int64_t>(p.gather.size());
+  p.rows = p.trained == 0 ? 0 : (p.trained + 1 + kHeadRowQuantum - 1) / kHeadRowQuantum * kHeadRowQuantum;
+  if (p.rows >= n) return HeadRowPlan{};  // no fewer rows: the head runs on every position
+  p.compact = true;
+  p.gather.resize(static_cast<size_t>(p.rows), static_cast<int32_t>(first_untrained));
+  p.labels.resize(static_cast<size_t>(p.rows), kIgnore);
+  p.scatter.assign(static_cast<size_t>(n), static_cast<int32_t>(p.trained));
+  for (int64_t r = 0; r < p.trained; ++r) p.scatter[static_cast<size_t>(p.gather[r])] = static_cast<int32_t>(r);
+  return p;
+}
+
 int64_t head_chunk_rows(int64_t vocab_chunk, int64_t tokens, DType act, size_t budget) {
   const size_t row_bytes = static_cast<size_t>(vocab_chunk) * dtype_size(act);
   int64_t rows = static_cast<int64_t>(budget / std::max<size_t>(row_bytes, 1));
@@ -160,18 +195,36 @@ size_t head_scratch_bytes(const ModelConfig& c, int64_t tokens, DType act, int64
 
 void head_forward_backward(const HeadCtx& ctx, Tensor final_norm, LmHeadSource& head, Tensor x,
                            const int32_t* labels, Tensor w_label, float grad_scale, Tensor loss_sum, Tensor dx) {
-  HeadScratch s = carve_ctx(ctx);
   Backend& be = *ctx.be;
-  be.rmsnorm(s.xn, s.rstd, x, final_norm, static_cast<float>(ctx.cfg->rms_norm_eps));
+  if (ctx.rows.gather && ctx.rows.rows == 0) {  // nothing trained: no loss, no gradient
+    be.memset_zero(dx.data, dx.bytes(), StreamId::kCompute);
+    return;
+  }
+  HeadScratch s = carve_ctx(ctx);
+  // Compact rows: the input is gathered into dx, which is free until the final gather below.
+  Tensor xin = head_input(ctx, x, dx);
+  be.rmsnorm(s.xn, s.rstd, xin, final_norm, static_cast<float>(ctx.cfg->rms_norm_eps));
   chunked_ce(ctx, head, s, labels, true);
   be.ce_finish(s.dxn, loss_sum, s.acc, s.m, s.s, s.tgt, w_label, labels, grad_scale);
-  be.rmsnorm_backward(dx, s.dxn, x, final_norm, s.rstd);
+  if (!ctx.rows.gather) {
+    be.rmsnorm_backward(dx, s.dxn, x, final_norm, s.rstd);
+    return;
+  }
+  // The compact rows' gradient goes to xn (dead after the logits), row `trained` is made exact
+  // +0 (its label is ignored, but -0 could come out of the norm's backward), and every position
+  // of dx reads its row.
+  be.rmsnorm_backward(s.xn, s.dxn, xin, final_norm, s.rstd);
+  Tensor zero = s.xn.row_slice(ctx.rows.trained, 1);
+  be.memset_zero(zero.data, zero.bytes(), StreamId::kCompute);
+  be.embedding(dx, s.xn, ctx.rows.scatter);
 }
 
 void head_loss(const HeadCtx& ctx, Tensor final_norm, LmHeadSource& head, Tensor x, const int32_t* labels,
                Tensor loss_sum) {
+  if (ctx.rows.gather && ctx.rows.rows == 0) return;  // nothing counted
   HeadScratch s = carve_ctx(ctx);
-  ctx.be->rmsnorm(s.xn, s.rstd, x, final_norm, static_cast<float>(ctx.cfg->rms_norm_eps));
+  Tensor xin = head_input(ctx, x, s.dxn);  // dxn: unused without a gradient
+  ctx.be->rmsnorm(s.xn, s.rstd, xin, final_norm, static_cast<float>(ctx.cfg->rms_norm_eps));
   chunked_ce(ctx, head, s, labels, false);
   ctx.be->ce_finish(Tensor(), loss_sum, Tensor(), s.m, s.s, s.tgt, Tensor(), labels, 0.0f);
 }

@@ -67,6 +67,38 @@ std::unique_ptr<LmHeadSource> streamed_lm_head(Backend* be, const void* host_lm_
                                                int64_t hidden, int64_t vocab_chunk, void* slots);
 size_t lm_head_slot_bytes(const ModelConfig& c, DType dtype, int64_t vocab_chunk);  // both slots
 
+// Note [trained rows]
+// Only positions with a label reach the loss; the rest (prompt tokens with train_on_inputs false,
+// padding, each row's last position) get a zero gradient. The head's work -- two [rows, V] x H
+// products and passes over [rows, V] logits, a large share of a small model's step with a 150k
+// vocabulary -- is therefore done on the trained positions only: the head gathers them into
+// `rows` compact rows, runs as before on those, and gathers its input gradient back, every
+// untrained position reading one row of exact zeros. `rows` is the count of trained positions
+// plus that zero row, rounded up to kHeadRowQuantum (so a run sees a bounded set of GEMM shapes);
+// where that is not fewer than the positions, the head runs on all of them as it always did
+// (so every position trained -- a benchmark batch -- is unchanged). Positions' losses and
+// gradients are their own either way (row-independent GEMMs and softmax); only the order in
+// which ce_finish sums the loss differs.
+constexpr int64_t kHeadRowQuantum = 64;
+
+struct HeadRowPlan {
+  bool compact = false;           // false: the head runs on every position
+  int64_t rows = 0;               // compact rows (a multiple of kHeadRowQuantum, or 0: none trained)
+  int64_t trained = 0;            // rows [0, trained) are trained positions; row `trained` is the zero row
+  std::vector<int32_t> gather;    // [rows] position of each compact row (padding: an untrained position)
+  std::vector<int32_t> scatter;   // [positions] compact row of each position (untrained: `trained`)
+  std::vector<int32_t> labels;    // [rows] shifted label of each compact row (padding: -100)
+};
+// From shifted labels (head.h label convention; -100 = ignored).
+HeadRowPlan plan_head_rows(const std::vector<int32_t>& shifted_labels);
+
+// The head's rows on the device (HeadRowPlan's gather and scatter in backend memory).
+struct HeadRows {
+  const int32_t* gather = nullptr;   // null: every position, as before
+  const int32_t* scatter = nullptr;
+  int64_t rows = 0, trained = 0;
+};
+
 struct HeadCtx {
   Backend* be = nullptr;
   const ModelConfig* cfg = nullptr;
@@ -76,12 +108,14 @@ struct HeadCtx {
   size_t scratch_bytes = 0;
   int64_t vocab_chunk = kDefaultVocabChunk;
   size_t chunk_budget_bytes = 64ull << 20;
+  HeadRows rows;  // Note [trained rows]: with rows.gather, `labels` and `w_label` are per compact row
 };
 
 // loss_sum (f32 [1], backend memory) += sum of -log p(target) over counted positions;
 // dx[N,H] = d(grad_scale * loss_sum)/dx. x: the last layer's output [N,H]. labels: shifted, int32
-// backend memory [N]; w_label [N,H]: the lm_head row of each label (any row where ignored).
-// Enqueues on compute.
+// backend memory [N]; w_label [N,H]: the lm_head row of each label (any row where ignored). With
+// ctx.rows.gather (Note [trained rows]) labels and w_label hold the compact rows' instead
+// ([ctx.rows.rows]). Enqueues on compute.
 void head_forward_backward(const HeadCtx& ctx, Tensor final_norm, LmHeadSource& head, Tensor x,
                            const int32_t* labels, Tensor w_label, float grad_scale, Tensor loss_sum, Tensor dx);
 

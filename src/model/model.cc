@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include "model/carver.h"
 #include "model/head.h"
@@ -51,11 +53,14 @@ struct Model::Slot {
   Tensor loss;                     // f32 [1]
   Tensor seeds;                    // u8 [8 L]: this micro-batch's dropout seed per layer (u64)
   Tensor ids, pos, docs, labels;   // i32 [Nmax]
-  Tensor safe_labels;              // i32 [Nmax]: labels with ignored positions mapped to row 0
+  Tensor safe_labels;              // i32 [Nmax]: the head rows' labels, ignored ones mapped to row 0
+  // The head's rows (head.h Note [trained rows]): i32 [Nmax] each; rows.gather null = every position
+  Tensor head_labels, head_gather, head_scatter;
+  HeadRows head_rows;
   std::vector<Tensor> ckpt;        // L+1 x act [Nmax, H]
   std::vector<Tensor> saved;       // recompute != kFull: L x layer_saved_bytes (u8)
   Tensor grad[2];                  // act [Nmax, H]
-  Tensor w_label;                  // act [Nmax, H]: the lm_head row of each label (head.h)
+  Tensor w_label;                  // act [Nmax, H]: the lm_head row of each head row's label (head.h)
   // the micro-batch it holds
   int64_t n = 0, batch = 0, seq = 0;
   bool has_docs = false;
@@ -72,7 +77,7 @@ struct Model::Arena {
 namespace {
 
 struct SlotViews {
-  Tensor loss, ints[5], grad[2], w_label, seeds;
+  Tensor loss, ints[8], grad[2], w_label, seeds;
   std::vector<Tensor> ckpt, saved;
 };
 
@@ -145,6 +150,8 @@ StatusOr<std::unique_ptr<Model>> Model::create(const ModelConfig& c, Backend* be
   if (o.vocab_chunk <= 0) return InvalidArgument("Model: vocab_chunk must be > 0");
   if (o.micro_batch_slots < 1) return InvalidArgument("Model: micro_batch_slots must be >= 1");
   std::unique_ptr<Model> m(new Model(c, be, o));
+  if (const char* e = std::getenv("STREAMTUNE_HEAD_ROWS"); e != nullptr && std::string(e) == "all")
+    m->opts_.head_trained_rows = false;  // A/B timing of head.h Note [trained rows]
   if (o.fused_attention_allowance > 0) {
     fused_attention_workspace(be, o.fused_attention_batch, o.fused_attention_seq, c);
     be->set_fused_attention_allowance(o.fused_attention_allowance);
@@ -180,6 +187,9 @@ StatusOr<std::unique_ptr<Model>> Model::create(const ModelConfig& c, Backend* be
     s.docs = sv.ints[2];
     s.labels = sv.ints[3];
     s.safe_labels = sv.ints[4];
+    s.head_labels = sv.ints[5];
+    s.head_gather = sv.ints[6];
+    s.head_scatter = sv.ints[7];
     s.ckpt = sv.ckpt;
     s.saved = sv.saved;
     s.grad[0] = sv.grad[0];
@@ -330,10 +340,25 @@ void Model::upload(const Batch& b, uint64_t micro) {
   a.has_docs = !b.doc_ids.empty() && documents_interact(b);
   if (a.has_docs) be_->copy_h2d(a.docs.data, b.doc_ids.data(), bytes, StreamId::kCompute);
   be_->copy_h2d(a.labels.data, host_labels_.data(), bytes, StreamId::kCompute);
-  host_safe_labels_ = host_labels_;
+  // The head's rows (head.h Note [trained rows]) and the labels of its rows.
+  host_head_rows_ = opts_.head_trained_rows ? plan_head_rows(host_labels_) : HeadRowPlan{};
+  a.head_rows = HeadRows{};
+  const HeadRowPlan& hp = host_head_rows_;
+  if (hp.compact) {
+    const auto up = [&](Tensor dst, const std::vector<int32_t>& v) {
+      if (!v.empty()) be_->copy_h2d(dst.data, v.data(), v.size() * sizeof(int32_t), StreamId::kCompute);
+    };
+    up(a.head_labels, hp.labels);
+    up(a.head_gather, hp.gather);
+    up(a.head_scatter, hp.scatter);
+    a.head_rows = {a.head_gather.ptr<int32_t>(), a.head_scatter.ptr<int32_t>(), hp.rows, hp.trained};
+  }
+  host_safe_labels_ = hp.compact ? hp.labels : host_labels_;
   for (int32_t& l : host_safe_labels_)
     if (l == kIgnoreIndex) l = 0;
-  be_->copy_h2d(a.safe_labels.data, host_safe_labels_.data(), bytes, StreamId::kCompute);
+  if (!host_safe_labels_.empty())
+    be_->copy_h2d(a.safe_labels.data, host_safe_labels_.data(), host_safe_labels_.size() * sizeof(int32_t),
+                  StreamId::kCompute);
   // Note [layer launch plans]: the dropout ops read this micro-batch's seeds from the arena.
   host_seeds_.resize(static_cast<size_t>(cfg_.num_layers));
   for (int l = 0; l < cfg_.num_layers; ++l) host_seeds_[l] = layer_dropout_seed(opts_.seed, micro, l);
@@ -370,19 +395,22 @@ void Model::embed(const Batch& b, uint64_t micro) {
   be_->copy_h2d(a.ckpt[0].data, staging, static_cast<size_t>(a.n) * row, StreamId::kCompute);
 }
 
-// The lm_head row of each (shifted) label, for the head's gradient; ignored positions read row 0.
+// The lm_head row of each head row's (shifted) label, for the head's gradient; ignored labels
+// read row 0.
 void Model::gather_label_rows() {
   Slot& a = a_->slots[cur_];
+  const int64_t n = static_cast<int64_t>(host_safe_labels_.size());
+  if (n == 0) return;
   if (!opts_.host_extras) {
     ExtrasWeights ew = extras_weights_view(extras_layout_, extras_, cfg_.tie_word_embeddings);
-    be_->embedding(rows_of(a.w_label, a.n), ew.lm_head, a.safe_labels.ptr<int32_t>());
+    be_->embedding(rows_of(a.w_label, n), ew.lm_head, a.safe_labels.ptr<int32_t>());
     return;
   }
   ExtrasWeights hw = extras_weights_view(extras_layout_, host_extras_, cfg_.tie_word_embeddings);
   const size_t row = static_cast<size_t>(cfg_.hidden_size) * dtype_size(opts_.act_dtype);
   char* staging = static_cast<char*>(host_staging_) + static_cast<size_t>(opts_.max_tokens) * row;
-  gather_rows(staging, static_cast<const char*>(hw.lm_head.data), host_safe_labels_.data(), a.n, row);
-  be_->copy_h2d(a.w_label.data, staging, static_cast<size_t>(a.n) * row, StreamId::kCompute);
+  gather_rows(staging, static_cast<const char*>(hw.lm_head.data), host_safe_labels_.data(), n, row);
+  be_->copy_h2d(a.w_label.data, staging, static_cast<size_t>(n) * row, StreamId::kCompute);
 }
 
 // Builds the per-layer context for the current batch. Dropout seeds mix (seed, micro-batch, layer).
@@ -467,7 +495,7 @@ void Model::backward_layer(int l, LayerSource& src, bool forward_current) {
 }
 
 static HeadCtx make_head_ctx(const ModelConfig& c, Backend* be, const ModelOptions& o, int64_t n,
-                             const Tensor& scratch) {
+                             const Tensor& scratch, HeadRows rows = {}) {
   HeadCtx h;
   h.vocab_chunk = o.vocab_chunk;
   h.be = be;
@@ -477,7 +505,13 @@ static HeadCtx make_head_ctx(const ModelConfig& c, Backend* be, const ModelOptio
   h.scratch = scratch.data;
   h.scratch_bytes = scratch.bytes();
   h.chunk_budget_bytes = o.logits_chunk_bytes;
+  h.rows = rows;
   return h;
+}
+
+// The head's labels: per position, or per compact row (head.h Note [trained rows]).
+static const int32_t* head_labels(const Tensor& labels, const Tensor& head_labels, const HeadRows& rows) {
+  return rows.gather ? head_labels.ptr<int32_t>() : labels.ptr<int32_t>();
 }
 
 StatusOr<std::vector<double>> Model::forward_backward(const std::vector<const Batch*>& batches, LayerSource& src,
@@ -509,9 +543,11 @@ StatusOr<std::vector<double>> Model::forward_backward(const std::vector<const Ba
       forward_layer(v.layer, src, true);
       if (v.layer == L - 1) {
         // d(final output) goes to grad[L % 2], which backward_layer(L-1) reads as dout.
-        head_forward_backward(make_head_ctx(cfg_, be_, opts_, a.n, a_->head_scratch), final_norm(), *head_,
-                              rows_of(a.ckpt[L], a.n), a.labels.ptr<int32_t>(), rows_of(a.w_label, a.n),
-                              grad_scales[v.micro_batch], a.loss, rows_of(a.grad[L % 2], a.n));
+        const HeadRows& hr = a.head_rows;
+        head_forward_backward(make_head_ctx(cfg_, be_, opts_, a.n, a_->head_scratch, hr), final_norm(), *head_,
+                              rows_of(a.ckpt[L], a.n), head_labels(a.labels, a.head_labels, hr),
+                              rows_of(a.w_label, hr.gather ? hr.rows : a.n), grad_scales[v.micro_batch], a.loss,
+                              rows_of(a.grad[L % 2], a.n));
       }
     } else {
       backward_layer(v.layer, src, /*forward_current=*/after_own_forward);  // the last layer: no recompute
@@ -544,8 +580,8 @@ StatusOr<double> Model::eval_loss_sum(const Batch& b, LayerSource& src) {
   run_forward(src, false);
   CHECK(head_ != nullptr, "Model: extras were never loaded");
   be_->memset_zero(a.loss.data, sizeof(float), StreamId::kCompute);
-  head_loss(make_head_ctx(cfg_, be_, opts_, a.n, a_->head_scratch), final_norm(), *head_,
-            rows_of(a.ckpt[cfg_.num_layers], a.n), a.labels.ptr<int32_t>(), a.loss);
+  head_loss(make_head_ctx(cfg_, be_, opts_, a.n, a_->head_scratch, a.head_rows), final_norm(), *head_,
+            rows_of(a.ckpt[cfg_.num_layers], a.n), head_labels(a.labels, a.head_labels, a.head_rows), a.loss);
   float loss = 0;
   be_->copy_d2h(&loss, a.loss.data, sizeof(float), StreamId::kCompute);
   be_->sync_stream(StreamId::kCompute);

@@ -87,6 +87,9 @@ struct ModelOptions {
   // Micro-batches whose activations are held at once (Note [layer-major accumulation]): each one
   // more costs model_slot_bytes(...). 1 = micro-batch-major order.
   int micro_batch_slots = 1;
+  // The head works on the trained positions only (model/head.h Note [trained rows]); false: on
+  // every position (also with STREAMTUNE_HEAD_ROWS=all in the environment, for A/B timing).
+  bool head_trained_rows = true;
 };
 
 // Every byte of the activation arena for these options (the planner's "activations" term).
@@ -174,6 +177,7 @@ class Model {
   int cur_ = 0;  // the arena slot the visit being enqueued works on
   // Host copies kept alive while their async uploads are in flight.
   std::vector<int32_t> host_labels_, host_pos_, host_safe_labels_;
+  HeadRowPlan host_head_rows_;
   std::vector<uint64_t> host_seeds_;
 };
 

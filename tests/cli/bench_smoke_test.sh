@@ -91,6 +91,26 @@ set +e
 set -e
 [ "$rc" = 2 ] && grep -q -- "--devices needs --model" "$TMP/err" || { echo "--devices with a preset: rc=$rc"; cat "$TMP/err"; exit 1; }
 
+# A masked prompt (model/head.h Note [trained rows]): the head runs on the trained positions only;
+# the losses must match the head run on every position (STREAMTUNE_HEAD_ROWS=all), and the report
+# says what was masked.
+"$BIN" bench --preset tiny-llama --seq 256 --prompt-len 150 --steps 2 --warmup 1 --device cpu --no-ceilings \
+  --json >"$TMP/prompt.json"
+STREAMTUNE_HEAD_ROWS=all "$BIN" bench --preset tiny-llama --seq 256 --prompt-len 150 --steps 2 --warmup 1 \
+  --device cpu --no-ceilings --json >"$TMP/prompt_all.json"
+python3 - "$TMP/prompt.json" "$TMP/prompt_all.json" <<'PY'
+import json, math, sys
+a, b = (json.loads(open(p).read()) for p in sys.argv[1:3])
+assert a["prompt_len"] == 150 and a["tokens_per_step"] == 256, a
+for k in ("loss_first", "loss_last"):
+    assert math.isfinite(a[k]) and abs(a[k] - b[k]) <= 1e-5 * abs(b[k]), (k, a[k], b[k])
+print("bench smoke: prompt-len ok", a["loss_first"], b["loss_first"])
+PY
+set +e
+"$BIN" bench --preset tiny-llama --seq 64 --prompt-len 64 --device cpu 2>"$TMP/err"; rc=$?
+set -e
+[ "$rc" = 2 ] && grep -q -- "--prompt-len" "$TMP/err" || { echo "--prompt-len >= --seq: rc=$rc"; cat "$TMP/err"; exit 1; }
+
 # Usage errors exit 2 with a message naming the flag.
 set +e
 "$BIN" bench --preset tiny-llama --stream sideways --device cpu 2>"$TMP/err"; rc=$?
