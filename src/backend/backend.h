@@ -62,7 +62,31 @@ struct SeqLayout {
   // Document id of each token; attention is causal *and* restricted to equal ids. nullptr means
   // one document per row. Padding tokens may carry any id (their outputs are never used).
   const int32_t* doc_ids = nullptr;
+  // Note [document spans]: with doc_ids the caller may also give the documents as spans of the
+  // flattened B*T tokens (each a run of equal ids within a row), which lets a backend run every
+  // document as a sequence of its own (CUDA: cuDNN's ragged layout) instead of masking per token.
+  // doc_spans spans (host), padded to doc_slots = document_slots(doc_spans) entries: doc_starts
+  // [doc_slots + 1] token offsets (entries past doc_spans = B*T), doc_lens [doc_slots] (0 past
+  // doc_spans); max_doc_len the longest span. Both arrays backend memory. Without them
+  // (doc_starts == nullptr) backends use doc_ids alone; the bits may differ between the two ways.
+  int64_t doc_spans = 0, doc_slots = 0, max_doc_len = 0;
+  const int32_t* doc_starts = nullptr;
+  const int32_t* doc_lens = nullptr;
 };
+
+// The slot count for n document spans: a power of two (so a run sees few distinct shapes).
+inline int64_t document_slots(int64_t n) {
+  int64_t s = 1;
+  while (s < n) s *= 2;
+  return s;
+}
+// The sequence length a ragged layout is shaped for: the longest span rounded up to a power of
+// two (at least 64), at most T.
+inline int64_t document_seq_bucket(const SeqLayout& L) {
+  int64_t s = 64;
+  while (s < L.max_doc_len) s *= 2;
+  return s < L.seq ? s : L.seq;
+}
 
 struct AttnShape {
   int64_t num_heads = 0;     // NH

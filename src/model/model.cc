@@ -57,6 +57,9 @@ struct Model::Slot {
   // The head's rows (head.h Note [trained rows]): i32 [Nmax] each; rows.gather null = every position
   Tensor head_labels, head_gather, head_scatter;
   HeadRows head_rows;
+  // The documents as spans (backend.h Note [document spans]): i32 [2 Nmax + 2] and [2 Nmax]
+  Tensor doc_starts, doc_lens;
+  int64_t doc_spans = 0, doc_slots = 0, max_doc_len = 0;
   std::vector<Tensor> ckpt;        // L+1 x act [Nmax, H]
   std::vector<Tensor> saved;       // recompute != kFull: L x layer_saved_bytes (u8)
   Tensor grad[2];                  // act [Nmax, H]
@@ -77,7 +80,7 @@ struct Model::Arena {
 namespace {
 
 struct SlotViews {
-  Tensor loss, ints[8], grad[2], w_label, seeds;
+  Tensor loss, ints[8], doc_starts, doc_lens, grad[2], w_label, seeds;
   std::vector<Tensor> ckpt, saved;
 };
 
@@ -93,6 +96,8 @@ SlotViews carve_slot(Carver& cv, const ModelConfig& c, const LoraConfig& lc, con
   v.loss = cv.take(DType::kF32, {1});
   v.seeds = cv.take(DType::kU8, {8 * c.num_layers});
   for (Tensor& t : v.ints) t = cv.take(DType::kI32, {N});
+  v.doc_starts = cv.take(DType::kI32, {2 * N + 2});  // document_slots(N) + 1 <= 2N + 1 entries
+  v.doc_lens = cv.take(DType::kI32, {2 * N});
   for (int64_t l = 0; l <= c.num_layers; ++l) v.ckpt.push_back(cv.take(o.act_dtype, {N, H}));
   const size_t saved = layer_saved_bytes(c, N, lc, o.act_dtype, o.recompute);
   for (int64_t l = 0; saved > 0 && l < c.num_layers; ++l)
@@ -190,6 +195,8 @@ StatusOr<std::unique_ptr<Model>> Model::create(const ModelConfig& c, Backend* be
     s.head_labels = sv.ints[5];
     s.head_gather = sv.ints[6];
     s.head_scatter = sv.ints[7];
+    s.doc_starts = sv.doc_starts;
+    s.doc_lens = sv.doc_lens;
     s.ckpt = sv.ckpt;
     s.saved = sv.saved;
     s.grad[0] = sv.grad[0];
@@ -338,7 +345,10 @@ void Model::upload(const Batch& b, uint64_t micro) {
   be_->copy_h2d(a.ids.data, b.input_ids.data(), bytes, StreamId::kCompute);
   be_->copy_h2d(a.pos.data, b.positions.empty() ? host_pos_.data() : b.positions.data(), bytes, StreamId::kCompute);
   a.has_docs = !b.doc_ids.empty() && documents_interact(b);
-  if (a.has_docs) be_->copy_h2d(a.docs.data, b.doc_ids.data(), bytes, StreamId::kCompute);
+  if (a.has_docs) {
+    be_->copy_h2d(a.docs.data, b.doc_ids.data(), bytes, StreamId::kCompute);
+    upload_document_spans(b);
+  }
   be_->copy_h2d(a.labels.data, host_labels_.data(), bytes, StreamId::kCompute);
   // The head's rows (head.h Note [trained rows]) and the labels of its rows.
   host_head_rows_ = opts_.head_trained_rows ? plan_head_rows(host_labels_) : HeadRowPlan{};
@@ -364,6 +374,35 @@ void Model::upload(const Batch& b, uint64_t micro) {
   for (int l = 0; l < cfg_.num_layers; ++l) host_seeds_[l] = layer_dropout_seed(opts_.seed, micro, l);
   be_->copy_h2d(a.seeds.data, host_seeds_.data(), host_seeds_.size() * sizeof(uint64_t), StreamId::kCompute);
   be_->sync_stream(StreamId::kCompute);  // the batch's vectors may go away after this call
+}
+
+DocumentSpans document_spans(const std::vector<int32_t>& doc_ids, int64_t seq) {
+  DocumentSpans d;
+  const int64_t n = static_cast<int64_t>(doc_ids.size());
+  for (int64_t i = 0; i < n; ++i)
+    if (i % seq == 0 || doc_ids[static_cast<size_t>(i)] != doc_ids[static_cast<size_t>(i - 1)]) {
+      if (!d.starts.empty()) d.lens.push_back(static_cast<int32_t>(i) - d.starts.back());
+      d.starts.push_back(static_cast<int32_t>(i));
+    }
+  if (!d.starts.empty()) d.lens.push_back(static_cast<int32_t>(n) - d.starts.back());
+  d.spans = static_cast<int64_t>(d.lens.size());
+  for (int32_t len : d.lens) d.max_len = std::max<int64_t>(d.max_len, len);
+  d.slots = document_slots(d.spans);
+  d.starts.resize(static_cast<size_t>(d.slots + 1), static_cast<int32_t>(n));
+  d.lens.resize(static_cast<size_t>(d.slots), 0);
+  return d;
+}
+
+void Model::upload_document_spans(const Batch& b) {
+  Slot& a = a_->slots[cur_];
+  host_spans_ = document_spans(b.doc_ids, b.seq);
+  a.doc_spans = host_spans_.spans;
+  a.doc_slots = host_spans_.slots;
+  a.max_doc_len = host_spans_.max_len;
+  be_->copy_h2d(a.doc_starts.data, host_spans_.starts.data(), host_spans_.starts.size() * sizeof(int32_t),
+                StreamId::kCompute);
+  be_->copy_h2d(a.doc_lens.data, host_spans_.lens.data(), host_spans_.lens.size() * sizeof(int32_t),
+                StreamId::kCompute);
 }
 
 namespace {
@@ -443,6 +482,13 @@ LayerCtx Model::layer_ctx(int l, bool train) const {
   LayerCtx ctx = make_ctx(cfg_, be_, opts_, a_->inv_freq, a.pos, a.docs, a.has_docs, a.n, a.batch, a.seq,
                           a_->layer_scratch, train, a.micro, l);
   ctx.dropout_seed_slot = static_cast<const uint64_t*>(a.seeds.data) + l;
+  if (a.has_docs) {  // backend.h Note [document spans]
+    ctx.seq.doc_spans = a.doc_spans;
+    ctx.seq.doc_slots = a.doc_slots;
+    ctx.seq.max_doc_len = a.max_doc_len;
+    ctx.seq.doc_starts = a.doc_starts.ptr<int32_t>();
+    ctx.seq.doc_lens = a.doc_lens.ptr<int32_t>();
+  }
   if (train && opts_.recompute != Recompute::kFull) {
     ctx.recompute = opts_.recompute;
     ctx.saved = a.saved[l].data;
@@ -461,6 +507,10 @@ LaunchPlanCache::Key Model::visit_key(Phase phase, int l, bool train, const Laye
                             static_cast<uint64_t>(a.n), static_cast<uint64_t>(a.batch), static_cast<uint64_t>(a.seq),
                             a.has_docs, static_cast<uint64_t>(opts_.recompute), forward_current,
                             static_cast<uint64_t>(cur_)};
+  if (a.has_docs) {  // a ragged attention is shaped by these (backend.h Note [document spans])
+    k.push_back(static_cast<uint64_t>(a.doc_slots));
+    k.push_back(static_cast<uint64_t>(document_seq_bucket(SeqLayout{.seq = a.seq, .max_doc_len = a.max_doc_len})));
+  }
   for (const Tensor* t : {&w.input_norm, &w.q, &w.k, &w.v, &w.o, &w.q_bias, &w.k_bias, &w.v_bias, &w.q_norm,
                           &w.k_norm, &w.post_norm, &w.gate, &w.up, &w.down})
     k.push_back(reinterpret_cast<uintptr_t>(t->data));

@@ -102,6 +102,14 @@ size_t model_device_extras_bytes(const ModelConfig& c, const ModelOptions& o);
 // Host bytes the Model itself keeps (the pinned extras copy and gather staging with host_extras).
 size_t model_host_extras_bytes(const ModelConfig& c, const ModelOptions& o);
 
+// A batch's documents as spans (backend.h Note [document spans]): every run of equal ids within a
+// row of `seq` tokens, padded to document_slots(spans) entries (starts: one more, the token count).
+struct DocumentSpans {
+  std::vector<int32_t> starts, lens;
+  int64_t spans = 0, slots = 0, max_len = 0;
+};
+DocumentSpans document_spans(const std::vector<int32_t>& doc_ids, int64_t seq);
+
 class Model {
  public:
   // Allocates the LoRA arena (zeroed, not initialised), the activation arena and the extras.
@@ -149,6 +157,7 @@ class Model {
   struct Slot;
   Status validate(const Batch& b) const;
   void upload(const Batch& b, uint64_t micro);
+  void upload_document_spans(const Batch& b);
   void embed(const Batch& b, uint64_t micro);
   void gather_label_rows();
   LayerCtx layer_ctx(int l, bool train) const;
@@ -178,6 +187,7 @@ class Model {
   // Host copies kept alive while their async uploads are in flight.
   std::vector<int32_t> host_labels_, host_pos_, host_safe_labels_;
   HeadRowPlan host_head_rows_;
+  DocumentSpans host_spans_;
   std::vector<uint64_t> host_seeds_;
 };
 

@@ -2,7 +2,8 @@
 // follows a document border of its row (a sample plus padding), and kept when one does (packed
 // samples). Checked through training steps on the CPU: a padded batch trains to the same bits with
 // and without ids; a packed batch whose second document is trained must differ from the same tokens
-// without ids (its mask is kept: were it dropped, both runs would match).
+// without ids (its mask is kept: were it dropped, both runs would match). Also the spans a batch's
+// document ids make for backends (backend.h Note [document spans]).
 #include <cstring>
 #include <vector>
 
@@ -60,6 +61,22 @@ TEST(Documents, TrainedSecondDocumentKeepsItsMask) {
   without.doc_ids.clear();
   EXPECT_FALSE(same(train_on(with), train_on(without)))
       << "the second document's tokens attended across the border: its mask was dropped";
+}
+
+// backend.h Note [document spans]: a run of equal ids within a row is one span; rows always cut.
+TEST(DocumentSpans, RunsWithinRows) {
+  // Two rows of 6: [0 0 1 1 1 2] [2 2 2 2 5 5] -- id 2 continues across the row border: two spans.
+  const DocumentSpans d = document_spans({0, 0, 1, 1, 1, 2, 2, 2, 2, 2, 5, 5}, 6);
+  EXPECT_EQ(d.spans, 5);
+  EXPECT_EQ(d.slots, 8);
+  EXPECT_EQ(d.max_len, 4);
+  EXPECT_EQ(d.starts, (std::vector<int32_t>{0, 2, 5, 6, 10, 12, 12, 12, 12}));
+  EXPECT_EQ(d.lens, (std::vector<int32_t>{2, 3, 1, 4, 2, 0, 0, 0}));
+  const DocumentSpans one = document_spans(std::vector<int32_t>(7, 3), 7);
+  EXPECT_EQ(one.spans, 1);
+  EXPECT_EQ(one.slots, 1);
+  EXPECT_EQ(one.starts, (std::vector<int32_t>{0, 7}));
+  EXPECT_EQ(one.lens, (std::vector<int32_t>{7}));
 }
 
 }  // namespace

@@ -4,6 +4,17 @@
 // Layout: our q [B*T, NH, D] is cuDNN's BSHD, i.e. logical dims [B, H, S, D] with strides
 // [T*H*D, D, H*D, 1]; lse f32 [B, NH, T] is "Stats" [B, H, S, 1] with strides [H*T, T, 1, 1].
 // Stats is the natural-log logsumexp of the scaled scores, the same quantity attention_tc saves.
+//
+// Note [ragged documents]: packed rows (backend.h Note [document spans]) run as cuDNN's ragged
+// ("THD") layout: every document span is a sequence of its own, the batch dimension is the span
+// slots (a power of two; slots past the spans have length 0), the sequence dimension a bucket of
+// the longest span, and each tensor's ragged offsets (element offsets of each span's first token,
+// from the caller's token offsets) place the spans in our packed [B*T, H, D] buffers. Stats is
+// ragged too, token-major ([B*T, NH], the lse buffer's size; not attention_tc's [B, NH, T] order,
+// which nothing mixes: a shape takes one path for its forward and backward). A padding mask with
+// the span lengths and the causal mask (top-left, per span) give each token exactly the keys of
+// its document up to itself -- what the own kernels do with doc_ids, without walking the masked
+// tiles at all. max_total_seq_len (the token count) sizes cuDNN's ragged workspace.
 #include "backend/cuda/attention_cudnn.h"
 
 #include <atomic>
@@ -16,6 +27,7 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <initializer_list>
 #include <map>
 #include <tuple>
 #include <unordered_map>
@@ -55,16 +67,23 @@ namespace fe = cudnn_frontend;
 using Graph = fe::graph::Graph;
 using TensorAttr = fe::graph::Tensor_attributes;
 
-// Tensor uids of the variant packs (shared by both graphs).
-enum Uid : int64_t { kQ = 1, kK, kV, kO, kStats, kDO, kDQ, kDK, kDV };
+// Tensor uids of the variant packs (shared by both graphs); kR* are ragged offsets, kSeq* lengths.
+enum Uid : int64_t {
+  kQ = 1, kK, kV, kO, kStats, kDO, kDQ, kDK, kDV,
+  kRQ, kRK, kRV, kRO, kRStats, kRDO, kRDQ, kRDK, kRDV, kSeqQ, kSeqKV
+};
 
-// (B, T, NH, KVH, D, scale bits, sliding window): everything a graph depends on.
-using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, uint32_t, int64_t>;
+// (B, T, NH, KVH, D, scale bits, sliding window, ragged tokens): everything a graph depends on.
+// Ragged (Note [ragged documents]): B = span slots, T = the span length bucket, ragged tokens =
+// the micro-batch's B*T; 0 for the dense layout.
+using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, uint32_t, int64_t, int64_t>;
 
 Key key_of(const SeqLayout& L, const AttnShape& s) {
   uint32_t bits = 0;
   std::memcpy(&bits, &s.scale, sizeof bits);
-  return {L.batch, L.seq, s.num_heads, s.num_kv_heads, s.head_dim, bits, effective_window(s, L.seq)};
+  if (is_ragged(L))
+    return {L.doc_slots, document_seq_bucket(L), s.num_heads, s.num_kv_heads, s.head_dim, bits, 0, L.batch * L.seq};
+  return {L.batch, L.seq, s.num_heads, s.num_kv_heads, s.head_dim, bits, effective_window(s, L.seq), 0};
 }
 
 std::string shape_str(const Key& k) {
@@ -74,30 +93,60 @@ std::string shape_str(const Key& k) {
                 static_cast<long long>(std::get<3>(k)), static_cast<long long>(std::get<4>(k)));
   std::string out = buf;
   if (std::get<6>(k) > 0) out += " window=" + std::to_string(std::get<6>(k));
+  if (std::get<7>(k) > 0) out += " ragged (" + std::to_string(std::get<7>(k)) + " tokens in span slots)";
   return out;
 }
 
-// A BSHD tensor [B, H, T, D] (logical) of `heads` heads.
-std::shared_ptr<TensorAttr> bshd(Graph& g, const char* name, int64_t uid, int64_t B, int64_t T, int64_t H,
-                                 int64_t D) {
+// An int32 [n, 1, 1, 1] tensor: ragged offsets (n = slots + 1) or span lengths (n = slots).
+std::shared_ptr<TensorAttr> index_tensor(Graph& g, const std::string& name, int64_t uid, int64_t n) {
   return g.tensor(TensorAttr()
                       .set_name(name)
                       .set_uid(uid)
-                      .set_dim({B, H, T, D})
-                      .set_stride({T * H * D, D, H * D, 1})
-                      .set_data_type(fe::DataType_t::BFLOAT16));
+                      .set_dim({n, 1, 1, 1})
+                      .set_stride({1, 1, 1, 1})
+                      .set_data_type(fe::DataType_t::INT32));
 }
-void mark_bshd_out(const std::shared_ptr<TensorAttr>& t, int64_t uid, int64_t B, int64_t T, int64_t H, int64_t D) {
-  t->set_output(true).set_uid(uid).set_dim({B, H, T, D}).set_stride({T * H * D, D, H * D, 1}).set_data_type(
+
+// A graph's tensor layout: dense BSHD, or ragged (Note [ragged documents]).
+struct Dims {
+  int64_t B, T, NH, KVH, D;
+  float scale;
+  int64_t window, ragged_tokens;
+  bool ragged() const { return ragged_tokens > 0; }
+};
+
+Dims dims_of(const Key& k) {
+  const auto [B, T, NH, KVH, D, bits, window, tokens] = k;
+  float scale = 0;
+  std::memcpy(&scale, &bits, sizeof scale);
+  return {B, T, NH, KVH, D, scale, window, tokens};
+}
+
+// A BSHD tensor [B, H, T, D] (logical) of `heads` heads; ragged: placed by the offsets `ruid`.
+void set_bshd(TensorAttr& t, int64_t uid, const Dims& d, int64_t H) {
+  t.set_uid(uid).set_dim({d.B, H, d.T, d.D}).set_stride({d.T * H * d.D, d.D, H * d.D, 1}).set_data_type(
       fe::DataType_t::BFLOAT16);
 }
-std::shared_ptr<TensorAttr> stats_attr(int64_t B, int64_t T, int64_t H) {
-  return std::make_shared<TensorAttr>(TensorAttr()
-                                          .set_name("Stats")
-                                          .set_uid(kStats)
-                                          .set_dim({B, H, T, 1})
-                                          .set_stride({H * T, T, 1, 1})
-                                          .set_data_type(fe::DataType_t::FLOAT));
+std::shared_ptr<TensorAttr> bshd(Graph& g, const char* name, int64_t uid, int64_t ruid, const Dims& d, int64_t H) {
+  auto t = g.tensor(TensorAttr().set_name(name));
+  set_bshd(*t, uid, d, H);
+  if (d.ragged()) t->set_ragged_offset(index_tensor(g, std::string(name) + "_offsets", ruid, d.B + 1));
+  return t;
+}
+void mark_bshd_out(Graph& g, const std::shared_ptr<TensorAttr>& t, int64_t uid, int64_t ruid, const Dims& d,
+                   int64_t H) {
+  set_bshd(*t, uid, d, H);
+  t->set_output(true);
+  if (d.ragged()) t->set_ragged_offset(index_tensor(g, "out_offsets_" + std::to_string(uid), ruid, d.B + 1));
+}
+// Stats [B, NH, T, 1]: dense head-major (our lse [B, NH, T]); ragged token-major ([tokens, NH]).
+void set_stats(Graph& g, TensorAttr& t, const Dims& d) {
+  t.set_uid(kStats).set_dim({d.B, d.NH, d.T, 1}).set_data_type(fe::DataType_t::FLOAT);
+  if (!d.ragged()) {
+    t.set_stride({d.NH * d.T, d.T, 1, 1});
+    return;
+  }
+  t.set_stride({d.NH * d.T, 1, d.NH, 1}).set_ragged_offset(index_tensor(g, "stats_offsets", kRStats, d.B + 1));
 }
 
 std::shared_ptr<Graph> new_graph() {
@@ -122,46 +171,50 @@ std::string finish(Graph& g, cudnnHandle_t h, int64_t* ws) {
   return step(g.get_workspace_size(*ws), "get_workspace_size");
 }
 
+// The masks both graphs share: causal (per span when ragged, with the span lengths as a padding
+// mask), and a sliding window's left bound (key j survives when j > t - window).
+template <class Attrs>
+void set_masks(Graph& g, Attrs& a, const Dims& d) {
+  a.set_causal_mask(true).set_attn_scale(d.scale);
+  if (d.window > 0) a.set_diagonal_band_left_bound(static_cast<int>(d.window));
+  if (d.ragged())
+    a.set_padding_mask(true)
+        .set_seq_len_q(index_tensor(g, "seq_len_q", kSeqQ, d.B))
+        .set_seq_len_kv(index_tensor(g, "seq_len_kv", kSeqKV, d.B))
+        .set_max_total_seq_len_q(d.ragged_tokens)
+        .set_max_total_seq_len_kv(d.ragged_tokens);
+}
+
 std::string build_forward(const Key& k, cudnnHandle_t h, std::shared_ptr<Graph>* out, int64_t* ws) {
-  const auto [B, T, NH, KVH, D, bits, window] = k;
-  float scale = 0;
-  std::memcpy(&scale, &bits, sizeof scale);
+  const Dims d = dims_of(k);
   auto g = new_graph();
-  auto q = bshd(*g, "Q", kQ, B, T, NH, D), kk = bshd(*g, "K", kK, B, T, KVH, D), v = bshd(*g, "V", kV, B, T, KVH, D);
-  auto opts = fe::graph::SDPA_attributes()
-                  .set_name("st_sdpa")
-                  .set_generate_stats(true)
-                  .set_causal_mask(true)
-                  .set_attn_scale(scale);
-  // Sliding window: key j survives when j > t - window (cuDNN's diagonal band left bound).
-  if (window > 0) opts.set_diagonal_band_left_bound(static_cast<int>(window));
+  auto q = bshd(*g, "Q", kQ, kRQ, d, d.NH), kk = bshd(*g, "K", kK, kRK, d, d.KVH), v = bshd(*g, "V", kV, kRV, d, d.KVH);
+  auto opts = fe::graph::SDPA_attributes().set_name("st_sdpa").set_generate_stats(true);
+  set_masks(*g, opts, d);
   auto [o, stats] = g->sdpa(q, kk, v, opts);
-  mark_bshd_out(o, kO, B, T, NH, D);
-  stats->set_output(true).set_uid(kStats).set_dim({B, NH, T, 1}).set_stride({NH * T, T, 1, 1}).set_data_type(
-      fe::DataType_t::FLOAT);
+  mark_bshd_out(*g, o, kO, kRO, d, d.NH);
+  stats->set_output(true);
+  set_stats(*g, *stats, d);
   std::string err = finish(*g, h, ws);
   if (err.empty()) *out = std::move(g);
   return err;
 }
 
 std::string build_backward(const Key& k, cudnnHandle_t h, std::shared_ptr<Graph>* out, int64_t* ws) {
-  const auto [B, T, NH, KVH, D, bits, window] = k;
-  float scale = 0;
-  std::memcpy(&scale, &bits, sizeof scale);
+  const Dims d = dims_of(k);
   auto g = new_graph();
-  auto q = bshd(*g, "Q", kQ, B, T, NH, D), kk = bshd(*g, "K", kK, B, T, KVH, D), v = bshd(*g, "V", kV, B, T, KVH, D);
-  auto o = bshd(*g, "O", kO, B, T, NH, D), dout = bshd(*g, "dO", kDO, B, T, NH, D);
-  auto stats = g->tensor(*stats_attr(B, T, NH));
+  auto q = bshd(*g, "Q", kQ, kRQ, d, d.NH), kk = bshd(*g, "K", kK, kRK, d, d.KVH), v = bshd(*g, "V", kV, kRV, d, d.KVH);
+  auto o = bshd(*g, "O", kO, kRO, d, d.NH), dout = bshd(*g, "dO", kDO, kRDO, d, d.NH);
+  auto stats = g->tensor(TensorAttr().set_name("Stats"));
+  set_stats(*g, *stats, d);
   auto opts = fe::graph::SDPA_backward_attributes()
                   .set_name("st_sdpa_bwd")
-                  .set_causal_mask(true)
-                  .set_attn_scale(scale)
                   .set_deterministic_algorithm(true);  // the project's hard rule: same bytes -> same bits
-  if (window > 0) opts.set_diagonal_band_left_bound(static_cast<int>(window));
+  set_masks(*g, opts, d);
   auto [dq, dk, dv] = g->sdpa_backward(q, kk, v, o, dout, stats, opts);
-  mark_bshd_out(dq, kDQ, B, T, NH, D);
-  mark_bshd_out(dk, kDK, B, T, KVH, D);
-  mark_bshd_out(dv, kDV, B, T, KVH, D);
+  mark_bshd_out(*g, dq, kDQ, kRDQ, d, d.NH);
+  mark_bshd_out(*g, dk, kDK, kRDK, d, d.KVH);
+  mark_bshd_out(*g, dv, kDV, kRDV, d, d.KVH);
   std::string err = finish(*g, h, ws);
   if (err.empty()) *out = std::move(g);
   return err;
@@ -204,19 +257,22 @@ class CudnnAttentionImpl final : public CudnnAttention {
   }
 
   void forward(Tensor out, Tensor lse, Tensor q, Tensor k, Tensor v, const SeqLayout& L, const AttnShape& s,
-               void* workspace, cudaStream_t st) override {
+               void* workspace, const RaggedArrays* ragged, cudaStream_t st) override {
     const Plan& p = plans_.at(key_of(L, s));
     std::unordered_map<int64_t, void*> pack = {{kQ, q.data}, {kK, k.data}, {kV, v.data},
                                                {kO, out.data}, {kStats, lse.data}};
+    add_ragged(pack, L, ragged, {kRQ, kRO}, {kRK, kRV});
     run(*p.fwd, pack, workspace, st, "forward");
   }
 
   void backward(Tensor dq, Tensor dk, Tensor dv, Tensor dout, Tensor q, Tensor k, Tensor v, Tensor out, Tensor lse,
-                const SeqLayout& L, const AttnShape& s, void* workspace, cudaStream_t st) override {
+                const SeqLayout& L, const AttnShape& s, void* workspace, const RaggedArrays* ragged,
+                cudaStream_t st) override {
     const Plan& p = plans_.at(key_of(L, s));
     std::unordered_map<int64_t, void*> pack = {{kQ, q.data},   {kK, k.data},      {kV, v.data},
                                                {kO, out.data}, {kStats, lse.data}, {kDO, dout.data},
                                                {kDQ, dq.data}, {kDK, dk.data},    {kDV, dv.data}};
+    add_ragged(pack, L, ragged, {kRQ, kRO, kRDO, kRDQ}, {kRK, kRV, kRDK, kRDV});
     run(*p.bwd, pack, workspace, st, "backward");
   }
 
@@ -261,6 +317,19 @@ class CudnnAttentionImpl final : public CudnnAttention {
       std::fprintf(stderr, "streamtune: attention %s keeps the own kernels: %s\n", shape_str(key).c_str(),
                    p.error.c_str());
     return p;
+  }
+
+  // A ragged call's offsets and lengths into the variant pack (Note [ragged documents]).
+  static void add_ragged(std::unordered_map<int64_t, void*>& pack, const SeqLayout& L, const RaggedArrays* r,
+                         std::initializer_list<int64_t> q_uids, std::initializer_list<int64_t> kv_uids) {
+    CHECK(is_ragged(L) == (r != nullptr), "cuDNN attention: ragged arrays without document spans, or the reverse");
+    if (r == nullptr) return;
+    auto ptr = [](const int32_t* p) { return const_cast<void*>(static_cast<const void*>(p)); };
+    for (int64_t u : q_uids) pack[u] = ptr(r->q_offsets);
+    for (int64_t u : kv_uids) pack[u] = ptr(r->kv_offsets);
+    pack[kRStats] = ptr(r->stats_offsets);
+    pack[kSeqQ] = ptr(r->lens);
+    pack[kSeqKV] = ptr(r->lens);
   }
 
   void run(Graph& g, std::unordered_map<int64_t, void*>& pack, void* workspace, cudaStream_t st, const char* what) {

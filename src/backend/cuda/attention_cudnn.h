@@ -20,12 +20,28 @@
 
 namespace st::cuda {
 
+// A ragged call's device arrays (backend.h Note [document spans]; Note [ragged documents] in
+// attention_cudnn.cc): per span slot, the element offsets of its first token in q/out/dq/dout
+// (token x NH x D), k/v/dk/dv (token x KVH x D) and lse (token x NH), doc_slots + 1 entries each,
+// and its length (doc_slots entries).
+struct RaggedArrays {
+  const int32_t* q_offsets = nullptr;
+  const int32_t* kv_offsets = nullptr;
+  const int32_t* stats_offsets = nullptr;
+  const int32_t* lens = nullptr;
+};
+
+// Whether a call is ragged: documents given as spans (the layout cuDNN then runs, every span a
+// sequence of its own); other calls with doc_ids keep the own kernels.
+inline bool is_ragged(const SeqLayout& L) { return L.doc_ids != nullptr && L.doc_starts != nullptr; }
+
 class CudnnAttention {
  public:
   virtual ~CudnnAttention() = default;
 
-  // Whether cuDNN runs causal attention of this shape (bf16, no doc_ids: the caller checks
-  // those). With `build`, both graphs are built and cached on first sight of the shape (slow:
+  // Whether cuDNN runs causal attention of this shape (bf16; documents only as spans, unwindowed:
+  // the caller checks those). A ragged shape is (doc_slots, document_seq_bucket) in place of
+  // (B, T). With `build`, both graphs are built and cached on first sight of the shape (slow:
   // ~1 s); without, a shape never built answers false ("not planned"), so a run whose batches
   // vary in length builds graphs only for the shapes it planned. On true, *workspace_bytes is
   // the larger of the two graphs' workspaces; on false, *why says why. The answer depends only on
@@ -33,10 +49,12 @@ class CudnnAttention {
   virtual bool plan(const SeqLayout& L, const AttnShape& s, size_t workspace_limit, bool build,
                     size_t* workspace_bytes, std::string* why) = 0;
   // Both require plan(L, s, ...) to have returned true. `workspace`: plan's workspace_bytes.
+  // `ragged`: the arrays of a ragged call (is_ragged(L)), else nullptr.
   virtual void forward(Tensor out, Tensor lse, Tensor q, Tensor k, Tensor v, const SeqLayout& L,
-                       const AttnShape& s, void* workspace, cudaStream_t st) = 0;
+                       const AttnShape& s, void* workspace, const RaggedArrays* ragged, cudaStream_t st) = 0;
   virtual void backward(Tensor dq, Tensor dk, Tensor dv, Tensor dout, Tensor q, Tensor k, Tensor v, Tensor out,
-                        Tensor lse, const SeqLayout& L, const AttnShape& s, void* workspace, cudaStream_t st) = 0;
+                        Tensor lse, const SeqLayout& L, const AttnShape& s, void* workspace,
+                        const RaggedArrays* ragged, cudaStream_t st) = 0;
 };
 
 // nullptr when built without cuDNN. Creates no cuDNN handle until the first plan().

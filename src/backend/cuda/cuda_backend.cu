@@ -414,7 +414,10 @@ class CudaBackend final : public Backend {
           "attention: out/lse shapes");
     const Tensor all[] = {out, q, k, v};
     size_t ws = 0;
-    if (use_cudnn(all, 4, lse, L, s, &ws)) return cudnn_->forward(out, lse, q, k, v, L, s, scr().p, compute());
+    if (use_cudnn(all, 4, lse, L, s, &ws)) {
+      RaggedArrays ra;
+      return cudnn_->forward(out, lse, q, k, v, L, s, scr().p, ragged_arrays(L, s, ws, &ra), compute());
+    }
     launch_attention(out, lse, q, k, v, L, s, compute());
   }
   void attention_kv(Tensor o, Tensor q, Tensor k, Tensor v, int64_t q0, const AttnShape& s) override {
@@ -448,8 +451,11 @@ class CudaBackend final : public Backend {
               dout.numel() == q.numel() && out.numel() == q.numel(), "attention_backward: shapes");
     const Tensor all[] = {dq, dk, dv, dout, q, k, v, out};
     size_t ws = 0;
-    if (use_cudnn(all, 8, lse, L, s, &ws))
-      return cudnn_->backward(dq, dk, dv, dout, q, k, v, out, lse, L, s, scr().p, compute());
+    if (use_cudnn(all, 8, lse, L, s, &ws)) {
+      RaggedArrays ra;
+      return cudnn_->backward(dq, dk, dv, dout, q, k, v, out, lse, L, s, scr().p, ragged_arrays(L, s, ws, &ra),
+                              compute());
+    }
     grow_scratch(static_cast<size_t>(attention_backward_scratch_floats(L, s)));
     launch_attention_backward(dq, dk, dv, dout, q, k, v, out, lse, L, s, scr().p, compute());
   }
@@ -642,8 +648,14 @@ class CudaBackend final : public Backend {
   // to the cuDNN workspace (*ws bytes). Past the tensors' dtype/alignment (the same for a forward
   // and its backward), the answer depends only on the shapes: cudnn_ caches it per shape, with
   // both graphs built together, so a forward and its backward always take the same path.
+  // Packed documents go to cuDNN only as spans, unwindowed, with offsets that fit its int32
+  // (attention_cudnn.cc Note [ragged documents]); per-token doc_ids alone keep the own kernels.
   bool use_cudnn(const Tensor* ts, int n, const Tensor& lse, const SeqLayout& L, const AttnShape& s, size_t* ws) {
-    if (!cudnn_ || !cudnn_attention_enabled() || own_attention_forced() || L.doc_ids != nullptr) return false;
+    if (!cudnn_ || !cudnn_attention_enabled() || own_attention_forced()) return false;
+    if (L.doc_ids != nullptr &&
+        (!is_ragged(L) || effective_window(s, L.seq) != 0 || L.doc_slots < 1 ||
+         L.batch * L.seq * s.num_heads * std::max<int64_t>(s.head_dim, 1) >= (int64_t{1} << 31)))
+      return false;
     if (L.batch * L.seq == 0 || s.head_dim % 8 != 0 || s.head_dim > 256) return false;
     if (lse.dtype != DType::kF32 || reinterpret_cast<uintptr_t>(lse.data) % 16 != 0) return false;
     for (int i = 0; i < n; ++i)
@@ -655,8 +667,30 @@ class CudaBackend final : public Backend {
     // A shape seen for the first time is prepared now (Note [fused attention workspace]): that
     // first sighting runs eagerly (launch plans record from the second), so no capture sees it.
     if (!cudnn_->plan(L, s, limit, /*build=*/true, ws, &why)) return false;
-    grow_scratch((*ws + sizeof(float) - 1) / sizeof(float));
+    grow_scratch((*ws + ragged_bytes(L) + sizeof(float) - 1) / sizeof(float));
     return true;
+  }
+
+  // A ragged call's offsets (three int32 arrays of doc_slots + 1) after the cuDNN workspace.
+  static size_t ragged_stride(const SeqLayout& L) { return (static_cast<size_t>(L.doc_slots) + 1 + 63) / 64 * 64; }
+  static size_t ragged_offset(size_t ws) { return (ws + 255) / 256 * 256; }
+  static size_t ragged_bytes(const SeqLayout& L) {
+    return is_ragged(L) ? 256 + 3 * ragged_stride(L) * sizeof(int32_t) : 0;
+  }
+  // Fills them from the token offsets (enqueued before the cuDNN call that reads them); nullptr
+  // for a dense call.
+  const RaggedArrays* ragged_arrays(const SeqLayout& L, const AttnShape& s, size_t ws, RaggedArrays* ra) {
+    if (!is_ragged(L)) return nullptr;
+    int32_t* out = reinterpret_cast<int32_t*>(reinterpret_cast<char*>(scr().p) + ragged_offset(ws));
+    const int64_t stride = static_cast<int64_t>(ragged_stride(L));
+    launch_document_offsets(out, stride, L.doc_starts, L.doc_slots + 1, static_cast<int32_t>(s.num_heads * s.head_dim),
+                            static_cast<int32_t>(s.num_kv_heads * s.head_dim), static_cast<int32_t>(s.num_heads),
+                            compute());
+    ra->q_offsets = out;
+    ra->kv_offsets = out + stride;
+    ra->stats_offsets = out + 2 * stride;
+    ra->lens = L.doc_lens;
+    return ra;
   }
 
   static int select_device(int dev) {

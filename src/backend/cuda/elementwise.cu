@@ -331,6 +331,23 @@ void launch_convert(Tensor dst, Tensor src, cudaStream_t s) {
   CUDA_CHECK_LAUNCH();
 }
 
+__global__ void document_offsets_kernel(int32_t* out, int64_t stride, const int32_t* starts, int64_t n,
+                                        int32_t m0, int32_t m1, int32_t m2) {
+  ST_GRID_STRIDE(i, n) {
+    const int32_t t = starts[i];
+    out[i] = t * m0;
+    out[stride + i] = t * m1;
+    out[2 * stride + i] = t * m2;
+  }
+}
+
+void launch_document_offsets(int32_t* out, int64_t stride, const int32_t* starts, int64_t n, int32_t mult0,
+                             int32_t mult1, int32_t mult2, cudaStream_t s) {
+  if (n == 0) return;
+  document_offsets_kernel<<<grid_for(n, kThreads), kThreads, 0, s>>>(out, stride, starts, n, mult0, mult1, mult2);
+  CUDA_CHECK_LAUNCH();
+}
+
 void launch_embedding(Tensor out, Tensor table, const int32_t* ids, cudaStream_t s) {
   const int64_t n = out.numel();
   if (n == 0) return;

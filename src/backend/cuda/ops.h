@@ -21,6 +21,10 @@ void launch_swiglu_backward(Tensor dgate, Tensor dup, Tensor dh, Tensor gate, Te
 void launch_dropout(Tensor y, Tensor x, float p, DropoutSeed seed, cudaStream_t s);
 void launch_adamw(Tensor param, Tensor grad, Tensor m, Tensor v, const Backend::AdamW& h, cudaStream_t s);
 void launch_rope(Tensor x, const int32_t* positions, Tensor inv_freq, bool inverse, cudaStream_t s);
+// out[j][i] = starts[i] * mult[j] for i < n, j < 3 (out[j] = out + j * stride): a ragged
+// attention's element offsets of q/out, k/v and lse from token offsets (attention_cudnn.h).
+void launch_document_offsets(int32_t* out, int64_t stride, const int32_t* starts, int64_t n, int32_t mult0,
+                             int32_t mult1, int32_t mult2, cudaStream_t s);
 // scratch: at least kSumSquaresBlocks floats of device memory.
 constexpr int kSumSquaresBlocks = 1024;
 void launch_sum_squares(Tensor out, Tensor x, float* scratch, cudaStream_t s);

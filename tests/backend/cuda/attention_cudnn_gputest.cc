@@ -1,7 +1,7 @@
 // cuDNN SDPA attention (backend/cuda/attention_cudnn.h) vs the backend's own tensor-core kernels
 // and vs the CPU reference: forward (out, lse) and backward (dq, dk, dv) at model-like GQA shapes;
-// bitwise run-to-run determinism of forward and backward; packed documents (doc_ids) keep the own
-// kernels; a timing printout (no assertion) of cuDNN vs own at T=4096, NH=32, KVH=8, D=128.
+// bitwise run-to-run determinism of forward and backward; packed documents given by doc_ids alone
+// keep the own kernels, given as spans they run ragged on cuDNN; a timing printout (no assertion) of cuDNN vs own at T=4096, NH=32, KVH=8, D=128.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -172,7 +172,7 @@ TEST(AttentionCudnn, DeterministicBits) {
   }
 }
 
-// Packed documents stay on the own kernels (cuDNN's causal mask knows no documents).
+// Documents given by doc_ids alone (no spans) stay on the own kernels.
 TEST(AttentionCudnn, DocIdsKeepOwnKernels) {
   std::mt19937 rng(34);
   const Case c{1, 512, 14, 2, 64};
@@ -186,6 +186,104 @@ TEST(AttentionCudnn, DocIdsKeepOwnKernels) {
   r.bwd(L, shape_of(c));
   EXPECT_EQ(cuda::cudnn_attention_calls() - c0, 0);
   EXPECT_EQ(cuda::attention_tc_calls() - t0, 2);
+}
+
+// Packed rows given as document spans (backend.h Note [document spans]) run on cuDNN's ragged
+// layout (attention_cudnn.cc Note [ragged documents]): the same attention as the own kernels'
+// per-token document mask, bf16-close; lse token-major there ([B*T, NH]) against the own
+// kernels' [B, NH, T]. Deterministic bits run to run; a windowed layer keeps the own kernels.
+struct Spans {
+  std::vector<int32_t> ids, starts, lens;
+  int64_t spans = 0, slots = 0, max_len = 0;
+};
+// Rows of T tokens cut into documents of the given lengths (each row's list sums to T).
+Spans make_spans(int64_t T, const std::vector<std::vector<int>>& rows) {
+  Spans sp;
+  int32_t id = 0;
+  for (const auto& row : rows) {
+    int64_t used = 0;
+    for (int len : row) {
+      sp.starts.push_back(static_cast<int32_t>(sp.ids.size()));
+      sp.lens.push_back(len);
+      sp.max_len = std::max<int64_t>(sp.max_len, len);
+      for (int i = 0; i < len; ++i) sp.ids.push_back(id);
+      ++id;
+      used += len;
+    }
+    EXPECT_EQ(used, T);
+  }
+  sp.spans = static_cast<int64_t>(sp.lens.size());
+  sp.slots = document_slots(sp.spans);
+  sp.starts.resize(static_cast<size_t>(sp.slots + 1), static_cast<int32_t>(sp.ids.size()));
+  sp.lens.resize(static_cast<size_t>(sp.slots), 0);
+  return sp;
+}
+
+TEST(AttentionCudnn, RaggedDocumentsMatchOwnKernels) {
+  std::mt19937 rng(37);
+  struct RaggedCase {
+    Case c;
+    std::vector<std::vector<int>> rows;
+  };
+  const RaggedCase cases[] = {
+      {{1, 512, 14, 2, 64}, {{100, 60, 96, 256}}},                   // 4 spans
+      {{2, 256, 16, 2, 128}, {{1, 255}, {37, 37, 37, 37, 37, 71}}},   // 8 spans, one of 1 token
+      {{1, 2048, 16, 2, 128}, {{512, 512, 512, 512}}},               // Qwen2.5-3B, 512-token documents
+      {{1, 1000, 8, 8, 64}, {{300, 700}}},                           // T not a power of two
+  };
+  gpu_backend().set_fused_attention_allowance(uint64_t{1} << 30);  // what a plan would grant these shapes
+  for (const RaggedCase& rc : cases) {
+    const Case& c = rc.c;
+    const std::string w = name(c) + " (" + std::to_string(rc.rows.size()) + " rows packed)";
+    std::printf("%s
+", w.c_str());
+    const Spans sp = make_spans(c.T, rc.rows);
+    TwinI32 ids(sp.ids), starts(sp.starts), lens(sp.lens);
+    AttnRun r(c, rng);
+    const AttnShape s = shape_of(c);
+    const SeqLayout own_layout{c.B, c.T, nullptr, ids.gpu()};
+    SeqLayout L = own_layout;
+    L.doc_spans = sp.spans;
+    L.doc_slots = sp.slots;
+    L.max_doc_len = sp.max_len;
+    L.doc_starts = starts.gpu();
+    L.doc_lens = lens.gpu();
+    const Outputs own = pass(r, own_layout, s, false);
+    const Outputs cd = pass(r, L, s, true);
+    expect_close(cd.out, own.out, 1e-4, "out " + w);
+    std::vector<float> lse_t(own.lse.size());  // own [B, NH, T] -> token-major [B*T, NH]
+    for (int64_t b = 0; b < c.B; ++b)
+      for (int64_t h = 0; h < c.NH; ++h)
+        for (int64_t t = 0; t < c.T; ++t) lse_t[((b * c.T) + t) * c.NH + h] = own.lse[(b * c.NH + h) * c.T + t];
+    expect_close(cd.lse, lse_t, 1e-10, "lse " + w);
+    expect_close(cd.dq, own.dq, 1e-3, "dq " + w);
+    expect_close(cd.dk, own.dk, 1e-3, "dk " + w);
+    expect_close(cd.dv, own.dv, 1e-3, "dv " + w);
+    for (Twin* t : {&r.out, &r.lse, &r.dq, &r.dk, &r.dv}) EXPECT_TRUE(t->guards_ok()) << w;
+    // Run to run: the same bits (deterministic backward).
+    const Outputs again = pass(r, L, s, true);
+    EXPECT_TRUE(again.out == cd.out && again.lse == cd.lse && again.dq == cd.dq && again.dk == cd.dk &&
+                again.dv == cd.dv)
+        << w << ": a second ragged pass gave other bits";
+  }
+  {  // a sliding window keeps the own kernels
+    const Case c{1, 512, 14, 2, 64, 100};
+    const Spans sp = make_spans(c.T, {{200, 312}});
+    TwinI32 ids(sp.ids), starts(sp.starts), lens(sp.lens);
+    AttnRun r(c, rng);
+    SeqLayout L{c.B, c.T, nullptr, ids.gpu()};
+    L.doc_spans = sp.spans;
+    L.doc_slots = sp.slots;
+    L.max_doc_len = sp.max_len;
+    L.doc_starts = starts.gpu();
+    L.doc_lens = lens.gpu();
+    const int64_t c0 = cuda::cudnn_attention_calls();
+    r.fwd(L, shape_of(c));
+    r.bwd(L, shape_of(c));
+    EXPECT_EQ(cuda::cudnn_attention_calls() - c0, 0) << "a windowed ragged call ran on cuDNN";
+  }
+  gpu_backend().set_fused_attention_allowance(0);
+  std::fflush(stdout);
 }
 
 // Only prepared shapes take cuDNN, and only within the granted allowance (the plan's choice).
