@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `streamtune bench` A/B over environment switches in ONE device call, interleaved rounds, one
 # binary (staged by tools/cuda/perf_run.sh stage BUILD_DIR; carry .devbin). A variant is
-# name:VAR=value[,VAR=value...] (an empty spec = the defaults). A row is PRESET:SEQ[:PROMPT_LEN].
+# name:VAR=value[,VAR=value...] (an empty spec = the defaults). A row is
+# PRESET:SEQ[:PROMPT_LEN[:DOC_LEN]] (bench --prompt-len / --doc-len; empty or 0 = none).
 #   VARIANTS="trained: all:STREAMTUNE_HEAD_ROWS=all" ROWS="qwen2.5-0.5b:2048:1024" ROUNDS=2 \
 #   STEPS=5 BENCH_ARGS="--recompute full" OUT=dir bash tools/gpu/env_ab.sh
 # Prints one line per run (step ms, tok/s) and a median summary per (row, variant).
@@ -13,12 +14,14 @@ VARIANTS=${VARIANTS:?VARIANTS="name:VAR=v,... ..."} ROWS=${ROWS:?ROWS="preset:se
 ROUNDS=${ROUNDS:-2} STEPS=${STEPS:-5} WARMUP=${WARMUP:-2}
 for round in $(seq 1 "$ROUNDS"); do
   for row in $ROWS; do
-    IFS=: read -r preset seq prompt <<<"$row"
+    IFS=: read -r preset seq prompt doc <<<"$row"
+    [ "${prompt:-0}" = 0 ] && prompt=
+    [ "${doc:-0}" = 0 ] && doc=
     for v in $VARIANTS; do
       name=${v%%:*}; spec=${v#*:}
       IFS=, read -ra env <<<"$spec"
       env "${env[@]}" timeout 300 .devbin/streamtune bench --preset "$preset" --seq "$seq" \
-        ${prompt:+--prompt-len "$prompt"} --steps "$STEPS" --warmup "$WARMUP" --no-ceilings --json ${BENCH_ARGS:-} \
+        ${prompt:+--prompt-len "$prompt"} ${doc:+--doc-len "$doc"} --steps "$STEPS" --warmup "$WARMUP" --no-ceilings --json ${BENCH_ARGS:-} \
         >"$OUT/run.json" 2>>"$OUT/stderr.log" || { echo "FAILED $row $name"; continue; }
       python3 - "$OUT/run.json" "$row" "$name" "$round" <<'PY' | tee -a "$OUT/runs.tsv"
 import json, sys

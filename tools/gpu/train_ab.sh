@@ -5,6 +5,9 @@
 #
 #   PREV=.devbin_prev NEW=.devbin PRESET=qwen2.5-1.5b SEQ=2048 ROUNDS=2 bash tools/gpu/train_ab.sh
 #
+# Sample lengths are uniform in [LEN_MIN, LEN_MAX] (default 3/4 of SEQ to SEQ: padded rows); with
+# PACK=true and short samples (e.g. LEN_MIN=200 LEN_MAX=800) rows hold several documents.
+#
 # Each of PREV / NEW is a staged .devbin (tools/cuda/perf_run.sh stage; pack.tar.xz is unpacked).
 set -uo pipefail
 PREV=${PREV:-.devbin_prev} NEW=${NEW:-.devbin} PRESET=${PRESET:-qwen2.5-1.5b} SEQ=${SEQ:-2048}
@@ -14,13 +17,14 @@ W=${W:-/tmp/train_ab}; rm -rf "$W"; mkdir -p "$W"
 LD_LIBRARY_PATH=$PWD/$NEW/lib:/usr/local/cuda/lib64 "$NEW/streamtune" init-model --preset "$PRESET" --out "$W/m" \
   --dtype bfloat16 >/dev/null || { echo "init-model failed"; exit 1; }
 V=$(python3 -c "import json;print(json.load(open('$W/m/config.json'))['vocab_size'])")
-python3 - "$W/data.jsonl" "$SEQ" "$V" <<'PY'
+python3 - "$W/data.jsonl" "$SEQ" "$V" "${LEN_MIN:-0}" "${LEN_MAX:-0}" <<'PY'
 import json, random, sys
-path, seq, vocab = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+path, seq, vocab, lo, hi = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+lo, hi = lo or 3 * seq // 4, hi or seq  # default: 3/4 of the sequence to all of it (padded rows)
 r = random.Random(11)
 with open(path, "w") as f:
-    for _ in range(64):  # lengths from 3/4 of the sequence to all of it: padded rows
-        f.write(json.dumps({"input_ids": [r.randrange(vocab) for _ in range(r.randrange(3 * seq // 4, seq + 1))]}) + "\n")
+    for _ in range(64 * seq // hi):
+        f.write(json.dumps({"input_ids": [r.randrange(vocab) for _ in range(r.randrange(lo, hi + 1))]}) + "\n")
 PY
 cat >"$W/t.yaml" <<Y
 base_model: $W/m
