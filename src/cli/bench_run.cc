@@ -239,9 +239,11 @@ StatusOr<BenchResult> run_bench(const BenchOptions& o) {
   mo.fused_attention_seq = o.seq;
   mo.micro_batch_slots = res.mb_slots;
   r.micro_batch_slots = res.mb_slots;
-  // Packed documents keep attention on the own kernels (cuDNN here runs unpacked rows only).
-  r.attention = o.doc_len > 0 ? "own kernels (packed documents)"
-                : res.fused_attention > 0 ? "fused (cuDNN)" : "own kernels";
+  // Packed documents run on cuDNN as ragged spans (attention_cudnn.cc Note [ragged documents])
+  // where the plan grants cuDNN at all; windowed layers keep the own kernels with documents.
+  r.attention = res.fused_attention == 0 ? (o.doc_len > 0 ? "own kernels (packed documents)" : "own kernels")
+                : o.doc_len > 0      ? "fused (cuDNN, documents as ragged spans; windowed layers: own kernels)"
+                                     : "fused (cuDNN)";
   r.host_extras = res.host_extras;
   r.recompute = recompute_name(res.recompute);
   ASSIGN_OR_RETURN(std::unique_ptr<Model> model, Model::create(c, be.get(), lc, mo));

@@ -235,8 +235,7 @@ TEST(AttentionCudnn, RaggedDocumentsMatchOwnKernels) {
   for (const RaggedCase& rc : cases) {
     const Case& c = rc.c;
     const std::string w = name(c) + " (" + std::to_string(rc.rows.size()) + " rows packed)";
-    std::printf("%s
-", w.c_str());
+    std::printf("%s\n", w.c_str());
     const Spans sp = make_spans(c.T, rc.rows);
     TwinI32 ids(sp.ids), starts(sp.starts), lens(sp.lens);
     AttnRun r(c, rng);
