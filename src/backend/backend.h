@@ -74,18 +74,14 @@ struct SeqLayout {
   const int32_t* doc_lens = nullptr;
 };
 
-// The slot count for n document spans: a power of two (so a run sees few distinct shapes).
-inline int64_t document_slots(int64_t n) {
-  int64_t s = 1;
-  while (s < n) s *= 2;
-  return s;
-}
-// The sequence length a ragged layout is shaped for: the longest span rounded up to a power of
-// two (at least 64), at most T.
+// The slot count for n document spans: n rounded up to even (a run sees few distinct shapes; a
+// ragged layout's cost and workspace follow slots x bucket, so the rounding stays fine).
+inline int64_t document_slots(int64_t n) { return n <= 1 ? 1 : (n + 1) / 2 * 2; }
+// The sequence length a ragged layout is shaped for: the longest span rounded up to a multiple of
+// 128, at most T.
 inline int64_t document_seq_bucket(const SeqLayout& L) {
-  int64_t s = 64;
-  while (s < L.max_doc_len) s *= 2;
-  return s < L.seq ? s : L.seq;
+  const int64_t s = (L.max_doc_len + 127) / 128 * 128;
+  return s < 128 ? 128 : s < L.seq ? s : L.seq;
 }
 
 struct AttnShape {

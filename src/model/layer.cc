@@ -283,10 +283,16 @@ std::vector<AttnShape> attention_shapes(const ModelConfig& c) {
   return out;
 }
 
-uint64_t fused_attention_workspace(Backend* be, int64_t batch, int64_t seq, const ModelConfig& c) {
+// Note [packed attention allowance]: packed rows run cuDNN's ragged layout (backend.h Note
+// [document spans]), shaped [span slots, longest-span bucket], whose workspace follows slots x
+// bucket rather than the row's tokens: ~0.45x a dense row's per slot-token on the H200, and slots
+// x bucket is ~2-3x the tokens for documents of mixed lengths. Packed runs therefore ask for
+// twice the dense workspace; a batch whose shape needs more keeps the own kernels (a decision per
+// shape, so a layer's forward and backward agree).
+uint64_t fused_attention_workspace(Backend* be, int64_t batch, int64_t seq, const ModelConfig& c, bool packed) {
   uint64_t ws = 0;
   for (const AttnShape& s : attention_shapes(c)) ws = std::max(ws, be->fused_attention_workspace(batch, seq, s));
-  return ws;
+  return packed ? 2 * ws : ws;
 }
 
 namespace {

@@ -70,7 +70,9 @@ AttnShape attention_shape(const ModelConfig& c, int64_t layer);
 // what the fused-attention workspace must be planned for.
 std::vector<AttnShape> attention_shapes(const ModelConfig& c);
 // Backend::fused_attention_workspace for every geometry of `c` (the largest; 0 = none fused).
-uint64_t fused_attention_workspace(Backend* be, int64_t batch, int64_t seq, const ModelConfig& c);
+// `packed`: rows of several documents (sample_packing) -- Note [packed attention allowance].
+uint64_t fused_attention_workspace(Backend* be, int64_t batch, int64_t seq, const ModelConfig& c,
+                                   bool packed = false);
 
 // Bytes of scratch one layer's forward or backward needs for `tokens` tokens (any Recompute), with
 // the dequantization staging of an NF4 base (layer.cc Note [NF4 base]).

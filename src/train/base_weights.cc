@@ -75,7 +75,7 @@ StatusOr<Plan> plan_for(const TrainConfig& cfg, Backend* be, const ModelConfig& 
   in.layer_major = cfg.layer_major;
   if (act == DType::kBF16 && cfg.attention != "own")  // bf16-only; preparing builds its graphs now
     in.fused_attention_workspace =
-        fused_attention_workspace(be, cfg.micro_batch_size, cfg.sequence_len, mc);
+        fused_attention_workspace(be, cfg.micro_batch_size, cfg.sequence_len, mc, cfg.sample_packing);
   if (!cfg.vram_budget.empty()) {
     ASSIGN_OR_RETURN(in.vram_budget, parse_byte_size(cfg.vram_budget), "vram_budget");
   }

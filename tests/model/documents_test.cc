@@ -68,10 +68,10 @@ TEST(DocumentSpans, RunsWithinRows) {
   // Two rows of 6: [0 0 1 1 1 2] [2 2 2 2 5 5] -- id 2 continues across the row border: two spans.
   const DocumentSpans d = document_spans({0, 0, 1, 1, 1, 2, 2, 2, 2, 2, 5, 5}, 6);
   EXPECT_EQ(d.spans, 5);
-  EXPECT_EQ(d.slots, 8);
+  EXPECT_EQ(d.slots, 6);
   EXPECT_EQ(d.max_len, 4);
-  EXPECT_EQ(d.starts, (std::vector<int32_t>{0, 2, 5, 6, 10, 12, 12, 12, 12}));
-  EXPECT_EQ(d.lens, (std::vector<int32_t>{2, 3, 1, 4, 2, 0, 0, 0}));
+  EXPECT_EQ(d.starts, (std::vector<int32_t>{0, 2, 5, 6, 10, 12, 12}));
+  EXPECT_EQ(d.lens, (std::vector<int32_t>{2, 3, 1, 4, 2, 0}));
   const DocumentSpans one = document_spans(std::vector<int32_t>(7, 3), 7);
   EXPECT_EQ(one.spans, 1);
   EXPECT_EQ(one.slots, 1);

@@ -7,8 +7,8 @@
 //
 // Note [ragged documents]: packed rows (backend.h Note [document spans]) run as cuDNN's ragged
 // ("THD") layout: every document span is a sequence of its own, the batch dimension is the span
-// slots (a power of two; slots past the spans have length 0), the sequence dimension a bucket of
-// the longest span, and each tensor's ragged offsets (element offsets of each span's first token,
+// slots (the span count rounded up to even; slots past the spans have length 0), the sequence
+// dimension a bucket of the longest span (model/layer.cc Note [packed attention allowance]), and each tensor's ragged offsets (element offsets of each span's first token,
 // from the caller's token offsets) place the spans in our packed [B*T, H, D] buffers. Stats is
 // ragged too, token-major ([B*T, NH], the lse buffer's size; not attention_tc's [B, NH, T] order,
 // which nothing mixes: a shape takes one path for its forward and backward). A padding mask with
