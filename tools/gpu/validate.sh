@@ -26,7 +26,7 @@ for g in .devbin/backend_cuda_*_gputest; do
 done
 fi
 
-# ONLY_PLANS=1: the gputests and section 3b only (launch plans bit identity).
+# ONLY_PLANS=1: the gputests and sections 3b-3e only (launch plans, layer-major, packed rows).
 [ -n "${ONLY_PLANS:-}" ] || for fx in llama_gqa qwen2_tied qwen3_qknorm mistral_swa qwen2_swa; do
   for dt in float32 bfloat16; do
     python3 tools/gpu/golden_trace.py $B tests/fixtures/$fx $W/g_${fx}_$dt cuda $dt >>"$OUT/golden.jsonl"
@@ -146,6 +146,37 @@ for v in "ram 2 300MiB true" "ram 2 300MiB false" "ram 2 300MiB auto" "disk 2 30
   ad=$(md5sum $d/adapter_model.safetensors 2>/dev/null | cut -c1-12)
   same=$([ "$sig/$ad" = "$lora_ref" ] && echo IDENTICAL || echo DIFFERENT)
   say "layer-major=$4 stream=$1 budget=$3 rc=$rc losses=$sig adapter=$ad $same | $(grep -m1 '^plan:' $d.log | cut -c1-160) | $(grep -m1 '^streamed' $d.log)"
+done
+
+# 3e. packed rows (sample_packing: several documents a row, attention on cuDNN's ragged spans,
+#     attention_cudnn.cc Note [ragged documents]): one signature over tiers, budgets, recompute
+#     modes, launch plans and the side stream; then the own kernels (STREAMTUNE_ATTENTION=own:
+#     other kernels, so other bits) must give losses within bf16 noise of it.
+sed 's/^sequence_len: .*/sequence_len: 256\nsample_packing: true/' $W/bit.yaml > $W/pack.yaml
+ref=""; packed_losses=""
+for v in "off 2 - on" "ram 2 - on" "disk 3 - on" "ram 2 300MiB on" "off 2 - off" "off 2 - side" "off 2 - on full" \
+         "off 2 - on attention" "ram 2 - own"; do
+  set -- $v
+  d=$W/pack_$1_$2_$3_$4_${5:-auto}
+  extra="--recompute=${5:-auto}"; [ "$3" != "-" ] && extra="$extra --vram_budget=$3"
+  case $4 in
+    off) STREAMTUNE_GRAPHS=off $B train $W/pack.yaml --stream=$1 --stream_buffers=$2 $extra --output_dir=$d >$d.log 2>&1 ;;
+    side) STREAMTUNE_SIDE_STREAM=off $B train $W/pack.yaml --stream=$1 --stream_buffers=$2 $extra --output_dir=$d >$d.log 2>&1 ;;
+    own) STREAMTUNE_ATTENTION=own $B train $W/pack.yaml --stream=$1 --stream_buffers=$2 $extra --output_dir=$d >$d.log 2>&1 ;;
+    *) $B train $W/pack.yaml --stream=$1 --stream_buffers=$2 $extra --output_dir=$d >$d.log 2>&1 ;;
+  esac
+  rc=$?
+  losses=$(python3 -c "import json;print(' '.join(str(json.loads(l)['loss']) for l in open('$d/metrics.jsonl') if '\"loss\"' in l))" 2>/dev/null)
+  sig=$(python3 -c "import json,sys;print([json.loads(l)['loss'] for l in open('$d/metrics.jsonl') if '\"loss\"' in l])" 2>/dev/null | md5sum | cut -c1-12)
+  ad=$(md5sum $d/adapter_model.safetensors 2>/dev/null | cut -c1-12)
+  if [ "$4" = own ]; then
+    cmp=$(python3 -c "a=[float(x) for x in '$packed_losses'.split()]; b=[float(x) for x in '$losses'.split()]; d=max(abs(x-y)/abs(y) for x,y in zip(a,b)); print('max rel loss diff vs ragged %.2e %s' % (d, 'ok' if len(a)==len(b)>0 and d<2e-2 else 'FAIL'))" 2>&1)
+    say "packed own kernels rc=$rc losses=$sig | $cmp"
+  else
+    [ -z "$ref" ] && { ref="$sig/$ad"; packed_losses=$losses; }
+    same=$([ "$sig/$ad" = "$ref" ] && echo IDENTICAL || echo DIFFERENT)
+    say "packed plans=$4 stream=$1 buffers=$2 budget=$3 recompute=${5:-auto} rc=$rc losses=$sig adapter=$ad $same | $(grep -m1 'ragged' $d.log | cut -c1-120)"
+  fi
 done
 [ -n "${ONLY_PLANS:-}" ] && exit 0
 
