@@ -96,6 +96,7 @@ const std::vector<Field>& fields() {
       {"vocab_chunk", &C::vocab_chunk, {}, StrKind::kPlain, 1, kMaxTokens},
       {"recompute", &C::recompute, {"auto", "full", "attention", "none"}},
       {"layer_major", &C::layer_major, {"auto", "true", "false"}},
+      {"padding_free", &C::padding_free, {"auto", "true", "false"}},
       {"attention", &C::attention, {"auto", "own"}},
   };
   return kFields;

@@ -20,6 +20,8 @@ struct Batch {
   std::vector<int32_t> doc_ids;    // distinct per document within a row
   // Number of target tokens that count in the loss (labels[t+1] != ignore within each row / doc).
   int64_t num_targets = 0;
+  // Tokens of real samples (not padding); 0 = all B*T. What throughput figures count.
+  int64_t real_tokens = 0;
 };
 
 }  // namespace st

@@ -44,8 +44,21 @@ StatusOr<bool> DataLoader::next(Batch* out) {
                                    << opt_.sequence_len);
     seq = std::max(seq, len);
   }
-  if (opt_.sample_packing) seq = opt_.sequence_len;
   const int64_t m = std::max<int64_t>(1, opt_.pad_to_multiple_of);
+  if (opt_.padding_free && rows.size() > 1) {  // Note [padding-free batches]
+    std::vector<std::vector<int64_t>> one(1);
+    int64_t total = 0;
+    for (const auto& row : rows)
+      for (int64_t idx : row) {
+        one[0].push_back(idx);
+        total += static_cast<int64_t>((*samples_)[idx].input_ids.size());
+      }
+    const int64_t cap = opt_.micro_batch_size * opt_.sequence_len;
+    build_batch(*samples_, one, std::min(cap, (total + m - 1) / m * m), opt_.pad_id, out);
+    pos_.index = end;
+    return true;
+  }
+  if (opt_.sample_packing) seq = opt_.sequence_len;
   seq = std::min(opt_.sequence_len, (seq + m - 1) / m * m);
   build_batch(*samples_, rows, seq, opt_.pad_id, out);
   pos_.index = end;

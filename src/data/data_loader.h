@@ -27,6 +27,12 @@ struct LoaderOptions {
   // (model/launch_plans.h). Padding is masked from the loss and, being at the end of each row,
   // is never attended by a real token.
   int64_t pad_to_multiple_of = 1;
+  // Note [padding-free batches]: a micro-batch's rows run as ONE row holding their samples back
+  // to back (each its own document: positions restart, attention stays inside it), padded only
+  // at its end to pad_to_multiple_of. No padded position is computed between samples; what each
+  // sample sees and is trained on is unchanged (its bits are not: other shapes, and LoRA dropout
+  // masks follow token positions).
+  bool padding_free = false;
   bool shuffle = true;
   uint64_t seed = 42;
   int64_t num_epochs = 1;       // next() returns false after this many epochs

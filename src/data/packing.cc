@@ -32,6 +32,7 @@ void build_batch(const std::vector<Sample>& samples, const std::vector<std::vect
   out->positions.assign(total, 0);
   out->doc_ids.assign(total, 0);
   out->num_targets = 0;
+  out->real_tokens = 0;
   for (size_t r = 0; r < rows.size(); ++r) {
     int64_t t = static_cast<int64_t>(r) * seq, end = t + seq;
     int32_t doc = 0;
@@ -44,6 +45,7 @@ void build_batch(const std::vector<Sample>& samples, const std::vector<std::vect
         out->doc_ids[t] = doc;
         out->num_targets += s.labels[k] != kIgnoreIndex && k > 0;
       }
+      out->real_tokens += static_cast<int64_t>(s.input_ids.size());
       ++doc;
     }
     for (int32_t p = 0; t < end; ++t, ++p) {

@@ -10,6 +10,7 @@
 #include "store/ram_store.h"
 #include "store/sharder.h"
 #include "stream/streamed_layer_source.h"
+#include "train/train_data.h"
 
 namespace st {
 namespace {
@@ -75,7 +76,8 @@ StatusOr<Plan> plan_for(const TrainConfig& cfg, Backend* be, const ModelConfig& 
   in.layer_major = cfg.layer_major;
   if (act == DType::kBF16 && cfg.attention != "own")  // bf16-only; preparing builds its graphs now
     in.fused_attention_workspace =
-        fused_attention_workspace(be, cfg.micro_batch_size, cfg.sequence_len, mc, cfg.sample_packing);
+        fused_attention_workspace(be, cfg.micro_batch_size, cfg.sequence_len, mc,
+                                  cfg.sample_packing || padding_free_on(cfg));
   if (!cfg.vram_budget.empty()) {
     ASSIGN_OR_RETURN(in.vram_budget, parse_byte_size(cfg.vram_budget), "vram_budget");
   }

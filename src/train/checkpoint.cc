@@ -13,6 +13,7 @@
 #include "core/checksum.h"
 #include "core/file.h"
 #include "io/safetensors.h"
+#include "train/train_data.h"
 
 namespace st {
 namespace {
@@ -201,6 +202,7 @@ Json config_fingerprint(const TrainConfig& tc, const ModelConfig& mc, DType act_
   j["gradient_accumulation_steps"] = tc.gradient_accumulation_steps;
   j["loss_normalization"] = tc.loss_normalization;
   j["sample_packing"] = tc.sample_packing;
+  if (padding_free_on(tc)) j["padding_free"] = true;  // only when on: earlier checkpoints resume
   j["shuffle"] = tc.shuffle;
   j["seed"] = tc.seed;
   j["learning_rate"] = tc.learning_rate;

@@ -34,6 +34,10 @@ struct TrainConfig {
   // Rows without packing are padded to the longest, rounded up to this multiple. 0 = auto: 64 on
   // CUDA (layer launch plans replay repeated shapes: model/launch_plans.h), else 1.
   int64_t pad_to_multiple_of = 0;
+  // auto | true | false: a micro-batch's rows as one row of their samples back to back
+  // (data/data_loader.h Note [padding-free batches]). auto = true when micro_batch_size > 1 and
+  // sample_packing is off (packed rows keep their fixed shape).
+  std::string padding_free = "auto";
   bool train_on_inputs = false;
   std::string chat_template;        // "" = from tokenizer_config.json; chatml | llama3 | mistral
   double val_set_size = 0.0;        // fraction (<1) or count (>=1) of samples held out

@@ -118,8 +118,13 @@ StatusOr<TrainData> load_train_data(const TrainConfig& cfg, const ModelConfig& m
   return td;
 }
 
+bool padding_free_on(const TrainConfig& cfg) {
+  return cfg.padding_free == "true" || (cfg.padding_free == "auto" && cfg.micro_batch_size > 1 && !cfg.sample_packing);
+}
+
 LoaderOptions loader_options(const TrainConfig& cfg, int32_t pad_id, bool train, Backend& be) {
   LoaderOptions lo;
+  lo.padding_free = padding_free_on(cfg);
   lo.sequence_len = cfg.sequence_len;
   lo.micro_batch_size = cfg.micro_batch_size;
   lo.sample_packing = cfg.sample_packing;

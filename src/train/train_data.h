@@ -35,6 +35,10 @@ StatusOr<TrainData> load_train_data(const TrainConfig& cfg, const ModelConfig& m
 // trained tokens between ⟦ and ⟧ (decoded run by run), so a loss mask can be checked by eye.
 Status preview_train_data(const TrainConfig& cfg, int n, std::FILE* out);
 
+// Whether micro-batches run padding-free (data/data_loader.h Note [padding-free batches]):
+// padding_free true, or auto with micro_batch_size > 1 and no sample_packing.
+bool padding_free_on(const TrainConfig& cfg);
+
 // The DataLoader options for the training (`train`: shuffled when cfg.shuffle) or eval samples,
 // on backend `be` (which resolves pad_to_multiple_of: 0).
 LoaderOptions loader_options(const TrainConfig& cfg, int32_t pad_id, bool train, Backend& be);

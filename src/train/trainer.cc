@@ -175,7 +175,7 @@ StatusOr<StepMetrics> Trainer::train_step(const std::vector<Batch>& window) {
     ptrs.push_back(&b);
     targets.push_back(count_targets(b));
     total += targets.back();
-    tokens += b.batch * b.seq;
+    tokens += b.real_tokens > 0 ? b.real_tokens : b.batch * b.seq;  // padding is not throughput
   }
   const double k = static_cast<double>(window.size());
   for (int64_t n : targets)

@@ -95,6 +95,45 @@ TEST(DataLoader, PaddingToAMultipleCappedAtSequenceLen) {
   }
 }
 
+// Note [padding-free batches]: the same samples as PaddingNoPacking's batches, one row each, back
+// to back, padded only at the end; every sample exactly once; the same targets; real tokens counted.
+TEST(DataLoader, PaddingFree) {
+  auto s = make_samples(10);
+  LoaderOptions o{.sequence_len = 16, .micro_batch_size = 3, .sample_packing = false, .pad_to_multiple_of = 4,
+                  .padding_free = true, .shuffle = false, .seed = 1, .num_epochs = 1, .pad_id = 0};
+  DataLoader dl(s, o);
+  LoaderOptions padded = o;
+  padded.padding_free = false;
+  DataLoader ref(s, padded);
+  Batch b, rb;
+  std::map<int, int> seen;
+  int batches = 0;
+  while (true) {
+    auto r = dl.next(&b);
+    auto rr = ref.next(&rb);
+    ASSERT_TRUE(r.ok() && rr.ok());
+    ASSERT_EQ(*r, *rr);
+    if (!*r) break;
+    ++batches;
+    check_batch(b, o, &seen);
+    EXPECT_EQ(b.num_targets, rb.num_targets);
+    EXPECT_EQ(b.real_tokens, rb.real_tokens);
+    EXPECT_LE(b.batch * b.seq, rb.batch * rb.seq);
+    if (batches == 1) {
+      EXPECT_EQ(b.batch, 1);
+      EXPECT_EQ(b.real_tokens, 1 + 4 + 7);
+      EXPECT_EQ(b.seq, 12);  // 12 tokens, a multiple of 4 already: no padding at all (padded: 3 x 8)
+      EXPECT_EQ(b.doc_ids[0], 0);
+      EXPECT_EQ(b.doc_ids[1], 1);   // the second sample starts right after the first's one token
+      EXPECT_EQ(b.positions[1], 0);
+      EXPECT_EQ(b.doc_ids[5], 2);
+    }
+  }
+  EXPECT_EQ(batches, 4);
+  EXPECT_EQ(seen.size(), 10u);
+  for (auto& [idx, n] : seen) EXPECT_EQ(n, 1) << "sample " << idx;
+}
+
 TEST(DataLoader, PackingEpochsShuffleResume) {
   auto s = make_samples(50);
   LoaderOptions o{.sequence_len = 12, .micro_batch_size = 2, .sample_packing = true, .shuffle = true, .seed = 5,

@@ -4,6 +4,8 @@
 // and without ids; a packed batch whose second document is trained must differ from the same tokens
 // without ids (its mask is kept: were it dropped, both runs would match). Also the spans a batch's
 // document ids make for backends (backend.h Note [document spans]).
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -61,6 +63,57 @@ TEST(Documents, TrainedSecondDocumentKeepsItsMask) {
   without.doc_ids.clear();
   EXPECT_FALSE(same(train_on(with), train_on(without)))
       << "the second document's tokens attended across the border: its mask was dropped";
+}
+
+// data/data_loader.h Note [padding-free batches]: two rows (a 5- and an 8-token sample, padded to
+// 8) and the same samples back to back in one row of 16 train alike: same loss and gradients up
+// to rounding (LoRA dropout off: its masks follow token positions).
+TEST(Documents, PaddingFreeTrainsLikePaddedRows) {
+  std::vector<int32_t> a, bb;
+  for (int i = 0; i < 5; ++i) a.push_back((i * 37 + 11) % 200);
+  for (int i = 0; i < 8; ++i) bb.push_back((i * 53 + 5) % 200);
+  Batch padded;
+  padded.batch = 2;
+  padded.seq = 8;
+  for (int i = 0; i < 8; ++i) {
+    padded.input_ids.push_back(i < 5 ? a[i] : 0);
+    padded.labels.push_back(i < 5 ? a[i] : kIgnoreIndex);
+    padded.doc_ids.push_back(i < 5 ? 0 : 1);
+    padded.positions.push_back(i < 5 ? i : i - 5);
+  }
+  for (int i = 0; i < 8; ++i) {
+    padded.input_ids.push_back(bb[i]);
+    padded.labels.push_back(i == 0 ? kIgnoreIndex : bb[i]);  // a sample's first label, as datasets.cc sets it
+    padded.doc_ids.push_back(0);
+    padded.positions.push_back(i);
+  }
+  Batch flat;
+  flat.batch = 1;
+  flat.seq = 16;
+  for (int i = 0; i < 16; ++i) {
+    const bool first = i < 5, second = i >= 5 && i < 13;
+    flat.input_ids.push_back(first ? a[i] : second ? bb[i - 5] : 0);
+    flat.labels.push_back(first ? a[i] : second && i > 5 ? bb[i - 5] : kIgnoreIndex);
+    flat.doc_ids.push_back(first ? 0 : second ? 1 : 2);
+    flat.positions.push_back(first ? i : second ? i - 5 : i - 13);
+  }
+  LoraConfig lc = test::all_targets_lora();
+  lc.dropout = 0;
+  const auto run = [&](const Batch& b) {
+    test::FixtureModel f =
+        test::open_fixture_model("llama_gqa", 1, {.act_dtype = DType::kF32, .max_tokens = 16, .seed = 9}, lc);
+    return test::run_step(*f.be, *f.model, *f.src, {&b}, {1.0f});
+  };
+  const StepResult p = run(padded), q = run(flat);
+  EXPECT_NEAR(p.losses[0], q.losses[0], 1e-5 * std::fabs(p.losses[0]));
+  ASSERT_EQ(p.grads.size(), q.grads.size());
+  double scale = 0, diff = 0;
+  for (size_t i = 0; i < p.grads.size(); ++i) {
+    scale = std::max(scale, std::fabs(static_cast<double>(p.grads[i])));
+    diff = std::max(diff, std::fabs(static_cast<double>(p.grads[i]) - q.grads[i]));
+  }
+  EXPECT_GT(scale, 0.0);
+  EXPECT_LT(diff, 1e-4 * scale) << "padding-free gradients differ from the padded rows'";
 }
 
 // backend.h Note [document spans]: a run of equal ids within a row is one span; rows always cut.

@@ -56,14 +56,15 @@ inline std::vector<Batch> two_micro_batches(int64_t vocab) {
 }
 
 // A fixture model on a CPU backend of `threads` threads: every layer resident from its checkpoint,
-// all seven LoRA targets (all_targets_lora) initialised by init_lora_nonzero.
+// LoRA `lc` (default all_targets_lora) initialised by init_lora_nonzero.
 struct FixtureModel {
   std::unique_ptr<Backend> be;
   ModelConfig config;
   std::unique_ptr<Model> model;
   std::unique_ptr<ResidentLayerSource> src;
 };
-inline FixtureModel open_fixture_model(const std::string& fixture, int threads, const ModelOptions& o) {
+inline FixtureModel open_fixture_model(const std::string& fixture, int threads, const ModelOptions& o,
+                                       const LoraConfig& lc = all_targets_lora()) {
   const std::string dir = fixture_model_dir(fixture);
   FixtureModel f;
   auto be = make_backend(DeviceKind::kCpu, {.num_threads = threads});
@@ -74,7 +75,7 @@ inline FixtureModel open_fixture_model(const std::string& fixture, int threads, 
   CHECK_OK(mc.status());
   CHECK_OK(ck.status());
   f.config = *mc;
-  auto m = Model::create(f.config, f.be.get(), all_targets_lora(), o);
+  auto m = Model::create(f.config, f.be.get(), lc, o);
   CHECK_OK(m.status());
   f.model = std::move(m).value();
   CHECK_OK(f.model->load_extras(*ck));
