@@ -65,10 +65,14 @@ void print_banner(const TrainConfig& cfg, const Backend& be, const BaseWeights& 
   std::printf("  store      %s (%s: %s)\n", bw.store_dir.c_str(), bw.store_reused ? "reused" : "built",
               bw.store_reason.c_str());
   std::printf("%s", bw.plan.banner().c_str());
-  std::printf("  train      %s, micro_batch %lld x accumulation %lld, seq %lld, lr %g (%s, warmup %lld)\n",
+  std::printf("  train      %s, micro_batch %lld%s x accumulation %lld, seq %lld, lr %g (%s, warmup %lld)\n",
               cfg.max_steps > 0 ? (Str() << cfg.max_steps << " steps").str().c_str()
                                 : (Str() << cfg.num_epochs << " epoch(s)").str().c_str(),
-              static_cast<long long>(cfg.micro_batch_size), static_cast<long long>(cfg.gradient_accumulation_steps),
+              static_cast<long long>(cfg.micro_batch_size),
+              padding_free_on(cfg) ? " (padding-free: samples back to back in one row)"
+              : cfg.sample_packing ? " (packed rows)"
+                                   : "",
+              static_cast<long long>(cfg.gradient_accumulation_steps),
               static_cast<long long>(cfg.sequence_len), cfg.learning_rate, cfg.lr_scheduler.c_str(),
               static_cast<long long>(cfg.warmup_steps));
   std::printf("  output     %s (save every %s%s)%s%s\n", cfg.output_dir.c_str(),

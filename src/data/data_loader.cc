@@ -45,21 +45,21 @@ StatusOr<bool> DataLoader::next(Batch* out) {
     seq = std::max(seq, len);
   }
   const int64_t m = std::max<int64_t>(1, opt_.pad_to_multiple_of);
-  if (opt_.padding_free && rows.size() > 1) {  // Note [padding-free batches]
-    std::vector<std::vector<int64_t>> one(1);
+  const auto round_up = [m](int64_t n) { return (n + m - 1) / m * m; };
+  if (opt_.padding_free && rows.size() > 1) {  // Note [padding-free batches]: every sample in one row
+    std::vector<int64_t> all;
     int64_t total = 0;
     for (const auto& row : rows)
       for (int64_t idx : row) {
-        one[0].push_back(idx);
+        all.push_back(idx);
         total += static_cast<int64_t>((*samples_)[idx].input_ids.size());
       }
-    const int64_t cap = opt_.micro_batch_size * opt_.sequence_len;
-    build_batch(*samples_, one, std::min(cap, (total + m - 1) / m * m), opt_.pad_id, out);
-    pos_.index = end;
-    return true;
+    rows.assign(1, std::move(all));
+    seq = std::min(opt_.micro_batch_size * opt_.sequence_len, round_up(total));
+  } else {
+    if (opt_.sample_packing) seq = opt_.sequence_len;
+    seq = std::min(opt_.sequence_len, round_up(seq));
   }
-  if (opt_.sample_packing) seq = opt_.sequence_len;
-  seq = std::min(opt_.sequence_len, (seq + m - 1) / m * m);
   build_batch(*samples_, rows, seq, opt_.pad_id, out);
   pos_.index = end;
   return true;

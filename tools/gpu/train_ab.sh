@@ -11,7 +11,7 @@
 # Each of PREV / NEW is a staged .devbin (tools/cuda/perf_run.sh stage; pack.tar.xz is unpacked).
 set -uo pipefail
 PREV=${PREV:-.devbin_prev} NEW=${NEW:-.devbin} PRESET=${PRESET:-qwen2.5-1.5b} SEQ=${SEQ:-2048}
-ROUNDS=${ROUNDS:-2} STEPS=${STEPS:-16} PACK=${PACK:-false} DEVICE=${DEVICE:-cuda} MBS=${MBS:-1}
+ROUNDS=${ROUNDS:-2} STEPS=${STEPS:-16} PACK=${PACK:-false} DEVICE=${DEVICE:-cuda} MBS=${MBS:-1} SKIP=${SKIP:-3}
 for d in "$PREV" "$NEW"; do [ -f "$d/pack.tar.xz" ] && [ ! -x "$d/streamtune" ] && tar xJf "$d/pack.tar.xz" -C "$d"; done
 W=${W:-/tmp/train_ab}; rm -rf "$W"; mkdir -p "$W"
 LD_LIBRARY_PATH=$PWD/$NEW/lib:/usr/local/cuda/lib64 "$NEW/streamtune" init-model --preset "$PRESET" --out "$W/m" \
@@ -49,10 +49,10 @@ for round in $(seq "$ROUNDS"); do
     o=$W/out_${tag}_$round
     LD_LIBRARY_PATH=$PWD/$d/lib:/usr/local/cuda/lib64 "$d/streamtune" train "$W/t.yaml" --output_dir="$o" >"$o.log" 2>&1
     rc=$?
-    tps=$(python3 -c "import json,statistics;v=[json.loads(l)['tok_s'] for l in open('$o/metrics.jsonl') if '\"loss\"' in l][3:];print(round(statistics.median(v)))" 2>/dev/null)
+    tps=$(python3 -c "import json,statistics;v=[json.loads(l)['tok_s'] for l in open('$o/metrics.jsonl') if '\"loss\"' in l][$SKIP:];print(round(statistics.median(v)))" 2>/dev/null)
     loss=$(python3 -c "import json;v=[json.loads(l)['loss'] for l in open('$o/metrics.jsonl') if '\"loss\"' in l];print(v[-1])" 2>/dev/null)
     # Wall time a step (median of steps 4 on): comparable across builds whatever tok/s counts.
-    sps=$(python3 -c "import json,statistics;e=[json.loads(l)['elapsed_s'] for l in open('$o/metrics.jsonl') if '\"loss\"' in l];d=[b-a for a,b in zip(e,e[1:])][3:];print('%.1f' % (1e3*statistics.median(d)))" 2>/dev/null)
+    sps=$(python3 -c "import json,statistics;e=[json.loads(l)['elapsed_s'] for l in open('$o/metrics.jsonl') if '\"loss\"' in l];d=[b-a for a,b in zip(e,e[1:])][$SKIP:];print('%.1f' % (1e3*statistics.median(d)))" 2>/dev/null)
     echo "train $PRESET seq $SEQ mbs $MBS pack=$PACK $tag round $round: rc=$rc median tok/s $tps, ms/step $sps, last loss $loss"
   done
 done

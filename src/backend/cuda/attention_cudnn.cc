@@ -14,7 +14,8 @@
 // which nothing mixes: a shape takes one path for its forward and backward). A padding mask with
 // the span lengths and the causal mask (top-left, per span) give each token exactly the keys of
 // its document up to itself -- what the own kernels do with doc_ids, without walking the masked
-// tiles at all. max_total_seq_len (the token count) sizes cuDNN's ragged workspace.
+// tiles at all. max_total_seq_len (slots x bucket, a bound on the tokens) sizes cuDNN's ragged
+// buffers, so the graph does not depend on the batch's length.
 #include "backend/cuda/attention_cudnn.h"
 
 #include <atomic>
@@ -73,16 +74,17 @@ enum Uid : int64_t {
   kRQ, kRK, kRV, kRO, kRStats, kRDO, kRDQ, kRDK, kRDV, kSeqQ, kSeqKV
 };
 
-// (B, T, NH, KVH, D, scale bits, sliding window, ragged tokens): everything a graph depends on.
-// Ragged (Note [ragged documents]): B = span slots, T = the span length bucket, ragged tokens =
-// the micro-batch's B*T; 0 for the dense layout.
+// (B, T, NH, KVH, D, scale bits, sliding window, ragged): everything a graph depends on. Ragged
+// (Note [ragged documents]): B = span slots, T = the span length bucket, ragged = 1 (0 for the
+// dense layout). The token count is not part of it: slots x bucket bounds it (each span fits its
+// bucket), so batches of any length with the same slots and bucket share one graph.
 using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, uint32_t, int64_t, int64_t>;
 
 Key key_of(const SeqLayout& L, const AttnShape& s) {
   uint32_t bits = 0;
   std::memcpy(&bits, &s.scale, sizeof bits);
   if (is_ragged(L))
-    return {L.doc_slots, document_seq_bucket(L), s.num_heads, s.num_kv_heads, s.head_dim, bits, 0, L.batch * L.seq};
+    return {L.doc_slots, document_seq_bucket(L), s.num_heads, s.num_kv_heads, s.head_dim, bits, 0, 1};
   return {L.batch, L.seq, s.num_heads, s.num_kv_heads, s.head_dim, bits, effective_window(s, L.seq), 0};
 }
 
@@ -93,7 +95,7 @@ std::string shape_str(const Key& k) {
                 static_cast<long long>(std::get<3>(k)), static_cast<long long>(std::get<4>(k)));
   std::string out = buf;
   if (std::get<6>(k) > 0) out += " window=" + std::to_string(std::get<6>(k));
-  if (std::get<7>(k) > 0) out += " ragged (" + std::to_string(std::get<7>(k)) + " tokens in span slots)";
+  if (std::get<7>(k) > 0) out += " ragged (B = span slots, T = their length bucket)";
   return out;
 }
 
@@ -111,15 +113,17 @@ std::shared_ptr<TensorAttr> index_tensor(Graph& g, const std::string& name, int6
 struct Dims {
   int64_t B, T, NH, KVH, D;
   float scale;
-  int64_t window, ragged_tokens;
-  bool ragged() const { return ragged_tokens > 0; }
+  int64_t window;
+  bool is_ragged;
+  bool ragged() const { return is_ragged; }
+  int64_t max_tokens() const { return B * T; }  // a ragged graph's bound on the packed tokens
 };
 
 Dims dims_of(const Key& k) {
-  const auto [B, T, NH, KVH, D, bits, window, tokens] = k;
+  const auto [B, T, NH, KVH, D, bits, window, ragged] = k;
   float scale = 0;
   std::memcpy(&scale, &bits, sizeof scale);
-  return {B, T, NH, KVH, D, scale, window, tokens};
+  return {B, T, NH, KVH, D, scale, window, ragged > 0};
 }
 
 // A BSHD tensor [B, H, T, D] (logical) of `heads` heads; ragged: placed by the offsets `ruid`.
@@ -181,8 +185,8 @@ void set_masks(Graph& g, Attrs& a, const Dims& d) {
     a.set_padding_mask(true)
         .set_seq_len_q(index_tensor(g, "seq_len_q", kSeqQ, d.B))
         .set_seq_len_kv(index_tensor(g, "seq_len_kv", kSeqKV, d.B))
-        .set_max_total_seq_len_q(d.ragged_tokens)
-        .set_max_total_seq_len_kv(d.ragged_tokens);
+        .set_max_total_seq_len_q(d.max_tokens())
+        .set_max_total_seq_len_kv(d.max_tokens());
 }
 
 std::string build_forward(const Key& k, cudnnHandle_t h, std::shared_ptr<Graph>* out, int64_t* ws) {
