@@ -34,6 +34,18 @@ fi
   done
 done
 
+# train_as MODE YAML ARGS...: `train` with launch plans off (MODE off), the side stream off
+# (side), the own attention kernels (own), or as configured (anything else).
+train_as() {
+  local mode=$1; shift
+  case $mode in
+    off) STREAMTUNE_GRAPHS=off $B train "$@" ;;
+    side) STREAMTUNE_SIDE_STREAM=off $B train "$@" ;;
+    own) STREAMTUNE_ATTENTION=own $B train "$@" ;;
+    *) $B train "$@" ;;
+  esac
+}
+
 # 3. bit identity: a SmolLM2-shaped random model, random tokens, 12 steps, bf16 on the GPU.
 $B init-model --preset smollm2-135m --out $W/smol --dtype bfloat16 >/dev/null
 python3 - $W/data.jsonl <<'PY'
@@ -93,11 +105,7 @@ for v in "off 2 - on" "off 2 - off" "off 2 - side" "ram 2 - on" "disk 3 - on" "r
   d=$W/plan_$1_$2_$3_$4_${5:-auto}
   extra="--recompute=${5:-auto}"; [ "$3" != "-" ] && extra="$extra --vram_budget=$3"
   y=$W/bit.yaml; [ -n "${6:-}" ] && { y=$W/bit0.yaml; d=${d}_d0; [ "${ref0:-}" ] || { ref0=1; ref=""; }; }
-  case $4 in
-    off) STREAMTUNE_GRAPHS=off $B train $y --stream=$1 --stream_buffers=$2 $extra --output_dir=$d >$d.log 2>&1 ;;
-    side) STREAMTUNE_SIDE_STREAM=off $B train $y --stream=$1 --stream_buffers=$2 $extra --output_dir=$d >$d.log 2>&1 ;;
-    *) $B train $y --stream=$1 --stream_buffers=$2 $extra --output_dir=$d >$d.log 2>&1 ;;
-  esac
+  train_as $4 $y --stream=$1 --stream_buffers=$2 $extra --output_dir=$d >$d.log 2>&1
   rc=$?
   sig=$(python3 -c "import json,sys;print([json.loads(l)['loss'] for l in open('$d/metrics.jsonl') if '\"loss\"' in l])" 2>/dev/null | md5sum | cut -c1-12)
   ad=$(md5sum $d/adapter_model.safetensors 2>/dev/null | cut -c1-12)
@@ -118,11 +126,7 @@ for v in "off 2 - on" "ram 2 - on" "disk 3 - on" "ram 2 250MiB on" "off 2 - on f
   set -- $v
   d=$W/q_$1_$2_$3_$4_${5:-auto}
   extra="--recompute=${5:-auto}"; [ "$3" != "-" ] && extra="$extra --vram_budget=$3"
-  case $4 in
-    off) STREAMTUNE_GRAPHS=off $B train $W/q.yaml --stream=$1 --stream_buffers=$2 $extra --output_dir=$d >$d.log 2>&1 ;;
-    side) STREAMTUNE_SIDE_STREAM=off $B train $W/q.yaml --stream=$1 --stream_buffers=$2 $extra --output_dir=$d >$d.log 2>&1 ;;
-    *) $B train $W/q.yaml --stream=$1 --stream_buffers=$2 $extra --output_dir=$d >$d.log 2>&1 ;;
-  esac
+  train_as $4 $W/q.yaml --stream=$1 --stream_buffers=$2 $extra --output_dir=$d >$d.log 2>&1
   rc=$?
   sig=$(python3 -c "import json,sys;print([json.loads(l)['loss'] for l in open('$d/metrics.jsonl') if '\"loss\"' in l])" 2>/dev/null | md5sum | cut -c1-12)
   ad=$(md5sum $d/adapter_model.safetensors 2>/dev/null | cut -c1-12)
@@ -159,12 +163,7 @@ for v in "off 2 - on" "ram 2 - on" "disk 3 - on" "ram 2 300MiB on" "off 2 - off"
   set -- $v
   d=$W/pack_$1_$2_$3_$4_${5:-auto}
   extra="--recompute=${5:-auto}"; [ "$3" != "-" ] && extra="$extra --vram_budget=$3"
-  case $4 in
-    off) STREAMTUNE_GRAPHS=off $B train $W/pack.yaml --stream=$1 --stream_buffers=$2 $extra --output_dir=$d >$d.log 2>&1 ;;
-    side) STREAMTUNE_SIDE_STREAM=off $B train $W/pack.yaml --stream=$1 --stream_buffers=$2 $extra --output_dir=$d >$d.log 2>&1 ;;
-    own) STREAMTUNE_ATTENTION=own $B train $W/pack.yaml --stream=$1 --stream_buffers=$2 $extra --output_dir=$d >$d.log 2>&1 ;;
-    *) $B train $W/pack.yaml --stream=$1 --stream_buffers=$2 $extra --output_dir=$d >$d.log 2>&1 ;;
-  esac
+  train_as $4 $W/pack.yaml --stream=$1 --stream_buffers=$2 $extra --output_dir=$d >$d.log 2>&1
   rc=$?
   losses=$(python3 -c "import json;print(' '.join(str(json.loads(l)['loss']) for l in open('$d/metrics.jsonl') if '\"loss\"' in l))" 2>/dev/null)
   sig=$(python3 -c "import json,sys;print([json.loads(l)['loss'] for l in open('$d/metrics.jsonl') if '\"loss\"' in l])" 2>/dev/null | md5sum | cut -c1-12)
