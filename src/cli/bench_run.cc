@@ -240,9 +240,9 @@ StatusOr<BenchResult> run_bench(const BenchOptions& o) {
   mo.micro_batch_slots = res.mb_slots;
   r.micro_batch_slots = res.mb_slots;
   // Packed documents run on cuDNN as ragged spans (attention_cudnn.cc Note [ragged documents])
-  // where the plan grants cuDNN at all; windowed layers keep the own kernels with documents.
+  // where the plan grants cuDNN at all (a shape needing more workspace keeps the own kernels).
   r.attention = res.fused_attention == 0 ? (o.doc_len > 0 ? "own kernels (packed documents)" : "own kernels")
-                : o.doc_len > 0      ? "fused (cuDNN, documents as ragged spans; windowed layers: own kernels)"
+                : o.doc_len > 0      ? "fused (cuDNN, documents as ragged spans)"
                                      : "fused (cuDNN)";
   r.host_extras = res.host_extras;
   r.recompute = recompute_name(res.recompute);

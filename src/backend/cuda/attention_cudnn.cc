@@ -14,7 +14,8 @@
 // which nothing mixes: a shape takes one path for its forward and backward). A padding mask with
 // the span lengths and the causal mask (top-left, per span) give each token exactly the keys of
 // its document up to itself -- what the own kernels do with doc_ids, without walking the masked
-// tiles at all. max_total_seq_len (slots x bucket, a bound on the tokens) sizes cuDNN's ragged
+// tiles at all. A sliding window is the same diagonal band as for dense rows, per span (every
+// span's positions start at 0). max_total_seq_len (slots x bucket, a bound on the tokens) sizes cuDNN's ragged
 // buffers, so the graph does not depend on the batch's length.
 #include "backend/cuda/attention_cudnn.h"
 
@@ -84,7 +85,8 @@ Key key_of(const SeqLayout& L, const AttnShape& s) {
   uint32_t bits = 0;
   std::memcpy(&bits, &s.scale, sizeof bits);
   if (is_ragged(L))
-    return {L.doc_slots, document_seq_bucket(L), s.num_heads, s.num_kv_heads, s.head_dim, bits, 0, 1};
+    return {L.doc_slots, document_seq_bucket(L), s.num_heads, s.num_kv_heads, s.head_dim, bits,
+            effective_window(s, document_seq_bucket(L)), 1};
   return {L.batch, L.seq, s.num_heads, s.num_kv_heads, s.head_dim, bits, effective_window(s, L.seq), 0};
 }
 

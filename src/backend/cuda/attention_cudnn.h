@@ -39,8 +39,8 @@ class CudnnAttention {
  public:
   virtual ~CudnnAttention() = default;
 
-  // Whether cuDNN runs causal attention of this shape (bf16; documents only as spans, unwindowed:
-  // the caller checks those). A ragged shape is (doc_slots, document_seq_bucket) in place of
+  // Whether cuDNN runs causal attention of this shape (bf16; documents only as spans: the caller
+  // checks those). A ragged shape is (doc_slots, document_seq_bucket) in place of
   // (B, T). With `build`, both graphs are built and cached on first sight of the shape (slow:
   // ~1 s); without, a shape never built answers false ("not planned"), so a run whose batches
   // vary in length builds graphs only for the shapes it planned. On true, *workspace_bytes is

@@ -648,12 +648,12 @@ class CudaBackend final : public Backend {
   // to the cuDNN workspace (*ws bytes). Past the tensors' dtype/alignment (the same for a forward
   // and its backward), the answer depends only on the shapes: cudnn_ caches it per shape, with
   // both graphs built together, so a forward and its backward always take the same path.
-  // Packed documents go to cuDNN only as spans, unwindowed, with offsets that fit its int32
-  // (attention_cudnn.cc Note [ragged documents]); per-token doc_ids alone keep the own kernels.
+  // Packed documents go to cuDNN only as spans, with offsets that fit its int32 (attention_cudnn.cc
+  // Note [ragged documents]); per-token doc_ids alone keep the own kernels.
   bool use_cudnn(const Tensor* ts, int n, const Tensor& lse, const SeqLayout& L, const AttnShape& s, size_t* ws) {
     if (!cudnn_ || !cudnn_attention_enabled() || own_attention_forced()) return false;
     if (L.doc_ids != nullptr &&
-        (!is_ragged(L) || effective_window(s, L.seq) != 0 || L.doc_slots < 1 ||
+        (!is_ragged(L) || L.doc_slots < 1 ||
          L.batch * L.seq * s.num_heads * std::max<int64_t>(s.head_dim, 1) >= (int64_t{1} << 31)))
       return false;
     if (L.batch * L.seq == 0 || s.head_dim % 8 != 0 || s.head_dim > 256) return false;

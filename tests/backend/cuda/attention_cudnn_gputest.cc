@@ -192,7 +192,7 @@ TEST(AttentionCudnn, DocIdsKeepOwnKernels) {
 // Packed rows given as document spans (backend.h Note [document spans]) run on cuDNN's ragged
 // layout (attention_cudnn.cc Note [ragged documents]): the same attention as the own kernels'
 // per-token document mask, bf16-close; lse token-major there ([B*T, NH]) against the own
-// kernels' [B, NH, T]. Deterministic bits run to run; a windowed layer keeps the own kernels.
+// kernels' [B, NH, T]. Deterministic bits run to run; a sliding window applies inside each span.
 struct Spans {
   std::vector<int32_t> ids, starts, lens;
   int64_t spans = 0, slots = 0, max_len = 0;
@@ -231,6 +231,7 @@ TEST(AttentionCudnn, RaggedDocumentsMatchOwnKernels) {
       {{2, 256, 16, 2, 128}, {{1, 255}, {37, 37, 37, 37, 37, 71}}},   // 8 spans, one of 1 token
       {{1, 2048, 16, 2, 128}, {{512, 512, 512, 512}}},               // Qwen2.5-3B, 512-token documents
       {{1, 1000, 8, 8, 64}, {{300, 700}}},                           // T not a power of two
+      {{1, 512, 14, 2, 64, 100}, {{200, 312}}},                      // a sliding window inside each span
   };
   gpu_backend().set_fused_attention_allowance(uint64_t{1} << 30);  // what a plan would grant these shapes
   for (const RaggedCase& rc : cases) {
@@ -265,22 +266,6 @@ TEST(AttentionCudnn, RaggedDocumentsMatchOwnKernels) {
     EXPECT_TRUE(again.out == cd.out && again.lse == cd.lse && again.dq == cd.dq && again.dk == cd.dk &&
                 again.dv == cd.dv)
         << w << ": a second ragged pass gave other bits";
-  }
-  {  // a sliding window keeps the own kernels
-    const Case c{1, 512, 14, 2, 64, 100};
-    const Spans sp = make_spans(c.T, {{200, 312}});
-    TwinI32 ids(sp.ids), starts(sp.starts), lens(sp.lens);
-    AttnRun r(c, rng);
-    SeqLayout L{c.B, c.T, nullptr, ids.gpu()};
-    L.doc_spans = sp.spans;
-    L.doc_slots = sp.slots;
-    L.max_doc_len = sp.max_len;
-    L.doc_starts = starts.gpu();
-    L.doc_lens = lens.gpu();
-    const int64_t c0 = cuda::cudnn_attention_calls();
-    r.fwd(L, shape_of(c));
-    r.bwd(L, shape_of(c));
-    EXPECT_EQ(cuda::cudnn_attention_calls() - c0, 0) << "a windowed ragged call ran on cuDNN";
   }
   gpu_backend().set_fused_attention_allowance(0);
   std::fflush(stdout);
