@@ -35,7 +35,7 @@ StatusOr<bool> DataLoader::next(Batch* out) {
   std::vector<std::vector<int64_t>> rows;
   int64_t end = take_rows(*samples_, order_, pos_.index, opt_.micro_batch_size, opt_.sequence_len,
                           opt_.sample_packing, &rows);
-  int64_t seq = 0;
+  int64_t seq = 0, total = 0;
   for (const auto& row : rows) {
     int64_t len = 0;
     for (int64_t idx : row) len += static_cast<int64_t>((*samples_)[idx].input_ids.size());
@@ -43,17 +43,13 @@ StatusOr<bool> DataLoader::next(Batch* out) {
       return InvalidArgument(Str() << "sample " << row[0] << " has " << len << " tokens, more than sequence_len "
                                    << opt_.sequence_len);
     seq = std::max(seq, len);
+    total += len;
   }
   const int64_t m = std::max<int64_t>(1, opt_.pad_to_multiple_of);
   const auto round_up = [m](int64_t n) { return (n + m - 1) / m * m; };
   if (opt_.padding_free && rows.size() > 1) {  // Note [padding-free batches]: every sample in one row
     std::vector<int64_t> all;
-    int64_t total = 0;
-    for (const auto& row : rows)
-      for (int64_t idx : row) {
-        all.push_back(idx);
-        total += static_cast<int64_t>((*samples_)[idx].input_ids.size());
-      }
+    for (const auto& row : rows) all.insert(all.end(), row.begin(), row.end());
     rows.assign(1, std::move(all));
     seq = std::min(opt_.micro_batch_size * opt_.sequence_len, round_up(total));
   } else {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "data/batch.h"
 #include "model/carver.h"
 
 namespace st {
@@ -151,19 +152,18 @@ size_t lm_head_slot_bytes(const ModelConfig& c, DType dtype, int64_t vocab_chunk
 }
 
 std::vector<int32_t> shift_labels(const std::vector<int32_t>& labels, int64_t batch, int64_t seq) {
-  std::vector<int32_t> out(labels.size(), -100);
+  std::vector<int32_t> out(labels.size(), kIgnoreIndex);
   for (int64_t b = 0; b < batch; ++b)
     for (int64_t t = 0; t + 1 < seq; ++t) out[b * seq + t] = labels[b * seq + t + 1];
   return out;
 }
 
 HeadRowPlan plan_head_rows(const std::vector<int32_t>& shifted_labels) {
-  constexpr int32_t kIgnore = -100;
   const int64_t n = static_cast<int64_t>(shifted_labels.size());
   HeadRowPlan p;
   int64_t first_untrained = -1;
   for (int64_t i = 0; i < n; ++i) {
-    if (shifted_labels[i] != kIgnore) {
+    if (shifted_labels[i] != kIgnoreIndex) {
       p.gather.push_back(static_cast<int32_t>(i));
       p.labels.push_back(shifted_labels[i]);
     } else if (first_untrained < 0) {
@@ -175,7 +175,7 @@ HeadRowPlan plan_head_rows(const std::vector<int32_t>& shifted_labels) {
   if (p.rows >= n) return HeadRowPlan{};  // no fewer rows: the head runs on every position
   p.compact = true;
   p.gather.resize(static_cast<size_t>(p.rows), static_cast<int32_t>(first_untrained));
-  p.labels.resize(static_cast<size_t>(p.rows), kIgnore);
+  p.labels.resize(static_cast<size_t>(p.rows), kIgnoreIndex);
   p.scatter.assign(static_cast<size_t>(n), static_cast<int32_t>(p.trained));
   for (int64_t r = 0; r < p.trained; ++r) p.scatter[static_cast<size_t>(p.gather[r])] = static_cast<int32_t>(r);
   return p;

@@ -32,7 +32,7 @@ Batch rows(bool tail_trained) {
   Batch b;
   b.batch = 2;
   b.seq = 8;
-  for (int i = 0; i < 16; ++i) b.input_ids.push_back(static_cast<int32_t>((i * 37 + 11) % 200));
+  b.input_ids = test::fixture_tokens(16, 200);
   b.labels = b.input_ids;
   b.doc_ids.assign(16, 0);
   for (int t = 5; t < 8; ++t) {
@@ -69,9 +69,7 @@ TEST(Documents, TrainedSecondDocumentKeepsItsMask) {
 // 8) and the same samples back to back in one row of 16 train alike: same loss and gradients up
 // to rounding (LoRA dropout off: its masks follow token positions).
 TEST(Documents, PaddingFreeTrainsLikePaddedRows) {
-  std::vector<int32_t> a, bb;
-  for (int i = 0; i < 5; ++i) a.push_back((i * 37 + 11) % 200);
-  for (int i = 0; i < 8; ++i) bb.push_back((i * 53 + 5) % 200);
+  const std::vector<int32_t> a = test::fixture_tokens(5, 200), bb = test::fixture_tokens(8, 200, 53, 5);
   Batch padded;
   padded.batch = 2;
   padded.seq = 8;

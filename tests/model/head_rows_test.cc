@@ -68,7 +68,7 @@ Batch prompt_batch(int prompt) {
   Batch b;
   b.batch = 2;
   b.seq = 128;
-  for (int i = 0; i < 256; ++i) b.input_ids.push_back(static_cast<int32_t>((i * 37 + 11) % 200));
+  b.input_ids = test::fixture_tokens(256, 200);
   b.labels = b.input_ids;
   for (int r = 0; r < 2; ++r)
     for (int t = 0; t < prompt; ++t) b.labels[r * 128 + t] = kIgnoreIndex;

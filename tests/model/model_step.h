@@ -40,6 +40,13 @@ inline void init_lora_nonzero(Lora& lora) {
   lora.params_from_host(p);
 }
 
+// n deterministic token ids below vocab: (i * mul + add) % vocab.
+inline std::vector<int32_t> fixture_tokens(int64_t n, int64_t vocab, int64_t mul = 37, int64_t add = 11) {
+  std::vector<int32_t> out;
+  for (int64_t i = 0; i < n; ++i) out.push_back(static_cast<int32_t>((i * mul + add) % vocab));
+  return out;
+}
+
 // Two micro-batches of 2 x 8 tokens (labels = inputs), the same for every test that uses them.
 inline std::vector<Batch> two_micro_batches(int64_t vocab) {
   std::vector<Batch> bs(2);
@@ -47,10 +54,8 @@ inline std::vector<Batch> two_micro_batches(int64_t vocab) {
     b.batch = 2;
     b.seq = 8;
   }
-  for (int i = 0; i < 16; ++i) {
-    bs[0].input_ids.push_back(static_cast<int32_t>((i * 37 + 11) % vocab));
-    bs[1].input_ids.push_back(static_cast<int32_t>((i * 53 + 5) % vocab));
-  }
+  bs[0].input_ids = fixture_tokens(16, vocab);
+  bs[1].input_ids = fixture_tokens(16, vocab, 53, 5);
   for (Batch& b : bs) b.labels = b.input_ids;
   return bs;
 }

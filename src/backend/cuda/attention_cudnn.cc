@@ -116,8 +116,7 @@ struct Dims {
   int64_t B, T, NH, KVH, D;
   float scale;
   int64_t window;
-  bool is_ragged;
-  bool ragged() const { return is_ragged; }
+  bool ragged;
   int64_t max_tokens() const { return B * T; }  // a ragged graph's bound on the packed tokens
 };
 
@@ -136,19 +135,19 @@ void set_bshd(TensorAttr& t, int64_t uid, const Dims& d, int64_t H) {
 std::shared_ptr<TensorAttr> bshd(Graph& g, const char* name, int64_t uid, int64_t ruid, const Dims& d, int64_t H) {
   auto t = g.tensor(TensorAttr().set_name(name));
   set_bshd(*t, uid, d, H);
-  if (d.ragged()) t->set_ragged_offset(index_tensor(g, std::string(name) + "_offsets", ruid, d.B + 1));
+  if (d.ragged) t->set_ragged_offset(index_tensor(g, std::string(name) + "_offsets", ruid, d.B + 1));
   return t;
 }
 void mark_bshd_out(Graph& g, const std::shared_ptr<TensorAttr>& t, int64_t uid, int64_t ruid, const Dims& d,
                    int64_t H) {
   set_bshd(*t, uid, d, H);
   t->set_output(true);
-  if (d.ragged()) t->set_ragged_offset(index_tensor(g, "out_offsets_" + std::to_string(uid), ruid, d.B + 1));
+  if (d.ragged) t->set_ragged_offset(index_tensor(g, "out_offsets_" + std::to_string(uid), ruid, d.B + 1));
 }
 // Stats [B, NH, T, 1]: dense head-major (our lse [B, NH, T]); ragged token-major ([tokens, NH]).
 void set_stats(Graph& g, TensorAttr& t, const Dims& d) {
   t.set_uid(kStats).set_dim({d.B, d.NH, d.T, 1}).set_data_type(fe::DataType_t::FLOAT);
-  if (!d.ragged()) {
+  if (!d.ragged) {
     t.set_stride({d.NH * d.T, d.T, 1, 1});
     return;
   }
@@ -183,7 +182,7 @@ template <class Attrs>
 void set_masks(Graph& g, Attrs& a, const Dims& d) {
   a.set_causal_mask(true).set_attn_scale(d.scale);
   if (d.window > 0) a.set_diagonal_band_left_bound(static_cast<int>(d.window));
-  if (d.ragged())
+  if (d.ragged)
     a.set_padding_mask(true)
         .set_seq_len_q(index_tensor(g, "seq_len_q", kSeqQ, d.B))
         .set_seq_len_kv(index_tensor(g, "seq_len_kv", kSeqKV, d.B))
