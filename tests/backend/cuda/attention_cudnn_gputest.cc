@@ -13,6 +13,7 @@
 #include <functional>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "backend/cuda/attention_cudnn.h"
@@ -268,6 +269,75 @@ TEST(AttentionCudnn, RaggedDocumentsMatchOwnKernels) {
         << w << ": a second ragged pass gave other bits";
   }
   gpu_backend().set_fused_attention_allowance(0);
+  std::fflush(stdout);
+}
+
+// Note [long sequences]: past T = 46341 a [T, T] index no longer fits in int32, and a [T, heads,
+// D] tensor passes 2^31 bytes soon after; long-context users (32k-128k tokens) would see any such
+// overflow as silently wrong rows at the end of the sequence. One dense row of 50,000 tokens
+// against the CPU reference, the rows past 46,341 also compared on their own (a whole-tensor NMSE
+// would dilute a broken tail), and two packed documents of 50,000 + 20,000 tokens on the ragged
+// layout against the own kernels.
+std::vector<float> tail_rows(const std::vector<float>& v, int64_t first_row, int64_t row_width) {
+  return std::vector<float>(v.begin() + first_row * row_width, v.end());
+}
+
+TEST(AttentionCudnn, LongSequencesMatch) {
+  std::mt19937 rng(41);
+  constexpr int64_t kTail = 46341;  // first row whose T x T index passes int32
+  {
+    const Case c{1, 50000, 2, 1, 64};
+    const std::string w = name(c);
+    AttnRun r(c, rng);
+    const SeqLayout L{c.B, c.T, nullptr, nullptr};
+    const AttnShape s = shape_of(c);
+    cpu_backend().attention(r.out.cpu(), r.lse.cpu(), r.q.cpu(), r.k.cpu(), r.v.cpu(), L, s);
+    const int64_t c0 = cuda::cudnn_attention_calls();
+    r.fwd(L, s);
+    EXPECT_EQ(cuda::cudnn_attention_calls() - c0, 1) << "forward did not take the cuDNN path";
+    expect_close(r.out.gpu_vals(), r.out.cpu_vals(), 1e-4, "out " + w);
+    expect_close(tail_rows(r.out.gpu_vals(), kTail, c.NH * c.D), tail_rows(r.out.cpu_vals(), kTail, c.NH * c.D), 1e-4,
+                 "out rows >= 46341");
+    expect_close(r.lse.gpu_vals(), r.lse.cpu_vals(), 1e-10, "lse " + w);
+    r.out.set(r.out.cpu_vals());
+    r.lse.set(r.lse.cpu_vals());
+    cpu_backend().attention_backward(r.dq.cpu(), r.dk.cpu(), r.dv.cpu(), r.dout.cpu(), r.q.cpu(), r.k.cpu(),
+                                     r.v.cpu(), r.out.cpu(), r.lse.cpu(), L, s);
+    r.bwd(L, s);
+    EXPECT_EQ(cuda::cudnn_attention_calls() - c0, 2) << "backward did not take the cuDNN path";
+    for (auto [t, what, width] : {std::tuple{&r.dq, "dq", c.NH * c.D}, std::tuple{&r.dk, "dk", c.KVH * c.D},
+                                  std::tuple{&r.dv, "dv", c.KVH * c.D}}) {
+      expect_close(t->gpu_vals(), t->cpu_vals(), 5e-4, std::string(what) + " " + w);
+      expect_close(tail_rows(t->gpu_vals(), kTail, width), tail_rows(t->cpu_vals(), kTail, width), 5e-4,
+                   std::string(what) + " rows >= 46341");
+    }
+    for (Twin* t : {&r.out, &r.lse, &r.dq, &r.dk, &r.dv}) EXPECT_TRUE(t->guards_ok()) << w;
+  }
+  {
+    const Case c{1, 70000, 2, 1, 64};
+    const std::string w = name(c) + " (documents of 50000 + 20000)";
+    const Spans sp = make_spans(c.T, {{50000, 20000}});
+    TwinI32 ids(sp.ids), starts(sp.starts), lens(sp.lens);
+    AttnRun r(c, rng);
+    const AttnShape s = shape_of(c);
+    const SeqLayout own_layout{c.B, c.T, nullptr, ids.gpu()};
+    SeqLayout L = own_layout;
+    L.doc_spans = sp.spans;
+    L.doc_slots = sp.slots;
+    L.max_doc_len = sp.max_len;
+    L.doc_starts = starts.gpu();
+    L.doc_lens = lens.gpu();
+    gpu_backend().set_fused_attention_allowance(uint64_t{4} << 30);
+    const Outputs own = pass(r, own_layout, s, false);
+    const Outputs cd = pass(r, L, s, true);
+    gpu_backend().set_fused_attention_allowance(0);
+    expect_close(cd.out, own.out, 1e-4, "out " + w);
+    expect_close(cd.dq, own.dq, 1e-3, "dq " + w);
+    expect_close(cd.dk, own.dk, 1e-3, "dk " + w);
+    expect_close(cd.dv, own.dv, 1e-3, "dv " + w);
+    expect_close(tail_rows(cd.dq, kTail, c.NH * c.D), tail_rows(own.dq, kTail, c.NH * c.D), 1e-3, "dq rows >= 46341");
+    for (Twin* t : {&r.out, &r.lse, &r.dq, &r.dk, &r.dv}) EXPECT_TRUE(t->guards_ok()) << w;
+  }
   std::fflush(stdout);
 }
 

@@ -98,6 +98,13 @@ TEST(CudaAttention, MatchesCpu) {
     for (DType t : {DType::kF32, DType::kBF16}) run_case(c, t, rng);
 }
 
+// The own kernels at 50,000 tokens (attention_cudnn_gputest.cc Note [long sequences]): dense and
+// with a 4096-token sliding window, against the CPU reference.
+TEST(CudaAttention, LongSequenceMatchesCpu) {
+  std::mt19937 rng(13);
+  for (const Case& c : {Case{1, 50000, 2, 1, 64, false}, Case{1, 50000, 2, 1, 64, false, 4096}}) run_case(c, DType::kBF16, rng);
+}
+
 TEST(CudaAttention, KvCacheMatchesCpu) {
   std::mt19937 rng(13);
   struct KvCase { int64_t Tq, Tk, q_start, NH, KVH, D, window = 0; };
