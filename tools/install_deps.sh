@@ -18,7 +18,7 @@ fi
 
 # Python packages used by tests as independent oracles (HF tokenizers, sentencepiece, gguf's dequantizers).
 py=python3
-pips=(tokenizers sentencepiece gguf numpy)
+pips=(tokenizers sentencepiece gguf numpy jinja2)
 pmissing=()
 for p in "${pips[@]}"; do
   $py -c "import $p" 2>/dev/null || pmissing+=("$p")

@@ -85,7 +85,9 @@ std::string percent_format(const std::string& f, const Value& args) {
     else if (v.kind == Value::Kind::kFloat) out += std::to_string(static_cast<int64_t>(std::trunc(v.f)));
     else fail("%d format: a number is required, not " + v.type_name());
   }
-  if (used < items.size()) fail("not all arguments converted during string formatting");
+  // (Python ignores an unused list or dict argument: it takes them for a mapping of names.)
+  const bool mapping_like = (args.is_list() && !args.tuple) || args.is_dict();
+  if (used < items.size() && !(mapping_like && used == 0)) fail("not all arguments converted during string formatting");
   return out;
 }
 
@@ -125,6 +127,8 @@ Value binary_op(const std::string& op, const Value& a, const Value& b) {
     check_size(a.text().size() + b.text().size());
     return Value::str(a.text() + b.text());
   }
+  const bool plain = (!a.is_list() || a.view == Value::View::kNone) && (!b.is_list() || b.view == Value::View::kNone);
+  if (!plain) type_error(op, a, b);
   if (op == "+" && a.is_list() && b.is_list() && a.tuple == b.tuple) {
     List l = *a.list;
     l.insert(l.end(), b.list->begin(), b.list->end());

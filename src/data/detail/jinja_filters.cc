@@ -5,6 +5,7 @@
 #include <cmath>
 #include <map>
 
+#include "core/status.h"
 #include "data/detail/jinja_eval.h"
 #include "data/detail/jinja_text.h"
 
@@ -29,6 +30,16 @@ bool flag(const CallArgs& a, size_t k, const char* kw, bool dflt) {
 std::string text_of(const Value& v) { return to_str(v); }
 
 // Sequences a filter walks (undefined: empty, as jinja2's Undefined iterates).
+bool iterable(const Value& v) { return v.is_undefined() || v.is_list() || v.is_dict() || v.is_string(); }
+
+// A generator over something not iterable: jinja2 fails only when it is consumed.
+Value broken_generator(const Value& v) {
+  Value g = Value::make_list({});
+  g.view = Value::View::kGenerator;
+  g.s = std::make_shared<const std::string>(Str() << "'" << v.type_name() << "' object is not iterable");
+  return g;
+}
+
 List items_of(Renderer& r, const Value& v) {
   List l = iterate(v);
   r.tick(static_cast<int64_t>(l.size()));
@@ -60,11 +71,19 @@ Value f_trim(Renderer&, const Value& v, CallArgs& a) {
   return Value::str(py_strip(text_of(v), chars && !chars->is_none() ? &c : nullptr, true, true));
 }
 Value f_length(Renderer&, const Value& v, CallArgs&) { return Value::integer(length(v)); }
+
+// A generator-returning filter's result (Note [jinja views]).
+Value generator(List l) {
+  Value v = Value::make_list(std::move(l));
+  v.view = Value::View::kGenerator;
+  return v;
+}
 Value f_first(Renderer& r, const Value& v, CallArgs&) {
   const List l = items_of(r, v);
   return l.empty() ? Value::undefined("No first item, sequence was empty.") : l.front();
 }
 Value f_last(Renderer& r, const Value& v, CallArgs&) {
+  if (v.view == Value::View::kGenerator) fail("'generator' object is not reversible");
   const List l = items_of(r, v);
   return l.empty() ? Value::undefined("No last item, sequence was empty.") : l.back();
 }
@@ -130,6 +149,7 @@ Value f_string(Renderer&, const Value& v, CallArgs&) { return Value::str(text_of
 Value f_int(Renderer&, const Value& v, CallArgs& a) {
   const Value* d = arg(a, 0, "default");
   const Value dflt = d ? *d : Value::integer(0);
+  if (v.is_undefined()) fail(*v.s);  // int(Undefined) raises
   if (v.kind == Value::Kind::kInt || v.kind == Value::Kind::kBool) return Value::integer(v.kind == Value::Kind::kInt ? v.i : v.b);
   if (v.kind == Value::Kind::kFloat) {
     if (!std::isfinite(v.f) || std::fabs(v.f) >= 9.2e18) return dflt;
@@ -150,6 +170,7 @@ Value f_int(Renderer&, const Value& v, CallArgs& a) {
 Value f_float(Renderer&, const Value& v, CallArgs& a) {
   const Value* d = arg(a, 0, "default");
   const Value dflt = d ? *d : Value::number(0);
+  if (v.is_undefined()) fail(*v.s);
   if (v.is_number()) return Value::number(v.as_double());
   if (!v.is_string()) return dflt;
   const std::string s = py_strip(v.text(), nullptr, true, true);
@@ -165,16 +186,22 @@ Value f_list(Renderer& r, const Value& v, CallArgs&) {
 }
 
 Value f_items(Renderer& r, const Value& v, CallArgs&) {
-  if (v.is_undefined()) return Value::make_list({});
-  if (!v.is_dict()) fail("items filter: expected a mapping, got " + v.type_name());
+  if (v.is_undefined()) return generator({});
+  if (!v.is_dict()) {
+    Value g = broken_generator(v);
+    g.s = std::make_shared<const std::string>(Str() << "items filter: expected a mapping, got " << v.type_name());
+    return g;
+  }
   List out;
   for (const auto& [k, x] : v.dict->items) out.push_back(Value::make_list({Value::str(k), x}, true));
   r.tick(static_cast<int64_t>(out.size()));
-  return Value::make_list(std::move(out));
+  return generator(std::move(out));
 }
 
 Value f_dictsort(Renderer& r, const Value& v, CallArgs& a) {
+  if (!v.is_dict() && !v.is_undefined()) fail("dictsort: expected a mapping, got " + v.type_name());
   Value items = f_items(r, v, a);
+  items.view = Value::View::kNone;
   const bool cs = flag(a, 0, "case_sensitive", false);
   const Value* by = arg(a, 1, "by");
   const size_t pos = by && text_of(*by) == "value" ? 1 : 0;
@@ -190,6 +217,7 @@ Value f_dictsort(Renderer& r, const Value& v, CallArgs& a) {
 // select / reject / selectattr / rejectattr: keep the items whose (attribute's) test result is
 // `keep`; without a test, its truthiness.
 Value select_impl(Renderer& r, const Value& v, CallArgs& a, bool by_attr, bool keep) {
+  if (!iterable(v)) return broken_generator(v);
   size_t k = 0;
   std::string attr;
   if (by_attr) {
@@ -207,7 +235,7 @@ Value select_impl(Renderer& r, const Value& v, CallArgs& a, bool by_attr, bool k
     const bool pass = test.empty() ? truthy(subject) : apply_test(r, test, subject, targs);
     if (pass == keep) out.push_back(x);
   }
-  return Value::make_list(std::move(out));
+  return generator(std::move(out));
 }
 Value f_select(Renderer& r, const Value& v, CallArgs& a) { return select_impl(r, v, a, false, true); }
 Value f_reject(Renderer& r, const Value& v, CallArgs& a) { return select_impl(r, v, a, false, false); }
@@ -216,6 +244,7 @@ Value f_rejectattr(Renderer& r, const Value& v, CallArgs& a) { return select_imp
 
 // map(attribute='x', default=d) or map('filter', args...).
 Value f_map(Renderer& r, const Value& v, CallArgs& a) {
+  if (!iterable(v)) return broken_generator(v);
   List out;
   if (const Value* attr = arg(a, SIZE_MAX, "attribute")) {
     const Value* dflt = arg(a, SIZE_MAX, "default");
@@ -223,17 +252,18 @@ Value f_map(Renderer& r, const Value& v, CallArgs& a) {
       Value y = attr_path(x, text_of(*attr));
       out.push_back(y.is_undefined() && dflt ? *dflt : y);
     }
-    return Value::make_list(std::move(out));
+    return generator(std::move(out));
   }
   if (a.pos.empty()) fail("map() needs a filter name or attribute=");
   const std::string name = text_of(a.pos[0]);
   if (!known_filter(name)) fail("no filter named '" + name + "'");
   CallArgs fargs{List(a.pos.begin() + 1, a.pos.end()), a.kw};
   for (const Value& x : items_of(r, v)) out.push_back(apply_filter(r, name, x, fargs));
-  return Value::make_list(std::move(out));
+  return generator(std::move(out));
 }
 
 Value f_unique(Renderer& r, const Value& v, CallArgs& a) {
+  if (!iterable(v)) return broken_generator(v);
   const bool cs = flag(a, 0, "case_sensitive", false);
   const Value* attr = arg(a, 1, "attribute");
   List out, seen;
@@ -244,7 +274,7 @@ Value f_unique(Renderer& r, const Value& v, CallArgs& a) {
       out.push_back(x);
     }
   }
-  return Value::make_list(std::move(out));
+  return generator(std::move(out));
 }
 
 Value f_sort(Renderer& r, const Value& v, CallArgs& a) {
@@ -265,9 +295,11 @@ Value f_reverse(Renderer& r, const Value& v, CallArgs&) {
     for (auto it = cs.rbegin(); it != cs.rend(); ++it) out += *it;
     return Value::str(std::move(out));
   }
+  // A list reverses into an iterator (prints like a generator); anything else into a list.
+  const bool iterator = (v.is_list() && v.view == Value::View::kNone) || v.is_dict();
   List l = items_of(r, v);
   std::reverse(l.begin(), l.end());
-  return Value::make_list(std::move(l));
+  return iterator ? generator(std::move(l)) : Value::make_list(std::move(l));
 }
 
 Value f_abs(Renderer&, const Value& v, CallArgs&) {
@@ -286,6 +318,8 @@ Value f_round(Renderer&, const Value& v, CallArgs& a) {
   const int64_t prec = p ? (p->kind == Value::Kind::kInt ? p->i : 0) : 0;
   const Value* m = arg(a, 1, "method");
   const std::string method = m ? text_of(*m) : "common";
+  if (v.kind != Value::Kind::kFloat && method == "common" && prec >= 0)  // round(int) is the int
+    return Value::integer(v.kind == Value::Kind::kInt ? v.i : v.as_double() != 0);
   const double scale = std::pow(10.0, static_cast<double>(prec)), x = v.as_double() * scale;
   double y;
   if (method == "common") y = std::nearbyint(x);
@@ -397,10 +431,6 @@ const Value& arg0(const CallArgs& a, const char* test) {
   if (a.pos.empty()) fail(std::string("the '") + test + "' test needs an argument");
   return a.pos[0];
 }
-int64_t int_for(const Value& v, const char* test) {
-  if (v.kind == VK::kInt || v.kind == VK::kBool) return v.kind == VK::kInt ? v.i : v.b;
-  fail(std::string("the '") + test + "' test needs an integer, got " + v.type_name());
-}
 
 bool t_defined(Renderer&, const Value& v, CallArgs&) { return !v.is_undefined(); }
 bool t_undefined(Renderer&, const Value& v, CallArgs&) { return v.is_undefined(); }
@@ -412,15 +442,16 @@ bool t_float(Renderer&, const Value& v, CallArgs&) { return v.kind == VK::kFloat
 bool t_boolean(Renderer&, const Value& v, CallArgs&) { return v.kind == VK::kBool; }
 bool t_mapping(Renderer&, const Value& v, CallArgs&) { return v.is_dict(); }
 bool t_iterable(Renderer&, const Value& v, CallArgs&) { return v.is_undefined() || v.is_list() || v.is_dict() || v.is_string(); }
-bool t_sequence(Renderer&, const Value& v, CallArgs&) { return v.is_undefined() || v.is_list() || v.is_dict() || v.is_string(); }
+bool t_sequence(Renderer&, const Value& v, CallArgs&) {
+  return v.is_undefined() || (v.is_list() && v.view == Value::View::kNone) || v.is_dict() || v.is_string();
+}
 bool t_true(Renderer&, const Value& v, CallArgs&) { return v.kind == VK::kBool && v.b; }
 bool t_false(Renderer&, const Value& v, CallArgs&) { return v.kind == VK::kBool && !v.b; }
-bool t_odd(Renderer&, const Value& v, CallArgs&) { return (int_for(v, "odd") % 2 + 2) % 2 == 1; }
-bool t_even(Renderer&, const Value& v, CallArgs&) { return int_for(v, "even") % 2 == 0; }
+// jinja2: value % 2 == 1, value % 2 == 0, value % num == 0 (Python's %, floats too).
+bool t_odd(Renderer&, const Value& v, CallArgs&) { return equal(binary_op("%", v, Value::integer(2)), Value::integer(1)); }
+bool t_even(Renderer&, const Value& v, CallArgs&) { return equal(binary_op("%", v, Value::integer(2)), Value::integer(0)); }
 bool t_divisibleby(Renderer&, const Value& v, CallArgs& a) {
-  const int64_t d = int_for(arg0(a, "divisibleby"), "divisibleby");
-  if (d == 0) fail("integer division or modulo by zero");
-  return int_for(v, "divisibleby") % d == 0;
+  return equal(binary_op("%", v, arg0(a, "divisibleby")), Value::integer(0));
 }
 bool t_eq(Renderer&, const Value& v, CallArgs& a) { return equal(v, arg0(a, "eq")); }
 bool t_ne(Renderer&, const Value& v, CallArgs& a) { return !equal(v, arg0(a, "ne")); }

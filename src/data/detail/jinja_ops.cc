@@ -5,6 +5,7 @@
 #include <ctime>
 #include <set>
 
+#include "core/status.h"
 #include "data/detail/jinja_eval.h"
 #include "data/detail/jinja_text.h"
 
@@ -91,8 +92,9 @@ int64_t py_find(const std::string& s, const std::string& sub, bool last) {
 }
 
 Value str_method(const std::string& s, const std::string& m, const CallArgs& a) {
-  const Value* a0 = arg(a, 0, m == "split" || m == "rsplit" ? "sep" : "chars");
-  const std::string* chars = a0 && !a0->is_none() ? &str_arg(a0, m) : nullptr;
+  const bool takes_chars = m == "strip" || m == "lstrip" || m == "rstrip" || m == "split" || m == "rsplit";
+  const Value* a0 = arg(a, 0, m == "split" || m == "rsplit" ? "sep" : m == "join" ? "iterable" : "chars");
+  const std::string* chars = takes_chars && a0 && !a0->is_none() ? &str_arg(a0, m) : nullptr;
   if (m == "strip" || m == "lstrip" || m == "rstrip") return Value::str(py_strip(s, chars, m != "rstrip", m != "lstrip"));
   if (m == "split" || m == "rsplit") {
     const int64_t maxsplit = int_arg(arg(a, 1, "maxsplit"), -1, m);
@@ -164,7 +166,9 @@ Value dict_method(const Value& d, const std::string& m, const CallArgs& a) {
     else if (m == "values") out.push_back(v);
     else out.push_back(Value::make_list({Value::str(k), v}, true));
   }
-  return Value::make_list(std::move(out));
+  Value view = Value::make_list(std::move(out));
+  view.view = m == "keys" ? Value::View::kDictKeys : m == "values" ? Value::View::kDictValues : Value::View::kDictItems;
+  return view;
 }
 
 Value list_method(const Value& l, const std::string& m, const CallArgs& a) {
@@ -229,6 +233,7 @@ Value get_item(const Value& obj, const Value& key) {
   using K = Value::Kind;
   if (obj.is_undefined()) fail_undefined(obj);
   const bool int_key = key.kind == K::kInt || key.kind == K::kBool;
+  if (obj.is_list() && obj.view != Value::View::kNone) fail("'" + obj.type_name() + "' object is not subscriptable (not supported)");
   if ((obj.is_list() || obj.is_string()) && int_key) {
     const int64_t k = key.kind == K::kInt ? key.i : key.b;
     if (obj.is_list()) {
@@ -251,7 +256,10 @@ Value get_item(const Value& obj, const Value& key) {
 // Python's slice semantics (slice.indices), for lists, tuples and strings.
 Value slice(const Value& obj, const Value& start, const Value& stop, const Value& step) {
   if (obj.is_undefined()) fail_undefined(obj);
-  if (!obj.is_list() && !obj.is_string()) fail("'" + obj.type_name() + "' object is not subscriptable");
+  if (obj.is_list() && obj.view != Value::View::kNone) fail("'" + obj.type_name() + "' object is not subscriptable");
+  if (obj.is_dict()) fail("unhashable type: 'slice'");
+  // jinja2 turns the TypeError of slicing anything else into an undefined.
+  if (!obj.is_list() && !obj.is_string()) return Value::undefined(Str() << "'" << obj.type_name() << "' object is not subscriptable");
   const int64_t st = int_arg(&step, 1, "slice");
   if (st == 0) fail("slice step cannot be zero");
   std::vector<std::string> cs;
@@ -284,7 +292,11 @@ bool contains(const Value& container, const Value& item) {
       if (equal(v, item)) return true;
     return false;
   }
-  if (container.is_dict()) return item.is_string() && container.dict->find(item.text()) != nullptr;
+  if (container.is_dict()) {
+    if (item.is_list() && !item.tuple) fail("unhashable type: 'list'");
+    if (item.is_dict() || item.kind == Value::Kind::kNamespace) fail("unhashable type: '" + item.type_name() + "'");
+    return item.is_string() && container.dict->find(item.text()) != nullptr;
+  }
   if (container.is_undefined()) return false;
   fail("argument of type '" + container.type_name() + "' is not iterable");
 }

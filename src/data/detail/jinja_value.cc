@@ -78,7 +78,14 @@ std::string Value::type_name() const {
     case Kind::kInt: return "int";
     case Kind::kFloat: return "float";
     case Kind::kString: return "str";
-    case Kind::kList: return tuple ? "tuple" : "list";
+    case Kind::kList:
+      switch (view) {
+        case View::kGenerator: return "generator";
+        case View::kDictItems: return "dict_items";
+        case View::kDictKeys: return "dict_keys";
+        case View::kDictValues: return "dict_values";
+        default: return tuple ? "tuple" : "list";
+      }
     case Kind::kDict: return "dict";
     case Kind::kNamespace: return "Namespace";
     case Kind::kCallable: return "function";
@@ -111,7 +118,7 @@ bool truthy(const Value& v) {
     case K::kInt: return v.i != 0;
     case K::kFloat: return v.f != 0;
     case K::kString: return !v.s->empty();
-    case K::kList: return !v.list->empty();
+    case K::kList: return v.view == Value::View::kGenerator || !v.list->empty();
     case K::kDict: return !v.dict->items.empty();
     default: return true;
   }
@@ -129,7 +136,8 @@ bool equal(const Value& a, const Value& b) {
     case K::kNone: return true;
     case K::kString: return *a.s == *b.s;
     case K::kList:
-      if (a.tuple != b.tuple || a.list->size() != b.list->size()) return false;
+      if (a.view == Value::View::kGenerator || b.view == Value::View::kGenerator) return a.list == b.list;
+      if (a.tuple != b.tuple || a.view != b.view || a.list->size() != b.list->size()) return false;
       for (size_t k = 0; k < a.list->size(); ++k)
         if (!equal((*a.list)[k], (*b.list)[k])) return false;
       return true;
@@ -152,7 +160,7 @@ bool less(const Value& a, const Value& b) {
     return a.as_double() < b.as_double();
   }
   if (a.is_string() && b.is_string()) return *a.s < *b.s;  // byte order = code point order in UTF-8
-  if (a.is_list() && b.is_list()) {
+  if (a.is_list() && b.is_list() && a.tuple == b.tuple && a.view == Value::View::kNone && b.view == Value::View::kNone) {
     const List &x = *a.list, &y = *b.list;
     for (size_t k = 0; k < x.size() && k < y.size(); ++k) {
       if (!equal(x[k], y[k])) return less(x[k], y[k]);
@@ -222,10 +230,12 @@ std::string repr_str(const std::string& s) {
 }
 
 std::string repr_seq(const Value& v) {
-  std::string out = v.tuple ? "(" : "[";
+  if (v.view == Value::View::kGenerator)
+    fail("printing a generator (jinja2 prints '<generator object ...>'); add |list to print its items");
+  std::string out = v.view != Value::View::kNone ? v.type_name() + "([" : v.tuple ? "(" : "[";
   for (size_t k = 0; k < v.list->size(); ++k) out += (k ? ", " : "") + repr((*v.list)[k]);
   if (v.tuple && v.list->size() == 1) out += ",";
-  return out + (v.tuple ? ")" : "]");
+  return out + (v.view != Value::View::kNone ? "])" : v.tuple ? ")" : "]");
 }
 
 std::string repr_dict(const Dict& d) {
@@ -275,7 +285,9 @@ List iterate(const Value& v) {
   using K = Value::Kind;
   switch (v.kind) {
     case K::kUndefined: return {};  // jinja2's Undefined iterates as empty
-    case K::kList: return *v.list;
+    case K::kList:
+      if (v.s) fail(*v.s);  // a generator over something not iterable fails when consumed
+      return *v.list;
     case K::kDict: {
       List keys;
       for (const auto& kv : v.dict->items) keys.push_back(Value::str(kv.first));
@@ -295,7 +307,9 @@ int64_t length(const Value& v) {
   switch (v.kind) {
     case K::kUndefined: return 0;
     case K::kString: return static_cast<int64_t>(utf8_chars(*v.s).size());
-    case K::kList: return static_cast<int64_t>(v.list->size());
+    case K::kList:
+      if (v.view == Value::View::kGenerator) fail("object of type 'generator' has no len()");
+      return static_cast<int64_t>(v.list->size());
     case K::kDict: return static_cast<int64_t>(v.dict->items.size());
     default: fail("object of type '" + v.type_name() + "' has no len()");
   }
@@ -405,6 +419,9 @@ void dump(const Value& v, const JsonStyle& st, int level, int depth, std::string
     case K::kFloat: *out += json_float(v.f); break;
     case K::kString: *out += json_str(*v.s); break;
     case K::kList:
+      if (v.view != Value::View::kNone) fail("tojson: Object of type " + v.type_name() + " is not JSON serializable");
+      dump_container(v, st, level, depth, out);
+      break;
     case K::kDict: dump_container(v, st, level, depth, out); break;
     default: fail("tojson: Object of type " + v.type_name() + " is not JSON serializable");
   }

@@ -47,6 +47,12 @@ struct Value {
   Kind kind = Kind::kUndefined;
   bool b = false;
   bool tuple = false;  // a list that prints as a tuple: (1, 2)
+  // Note [jinja views]: jinja2's map / select / items / unique ... filters return generators and
+  // dict.items() / keys() / values() views. They iterate like lists, but a generator is always
+  // true, has no len() and prints as "<generator object ...>"; a view prints as
+  // "dict_items([...])". Both are lists here, flagged, so those operations fail or print as Python does.
+  enum class View { kNone, kGenerator, kDictItems, kDictKeys, kDictValues };
+  View view = View::kNone;
   int64_t i = 0;
   double f = 0;
   std::shared_ptr<const std::string> s;  // string; for undefined, what was looked up (for errors)
