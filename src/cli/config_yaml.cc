@@ -207,6 +207,11 @@ Status check_range(const Input& in, const Field& f, double v) {
 
 Status set_string(const Input& in, const Field& f, std::string& dst) {
   std::string v = in.scalar;
+  // chat_template also takes a template file (chat_template: my_template.jinja), relative to the config.
+  if (std::string(f.name) == "chat_template" && v.size() > 6 && v.ends_with(".jinja")) {
+    dst = resolve_path(v, in.base_dir);
+    return Status::OK();
+  }
   if (!f.choices.empty()) {
     const std::string l = lower(v);
     if (std::find(f.choices.begin(), f.choices.end(), l) == f.choices.end()) {

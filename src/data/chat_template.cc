@@ -1,6 +1,10 @@
 #include "data/chat_template.h"
 
 #include <algorithm>
+#include <optional>
+
+#include "core/file.h"
+#include "core/json.h"
 
 namespace st {
 namespace {
@@ -207,23 +211,41 @@ std::string ChatTemplate::name() const {
     case ChatFormat::kMistral: return "mistral";
     case ChatFormat::kMistralV3: return "mistral_v3";
     case ChatFormat::kMistralTekken: return "mistral_tekken";
+    case ChatFormat::kJinja: return "jinja";
   }
   return "?";
 }
 
+namespace {
+
+StatusOr<ChatTemplate> jinja_template(const std::string& source, const std::string& what) {
+  ASSIGN_OR_RETURN(JinjaTemplate parsed, JinjaTemplate::parse(source, what));
+  ChatTemplate t;
+  t.format = ChatFormat::kJinja;
+  t.tools = true;  // tools and tool calls go to the template in HF's shape; it renders them or not
+  t.jinja = std::make_shared<const JinjaTemplate>(std::move(parsed));
+  return t;
+}
+
+}  // namespace
+
 StatusOr<ChatTemplate> chat_template_by_name(const std::string& name) {
   ChatTemplate t;
+  if (name.size() > 6 && name.ends_with(".jinja")) {
+    ASSIGN_OR_RETURN(std::string source, read_file_to_string(name), "chat_template " << name);
+    return jinja_template(source, name);
+  }
   if (name == "chatml") t.format = ChatFormat::kChatML;
   else if (name == "qwen3") t.format = ChatFormat::kQwen3, t.tools = true;
   else if (name == "llama3") t.format = ChatFormat::kLlama3;
   else if (name == "mistral") t.format = ChatFormat::kMistral;
   else if (name == "mistral_v3") t.format = ChatFormat::kMistralV3;
   else if (name == "mistral_tekken") t.format = ChatFormat::kMistralTekken;
-  else return InvalidArgument(Str() << "chat_template '" << name << "': expected chatml, qwen3, llama3, mistral, mistral_v3 or mistral_tekken");
+  else return InvalidArgument(Str() << "chat_template '" << name << "': expected chatml, qwen3, llama3, mistral, mistral_v3, mistral_tekken or a .jinja file");
   return t;
 }
 
-StatusOr<ChatTemplate> chat_template_from_jinja(const std::string& j) {
+StatusOr<ChatTemplate> chat_template_from_jinja(const std::string& j, const std::string& what) {
   ChatTemplate t;
   if (j.find("<|im_start|>") != std::string::npos && j.find("reasoning_content") != std::string::npos &&
       j.find("</think>") != std::string::npos) {
@@ -239,7 +261,8 @@ StatusOr<ChatTemplate> chat_template_from_jinja(const std::string& j) {
   } else if (j.find("<|start_header_id|>") != std::string::npos) {
     t.format = ChatFormat::kLlama3;
     t.llama31_dates = j.find("Cutting Knowledge Date") != std::string::npos;
-  } else if (j.find("[INST]") != std::string::npos) {
+  } else if (j.find("[INST]") != std::string::npos && j.find("<<SYS>>") == std::string::npos) {
+    // (Llama-2-chat's [INST] template, with its <<SYS>> block, is not Mistral's: the interpreter's.)
     // v1 closes the user turn with ' [/INST]' (a space before it); tekken opens it with "[INST]"
     // and no space; v3 with "[INST] " (quotes of either kind).
     auto has = [&](std::initializer_list<const char*> v) {
@@ -252,8 +275,7 @@ StatusOr<ChatTemplate> chat_template_from_jinja(const std::string& j) {
     else if (has({"'[INST] ' +", "\"[INST] \" +"})) t.format = ChatFormat::kMistralV3;
     else t.format = ChatFormat::kMistral;
   } else {
-    return Unimplemented("chat template not recognised (no <|im_start|>, <|start_header_id|> or [INST]); "
-                         "set chat_template: chatml | llama3 | mistral");
+    return jinja_template(j, what);
   }
   return t;
 }
@@ -263,7 +285,7 @@ StatusOr<ChatTemplate> resolve_chat_template(const std::string& name, const Toke
   if (!name.empty()) {
     ASSIGN_OR_RETURN(t, chat_template_by_name(name));
   } else if (!tok.chat_template().empty()) {
-    ASSIGN_OR_RETURN(t, chat_template_from_jinja(tok.chat_template()), "tokenizer_config.json chat_template");
+    ASSIGN_OR_RETURN(t, chat_template_from_jinja(tok.chat_template(), "tokenizer chat_template"));
   } else {
     return InvalidArgument("the tokenizer has no chat_template; set chat_template: chatml | llama3 | mistral");
   }
@@ -274,6 +296,8 @@ StatusOr<ChatTemplate> resolve_chat_template(const std::string& name, const Toke
     need = {"<s>", "</s>"};
   for (const char* s : need)
     if (!tok.token_to_id(s)) return InvalidArgument(Str() << "chat template " << t.name() << " needs token " << s << ", which the tokenizer lacks");
+  if (tok.bos_id() >= 0) t.bos_token = tok.id_to_token(tok.bos_id());
+  if (tok.eos_id() >= 0) t.eos_token = tok.id_to_token(tok.eos_id());
   return t;
 }
 
@@ -314,7 +338,101 @@ std::vector<ChatSegment> render(const ChatTemplate& t, const std::vector<ChatMes
     case ChatFormat::kMistral: render_mistral(msgs, &out); break;
     case ChatFormat::kMistralV3: render_mistral_v3(msgs, false, &out); break;
     case ChatFormat::kMistralTekken: render_mistral_v3(msgs, true, &out); break;
+    case ChatFormat::kJinja: break;  // render_jinja_chat: it can fail
   }
+  return out;
+}
+
+}  // namespace
+
+namespace {
+
+// The context transformers' apply_chat_template gives a template: messages ({"role", "content"},
+// an assistant's tool calls as [{"type": "function", "function": {"name", "arguments": object}}]
+// with a null content when it has none), tools (when given), bos_token, eos_token and
+// add_generation_prompt.
+StatusOr<OrderedJson> jinja_context(const ChatTemplate& t, const std::vector<ChatMessage>& msgs, size_t n,
+                                    const std::vector<std::string>& tools, bool gen) {
+  OrderedJson ctx = OrderedJson::object();
+  OrderedJson m = OrderedJson::array();
+  for (size_t i = 0; i < n; ++i) {
+    OrderedJson j = {{"role", msgs[i].role}, {"content", msgs[i].content}};
+    if (!msgs[i].tool_calls.empty()) {
+      if (msgs[i].content.empty()) j["content"] = nullptr;
+      OrderedJson calls = OrderedJson::array();
+      for (const ToolCall& c : msgs[i].tool_calls) {
+        ASSIGN_OR_RETURN(OrderedJson args, parse_ordered_json(c.arguments_json, "tool call arguments"));
+        calls.push_back({{"type", "function"}, {"function", {{"name", c.name}, {"arguments", std::move(args)}}}});
+      }
+      j["tool_calls"] = std::move(calls);
+    }
+    m.push_back(std::move(j));
+  }
+  ctx["messages"] = std::move(m);
+  if (!tools.empty()) {
+    OrderedJson ts = OrderedJson::array();
+    for (const std::string& x : tools) {
+      ASSIGN_OR_RETURN(OrderedJson tj, parse_ordered_json(x, "tool schema"));
+      ts.push_back(std::move(tj));
+    }
+    ctx["tools"] = std::move(ts);
+  }
+  ctx["bos_token"] = t.bos_token;
+  ctx["eos_token"] = t.eos_token;
+  ctx["add_generation_prompt"] = gen;
+  return ctx;
+}
+
+StatusOr<std::string> render_jinja(const ChatTemplate& t, const std::vector<ChatMessage>& msgs, size_t n,
+                                   const std::vector<std::string>& tools, bool gen) {
+  ASSIGN_OR_RETURN(OrderedJson ctx, jinja_context(t, msgs, n, tools, gen));
+  return t.jinja->render(ctx);
+}
+
+// Note [jinja segments]: a template is a black box, so an assistant turn's span is found by
+// rendering prefixes of the conversation, as HF's assistant masks would be without generation
+// tags. For assistant message i: P = messages[:i] with add_generation_prompt, Q = messages[:i+1]
+// without. P must be a prefix of Q and of the whole rendering W, and Q a prefix of W -- or Q less
+// the template's footer F (what it writes after an empty conversation: Phi-3's eos_token, written
+// only after the last message) a prefix of W. The trained text is Q[len(P):] (less F), less its
+// trailing whitespace: the built-in formats' rule, the reply plus the end-of-turn token the
+// template writes after it ("</s>", "<|end|>", "<|im_end|>"), not the newline that follows.
+// Everything else is untrained. A template whose rendering of earlier turns changes with later
+// ones (e.g. reasoning dropped from history) is refused, naming the record.
+StatusOr<std::vector<ChatSegment>> render_jinja_chat(const ChatTemplate& t, const std::vector<ChatMessage>& msgs,
+                                                     const std::vector<std::string>& tools, const std::string& what) {
+  ASSIGN_OR_RETURN(std::string whole, render_jinja(t, msgs, msgs.size(), tools, false), what);
+  auto not_incremental = [&](size_t i) {
+    return InvalidArgument(Str() << what << ": the chat template (" << t.jinja->what() << ") does not render this "
+                                 << "conversation turn by turn (the text around assistant message " << i
+                                 << " changes with later messages), so its trained spans cannot be found; set "
+                                 << "chat_template to a named template or a .jinja file that does");
+  };
+  std::optional<std::string> footer;  // rendered on first need
+  std::vector<ChatSegment> out;
+  size_t pos = 0;
+  for (size_t i = 0; i < msgs.size(); ++i) {
+    if (msgs[i].role != "assistant") continue;
+    ASSIGN_OR_RETURN(std::string p, render_jinja(t, msgs, i, tools, true), what << ": messages before assistant message " << i);
+    ASSIGN_OR_RETURN(std::string q, render_jinja(t, msgs, i + 1, tools, false), what << ": messages up to assistant message " << i);
+    if (p.size() < pos || !whole.starts_with(p) || !q.starts_with(p)) return not_incremental(i);
+    size_t end = q.size();
+    if (!whole.starts_with(q)) {
+      if (!footer) {
+        StatusOr<std::string> f = render_jinja(t, msgs, 0, tools, false);
+        footer = f.ok() ? *f : "";
+      }
+      if (footer->empty() || !q.ends_with(*footer) || q.size() - footer->size() < p.size() ||
+          !whole.starts_with(std::string_view(q).substr(0, q.size() - footer->size())))
+        return not_incremental(i);
+      end = q.size() - footer->size();
+    }
+    while (end > p.size() && (whole[end - 1] == '\n' || whole[end - 1] == ' ' || whole[end - 1] == '\t' || whole[end - 1] == '\r')) --end;
+    add(&out, whole.substr(pos, p.size() - pos), false);
+    add(&out, whole.substr(p.size(), end - p.size()), true);
+    pos = end;
+  }
+  add(&out, whole.substr(pos), false);
   return out;
 }
 
@@ -330,11 +448,16 @@ StatusOr<std::vector<ChatSegment>> render_chat(const ChatTemplate& t, const std:
   RETURN_IF_ERROR(check_roles(t, msgs, tools, what));
   if (std::none_of(msgs.begin(), msgs.end(), [](const ChatMessage& m) { return m.role == "assistant"; }))
     return InvalidArgument(Str() << what << ": conversation has no assistant message");
+  if (t.format == ChatFormat::kJinja) return render_jinja_chat(t, msgs, tools, what);
   return render(t, msgs, tools);
 }
 
 StatusOr<std::string> render_generation_prompt(const ChatTemplate& t, const std::vector<ChatMessage>& msgs,
                                                const std::vector<std::string>& tools) {
+  if (t.format == ChatFormat::kJinja) {
+    RETURN_IF_ERROR(check_roles(t, msgs, tools, "generation prompt"));
+    return render_jinja(t, msgs, msgs.size(), tools, true);
+  }
   if (t.format == ChatFormat::kQwen3) {
     // The conversation as it is (its last turn decides its own think block), then the header.
     RETURN_IF_ERROR(check_roles(t, msgs, tools, "generation prompt"));

@@ -7,18 +7,23 @@
 // (datasets.cc Note [chat tokenization]).
 // Trained: assistant content plus its end token (<|im_end|>, <|eot_id|>, </s>); for Qwen3 the
 // content includes the <think> block the model writes.
+// Any other template (Llama-2-chat, Zephyr, Gemma, Phi-3, DeepSeek, a user's .jinja file) is
+// rendered by the Jinja interpreter (data/jinja.h) exactly as transformers renders it; see
+// chat_template.cc Note [jinja segments] for how its trained spans are found.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "core/status.h"
+#include "data/jinja.h"
 #include "data/tokenizer.h"
 
 namespace st {
 
-enum class ChatFormat { kChatML, kQwen3, kLlama3, kMistral, kMistralV3, kMistralTekken };
+enum class ChatFormat { kChatML, kQwen3, kLlama3, kMistral, kMistralV3, kMistralTekken, kJinja };
 
 struct ChatTemplate {
   ChatFormat format = ChatFormat::kChatML;
@@ -31,7 +36,10 @@ struct ChatTemplate {
   // Renders tool schemas, assistant tool calls and "tool" messages as the Qwen2.5 / Qwen3 templates
   // do (their <tool_call> / <tool_response> blocks); other formats refuse them by name.
   bool tools = false;
-  std::string name() const;  // "chatml" | "qwen3" | "llama3" | "mistral" | "mistral_v3" | "mistral_tekken"
+  // kJinja: the parsed template and the tokenizer's bos / eos token strings it is rendered with.
+  std::shared_ptr<const JinjaTemplate> jinja;
+  std::string bos_token, eos_token;
+  std::string name() const;  // "chatml" | "qwen3" | "llama3" | "mistral" | "mistral_v3" | "mistral_tekken" | "jinja"
 };
 
 struct ToolCall {
@@ -54,11 +62,14 @@ struct ChatSegment {
   bool trained = false;
 };
 
-// "chatml" | "qwen3" | "llama3" | "mistral" | "mistral_v3" | "mistral_tekken"; InvalidArgument otherwise.
+// "chatml" | "qwen3" | "llama3" | "mistral" | "mistral_v3" | "mistral_tekken", or a path ending in
+// ".jinja" (a template file, rendered by the interpreter; NotFound / IOError / InvalidArgument
+// naming the file); InvalidArgument otherwise.
 StatusOr<ChatTemplate> chat_template_by_name(const std::string& name);
-// Recognises a tokenizer_config.json chat_template (Jinja) by its markers; Unimplemented when
-// none of the supported formats is recognised.
-StatusOr<ChatTemplate> chat_template_from_jinja(const std::string& jinja);
+// Recognises a tokenizer_config.json chat_template (Jinja) by its markers as one of the built-in
+// formats; any other template is parsed for the interpreter (kJinja; InvalidArgument with
+// line:column when it does not parse). `what` names the source in errors.
+StatusOr<ChatTemplate> chat_template_from_jinja(const std::string& jinja, const std::string& what = "chat_template");
 // name if non-empty, else the tokenizer's own template. Checks that the tokenizer has the
 // format's special tokens (InvalidArgument naming the missing token).
 StatusOr<ChatTemplate> resolve_chat_template(const std::string& name, const Tokenizer& tok);
