@@ -96,7 +96,12 @@ class Parser {
     for (;;) {
       const Token& k = cur();
       if (k.type == T::kEof) {
-        if (!end.empty()) error("unexpected end of template: missing {% " + *end.begin() + " %}");
+        if (!end.empty()) {
+          std::string closing = *end.begin();
+          for (const std::string& e : end)
+            if (e.rfind("end", 0) == 0) closing = e;
+          error("unexpected end of template: missing {% " + closing + " %}");
+        }
         return body;
       }
       if (k.type == T::kText) {
