@@ -7,10 +7,12 @@
 //
 // Not supported (each fails with a message naming the construct and its line:column): include /
 // extends / import / block / with / do / autoescape tags, recursive loops, *args / **kwargs in
-// calls, loop.changed, filters and tests outside jinja_builtins.cc's tables, integers beyond 64
-// bits, \N{...} escapes, case mapping of letters outside ASCII / Latin-1 / Greek / Cyrillic.
-// Known differences: dict.items() / keys() / values() print as lists (Python prints
-// dict_items([...])), repr() of a string keeps non-printable non-ASCII characters unescaped,
+// calls, loop.changed, filters and tests outside jinja_filters.cc's tables, tojson(ensure_ascii=true),
+// integers beyond 64 bits, \N{...} escapes, case mapping of letters outside ASCII / Latin-1 /
+// Greek / Cyrillic, dict keys other than strings.
+// Generators (map / select / items / unique results) are lists flagged as such (Note [jinja views]):
+// printing one fails where jinja2 prints its address, and one is not exhausted by a first loop.
+// Known differences: repr() of a string keeps non-printable non-ASCII characters unescaped,
 // strip() / split() without arguments treat only ASCII whitespace as whitespace.
 #include "data/detail/jinja_eval.h"
 

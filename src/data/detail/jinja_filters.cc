@@ -138,6 +138,7 @@ Value f_tojson(Renderer&, const Value& v, CallArgs& a) {
     st.key_sep = (*sep->list)[1].text();
   }
   st.sort_keys = flag(a, 2, "sort_keys", false);
+  if (flag(a, SIZE_MAX, "ensure_ascii", false)) fail("tojson(ensure_ascii=true) is not supported");
   std::string s = to_json(v, st);
   check_size(s.size());
   return Value::str(std::move(s));
