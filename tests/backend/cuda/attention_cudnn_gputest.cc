@@ -327,7 +327,9 @@ TEST(AttentionCudnn, LongSequencesMatch) {
     L.max_doc_len = sp.max_len;
     L.doc_starts = starts.gpu();
     L.doc_lens = lens.gpu();
-    gpu_backend().set_fused_attention_allowance(uint64_t{4} << 30);
+    // cuDNN's deterministic backward takes ~2 bytes per (head, query, key) of a span slot: 20 GB here
+    // (call 1 of session 12), which the H200 grants; a smaller card keeps the own kernels.
+    gpu_backend().set_fused_attention_allowance(uint64_t{24} << 30);
     const Outputs own = pass(r, own_layout, s, false);
     const Outputs cd = pass(r, L, s, true);
     gpu_backend().set_fused_attention_allowance(0);
