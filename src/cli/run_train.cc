@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -61,6 +62,14 @@ void print_banner(const TrainConfig& cfg, const Backend& be, const BaseWeights& 
     std::printf("  note       config.json's attention_dropout %g is not applied: attention probabilities are not\n"
                 "             dropped in training (LoRA dropout is lora_dropout)\n",
                 mc.attention_dropout);
+  // Positions restart in every sample (packed or not), so the longest sample sets the largest one.
+  size_t longest = 0;
+  for (const Sample& smp : *td.train) longest = std::max(longest, smp.input_ids.size());
+  if (mc.max_position_embeddings > 0 && static_cast<int64_t>(longest) > mc.max_position_embeddings)
+    std::printf("  note       the longest sample has %zu tokens, past config.json's max_position_embeddings %lld:\n"
+                "             its later positions are ones the model was not trained on (RoPE extrapolates, as\n"
+                "             in transformers; a rope_scaling entry in config.json extends the context)\n",
+                longest, static_cast<long long>(mc.max_position_embeddings));
   std::printf("  device     %s\n", be.description().c_str());
   std::printf("  store      %s (%s: %s)\n", bw.store_dir.c_str(), bw.store_reused ? "reused" : "built",
               bw.store_reason.c_str());

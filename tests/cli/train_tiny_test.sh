@@ -43,4 +43,15 @@ l0 = rows[0]["loss"]
 assert abs(l0 - math.log(512)) < 0.3, f"first loss {l0} vs ln(512) {math.log(512):.3f}"
 print(f"ok   train: 3 steps, first loss {l0:.4f} (ln 512 = {math.log(512):.4f})")
 PY
+# A sample longer than config.json's max_position_embeddings (tiny-llama: 256) trains, with a note
+# naming both lengths; samples within it give no note (the run above).
+grep -q "max_position_embeddings" <<<"$out" && { echo "FAIL note without a long sample"; fail=1; }
+python3 -c 'import json, random; r = random.Random(1); print(json.dumps({"input_ids": [r.randrange(512) for _ in range(300)]}))' >"$T/long.jsonl"
+sed -e 's/data.jsonl/long.jsonl/' -e 's/sequence_len: 32/sequence_len: 320/' -e 's/max_steps: 3/max_steps: 1/' \
+  -e 's/output_dir: out/output_dir: out_long/' "$T/train.yaml" >"$T/long.yaml"
+out=$(cd / && "$BIN" train "$T/long.yaml" 2>&1); rc=$?
+if [[ $rc -ne 0 ]]; then echo "FAIL long-sample train: rc $rc: $out"; fail=1
+elif grep -q "longest sample has 300 tokens, past config.json's max_position_embeddings 256" <<<"$out"; then
+  echo "ok   a 300-token sample past max_position_embeddings 256: trained, with the note"
+else echo "FAIL no max_position_embeddings note: $out"; fail=1; fi
 exit $fail
