@@ -277,6 +277,16 @@ StatusOr<ChatTemplate> chat_template_from_jinja(const std::string& j, const std:
   } else {
     return jinja_template(j, what);
   }
+  // Note [built-in formats, checked]: a tokenizer's template recognised by its markers is also kept
+  // parsed, and render_chat / render_generation_prompt compare the built-in rendering with the
+  // template's own (transformers') on every conversation. A variant of a known family (another
+  // default system prompt, other whitespace, extra blocks) then renders as HF renders it instead
+  // of as the family's usual template. Only a template that refers to `messages` is kept: marker
+  // snippets (tests) and unparseable ones (nothing to compare with) keep the built-in alone.
+  if (j.find("messages") != std::string::npos) {
+    StatusOr<ChatTemplate> parsed = jinja_template(j, what);
+    if (parsed.ok()) t.jinja = parsed->jinja;
+  }
   return t;
 }
 
@@ -350,7 +360,7 @@ namespace {
 // The context transformers' apply_chat_template gives a template: messages ({"role", "content"},
 // an assistant's tool calls as [{"type": "function", "function": {"name", "arguments": object}}]
 // with a null content when it has none), tools (when given), bos_token, eos_token and
-// add_generation_prompt.
+// add_generation_prompt; and date_string (below).
 StatusOr<OrderedJson> jinja_context(const ChatTemplate& t, const std::vector<ChatMessage>& msgs, size_t n,
                                     const std::vector<std::string>& tools, bool gen) {
   OrderedJson ctx = OrderedJson::object();
@@ -377,6 +387,10 @@ StatusOr<OrderedJson> jinja_context(const ChatTemplate& t, const std::vector<Cha
     }
     ctx["tools"] = std::move(ts);
   }
+  // Llama-3.1+ templates date their system block with date_string, else strftime_now (today):
+  // the template's own fallback date keeps a dataset's tokens the same on every day it is read
+  // (resume, fingerprints), as the built-in llama3 format does.
+  ctx["date_string"] = "26 Jul 2024";
   ctx["bos_token"] = t.bos_token;
   ctx["eos_token"] = t.eos_token;
   ctx["add_generation_prompt"] = gen;
@@ -449,7 +463,20 @@ StatusOr<std::vector<ChatSegment>> render_chat(const ChatTemplate& t, const std:
   if (std::none_of(msgs.begin(), msgs.end(), [](const ChatMessage& m) { return m.role == "assistant"; }))
     return InvalidArgument(Str() << what << ": conversation has no assistant message");
   if (t.format == ChatFormat::kJinja) return render_jinja_chat(t, msgs, tools, what);
-  return render(t, msgs, tools);
+  std::vector<ChatSegment> segs = render(t, msgs, tools);
+  if (!t.jinja) return segs;
+  // Note [built-in formats, checked]. A template that refuses the conversation (HF would too) or
+  // that the interpreter cannot run leaves the built-in rendering.
+  StatusOr<std::string> ref = render_jinja(t, msgs, msgs.size(), tools, false);
+  std::string text;
+  for (const ChatSegment& g : segs) text += g.text;
+  if (!ref.ok() || *ref == text) return segs;
+  StatusOr<std::vector<ChatSegment>> own = render_jinja_chat(t, msgs, tools, what);
+  if (own.ok()) return own;
+  return InvalidArgument(Str() << what << ": the tokenizer's chat template renders this conversation differently from "
+                               << "the built-in " << t.name() << " format, and not turn by turn ("
+                               << own.status().message() << "); set chat_template: " << t.name()
+                               << " to train on the built-in rendering");
 }
 
 StatusOr<std::string> render_generation_prompt(const ChatTemplate& t, const std::vector<ChatMessage>& msgs,
@@ -457,6 +484,11 @@ StatusOr<std::string> render_generation_prompt(const ChatTemplate& t, const std:
   if (t.format == ChatFormat::kJinja) {
     RETURN_IF_ERROR(check_roles(t, msgs, tools, "generation prompt"));
     return render_jinja(t, msgs, msgs.size(), tools, true);
+  }
+  if (t.jinja) {  // Note [built-in formats, checked]: the template's own prompt when it renders one
+    RETURN_IF_ERROR(check_roles(t, msgs, tools, "generation prompt"));
+    StatusOr<std::string> ref = render_jinja(t, msgs, msgs.size(), tools, true);
+    if (ref.ok()) return ref;
   }
   if (t.format == ChatFormat::kQwen3) {
     // The conversation as it is (its last turn decides its own think block), then the header.

@@ -165,6 +165,36 @@ TEST(ChatJinja, TemplateFiles) {
   EXPECT_NE(broken.status().message().find("broken.jinja:3:1"), std::string::npos) << broken.status().to_string();
 }
 
+// Note [built-in formats, checked]: a ChatML variant (its own default system prompt, which the
+// built-in chatml format does not know) is recognised as chatml by its markers, but renders as
+// the template itself does; the same template named as chatml keeps the built-in rendering.
+TEST(ChatJinja, BuiltInFormatVariantRendersAsItsTemplate) {
+  const std::string src =
+      "{% if messages[0]['role'] != 'system' %}<|im_start|>system\nYou are Hermes.<|im_end|>\n{% endif %}"
+      "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+      "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}";
+  auto t = chat_template_from_jinja(src, "hermes");
+  ASSERT_TRUE(t.ok()) << t.status().to_string();
+  EXPECT_EQ(t->format, ChatFormat::kChatML);
+  ASSERT_TRUE(t->jinja != nullptr);
+  const std::vector<ChatMessage> conv = {{"user", "Hi"}, {"assistant", "Hello!"}};
+  auto segs = render_chat(*t, conv, "h.jsonl line 1");
+  ASSERT_TRUE(segs.ok()) << segs.status().to_string();
+  EXPECT_EQ(joined(*segs),
+            "<|im_start|>system\nYou are Hermes.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"
+            "Hello!<|im_end|>\n");
+  EXPECT_EQ(joined(*segs, true, "|"), "Hello!<|im_end|>");
+  auto prompt = render_generation_prompt(*t, {{"user", "Hi"}});
+  ASSERT_TRUE(prompt.ok()) << prompt.status().to_string();
+  EXPECT_EQ(*prompt, "<|im_start|>system\nYou are Hermes.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+  // Named, the built-in format renders without the template's system block.
+  auto named = chat_template_by_name("chatml");
+  ASSERT_TRUE(named.ok());
+  auto plain = render_chat(*named, conv, "h.jsonl line 1");
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(joined(*plain), "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\nHello!<|im_end|>\n");
+}
+
 TEST(ChatJinja, BuiltInFormatsStillRecognised) {
   for (const char* name : {"llama3", "qwen2_5", "mistral_nemo", "smollm2", "qwen3"}) {
     auto src = read_file_to_string(kRoot + "/tests/fixtures/chat/" + std::string(name) + ".jinja");
