@@ -220,7 +220,8 @@ Status set_string(const Input& in, const Field& f, std::string& dst) {
         dst = l == "bf16" ? "bfloat16" : "float32";
         return Status::OK();
       }
-      return bad(in, f.name, Str() << "'" << v << "' is not one of: " << join(f.choices));
+      return bad(in, f.name, Str() << "'" << v << "' is not one of: " << join(f.choices)
+                                    << (std::string(f.name) == "chat_template" ? ", or a template file (*.jinja)" : ""));
     }
     v = l;
   }

@@ -44,7 +44,7 @@ struct Sample {
 struct DatasetOptions {
   int64_t sequence_len = 2048;  // longer samples are truncated (and counted)
   bool train_on_inputs = false;
-  std::string chat_template;    // "" = the tokenizer's own; chatml | llama3 | mistral
+  std::string chat_template;    // "" = the tokenizer's own; a built-in name or a .jinja file
   int64_t vocab_size = 0;       // ids must be < this (0 = tokenizer.vocab_size()); the model's may be larger
   // Long files: called with (path, records read so far, done) every ~2 s while a file is read, and
   // once at its end when it took longer than that. Unset: quiet.

@@ -39,7 +39,7 @@ struct TrainConfig {
   // sample_packing is off (packed rows keep their fixed shape).
   std::string padding_free = "auto";
   bool train_on_inputs = false;
-  std::string chat_template;        // "" = from tokenizer_config.json; chatml | llama3 | mistral
+  std::string chat_template;        // "" = from tokenizer_config.json; a built-in name (chatml | qwen3 | llama3 | mistral | mistral_v3 | mistral_tekken) or a .jinja file
   double val_set_size = 0.0;        // fraction (<1) or count (>=1) of samples held out
   std::vector<DatasetSpec> eval_datasets;
   int64_t eval_steps = 0;           // 0 = eval only at the end when there is an eval set

@@ -117,6 +117,16 @@ TEST(ConfigYaml, ModulesCommaFormAndAllLinear) {
   EXPECT_HAS(error_of("lora_target_modules: [q_proj, v_prj]\n"), "unknown module 'v_prj' (did you mean 'v_proj'?)");
 }
 
+TEST(ConfigYaml, ChatTemplateNameOrJinjaFile) {
+  auto r = parse("chat_template: tpl/mine.jinja\n");
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(r->chat_template, "/base/tpl/mine.jinja");  // relative to the config, like other paths
+  r = parse("chat_template: Llama3\n");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->chat_template, "llama3");
+  EXPECT_HAS(error_of("chat_template: vicuna\n"), "or a template file (*.jinja)");
+}
+
 TEST(ConfigYaml, MalformedYamlNamesLineAndColumn) {
   const std::string m = error_of("base_model: m\nlora_r: 8\ndatasets: [a, b\nseed: 1\n");
   EXPECT_HAS(m, "cfg.yaml:");
