@@ -1,6 +1,7 @@
 #include "core/json.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -31,32 +32,25 @@ StatusOr<OrderedJson> parse_ordered_json(std::string_view text, const std::strin
   return parse_as<OrderedJson>(text, what);
 }
 
-namespace {
-
-// Python's float repr: the shortest digits that round-trip (as %.17g trimmed), in exponent form
-// when the decimal exponent is < -4 or >= 16, with ".0" on integral values.
-std::string python_float(double d) {
-  if (std::isnan(d)) return "NaN";
-  if (std::isinf(d)) return d > 0 ? "Infinity" : "-Infinity";
-  char buf[40];
-  for (int prec = 1; prec <= 17; ++prec) {
-    std::snprintf(buf, sizeof buf, "%.*e", prec - 1, d);
-    if (std::strtod(buf, nullptr) == d) break;
-  }
-  // buf = [-]D.DDDDe[+-]XX: digits and exponent.
-  std::string s(buf);
+// Python's repr(float): the shortest digits that round-trip, in exponent form when the decimal
+// exponent is < -4 or >= 16, with ".0" on integral values; nan, inf, -inf.
+std::string python_float_repr(double d) {
+  if (std::isnan(d)) return "nan";
+  if (std::isinf(d)) return d > 0 ? "inf" : "-inf";
+  char buf[64];
+  auto r = std::to_chars(buf, buf + sizeof buf, d, std::chars_format::scientific);
+  std::string s(buf, r.ptr);  // [-]D[.DDD]e[+-]XX
   const bool neg = s[0] == '-';
   if (neg) s.erase(0, 1);
   const size_t e = s.find('e');
   std::string digits = s.substr(0, e);
   digits.erase(std::remove(digits.begin(), digits.end(), '.'), digits.end());
-  while (digits.size() > 1 && digits.back() == '0') digits.pop_back();
   const int exp = std::atoi(s.c_str() + e + 1);
   std::string out;
   if (exp < -4 || exp >= 16) {
     out = digits.substr(0, 1);
     if (digits.size() > 1) out += "." + digits.substr(1);
-    const int a = exp < 0 ? -exp : exp;
+    const int a = std::abs(exp);
     out += exp < 0 ? "e-" : "e+";
     if (a < 10) out += '0';
     out += std::to_string(a);
@@ -68,6 +62,15 @@ std::string python_float(double d) {
     out = digits.substr(0, static_cast<size_t>(exp + 1)) + "." + digits.substr(static_cast<size_t>(exp + 1));
   }
   return neg ? "-" + out : out;
+}
+
+namespace {
+
+// Python's json.dumps of a float: repr's digits, NaN / Infinity as JSON-ish literals.
+std::string python_float(double d) {
+  if (std::isnan(d)) return "NaN";
+  if (std::isinf(d)) return d > 0 ? "Infinity" : "-Infinity";
+  return python_float_repr(d);
 }
 
 void python_string(const std::string& s, std::string* out) {

@@ -21,6 +21,8 @@ StatusOr<OrderedJson> parse_ordered_json(std::string_view text, const std::strin
 // Python's json.dumps(v, ensure_ascii=False) -- separators ", " and ": ", keys in order, floats as
 // Python's repr -- which is what a Jinja chat template's `tojson` writes (tool schemas, arguments).
 std::string python_json_dumps(const OrderedJson& v);
+// Python's repr(float): "1.0", "1e-05", "0.1", "nan", "inf".
+std::string python_float_repr(double d);
 StatusOr<Json> read_json_file(const std::string& path);
 
 // Typed getters with errors naming the key and `what`.

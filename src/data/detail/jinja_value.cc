@@ -170,36 +170,8 @@ bool less(const Value& a, const Value& b) {
   fail("'<' not supported between instances of '" + a.type_name() + "' and '" + b.type_name() + "'");
 }
 
-// Python's repr(float): shortest round-trip digits, exponent form when the exponent is < -4 or >= 16.
-std::string py_float(double d) {
-  if (std::isnan(d)) return "nan";
-  if (std::isinf(d)) return d > 0 ? "inf" : "-inf";
-  char buf[64];
-  auto r = std::to_chars(buf, buf + sizeof buf, d, std::chars_format::scientific);
-  std::string s(buf, r.ptr);  // [-]D[.DDD]e[+-]XX
-  const bool neg = s[0] == '-';
-  if (neg) s.erase(0, 1);
-  const size_t e = s.find('e');
-  std::string digits = s.substr(0, e);
-  digits.erase(std::remove(digits.begin(), digits.end(), '.'), digits.end());
-  const int exp = std::atoi(s.c_str() + e + 1);
-  std::string out;
-  if (exp < -4 || exp >= 16) {
-    out = digits.substr(0, 1);
-    if (digits.size() > 1) out += "." + digits.substr(1);
-    const int a = std::abs(exp);
-    out += exp < 0 ? "e-" : "e+";
-    if (a < 10) out += '0';
-    out += std::to_string(a);
-  } else if (exp < 0) {
-    out = "0." + std::string(static_cast<size_t>(-exp - 1), '0') + digits;
-  } else if (static_cast<int>(digits.size()) <= exp + 1) {
-    out = digits + std::string(static_cast<size_t>(exp + 1) - digits.size(), '0') + ".0";
-  } else {
-    out = digits.substr(0, static_cast<size_t>(exp + 1)) + "." + digits.substr(static_cast<size_t>(exp + 1));
-  }
-  return neg ? "-" + out : out;
-}
+// Python's repr(float) (core/json.h).
+std::string py_float(double d) { return python_float_repr(d); }
 
 namespace {
 
