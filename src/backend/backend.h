@@ -272,6 +272,11 @@ class Backend {
     return 0;
   }
   virtual void set_fused_attention_allowance(uint64_t /*bytes*/) {}
+  // A smaller workspace the fused path can also run with, more slowly (CUDA: the backward in query
+  // chunks); 0: none. The planner asks for it when fused_attention_workspace's does not fit.
+  virtual uint64_t fused_attention_min_workspace(int64_t /*batch*/, int64_t /*seq*/, const AttnShape& /*s*/) {
+    return 0;
+  }
 
   // Decode-time causal GQA attention of ONE sequence against a KV cache (no lse, no backward).
   // q [Tq, NH, D] holds positions q_start .. q_start+Tq-1; k_cache / v_cache [Tk, KVH, D] hold

@@ -289,6 +289,13 @@ std::vector<AttnShape> attention_shapes(const ModelConfig& c) {
 // x bucket is ~2-3x the tokens for documents of mixed lengths. Packed runs therefore ask for
 // twice the dense workspace; a batch whose shape needs more keeps the own kernels (a decision per
 // shape, so a layer's forward and backward agree).
+uint64_t fused_attention_min_workspace(Backend* be, int64_t batch, int64_t seq, const ModelConfig& c, bool packed) {
+  if (packed) return 0;
+  uint64_t ws = 0;
+  for (const AttnShape& s : attention_shapes(c)) ws = std::max(ws, be->fused_attention_min_workspace(batch, seq, s));
+  return ws;
+}
+
 uint64_t fused_attention_workspace(Backend* be, int64_t batch, int64_t seq, const ModelConfig& c, bool packed) {
   uint64_t ws = 0;
   for (const AttnShape& s : attention_shapes(c)) ws = std::max(ws, be->fused_attention_workspace(batch, seq, s));

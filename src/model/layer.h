@@ -73,6 +73,9 @@ std::vector<AttnShape> attention_shapes(const ModelConfig& c);
 // `packed`: rows of several documents (sample_packing) -- Note [packed attention allowance].
 uint64_t fused_attention_workspace(Backend* be, int64_t batch, int64_t seq, const ModelConfig& c,
                                    bool packed = false);
+// Backend::fused_attention_min_workspace likewise (0 for packed rows: their ragged graphs have no
+// chunked backward).
+uint64_t fused_attention_min_workspace(Backend* be, int64_t batch, int64_t seq, const ModelConfig& c, bool packed);
 
 // Bytes of scratch one layer's forward or backward needs for `tokens` tokens (any Recompute), with
 // the dequantization staging of an NF4 base (layer.cc Note [NF4 base]).

@@ -31,7 +31,7 @@ struct Shape {
   int resident;
   bool host_extras;
   Recompute recompute = Recompute::kFull;
-  bool fused_attention = false;  // Note [fused attention plan]
+  uint64_t fused_attention = 0;  // the fused attention workspace granted (Note [fused attention plan]); 0: none
   uint64_t launch_plan_bytes = 0;  // Note [launch plan memory]
   int mb_slots = 1;                // micro-batches held at once (Note [layer-major plan])
 };
@@ -57,9 +57,9 @@ uint64_t attention_scratch_bytes(const ModelConfig& c, int64_t tokens) {
 // The part of a fused attention workspace not already inside "attention backward scratch" plus the
 // spare half of "workspaces" (the CUDA backend's default allowance, cuda_backend.cu).
 constexpr uint64_t kFusedSpareWorkspace = 32ull << 20;
-uint64_t fused_attention_extra(const PlanInput& in, int64_t tokens) {
+uint64_t fused_attention_extra(const PlanInput& in, int64_t tokens, uint64_t workspace) {
   const uint64_t free_part = attention_scratch_bytes(in.model, tokens) + kFusedSpareWorkspace;
-  return in.fused_attention_workspace > free_part ? in.fused_attention_workspace - free_part : 0;
+  return workspace > free_part ? workspace - free_part : 0;
 }
 
 std::vector<PlanTerm> plan_terms(const PlanInput& in, const Shape& s) {
@@ -79,7 +79,7 @@ std::vector<PlanTerm> plan_terms(const PlanInput& in, const Shape& s) {
       {"attention backward scratch", in.device == DeviceKind::kCuda ? attention_scratch_bytes(c, s.tokens) : 0},
       {"LoRA params+grads+AdamW", lora_bytes(c, in.lora)},
       {"workspaces", in.device == DeviceKind::kCuda ? kCudaWorkspaceBytes : 0},
-      {"fused attention workspace (cuDNN)", s.fused_attention ? fused_attention_extra(in, s.tokens) : 0},
+      {"fused attention workspace (cuDNN)", fused_attention_extra(in, s.tokens, s.fused_attention)},
       {"launch plans (CUDA graphs)", s.launch_plan_bytes},
   };
   return t;
@@ -242,11 +242,16 @@ StatusOr<Plan> make_plan(const PlanInput& in) {
                                      << " allows; use layer_major: auto");
     s = best;
   }
-  // Note [fused attention plan]: granted when free, or when it fits beside this residency.
-  if (in.fused_attention_workspace > 0) {
+  // Note [fused attention plan]: granted when free, or when it fits beside this residency; else
+  // the smaller workspace of the chunked backward when that fits.
+  for (uint64_t ws : {in.fused_attention_workspace, in.fused_attention_min_workspace}) {
+    if (ws == 0) continue;
     Shape t = s;
-    t.fused_attention = true;
-    if (total(plan_terms(in, t)) <= budget) s = t;
+    t.fused_attention = ws;
+    if (total(plan_terms(in, t)) <= budget) {
+      s = t;
+      break;
+    }
   }
   // Note [launch plan memory]: what is left beside this residency, up to kLaunchPlanBytes, when
   // that is at least about one micro-batch shape's plans.
@@ -274,7 +279,7 @@ StatusOr<Plan> make_plan(const PlanInput& in) {
   p.resident_layers = stream ? spread_layers(s.resident, L) : spread_layers(L, L);
   p.host_extras = s.host_extras;
   p.recompute = s.recompute;
-  p.fused_attention_allowance = s.fused_attention ? in.fused_attention_workspace : 0;
+  p.fused_attention_allowance = s.fused_attention;
   p.launch_plan_bytes = s.launch_plan_bytes;
   p.micro_batch_slots = s.mb_slots;
   p.layer_bytes = lb;

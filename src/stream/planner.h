@@ -27,7 +27,9 @@
 // at Llama-3-8B x 4096 tokens: its deterministic backward keeps per-block dQ partials) is granted
 // when it fits beside the chosen residency, before memory goes to kept activations; a streaming
 // plan never gives up a resident layer for it. Granting it changes which kernels run, so two runs
-// are bit-identical only with the same grant: the banner says which.
+// are bit-identical only with the same grant: the banner says which. When the whole workspace does
+// not fit, the smaller one of the chunked backward (attention_cudnn.cc Note [chunked backward]:
+// long rows on small cards) is granted if it fits.
 //
 // Note [layer-major plan]: with gradient accumulation (G micro-batches a step) a streaming plan
 // may hold s > 1 micro-batches' activations at once (model/model.h Note [layer-major
@@ -83,8 +85,11 @@ struct PlanInput {
   std::string recompute = "auto";           // auto | full | attention | none (Note [recompute plan])
   int64_t gradient_accumulation_steps = 1;  // micro-batches a step (Note [layer-major plan])
   std::string layer_major = "auto";         // auto | true | false (Note [layer-major plan])
-  // Backend::fused_attention_workspace for this shape (0: none; Note [fused attention plan]).
+  // Backend::fused_attention_workspace for this shape (0: none; Note [fused attention plan]), and
+  // Backend::fused_attention_min_workspace: the smaller one of its chunked backward, asked for
+  // when the whole one does not fit (0: none).
   uint64_t fused_attention_workspace = 0;
+  uint64_t fused_attention_min_workspace = 0;
 };
 
 struct PlanTerm {

@@ -74,10 +74,12 @@ StatusOr<Plan> plan_for(const TrainConfig& cfg, Backend* be, const ModelConfig& 
   in.recompute = cfg.recompute;
   in.gradient_accumulation_steps = cfg.gradient_accumulation_steps;
   in.layer_major = cfg.layer_major;
-  if (act == DType::kBF16 && cfg.attention != "own")  // bf16-only; preparing builds its graphs now
-    in.fused_attention_workspace =
-        fused_attention_workspace(be, cfg.micro_batch_size, cfg.sequence_len, mc,
-                                  cfg.sample_packing || padding_free_on(cfg));
+  if (act == DType::kBF16 && cfg.attention != "own") {  // bf16-only; preparing builds its graphs now
+    const bool packed = cfg.sample_packing || padding_free_on(cfg);
+    in.fused_attention_workspace = fused_attention_workspace(be, cfg.micro_batch_size, cfg.sequence_len, mc, packed);
+    in.fused_attention_min_workspace =
+        fused_attention_min_workspace(be, cfg.micro_batch_size, cfg.sequence_len, mc, packed);
+  }
   if (!cfg.vram_budget.empty()) {
     ASSIGN_OR_RETURN(in.vram_budget, parse_byte_size(cfg.vram_budget), "vram_budget");
   }

@@ -246,6 +246,33 @@ TEST(Planner, FusedAttentionWorkspaceGrant) {
   EXPECT_EQ(s0->resident_layers.size(), s1->resident_layers.size());
 }
 
+// The chunked backward's smaller workspace (attention_cudnn.cc Note [chunked backward]) is granted
+// when the whole one does not fit but it does; the whole one when both fit.
+TEST(Planner, FusedAttentionFallsBackToTheChunkedWorkspace) {
+  PlanInput in = qwen_input(1ull << 40);
+  in.offload_embeddings = "false";
+  in.recompute = "full";
+  StatusOr<Plan> base = make_plan(in);
+  ASSERT_TRUE(base.ok());
+  const uint64_t whole = 4ull << 30, chunked = 256ull << 20;
+  in.fused_attention_workspace = whole;
+  in.fused_attention_min_workspace = chunked;
+  in.vram_budget = base->vram_total + (512ull << 20);  // room for the chunked one only
+  StatusOr<Plan> tight = make_plan(in);
+  ASSERT_TRUE(tight.ok());
+  EXPECT_EQ(tight->fused_attention_allowance, chunked);
+  EXPECT_EQ(tight->resident_layers.size(), base->resident_layers.size());
+  EXPECT_LE(tight->vram_total, in.vram_budget);
+  in.vram_budget = base->vram_total + whole;
+  StatusOr<Plan> roomy = make_plan(in);
+  ASSERT_TRUE(roomy.ok());
+  EXPECT_EQ(roomy->fused_attention_allowance, whole);
+  in.vram_budget = base->vram_total;  // neither beyond the counted scratch
+  StatusOr<Plan> none = make_plan(in);
+  ASSERT_TRUE(none.ok());
+  EXPECT_EQ(none->fused_attention_allowance, 0u);
+}
+
 TEST(Planner, RefusesNamingLargestTermAndAFixThatFits) {
   PlanInput in = qwen_input(1ull << 30);  // 1 GiB
   in.sequence_len = 32768;

@@ -45,7 +45,10 @@ class CudnnAttention {
   // ~1 s); without, a shape never built answers false ("not planned"), so a run whose batches
   // vary in length builds graphs only for the shapes it planned. On true, *workspace_bytes is
   // the larger of the two graphs' workspaces; on false, *why says why. The answer depends only on
-  // (B, T, NH, KVH, D, scale), whether the shape was built, and workspace_limit.
+  // (B, T, NH, KVH, D, scale), whether the shape was built, and workspace_limit. A dense shape
+  // whose whole workspace is over the limit may still answer true with the smaller workspace of
+  // its chunked backward (attention_cudnn.cc Note [chunked backward]), which the next backward()
+  // of the shape then runs.
   virtual bool plan(const SeqLayout& L, const AttnShape& s, size_t workspace_limit, bool build,
                     size_t* workspace_bytes, std::string* why) = 0;
   // Both require plan(L, s, ...) to have returned true. `workspace`: plan's workspace_bytes.
@@ -55,6 +58,9 @@ class CudnnAttention {
   virtual void backward(Tensor dq, Tensor dk, Tensor dv, Tensor dout, Tensor q, Tensor k, Tensor v, Tensor out,
                         Tensor lse, const SeqLayout& L, const AttnShape& s, void* workspace,
                         const RaggedArrays* ragged, cudaStream_t st) = 0;
+  // The workspace of a dense shape's chunked backward (0: none; builds its graphs on first sight):
+  // what the planner asks for when the whole workspace does not fit.
+  virtual size_t chunked_workspace(const SeqLayout& L, const AttnShape& s) = 0;
 };
 
 // nullptr when built without cuDNN. Creates no cuDNN handle until the first plan().
@@ -65,5 +71,7 @@ bool cudnn_attention_built();
 bool& cudnn_attention_enabled();
 // Forward + backward calls that ran through cuDNN, process-wide (lets tests prove the route).
 int64_t cudnn_attention_calls();
+// Backward calls that ran in query chunks (attention_cudnn.cc Note [chunked backward]).
+int64_t cudnn_chunked_backward_calls();
 
 }  // namespace st::cuda

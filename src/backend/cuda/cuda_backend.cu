@@ -441,6 +441,13 @@ class CudaBackend final : public Backend {
     return cudnn_->plan(L, s, SIZE_MAX, /*build=*/true, &ws, &why) ? ws : 0;
   }
   void set_fused_attention_allowance(uint64_t bytes) override { fused_allowance_ = bytes; }
+  uint64_t fused_attention_min_workspace(int64_t batch, int64_t seq, const AttnShape& s) override {
+    bind();
+    if (!cudnn_ || !cudnn_attention_enabled() || own_attention_forced() || batch * seq == 0 || s.head_dim % 8 != 0 ||
+        s.head_dim > 256)
+      return 0;
+    return cudnn_->chunked_workspace(SeqLayout{batch, seq, nullptr, nullptr}, s);
+  }
   void attention_backward(Tensor dq, Tensor dk, Tensor dv, Tensor dout, Tensor q, Tensor k, Tensor v, Tensor out,
                           Tensor lse, const SeqLayout& L, const AttnShape& s) override {
     bind();

@@ -272,6 +272,54 @@ TEST(AttentionCudnn, RaggedDocumentsMatchOwnKernels) {
   std::fflush(stdout);
 }
 
+// attention_cudnn.cc Note [chunked backward]: with a grant between the chunked and the whole
+// workspace, the backward runs in 1024-row query chunks (dK/dV summed in f32); it must match the
+// own kernels as closely as the whole cuDNN backward does, and repeat its bits run to run.
+// forward = false: the backward alone, from the out / lse already in r.
+Outputs chunked_pass(AttnRun& r, const SeqLayout& L, const AttnShape& s, uint64_t allowance, bool forward = true) {
+  gpu_backend().set_fused_attention_allowance(allowance);
+  const int64_t c0 = cuda::cudnn_attention_calls(), k0 = cuda::cudnn_chunked_backward_calls();
+  if (forward) r.fwd(L, s, /*prepare=*/false);
+  r.bwd(L, s);
+  EXPECT_EQ(cuda::cudnn_attention_calls() - c0, forward ? 2 : 1) << "cuDNN path calls";
+  EXPECT_EQ(cuda::cudnn_chunked_backward_calls() - k0, 1) << "the backward did not run in chunks";
+  gpu_backend().set_fused_attention_allowance(0);
+  return {r.out.gpu_vals(), r.lse.gpu_vals(), r.dq.gpu_vals(), r.dk.gpu_vals(), r.dv.gpu_vals()};
+}
+
+TEST(AttentionCudnn, ChunkedBackwardMatchesOwnKernels) {
+  std::mt19937 rng(43);
+  const Case cases[] = {{1, 4096, 32, 8, 128}, {2, 2500, 14, 2, 64}, {1, 3000, 16, 16, 128}, {1, 3000, 8, 2, 64, 700}};
+  for (const Case& c : cases) {
+    const std::string w = name(c) + " chunked";
+    std::printf("%s\n", w.c_str());
+    AttnRun r(c, rng);
+    const SeqLayout L{c.B, c.T, nullptr, nullptr};
+    const AttnShape s = shape_of(c);
+    const uint64_t whole = gpu_backend().fused_attention_workspace(c.B, c.T, s);
+    const uint64_t chunked = gpu_backend().fused_attention_min_workspace(c.B, c.T, s);
+    std::printf("  workspace whole %llu, chunked %llu bytes\n", static_cast<unsigned long long>(whole),
+                static_cast<unsigned long long>(chunked));
+    ASSERT_GT(chunked, 0u) << w;
+    ASSERT_LT(chunked, whole) << w;
+    const Outputs own = pass(r, L, s, false);
+    const Outputs full = pass(r, L, s, true);
+    const Outputs ch = chunked_pass(r, L, s, chunked);
+    EXPECT_TRUE(ch.out == full.out && ch.lse == full.lse) << w << ": the forward is the whole one";
+    EXPECT_TRUE(ch.dq != full.dq || ch.dk != full.dk) << w << ": chunked and whole gave the same bits -- chunked did not run?";
+    for (auto [got, ref, what] : {std::tuple{&ch.dq, &own.dq, "dq"}, std::tuple{&ch.dk, &own.dk, "dk"},
+                                  std::tuple{&ch.dv, &own.dv, "dv"}})
+      expect_close(*got, *ref, 1e-3, std::string(what) + " " + w + " vs own");
+    for (auto [got, ref, what] : {std::tuple{&full.dq, &own.dq, "dq"}, std::tuple{&full.dk, &own.dk, "dk"},
+                                  std::tuple{&full.dv, &own.dv, "dv"}})
+      expect_close(*got, *ref, 1e-3, std::string(what) + " " + name(c) + " whole vs own");
+    for (Twin* t : {&r.out, &r.lse, &r.dq, &r.dk, &r.dv}) EXPECT_TRUE(t->guards_ok()) << w;
+    const Outputs again = chunked_pass(r, L, s, chunked);
+    EXPECT_TRUE(again.dq == ch.dq && again.dk == ch.dk && again.dv == ch.dv) << w << ": run to run bits differ";
+  }
+  std::fflush(stdout);
+}
+
 // Note [long sequences]: past T = 46341 a [T, T] index no longer fits in int32, and a [T, heads,
 // D] tensor passes 2^31 bytes soon after; long-context users (32k-128k tokens) would see any such
 // overflow as silently wrong rows at the end of the sequence. One dense row of 50,000 tokens
@@ -310,6 +358,19 @@ TEST(AttentionCudnn, LongSequencesMatch) {
       expect_close(t->gpu_vals(), t->cpu_vals(), 5e-4, std::string(what) + " " + w);
       expect_close(tail_rows(t->gpu_vals(), kTail, width), tail_rows(t->cpu_vals(), kTail, width), 5e-4,
                    std::string(what) + " rows >= 46341");
+    }
+    for (Twin* t : {&r.out, &r.lse, &r.dq, &r.dk, &r.dv}) EXPECT_TRUE(t->guards_ok()) << w;
+    // The same row with the backward in query chunks (Note [chunked backward]): 49 chunks.
+    const uint64_t chunked = gpu_backend().fused_attention_min_workspace(c.B, c.T, s);
+    ASSERT_GT(chunked, 0u);
+    std::printf("  chunked workspace %llu bytes (whole: %llu)\n", static_cast<unsigned long long>(chunked),
+                static_cast<unsigned long long>(gpu_backend().fused_attention_workspace(c.B, c.T, s)));
+    chunked_pass(r, L, s, chunked, /*forward=*/false);  // from the CPU's out and lse, as above
+    for (auto [t, what, width] : {std::tuple{&r.dq, "dq", c.NH * c.D}, std::tuple{&r.dk, "dk", c.KVH * c.D},
+                                  std::tuple{&r.dv, "dv", c.KVH * c.D}}) {
+      expect_close(t->gpu_vals(), t->cpu_vals(), 5e-4, std::string(what) + " " + w + " chunked");
+      expect_close(tail_rows(t->gpu_vals(), kTail, width), tail_rows(t->cpu_vals(), kTail, width), 5e-4,
+                   std::string(what) + " chunked rows >= 46341");
     }
     for (Twin* t : {&r.out, &r.lse, &r.dq, &r.dk, &r.dv}) EXPECT_TRUE(t->guards_ok()) << w;
   }
