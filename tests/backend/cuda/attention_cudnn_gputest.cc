@@ -221,6 +221,16 @@ Spans make_spans(int64_t T, const std::vector<std::vector<int>>& rows) {
   return sp;
 }
 
+// The own kernels' layout (doc_ids) with the spans of sp added: cuDNN's ragged layout.
+SeqLayout ragged_layout(SeqLayout L, const Spans& sp, const TwinI32& starts, const TwinI32& lens) {
+  L.doc_spans = sp.spans;
+  L.doc_slots = sp.slots;
+  L.max_doc_len = sp.max_len;
+  L.doc_starts = starts.gpu();
+  L.doc_lens = lens.gpu();
+  return L;
+}
+
 TEST(AttentionCudnn, RaggedDocumentsMatchOwnKernels) {
   std::mt19937 rng(37);
   struct RaggedCase {
@@ -244,12 +254,7 @@ TEST(AttentionCudnn, RaggedDocumentsMatchOwnKernels) {
     AttnRun r(c, rng);
     const AttnShape s = shape_of(c);
     const SeqLayout own_layout{c.B, c.T, nullptr, ids.gpu()};
-    SeqLayout L = own_layout;
-    L.doc_spans = sp.spans;
-    L.doc_slots = sp.slots;
-    L.max_doc_len = sp.max_len;
-    L.doc_starts = starts.gpu();
-    L.doc_lens = lens.gpu();
+    const SeqLayout L = ragged_layout(own_layout, sp, starts, lens);
     const Outputs own = pass(r, own_layout, s, false);
     const Outputs cd = pass(r, L, s, true);
     expect_close(cd.out, own.out, 1e-4, "out " + w);
@@ -382,12 +387,7 @@ TEST(AttentionCudnn, LongSequencesMatch) {
     AttnRun r(c, rng);
     const AttnShape s = shape_of(c);
     const SeqLayout own_layout{c.B, c.T, nullptr, ids.gpu()};
-    SeqLayout L = own_layout;
-    L.doc_spans = sp.spans;
-    L.doc_slots = sp.slots;
-    L.max_doc_len = sp.max_len;
-    L.doc_starts = starts.gpu();
-    L.doc_lens = lens.gpu();
+    const SeqLayout L = ragged_layout(own_layout, sp, starts, lens);
     // cuDNN's deterministic backward takes ~2 bytes per (head, query, key) of a span slot: 20 GB here
     // (call 1 of session 12), which the H200 grants; a smaller card keeps the own kernels.
     gpu_backend().set_fused_attention_allowance(uint64_t{24} << 30);
