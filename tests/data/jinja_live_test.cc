@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <cstdio>
 #include <string>
 
@@ -28,7 +29,9 @@ std::string run(const std::string& cmd, int* rc) {
 
 TEST(JinjaLive, MatchesJinja2) {
   const std::string root = ST_SOURCE_DIR;
-  const long seed = std::chrono::system_clock::now().time_since_epoch().count() % 1000000;
+  // A new seed each run (the failure message prints it); JINJA_LIVE_SEED=N replays one.
+  const char* fixed = std::getenv("JINJA_LIVE_SEED");
+  const long seed = fixed ? std::atol(fixed) : std::chrono::system_clock::now().time_since_epoch().count() % 1000000;
   int rc = -1;
   const std::string out = run("python3 " + root + "/tools/jinja/jinja_oracle.py " + std::to_string(seed) + " 400 2>&1", &rc);
   ASSERT_EQ(rc, 0) << "jinja_oracle.py failed (python3 with jinja2 is required; run tools/install_deps.sh):\n"

@@ -31,6 +31,19 @@ std::string err(const std::string& tmpl, const OrderedJson& ctx = OrderedJson::o
   return r.status().message();
 }
 
+// jinja2's sort compares one-element key lists: equal keys are never ordered with '<', so a list
+// of equal unorderable values sorts (found by the live fuzz, seed 85423), while distinct ones fail.
+TEST(Jinja, SortOfEqualUnorderableValues) {
+  EXPECT_EQ(ok("{{ [n, n]|sort }} {{ [3, 1, 2]|sort(reverse=true) }}", {{"n", nullptr}}), "[None, None] [3, 2, 1]");
+  EXPECT_NE(err("{{ [n, 1]|sort }}", {{"n", nullptr}}).find("'<' not supported"), std::string::npos);
+}
+
+// "text" % undefined: jinja2's Undefined passes for a mapping (live fuzz, seeds 477904, 568970).
+TEST(Jinja, PercentWithUndefined) {
+  EXPECT_EQ(ok("[{{ 'Ab c' % nope }}|{{ '' % nope }}|{{ 'x%%y' % nope }}|{{ '<%s>' % nope }}]"), "[Ab c||x%y|<>]");
+  EXPECT_FALSE(render("{{ 1 % nope }}").ok());
+}
+
 TEST(Jinja, PythonNumbersAndPrinting) {
   EXPECT_EQ(ok("{{ 1.0 }} {{ 3/2 }} {{ 4/2 }} {{ 7//2 }} {{ -7//2 }} {{ -7 % 3 }} {{ 2**10 }} {{ 1e20 }} {{ 0.1+0.2 }}"),
             "1.0 1.5 2.0 3 -4 2 1024 1e+20 0.30000000000000004");

@@ -86,7 +86,7 @@ std::string percent_format(const std::string& f, const Value& args) {
     else fail("%d format: a number is required, not " + v.type_name());
   }
   // (Python ignores an unused list or dict argument: it takes them for a mapping of names.)
-  const bool mapping_like = (args.is_list() && !args.tuple) || args.is_dict();
+  const bool mapping_like = (args.is_list() && !args.tuple) || args.is_dict() || args.is_undefined();
   if (used < items.size() && !(mapping_like && used == 0)) fail("not all arguments converted during string formatting");
   return out;
 }
@@ -118,7 +118,9 @@ Value binary_op(const std::string& op, const Value& a, const Value& b) {
     return Value::str(std::move(s));
   }
   if (a.is_undefined()) fail(*a.s);
-  if (b.is_undefined()) fail(*b.s);
+  // "text" % undefined: Python takes jinja2's Undefined for a mapping (it has __getitem__), so a
+  // format without conversions gives the text back, and %s prints it as "".
+  if (b.is_undefined() && !(op == "%" && a.is_string())) fail(*b.s);
   if (a.is_number() && b.is_number()) {
     if (is_int(a) && is_int(b)) return int_op(op, int_of(a), int_of(b));
     return float_op(op, a.as_double(), b.as_double());

@@ -283,8 +283,12 @@ Value f_sort(Renderer& r, const Value& v, CallArgs& a) {
   const Value* attr = arg(a, 2, "attribute");
   List l = items_of(r, v);
   auto key = [&](const Value& x) { return sort_key(attr ? attr_path(x, text_of(*attr)) : x, cs); };
+  // jinja2 sorts by one-element key lists (make_multi_attrgetter): Python compares [a] < [b] with
+  // == first, so equal keys are never ordered with '<' ([None, None]|sort works; None < None
+  // would raise).
+  auto lt = [](const Value& p, const Value& q) { return !equal(p, q) && less(p, q); };
   std::stable_sort(l.begin(), l.end(), [&](const Value& x, const Value& y) {
-    return reverse ? less(key(y), key(x)) : less(key(x), key(y));
+    return reverse ? lt(key(y), key(x)) : lt(key(x), key(y));
   });
   return Value::make_list(std::move(l));
 }
