@@ -122,10 +122,7 @@ StatusOr<Residency> decide_residency(const BenchOptions& o, Backend* be, const M
   in.recompute = o.recompute;
   in.gradient_accumulation_steps = o.grad_accum;
   in.layer_major = o.layer_major;
-  if (dt == DType::kBF16) {
-    in.fused_attention_workspace = fused_attention_workspace(be, o.batch, o.seq, c, o.doc_len > 0);
-    in.fused_attention_min_workspace = fused_attention_min_workspace(be, o.batch, o.seq, c, o.doc_len > 0);
-  }
+  if (dt == DType::kBF16) in.fused_attention_workspace = fused_attention_workspace(be, o.batch, o.seq, c, o.doc_len > 0);
   if (!o.vram_budget.empty()) {
     ASSIGN_OR_RETURN(in.vram_budget, parse_byte_size(o.vram_budget), "--vram-budget");
   }
@@ -145,7 +142,8 @@ StatusOr<Residency> decide_residency(const BenchOptions& o, Backend* be, const M
     res.mb_slots = o.layer_major == "false" ? 1 : o.grad_accum;  // no budget: every micro-batch at once
     return res;
   }
-  ASSIGN_OR_RETURN(Plan p, make_plan(in));
+  ASSIGN_OR_RETURN(Plan p, make_plan_fused_fallback(
+                               in, [&] { return fused_attention_min_workspace(be, o.batch, o.seq, c, o.doc_len > 0); }));
   res.host_extras = p.host_extras;
   res.recompute = p.recompute;
   res.fused_attention = p.fused_attention_allowance;

@@ -323,4 +323,12 @@ std::string Plan::banner() const {
   return b.str();
 }
 
+StatusOr<Plan> make_plan_fused_fallback(PlanInput in, const std::function<uint64_t()>& min_workspace) {
+  ASSIGN_OR_RETURN(Plan p, make_plan(in));
+  if (in.fused_attention_workspace == 0 || p.fused_attention_allowance > 0) return p;
+  in.fused_attention_min_workspace = min_workspace();
+  if (in.fused_attention_min_workspace == 0) return p;
+  return make_plan(in);
+}
+
 }  // namespace st

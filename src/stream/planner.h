@@ -48,6 +48,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -121,5 +122,10 @@ struct Plan {
 
 // ResourceExhausted (before any allocation) naming the largest term and what would fit.
 StatusOr<Plan> make_plan(const PlanInput& in);
+// make_plan, asking min_workspace() for in.fused_attention_min_workspace only when the whole fused
+// attention workspace is not granted: finding it builds the chunked backward's cuDNN graphs (~1 s
+// each), which a run that gets the whole workspace never uses. The plan is the one make_plan
+// gives with both figures known up front.
+StatusOr<Plan> make_plan_fused_fallback(PlanInput in, const std::function<uint64_t()>& min_workspace);
 
 }  // namespace st

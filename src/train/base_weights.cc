@@ -74,18 +74,16 @@ StatusOr<Plan> plan_for(const TrainConfig& cfg, Backend* be, const ModelConfig& 
   in.recompute = cfg.recompute;
   in.gradient_accumulation_steps = cfg.gradient_accumulation_steps;
   in.layer_major = cfg.layer_major;
-  if (act == DType::kBF16 && cfg.attention != "own") {  // bf16-only; preparing builds its graphs now
-    const bool packed = cfg.sample_packing || padding_free_on(cfg);
+  const bool packed = cfg.sample_packing || padding_free_on(cfg);
+  if (act == DType::kBF16 && cfg.attention != "own")  // bf16-only; preparing builds its graphs now
     in.fused_attention_workspace = fused_attention_workspace(be, cfg.micro_batch_size, cfg.sequence_len, mc, packed);
-    in.fused_attention_min_workspace =
-        fused_attention_min_workspace(be, cfg.micro_batch_size, cfg.sequence_len, mc, packed);
-  }
   if (!cfg.vram_budget.empty()) {
     ASSIGN_OR_RETURN(in.vram_budget, parse_byte_size(cfg.vram_budget), "vram_budget");
   }
   uint64_t free_b = 0, total_b = 0;
   if (be->memory_info(&free_b, &total_b)) in.device_free_bytes = free_b;
-  return make_plan(in);
+  return make_plan_fused_fallback(
+      in, [&] { return fused_attention_min_workspace(be, cfg.micro_batch_size, cfg.sequence_len, mc, packed); });
 }
 
 StreamedSourceOptions streamed_options(const TrainConfig& cfg, const Plan& plan, const ModelConfig& mc) {

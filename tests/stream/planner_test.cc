@@ -271,6 +271,24 @@ TEST(Planner, FusedAttentionFallsBackToTheChunkedWorkspace) {
   StatusOr<Plan> none = make_plan(in);
   ASSERT_TRUE(none.ok());
   EXPECT_EQ(none->fused_attention_allowance, 0u);
+
+  // make_plan_fused_fallback asks for the chunked figure only when the whole one is not granted,
+  // and then plans as make_plan does with both known.
+  int asked = 0;
+  auto min_ws = [&] { ++asked; return chunked; };
+  PlanInput lazy = in;
+  lazy.fused_attention_min_workspace = 0;
+  lazy.vram_budget = base->vram_total + whole;
+  StatusOr<Plan> got = make_plan_fused_fallback(lazy, min_ws);
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->fused_attention_allowance, whole);
+  EXPECT_EQ(asked, 0);
+  lazy.vram_budget = base->vram_total + (512ull << 20);
+  got = make_plan_fused_fallback(lazy, min_ws);
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(asked, 1);
+  EXPECT_EQ(got->fused_attention_allowance, chunked);
+  EXPECT_EQ(got->vram_total, tight->vram_total);
 }
 
 TEST(Planner, RefusesNamingLargestTermAndAFixThatFits) {
