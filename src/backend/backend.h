@@ -214,6 +214,20 @@ class Backend {
   // of an f32 tensor holding dt·A); dropout_p <= 0: no mask. One rounding: dx = rnd(dx + mask(dt·A)).
   virtual void lora_dx(Tensor dx, Tensor dt, Tensor a, float dropout_p, DropoutSeed seed) = 0;
 
+  // DoRA (model/layer.cc Note [DoRA]): a target's output is y = (mag / ||W + s·B·A||_row) ⊙ (x Wᵀ +
+  // s·x Aᵀ Bᵀ) + bias, the row norm detached from the gradient (PEFT, DoRA paper §4.3).
+  // norm[o] = ||W[o,:] + s·(B·A)[o,:]||₂ for W [out, in] (act dtype), A [r, in], B [out, r] (f32);
+  // each element W + s·(B·A) formed in f32, the squares summed in a fixed order; f32 [out].
+  // scale[o] = mag[o] / norm[o] when scale is given (f32 [out]; else mag is not read).
+  virtual void dora_norm(Tensor norm, Tensor scale, Tensor w, Tensor a, Tensor b, Tensor mag, float s) = 0;
+  // y[N,out] = rnd(scale[o]·y + bias[o] + residual[n,o]), in place; bias [out] and residual [N,out]
+  // (act dtype) are optional (empty). residual must not alias y.
+  virtual void dora_combine(Tensor y, Tensor scale, Tensor bias, Tensor residual) = 0;
+  // dmag[o] += rnd(rnd(Σ_n dy[n,o]·v[n,o]) / norm[o]) (the sum over N in a fixed order; Note [grad
+  // rounding] of the LoRA grad ops), then g[n,o] = rnd(scale[o]·dy[n,o]). v = x Wᵀ + s·t Bᵀ, the
+  // target's output before the scale. g may alias v or dy (each element is read before it is written).
+  virtual void dora_backward(Tensor g, Tensor dmag, Tensor dy, Tensor v, Tensor scale, Tensor norm) = 0;
+
   // y[R,N] += bias[N] (in place). bias may be f32 or bf16.
   virtual void add_bias(Tensor y, Tensor bias) = 0;
   // y = a + b (elementwise, y may alias a or b: in-place allowed for this op).

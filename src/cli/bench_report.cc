@@ -40,6 +40,7 @@ Json bench_result_json(const BenchResult& r) {
   j["steps"] = r.steps;
   j["warmup"] = r.warmup;
   j["lora_r"] = r.lora_r;
+  j["dora"] = r.dora;
   j["targets"] = r.targets;
   j["params"] = r.params;
   j["layers"] = r.layers;
@@ -93,9 +94,10 @@ std::string bench_result_text(const BenchResult& r) {
     std::snprintf(b, sizeof b, "  %-22s %s\n", k, v.c_str());
     s += b;
   };
-  std::snprintf(b, sizeof b, "bench: %s, seq %lld x batch %lld, %s%s, stream %s, LoRA r %d on %s\n",
+  std::snprintf(b, sizeof b, "bench: %s, seq %lld x batch %lld, %s%s, stream %s, %s r %d on %s\n",
                 r.model.c_str(), static_cast<long long>(r.seq), static_cast<long long>(r.batch), r.dtype.c_str(),
-                r.quant == "nf4" ? " (NF4 base)" : "", r.stream.c_str(), r.lora_r, r.targets.c_str());
+                r.quant == "nf4" ? " (NF4 base)" : "", r.stream.c_str(), r.dora ? "DoRA" : "LoRA", r.lora_r,
+                r.targets.c_str());
   s += b;
   line("device", r.device);
   line("layers resident", std::to_string(r.resident_layers) + " of " + std::to_string(r.layers) +

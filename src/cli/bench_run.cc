@@ -223,6 +223,8 @@ StatusOr<BenchResult> run_bench(const BenchOptions& o) {
   lc.alpha = o.lora_alpha > 0 ? o.lora_alpha : 2.0 * static_cast<double>(o.lora_r);
   ASSIGN_OR_RETURN(std::vector<LoraTarget> tg, parse_lora_targets(o.targets), "--targets");
   for (LoraTarget t : tg) lc.targets[static_cast<int>(t)] = true;
+  lc.dora = o.dora;
+  r.dora = o.dora;
   ASSIGN_OR_RETURN(Residency res, decide_residency(o, be.get(), c, dt, lc));
   r.resident_layers = static_cast<int64_t>(res.resident.size());
   r.vram_planned = res.planned;
@@ -258,6 +260,7 @@ StatusOr<BenchResult> run_bench(const BenchOptions& o) {
   so.resident_layers = res.resident;
   ASSIGN_OR_RETURN(std::unique_ptr<StreamedLayerSource> src, StreamedLayerSource::create(be.get(), w.store.get(), so));
   r.num_slots = src->num_slots();
+  RETURN_IF_ERROR(model->init_dora_magnitudes(*src));
   const uint64_t lb = w.store->manifest().layer_bytes;
   r.vram_allocated = model_arena_bytes(c, lc, mo) + model->lora().bytes() + model_device_extras_bytes(c, mo) +
                      lb * (res.resident.size() + static_cast<uint64_t>(r.num_slots));

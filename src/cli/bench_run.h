@@ -29,6 +29,7 @@ struct BenchOptions {
   int64_t lora_r = 16;        // the peers' configuration: r 16, alpha 32, q_proj + v_proj
   double lora_alpha = 0;      // 0 = 2 r
   std::vector<std::string> targets = {"q_proj", "v_proj"};
+  bool dora = false;          // --dora: DoRA on the targets (model/layer.cc Note [DoRA])
   std::string vram_budget;    // "" = stream every layer when stream != off (see bench_run.cc)
   std::string offload_embeddings = "auto";  // auto | true | false (stream/planner.h)
   std::string recompute = "auto";           // auto | full | attention | none (stream/planner.h)
@@ -50,6 +51,7 @@ struct BenchResult {
   int64_t seq = 0, batch = 0, tokens_per_step = 0, doc_len = 0, prompt_len = 0;
   int steps = 0, warmup = 0, lora_r = 0;
   std::string targets;
+  bool dora = false;
   int64_t params = 0, layers = 0, resident_layers = 0, num_slots = 0;
   bool host_extras = false;  // embedding + lm_head in host memory, lm_head streamed
   std::string recompute = "full";  // what the backward recomputed (model/layer.h Note [recompute])

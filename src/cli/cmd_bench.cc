@@ -19,7 +19,7 @@ namespace {
 constexpr const char* kBenchUsage =
     "usage: streamtune bench (--model DIR | --preset NAME) [--seq S] [--batch B] [--doc-len N]\n"
     "         [--prompt-len N] [--steps N] [--warmup W] [--stream off|ram|disk] [--stream-buffers n]\n"
-    "         [--lora-r R] [--targets q_proj,v_proj] [--vram-budget SIZE] [--device auto|cpu|cuda]\n"
+    "         [--lora-r R] [--targets q_proj,v_proj] [--dora] [--vram-budget SIZE] [--device auto|cpu|cuda]\n"
     "         [--dtype bfloat16|float32] [--quant none|nf4] [--seed N] [--no-ceilings] [--json]\n"
     "\n"
     "Runs full LoRA training steps (forward, lm_head + cross-entropy, backward with per-layer\n"
@@ -52,6 +52,7 @@ constexpr const char* kBenchUsage =
     "                    step time and tok/s over all devices, and per device\n"
     "  --quant nf4       the QLoRA base: the seven linears stored as NF4 (a quarter of the bytes to\n"
     "                    stream), dequantized per layer before their GEMMs (default: none)\n"
+    "  --dora            DoRA on the targets (a magnitude vector per output row; PEFT's use_dora)\n"
     "  defaults: --seq 512 --batch 1 --steps 10 --warmup 3 --stream-buffers 2 --lora-r 16\n"
     "            (alpha 2r) --targets q_proj,v_proj\n";
 
@@ -115,6 +116,7 @@ StatusOr<BenchOptions> bench_options(const ParsedArgs& a) {
     return InvalidArgument("--stream disk needs --model (a preset lives in memory; shard one with init-model)");
   if (a.has("targets")) o.targets = split_commas(a.get("targets"));
   if (o.targets.empty()) return InvalidArgument("--targets is empty");
+  o.dora = a.has("dora");
   o.vram_budget = a.get("vram-budget");
   if (a.has("offload-embeddings")) o.offload_embeddings = a.get("offload-embeddings");
   if (a.has("recompute")) o.recompute = a.get("recompute");
@@ -145,6 +147,7 @@ int run_bench_devices(const ParsedArgs& a, const BenchOptions& o) {
   c.lora_r = o.lora_r;
   c.lora_alpha = o.lora_alpha > 0 ? o.lora_alpha : 2.0 * static_cast<double>(o.lora_r);
   c.lora_target_modules = o.targets;
+  c.use_dora = o.dora;
   c.micro_batch_size = o.batch;
   c.sequence_len = o.seq;
   c.gradient_accumulation_steps = o.grad_accum;
@@ -195,7 +198,7 @@ int cmd_bench(int argc, char** argv) {
   }
   StatusOr<ParsedArgs> a = parse_flags(
       args, {{"model"}, {"preset"}, {"seq"}, {"batch"}, {"steps"}, {"warmup"}, {"stream"}, {"stream-buffers"},
-             {"lora-r"}, {"targets"}, {"vram-budget"}, {"offload-embeddings"}, {"recompute"}, {"device"}, {"dtype"}, {"quant"}, {"grad-accum"}, {"doc-len"}, {"prompt-len"}, {"layer-major"}, {"devices"}, {"seed"}, {"no-ceilings", false},
+             {"lora-r"}, {"targets"}, {"dora", false}, {"vram-budget"}, {"offload-embeddings"}, {"recompute"}, {"device"}, {"dtype"}, {"quant"}, {"grad-accum"}, {"doc-len"}, {"prompt-len"}, {"layer-major"}, {"devices"}, {"seed"}, {"no-ceilings", false},
              {"json", false}});
   if (!a.ok()) return usage(a.status().message());
   StatusOr<BenchOptions> o = bench_options(*a);

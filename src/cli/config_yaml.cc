@@ -67,6 +67,7 @@ const std::vector<Field>& fields() {
       {"lora_alpha", &C::lora_alpha, {}, StrKind::kPlain, 0, kInf, true},
       {"lora_dropout", &C::lora_dropout, {}, StrKind::kPlain, 0, 1, false, true},
       {"use_rslora", &C::use_rslora},
+      {"use_dora", &C::use_dora},
       {"lora_target_modules", &C::lora_target_modules},
       {"lora_model_dir", &C::lora_model_dir, {}, StrKind::kPath},
       {"learning_rate", &C::learning_rate, {}, StrKind::kPlain, 0, kInf, true},
@@ -105,6 +106,7 @@ const std::vector<Field>& fields() {
 // Other tools' names for our keys (axolotl writes peft_use_rslora).
 std::string canonical_key(const std::string& key) {
   if (key == "peft_use_rslora" || key == "lora_use_rslora") return "use_rslora";
+  if (key == "peft_use_dora" || key == "lora_use_dora") return "use_dora";
   return key;
 }
 
@@ -376,20 +378,17 @@ struct RefusedFlag {
   const char* refusal;  // "<what> is not supported (...)"
 };
 constexpr RefusedFlag kRefusedFlags[] = {
-    {"use_dora", "DoRA is not supported (plain LoRA only)"},
-    {"lora_use_dora", "DoRA is not supported (plain LoRA only)"},
-    {"peft_use_dora", "DoRA is not supported (plain LoRA only)"},
     // QLoRA's bitsandbytes options: our NF4 base keeps f32 block scales and is 4-bit only.
     {"load_in_8bit", "8-bit base weights are not supported (adapter: qlora gives a 4-bit NF4 base)"},
     {"bnb_4bit_use_double_quant", "double quantization is not supported (the NF4 block scales stay float32)"},
 };
 const std::vector<std::string> kInitKeys = {"lora_init", "init_lora_weights", "lora_init_weights",
                                             "peft_init_lora_weights"};
-const std::vector<std::string> kOtherAdapters = {"dora", "vera", "loha", "lokr", "ia3", "adalora", "oft", "boft",
+const std::vector<std::string> kOtherAdapters = {"vera", "loha", "lokr", "ia3", "adalora", "oft", "boft",
                                                  "prefix_tuning", "prompt_tuning", "p_tuning", "fourierft"};
 
 // Returns true (with `st` set) when `key` is one of the variant keys. A variant key that asks
-// for plain LoRA (use_dora: false, peft_type: lora, lora_init: true) is accepted as a no-op.
+// for plain LoRA (peft_type: lora, lora_init: true) is accepted as a no-op.
 bool check_variant_key(const std::string& key, const Input& in, Status* st) {
   const std::string v = lower(in.scalar);
   const bool in_init = std::find(kInitKeys.begin(), kInitKeys.end(), key) != kInitKeys.end();
@@ -417,6 +416,10 @@ bool check_variant_key(const std::string& key, const Input& in, Status* st) {
   }
   if (key == "bnb_4bit_quant_type") {
     if (v != "nf4") *st = Unimplemented(Str() << in.where << ": key 'bnb_4bit_quant_type': '" << in.scalar << "' is not supported (nf4)");
+    return true;
+  }
+  if (key == "adapter" && v == "dora") {
+    *st = InvalidArgument(Str() << in.where << ": key 'adapter': DoRA is 'adapter: lora' (or qlora) with 'use_dora: true'");
     return true;
   }
   if (key == "adapter" && std::find(kOtherAdapters.begin(), kOtherAdapters.end(), v) != kOtherAdapters.end()) {

@@ -35,7 +35,7 @@ int64_t trainable_params(const ModelConfig& mc, const LoraConfig& lc) {
   for (int t = 0; t < kNumLoraTargets; ++t) {
     if (!lc.targets[t]) continue;
     auto [in, out] = lora_target_dims(mc, static_cast<LoraTarget>(t));
-    n += lc.r * (in + out);
+    n += lc.r * (in + out) + (lc.dora ? out : 0);
   }
   return n * mc.num_layers;
 }
@@ -48,9 +48,10 @@ void print_banner(const TrainConfig& cfg, const Backend& be, const BaseWeights& 
   std::printf("  model      %s (%s, %lld layers, hidden %lld, vocab %lld)\n", cfg.base_model.c_str(),
               arch_name(mc.arch), static_cast<long long>(mc.num_layers), static_cast<long long>(mc.hidden_size),
               static_cast<long long>(mc.vocab_size));
-  std::printf("  params     %.1fM, trainable %.3fM (%.3f%%) LoRA r=%lld alpha=%g%s\n", total / 1e6, trainable / 1e6,
-              100.0 * static_cast<double>(trainable) / static_cast<double>(total), static_cast<long long>(lc.r),
-              lc.alpha, lc.rslora ? (Str() << " rsLoRA (scale alpha/sqrt(r) = " << lc.scaling() << ")").str().c_str() : "");
+  std::printf("  params     %.1fM, trainable %.3fM (%.3f%%) %s r=%lld alpha=%g%s\n", total / 1e6, trainable / 1e6,
+              100.0 * static_cast<double>(trainable) / static_cast<double>(total), lc.dora ? "DoRA" : "LoRA",
+              static_cast<long long>(lc.r), lc.alpha,
+              lc.rslora ? (Str() << " rsLoRA (scale alpha/sqrt(r) = " << lc.scaling() << ")").str().c_str() : "");
   int64_t windowed = 0;
   for (int64_t l = 0; l < mc.num_layers; ++l) windowed += mc.attention_window(l) > 0 ? 1 : 0;
   if (windowed > 0)

@@ -144,6 +144,7 @@ StatusOr<std::unique_ptr<DataParallelTrainer>> DataParallelTrainer::create(
       RETURN_IF_ERROR(r->model->lora().load_peft(tc.lora_model_dir), who << ": lora_model_dir");
     } else {
       r->model->lora().init(tc.seed);
+      RETURN_IF_ERROR(r->model->init_dora_magnitudes(*r->layers), who);
     }
     ASSIGN_OR_RETURN(r->opt, Optimizer::create(r->be, &r->model->lora(), ac), who);
     if (o.reduction == DpReduction::kExact) {

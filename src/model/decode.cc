@@ -21,10 +21,11 @@ struct DecodeBufs {
   Tensor g, u, m;                         // [C, F]
   Tensor rstd, rstd_q, rstd_k;            // f32 [C], [C*NH], [C*KVH]
   Tensor t;                               // LoRA f32: [C, r]
+  Tensor dnorm, dscale;                   // DoRA f32: [max out] (layer.cc Note [DoRA])
   Tensor logits;                          // f32 [C, V]
 };
 
-DecodeBufs carve_bufs(Carver& cv, const ModelConfig& c, const DecoderOptions& o, int64_t lora_r) {
+DecodeBufs carve_bufs(Carver& cv, const ModelConfig& c, const DecoderOptions& o, int64_t lora_r, bool dora) {
   const int64_t C = o.max_chunk, H = c.hidden_size, Q = c.q_dim(), KV = c.kv_dim(), F = c.intermediate_size;
   const DType a = o.act, f32 = DType::kF32;
   DecodeBufs b;
@@ -45,6 +46,10 @@ DecodeBufs carve_bufs(Carver& cv, const ModelConfig& c, const DecoderOptions& o,
   b.rstd_q = cv.take(f32, {C * c.num_heads});
   b.rstd_k = cv.take(f32, {C * c.num_kv_heads});
   if (lora_r > 0) b.t = cv.take(f32, {C, lora_r});
+  if (dora) {
+    b.dnorm = cv.take(f32, {std::max({Q, KV, H, F})});
+    b.dscale = cv.take(f32, {std::max({Q, KV, H, F})});
+  }
   b.logits = cv.take(f32, {C, c.vocab_size});
   return b;
 }
@@ -64,15 +69,21 @@ struct StepCtx {
 };
 
 // y[n,out] = x W^T (+bias) + scaling (x A^T) B^T, the LoRA path in f32 through the fused LoRA ops
-// (as layer.cc's forward; PEFT computes the adapter in f32 too).
+// (as layer.cc's forward; PEFT computes the adapter in f32 too). DoRA: the bias waits for the
+// magnitude scale (layer.cc Note [DoRA]); the row norms are formed again at every step.
 void linear(const StepCtx& s, Tensor w, Tensor bias, LoraTarget tgt, Tensor x, Tensor y) {
   Backend& be = *s.be;
-  be.gemm(y, x, w, {.trans_b = Trans::kYes, .bias = bias});
-  if (s.lora == nullptr || !(*s.lora)[tgt].present()) return;
-  const LoraPair& p = (*s.lora)[tgt];
-  Tensor t(s.b->t.data, DType::kF32, {x.rows(), p.a.dim(0)});
-  be.lora_down(t, x, p.a);
-  be.lora_up(y, t, p.b, s.lora->scaling);
+  const LoraPair* p = s.lora != nullptr && (*s.lora)[tgt].present() ? &(*s.lora)[tgt] : nullptr;
+  const bool dora = p != nullptr && p->dora();
+  be.gemm(y, x, w, {.trans_b = Trans::kYes, .bias = dora ? Tensor() : bias});
+  if (p == nullptr) return;
+  Tensor t(s.b->t.data, DType::kF32, {x.rows(), p->a.dim(0)});
+  be.lora_down(t, x, p->a);
+  be.lora_up(y, t, p->b, s.lora->scaling);
+  if (!dora) return;
+  Tensor norm = vec_prefix(s.b->dnorm, w.rows()), scale = vec_prefix(s.b->dscale, w.rows());
+  be.dora_norm(norm, scale, w, p->a, p->b, p->mag, s.lora->scaling);
+  be.dora_combine(y, scale, bias, Tensor());
 }
 
 // Rows [pos0, pos0+n) of layer l's cache, and rows [0, pos0+n) as [T, KVH, D].
@@ -123,6 +134,7 @@ void layer_step(const StepCtx& s, const LayerWeights& w, int layer, Tensor x, Te
 }
 
 int64_t lora_rank(const Lora* lora) { return lora ? lora->config().r : 0; }
+bool lora_dora(const Lora* lora) { return lora && lora->config().dora; }
 
 }  // namespace
 
@@ -152,13 +164,13 @@ StatusOr<std::unique_ptr<Decoder>> Decoder::create(Backend* be, const ModelConfi
 
 Status Decoder::allocate() {
   Carver measure;
-  carve_bufs(measure, cfg_, opts_, lora_rank(lora_));
+  carve_bufs(measure, cfg_, opts_, lora_rank(lora_), lora_dora(lora_));
   arena_bytes_ = measure.used();
   ASSIGN_OR_RETURN(arena_, be_->alloc(arena_bytes_),
                    "decoder: KV cache for " << opts_.max_seq << " tokens + scratch (" << arena_bytes_
                      << " bytes)");
   Carver cv(arena_, arena_bytes_);
-  const DecodeBufs b = carve_bufs(cv, cfg_, opts_, lora_rank(lora_));
+  const DecodeBufs b = carve_bufs(cv, cfg_, opts_, lora_rank(lora_), lora_dora(lora_));
   const std::vector<float> inv = rope_inv_freq(cfg_);
   CHECK(static_cast<int64_t>(inv.size()) == cfg_.head_dim / 2);
   be_->copy_h2d(b.inv_freq.data, inv.data(), inv.size() * sizeof(float), StreamId::kCompute);
@@ -190,7 +202,7 @@ StatusOr<std::vector<float>> Decoder::forward(std::span<const int32_t> ids, Logi
 // logits wanted (an inner prefill chunk); else [n, V] (kAll) or [V] (kLast).
 void Decoder::run_chunk(const int32_t* ids, int64_t n, LogitsFor which, float* host_logits) {
   Carver cv(arena_, arena_bytes_);
-  const DecodeBufs b = carve_bufs(cv, cfg_, opts_, lora_rank(lora_));
+  const DecodeBufs b = carve_bufs(cv, cfg_, opts_, lora_rank(lora_), lora_dora(lora_));
   std::vector<int32_t> pos(static_cast<size_t>(n));
   std::iota(pos.begin(), pos.end(), static_cast<int32_t>(pos_));
   be_->copy_h2d(b.ids.data, ids, static_cast<size_t>(n) * sizeof(int32_t), StreamId::kCompute);

@@ -21,6 +21,10 @@ struct Scratch {
   Tensor t[kNumLoraTargets];   // [N, r] per target: the forward's x A^T, reused by the backward
   Tensor dt[kNumLoraTargets];  // [N, r] per target: s dy B (one each: the side stream reads it late)
   Tensor xd;            // [N, max_in]: the dropped-out LoRA input (only when dropout > 0)
+  // DoRA (Note [DoRA]), per target: the row norms of W + s B A and m / norm, f32 [out]; and the
+  // backward's pre-scale output v [N, max_out] (act), which becomes the scaled gradient in place.
+  Tensor dnorm[kNumLoraTargets], dscale[kNumLoraTargets];
+  Tensor dora_v;
   Tensor wq;            // NF4 base: a group's dequantized weights (Note [NF4 base]); else empty
 };
 
@@ -88,6 +92,16 @@ void carve_backward(Carver& cv, Scratch* s, const ModelConfig& c, int64_t N, con
   for (int t = 0; t < kNumLoraTargets; ++t)
     if (lc.targets[t]) s->dt[t] = cv.take(DType::kF32, {N, lc.r});
   if (max_in > 0 && lc.dropout > 0) s->xd = cv.take(DType::kF32, {N, max_in});
+  if (!lc.dora) return;
+  int64_t max_out = 0;
+  for (int t = 0; t < kNumLoraTargets; ++t) {
+    if (!lc.targets[t]) continue;
+    const int64_t out = lora_target_dims(c, static_cast<LoraTarget>(t)).second;
+    max_out = std::max(max_out, out);
+    s->dnorm[t] = cv.take(DType::kF32, {out});
+    s->dscale[t] = cv.take(DType::kF32, {out});
+  }
+  s->dora_v = cv.take(act, {N, max_out});
 }
 
 // The staging goes last so that an NF4 base moves no other view.
@@ -119,6 +133,7 @@ struct LinearArgs {
   Tensor residual = Tensor();  // forward only: added in the GEMM epilogue (y = x W^T + residual + LoRA)
   Tensor absmax = Tensor();    // NF4 base: W's block scales (Note [NF4 base])
   bool lora() const { return p && p->present(); }
+  bool dora() const { return lora() && p->dora(); }
 };
 
 // One linear of a group sharing its input x: y (forward output) or dy (backward input gradient).
@@ -188,6 +203,33 @@ Tensor dt_view(const Scratch& s, const LinearArgs& a, int64_t n) {
   return prefix(s.dt[static_cast<int>(a.target)], DType::kF32, n, a.p->a.dim(0));
 }
 
+// Note [DoRA]: a DoRA target (PEFT use_dora; Liu et al. 2024) computes
+//   y = (m / ||W + s B A||_row) * (x W^T + s (x A^T) B^T) + bias (+ residual)
+// with the row norm treated as a constant in the backward (PEFT detaches it, the paper's §4.3):
+//   g = (m / norm) * dy;  the LoRA gradients and dx as plain LoRA's with g for dy;
+//   dm += sum_n dy * v / norm, v = x W^T + s (x A^T) B^T the output before the scale.
+// The forward's GEMM leaves the bias and residual out, lora_up adds the low-rank term, and
+// dora_combine scales and adds them (one more pass over y). The norms (dora_norm: one read of W,
+// A staged per block) are formed in every pass that needs them, from the same W, A, B, so forward
+// and backward see the same bits without keeping them. The backward forms v again (one more GEMM
+// per target: the forward's output is not kept) and turns it into g in place (dora_backward):
+// into dy itself where the caller says dy is dead after the group (q/k/v, gate/up), else into the
+// v buffer, which then must outlive the side stream's reads of it (joined at the group's end).
+// m starts at ||W||_row (B = 0), formed by the same dora_norm: Model::init_dora_magnitudes.
+// PEFT's DoRA with dropout > 0 adds a second base product of the dropped-out input; not built
+// (refused when configured).
+void dora_norms(const LayerCtx& ctx, const LoraLayer& lora, const Scratch& s, std::initializer_list<GroupLinear> group,
+                const Tensor (&w)[kMaxGroup]) {
+  int i = 0;
+  for (const GroupLinear& g : group) {
+    if (g.a.dora()) {
+      const int t = static_cast<int>(g.a.target);
+      ctx.be->dora_norm(s.dnorm[t], s.dscale[t], w[i], g.a.p->a, g.a.p->b, g.a.p->mag, lora.scaling);
+    }
+    ++i;
+  }
+}
+
 // y_i[N,out_i] = x W_i^T (+ bias) (+ residual) + s (drop(x) A_i^T) B_i^T for each linear of the group.
 // The residual rides in the GEMM (one launch, one rounding) before the LoRA update is added; the
 // down-projections run on the side stream beside the GEMMs (Note [LoRA on the side stream]); two
@@ -205,23 +247,33 @@ void linears_forward(const LayerCtx& ctx, const LoraLayer& lora, const Scratch& 
   }
   Tensor w[kMaxGroup];
   dense_weights(ctx, s, group, w);
-  // Neighbours with one weight shape (gate/up; k/v, or q/k without GQA) go as a pair.
+  dora_norms(ctx, lora, s, group, w);
+  // A DoRA target's bias and residual wait for its scale (Note [DoRA]).
+  Tensor bias[kMaxGroup], residual[kMaxGroup];
   const GroupLinear* l = group.begin();
+  for (size_t i = 0; i < group.size(); ++i) {
+    if (l[i].a.dora()) continue;
+    bias[i] = l[i].a.bias;
+    residual[i] = l[i].a.residual;
+  }
+  // Neighbours with one weight shape (gate/up; k/v, or q/k without GQA) go as a pair.
   for (size_t i = 0; i < group.size();) {
-    const LinearArgs &a0 = l[i].a, *a1 = i + 1 < group.size() ? &l[i + 1].a : nullptr;
-    if (a1 && a0.residual.empty() && a1->residual.empty() && w[i].rows() == w[i + 1].rows() &&
-        a0.bias.empty() == a1->bias.empty()) {
-      be.gemm_pair(l[i].y, l[i + 1].y, x, w[i], w[i + 1], a0.bias, a1->bias);
+    if (i + 1 < group.size() && residual[i].empty() && residual[i + 1].empty() && w[i].rows() == w[i + 1].rows() &&
+        bias[i].empty() == bias[i + 1].empty()) {
+      be.gemm_pair(l[i].y, l[i + 1].y, x, w[i], w[i + 1], bias[i], bias[i + 1]);
       i += 2;
     } else {
-      be.gemm(l[i].y, x, w[i], {.trans_b = Trans::kYes, .bias = a0.bias, .residual = a0.residual});
+      be.gemm(l[i].y, x, w[i], {.trans_b = Trans::kYes, .bias = bias[i], .residual = residual[i]});
       i += 1;
     }
   }
   if (!any) return;
   be.side_join();
-  for (const GroupLinear& g : group)
-    if (g.a.lora()) be.lora_up(g.y, t_view(s, g.a, x.rows()), g.a.p->b, lora.scaling);
+  for (const GroupLinear& g : group) {
+    if (!g.a.lora()) continue;
+    be.lora_up(g.y, t_view(s, g.a, x.rows()), g.a.p->b, lora.scaling);
+    if (g.a.dora()) be.dora_combine(g.y, s.dscale[static_cast<int>(g.a.target)], g.a.bias, g.a.residual);
+  }
 }
 
 // dx[N,in] (acc for the first linear, then +=) = sum_i (dy_i W_i + LoRA input-gradient_i), in group
@@ -232,37 +284,59 @@ void linears_forward(const LayerCtx& ctx, const LoraLayer& lora, const Scratch& 
 // anything overwrites x or the dy_i (Note [LoRA on the side stream]). An empty dx: only the LoRA
 // gradients are wanted (layer 0: nothing reads the gradient of the frozen embeddings).
 void linears_backward(const LayerCtx& ctx, const LoraLayer& lora, const Scratch& s, Tensor x,
-                      std::initializer_list<GroupLinear> group, Tensor dx, Accum acc, bool t_current = true) {
+                      std::initializer_list<GroupLinear> group, Tensor dx, Accum acc, bool dy_dead,
+                      bool t_current = true) {
   Backend& be = *ctx.be;
   const int64_t N = x.rows();
   const float sc = lora.scaling;
   const bool drop = ctx.train && lora.dropout > 0.0f;
-  bool any = false;
+  bool any = false, any_dora = false, join = false;
+  for (const GroupLinear& g : group) any_dora = any_dora || g.a.dora();
+  Tensor w[kMaxGroup];
+  if (any_dora || !dx.empty()) dense_weights(ctx, s, group, w);
+  if (any_dora) dora_norms(ctx, lora, s, group, w);
+  Tensor gy[kMaxGroup];  // the output gradient the LoRA ops and dx see: dy, or DoRA's (m / norm) dy
+  int i = 0;
   for (const GroupLinear& g : group) {
-    if (!g.a.lora()) continue;
-    any = true;
-    if (!t_current) be.lora_down(t_view(s, g.a, N), lora_input(ctx, lora, s, x, g.a.target), g.a.p->a);  // [N,r]
-    be.lora_dt(dt_view(s, g.a, N), g.y, g.a.p->b, sc);  // [N,r]
+    gy[i] = g.y;
+    if (g.a.lora()) {
+      any = true;
+      if (!t_current) be.lora_down(t_view(s, g.a, N), lora_input(ctx, lora, s, x, g.a.target), g.a.p->a);  // [N,r]
+      if (g.a.dora()) {  // Note [DoRA]
+        const int t = static_cast<int>(g.a.target);
+        Tensor v = prefix(s.dora_v, ctx.act, N, g.y.cols());
+        be.gemm(v, x, w[i], {.trans_b = Trans::kYes});
+        be.lora_up(v, t_view(s, g.a, N), g.a.p->b, sc);
+        gy[i] = dy_dead ? g.y : v;
+        join = join || !dy_dead;
+        be.dora_backward(gy[i], g.a.p->dmag, g.y, v, s.dscale[t], s.dnorm[t]);
+      }
+      be.lora_dt(dt_view(s, g.a, N), gy[i], g.a.p->b, sc);  // [N,r]
+    }
+    ++i;
   }
   if (any) {
     be.side_begin();
+    i = 0;
     for (const GroupLinear& g : group) {
-      if (!g.a.lora()) continue;
-      be.lora_grad_b(g.a.p->db, g.y, t_view(s, g.a, N), sc);                                    // [out,r] +=
-      be.lora_grad_a(g.a.p->da, dt_view(s, g.a, N), lora_input(ctx, lora, s, x, g.a.target));  // [r,in] +=
+      if (g.a.lora()) {
+        be.lora_grad_b(g.a.p->db, gy[i], t_view(s, g.a, N), sc);                                  // [out,r] +=
+        be.lora_grad_a(g.a.p->da, dt_view(s, g.a, N), lora_input(ctx, lora, s, x, g.a.target));  // [r,in] +=
+      }
+      ++i;
     }
     be.side_end();
   }
-  if (dx.empty()) return;
-  Tensor w[kMaxGroup];
-  dense_weights(ctx, s, group, w);
-  int i = 0;
-  for (const GroupLinear& g : group) {
-    be.gemm(dx, g.y, w[i], {.accum = i == 0 ? acc : Accum::kAdd});
-    ++i;
-    if (g.a.lora())
-      be.lora_dx(dx, dt_view(s, g.a, N), g.a.p->a, drop ? lora.dropout : 0.0f, target_seed(ctx, g.a.target));  // +=
+  if (!dx.empty()) {
+    i = 0;
+    for (const GroupLinear& g : group) {
+      be.gemm(dx, gy[i], w[i], {.accum = i == 0 ? acc : Accum::kAdd});
+      if (g.a.lora())
+        be.lora_dx(dx, dt_view(s, g.a, N), g.a.p->a, drop ? lora.dropout : 0.0f, target_seed(ctx, g.a.target));  // +=
+      ++i;
+    }
   }
+  if (join) be.side_join();  // the side read gy in dora_v, which the next group reuses
 }
 
 }  // namespace
@@ -328,6 +402,7 @@ LoraConfig lora_shape_of(const LoraLayer& lora) {
   for (int t = 0; t < kNumLoraTargets; ++t) {
     lc.targets[t] = lora.t[t].present();
     if (lora.t[t].present()) lc.r = lora.t[t].a.dim(0);
+    lc.dora = lc.dora || lora.t[t].dora();
   }
   return lc;
 }
@@ -415,6 +490,22 @@ void layer_forward(const LayerCtx& ctx, const LayerWeights& w, const LoraLayer& 
                   {{{w.down, {}, &lora[LoraTarget::kDown], LoraTarget::kDown, s.h, w.down_absmax}, out}});  // out = h + ...
 }
 
+void layer_dora_init(const LayerCtx& ctx, const LayerWeights& w, const LoraLayer& lora) {
+  Carver cv(ctx.scratch, ctx.scratch_bytes);
+  const Scratch s = carve(cv, *ctx.cfg, ctx.tokens, lora_shape_of(lora), ctx.act, w.nf4() ? BaseQuant::kNF4 : BaseQuant::kNone);
+  const std::pair<Tensor, Tensor> weights[kNumLoraTargets] = {
+      {w.q, w.q_absmax},       {w.k, w.k_absmax},   {w.v, w.v_absmax},      {w.o, w.o_absmax},
+      {w.gate, w.gate_absmax}, {w.up, w.up_absmax}, {w.down, w.down_absmax}};
+  for (int t = 0; t < kNumLoraTargets; ++t) {
+    const LoraPair& p = lora.t[t];
+    if (!p.dora()) continue;
+    Tensor dense[kMaxGroup];
+    dense_weights(ctx, s, {{{weights[t].first, {}, &p, static_cast<LoraTarget>(t), {}, weights[t].second}, Tensor()}},
+                  dense);
+    ctx.be->dora_norm(p.mag, Tensor(), dense[0], p.a, p.b, Tensor(), lora.scaling);
+  }
+}
+
 void layer_backward(const LayerCtx& ctx, const LayerWeights& w, const LoraLayer& lora, Tensor x, Tensor dout,
                     Tensor dx) {
   CHECK(dx.data != dout.data && dx.data != x.data);  // dx may be empty: no input gradient wanted
@@ -430,7 +521,7 @@ void layer_backward(const LayerCtx& ctx, const LayerWeights& w, const LoraLayer&
 
   // MLP. dg reuses m's memory (m is dead once down_proj's backward has read it).
   linears_backward(ctx, lora, s, s.m, {{{w.down, {}, &lora[LoraTarget::kDown], LoraTarget::kDown, {}, w.down_absmax}, dout}}, s.dm,
-                   Accum::kOverwrite, /*t_current=*/!recompute);
+                   Accum::kOverwrite, /*dy_dead=*/false, /*t_current=*/!recompute);
   be.side_join();  // down_proj's LoRA grads read m (Note [LoRA on the side stream])
   Tensor dg = s.m;
   be.swiglu_backward(dg, s.du, s.dm, s.g, s.u);
@@ -438,7 +529,7 @@ void layer_backward(const LayerCtx& ctx, const LayerWeights& w, const LoraLayer&
   linears_backward(ctx, lora, s, s.hn,
                    {{{w.gate, {}, &lora[LoraTarget::kGate], LoraTarget::kGate, {}, w.gate_absmax}, dg},
                     {{w.up, {}, &lora[LoraTarget::kUp], LoraTarget::kUp, {}, w.up_absmax}, s.du}},
-                   dhn, Accum::kOverwrite);
+                   dhn, Accum::kOverwrite, /*dy_dead=*/true);
   be.side_join();    // gate/up's LoRA grads read hn
   Tensor dh = s.hn;  // hn is dead after gate/up backward
   be.rmsnorm_backward_add(dh, dhn, s.h, w.post_norm, s.rstd2, dout);
@@ -446,7 +537,7 @@ void layer_backward(const LayerCtx& ctx, const LayerWeights& w, const LoraLayer&
   // Attention.
   // o_proj's LoRA grads (side) read att and dh until the join at the end: nothing below writes them.
   linears_backward(ctx, lora, s, s.att, {{{w.o, {}, &lora[LoraTarget::kO], LoraTarget::kO, {}, w.o_absmax}, dh}}, s.da,
-                   Accum::kOverwrite);
+                   Accum::kOverwrite, /*dy_dead=*/false);
   Tensor qa = c.qk_norm ? s.qn : s.q, ka = c.qk_norm ? s.kn : s.k;
   Tensor lse = s.lse.reshape({ctx.seq.batch, NH, ctx.seq.seq});
   be.attention_backward(heads(s.dq, NH, D), heads(s.dk, KVH, D), heads(s.dv, KVH, D), heads(s.da, NH, D),
@@ -466,7 +557,7 @@ void layer_backward(const LayerCtx& ctx, const LayerWeights& w, const LoraLayer&
                    {{{w.q, {}, &lora[LoraTarget::kQ], LoraTarget::kQ, {}, w.q_absmax}, dq},
                     {{w.k, {}, &lora[LoraTarget::kK], LoraTarget::kK, {}, w.k_absmax}, dk},
                     {{w.v, {}, &lora[LoraTarget::kV], LoraTarget::kV, {}, w.v_absmax}, s.dv}},
-                   dx.empty() ? Tensor() : s.dxn, Accum::kOverwrite);
+                   dx.empty() ? Tensor() : s.dxn, Accum::kOverwrite, /*dy_dead=*/true);
   if (!dx.empty()) be.rmsnorm_backward_add(dx, s.dxn, x, w.input_norm, s.rstd1, dh);
   be.side_join();  // the q/k/v (and o) LoRA grads: a visit leaves nothing running on the side
 }

@@ -87,6 +87,11 @@ size_t layer_saved_bytes(const ModelConfig& c, int64_t tokens, const LoraConfig&
 // out[N,H] = layer(x[N,H]). x and out: act dtype, backend memory, distinct. Enqueues on compute.
 void layer_forward(const LayerCtx& ctx, const LayerWeights& w, const LoraLayer& lora, Tensor x, Tensor out);
 
+// DoRA (layer.cc Note [DoRA]): m = ||W + s B A||_row for every DoRA target of the layer, through
+// the forward's own dora_norm (so with B = 0, PEFT's init, the first scale m / norm is exactly 1).
+// Uses ctx's scratch (the dequantization staging of an NF4 base). Enqueues on compute.
+void layer_dora_init(const LayerCtx& ctx, const LayerWeights& w, const LoraLayer& lora);
+
 // Recomputes what ctx.recompute says from x (Note [recompute]; with kAttention or kNone this
 // micro-batch's training forward must have filled ctx.saved), then back-propagates dout[N,H]: writes dx[N,H] (distinct from
 // dout and x; empty: not computed, the LoRA gradients only) and ACCUMULATES (+=) the LoRA gradients da/db of `lora`.

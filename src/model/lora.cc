@@ -89,12 +89,18 @@ std::string peft_tensor_name(int layer, LoraTarget t, bool is_b) {
                << (is_b ? ".lora_B.weight" : ".lora_A.weight");
 }
 
+std::string peft_magnitude_name(int layer, LoraTarget t) {
+  return Str() << "base_model.model.model.layers." << layer << "." << lora_target_module(t)
+               << ".lora_magnitude_vector";
+}
+
 StatusOr<std::unique_ptr<Lora>> Lora::create(Backend* be, const ModelConfig& mc, const LoraConfig& lc) {
   if (lc.r <= 0 || lc.r > kMaxLoraRank)
     return InvalidArgument(Str() << "lora_r must be in [1, " << kMaxLoraRank << "], got " << lc.r);
   std::unique_ptr<Lora> lora(new Lora(be, mc, lc));
   const int L = static_cast<int>(mc.num_layers);
   lora->off_.assign(static_cast<size_t>(L) * kNumLoraTargets, {-1, -1});
+  if (lc.dora) lora->off_m_.assign(static_cast<size_t>(L) * kNumLoraTargets, -1);
   int64_t cur = 0;
   for (int l = 0; l < L; ++l) {
     for (int t = 0; t < kNumLoraTargets; ++t) {
@@ -105,6 +111,10 @@ StatusOr<std::unique_ptr<Lora>> Lora::create(Backend* be, const ModelConfig& mc,
       cur = align_floats(cur + lc.r * in);
       o.second = cur;
       cur = align_floats(cur + out * lc.r);
+      if (lc.dora) {
+        lora->off_m_[lora->idx(l, static_cast<LoraTarget>(t))] = cur;
+        cur = align_floats(cur + out);
+      }
     }
   }
   lora->section_ = cur;
@@ -140,6 +150,11 @@ LoraLayer Lora::layer(int l) const {
     p.b = view(0, o.second, outd, lc_.r);
     p.da = view(1, o.first, lc_.r, in);
     p.db = view(1, o.second, outd, lc_.r);
+    if (lc_.dora) {
+      const int64_t om = off_m_[idx(l, static_cast<LoraTarget>(t))];
+      p.mag = Tensor(base_ + om, DType::kF32, {outd});
+      p.dmag = Tensor(base_ + section_ + om, DType::kF32, {outd});
+    }
   }
   return out;
 }
@@ -163,6 +178,7 @@ void Lora::init(uint64_t seed) {
   }
   be_->memset_zero(base_, bytes(), StreamId::kCompute);
   params_from_host(host);
+  magnitudes_pending_ = lc_.dora;
 }
 
 std::vector<float> Lora::params_to_host() const {

@@ -38,6 +38,9 @@ struct LoraConfig {
   // rsLoRA (PEFT use_rslora, Kalajdzievski 2023): the update is scaled by alpha / sqrt(r) instead
   // of alpha / r, so higher ranks keep learning. Only the scale differs; everything else is LoRA.
   bool rslora = false;
+  // DoRA (PEFT use_dora, Liu et al. 2024): each target also learns a magnitude vector m [out]; the
+  // output is (m / ||W + s B A||_row) * (x W^T + s x A^T B^T) + bias (model/layer.cc Note [DoRA]).
+  bool dora = false;
   float scaling() const {
     const double rank = static_cast<double>(r);
     return static_cast<float>(alpha / (rslora ? std::sqrt(rank) : rank));
@@ -57,7 +60,9 @@ constexpr int64_t kMaxLoraRank = 65536;
 struct LoraPair {
   Tensor a, b;    // A [r, in], B [out, r]
   Tensor da, db;  // gradients, same shapes
+  Tensor mag, dmag;  // DoRA: the magnitude vector m [out] and its gradient; empty for plain LoRA
   bool present() const { return !a.empty(); }
+  bool dora() const { return !mag.empty(); }
 };
 struct LoraLayer {
   std::array<LoraPair, kNumLoraTargets> t;
@@ -75,7 +80,11 @@ class Lora {
   Lora& operator=(const Lora&) = delete;
 
   // PEFT default init (see file comment); deterministic in `seed`. Zeroes grads and moments.
+  // DoRA magnitudes are left zero and magnitudes_pending() set: PEFT starts m at the row norms of
+  // the base weights, which the caller computes (Model::init_dora_magnitudes) before training.
   void init(uint64_t seed);
+  bool magnitudes_pending() const { return magnitudes_pending_; }
+  void set_magnitudes_pending(bool v) { magnitudes_pending_ = v; }
 
   const LoraConfig& config() const { return lc_; }
   const ModelConfig& model_config() const { return mc_; }
@@ -91,17 +100,19 @@ class Lora {
   // Offsets (floats within a section) of A and B of (layer, target); -1 when absent.
   int64_t offset_a(int l, LoraTarget t) const { return off_[idx(l, t)].first; }
   int64_t offset_b(int l, LoraTarget t) const { return off_[idx(l, t)].second; }
+  // Offset of the DoRA magnitude m [out] of (layer, target); -1 when absent or not DoRA.
+  int64_t offset_mag(int l, LoraTarget t) const { return off_m_.empty() ? -1 : off_m_[idx(l, t)]; }
 
   // Host copies of the parameter section (blocks: syncs the compute stream).
   std::vector<float> params_to_host() const;
   void params_from_host(const std::vector<float>& host);
 
-  // PEFT adapter I/O: adapter_model.safetensors (f32 A/B) + adapter_config.json in `dir`.
+  // PEFT adapter I/O: adapter_model.safetensors (f32 A/B, DoRA's m) + adapter_config.json in `dir`.
   // save: writes atomically; base_model_name goes to base_model_name_or_path.
   Status save_peft(const std::string& dir, const std::string& base_model_name) const;
-  // load: validates adapter_config.json against this Lora's rank/alpha/targets and refuses
-  // unsupported variants (use_dora, non-LORA peft_type, pissa/olora/... init, ...)
-  // by name; every expected A/B tensor must be present with the right shape (any float dtype).
+  // load: validates adapter_config.json against this Lora's rank/alpha/targets/use_dora and refuses
+  // unsupported variants (non-LORA peft_type, pissa/olora/... init, ...) by name; every expected
+  // A/B (and DoRA magnitude) tensor must be present with the right shape (any float dtype).
   Status load_peft(const std::string& dir);
 
  private:
@@ -115,7 +126,9 @@ class Lora {
   LoraConfig lc_;
   int64_t section_ = 0;
   std::vector<std::pair<int64_t, int64_t>> off_;  // per (layer, target)
+  std::vector<int64_t> off_m_;                    // DoRA: m's offset per (layer, target); else empty
   float* base_ = nullptr;
+  bool magnitudes_pending_ = false;
 };
 
 // Reads adapter_config.json of a PEFT adapter dir into a LoraConfig, refusing unsupported
@@ -123,5 +136,7 @@ class Lora {
 StatusOr<LoraConfig> read_peft_config(const std::string& dir);
 // Name of a tensor in adapter_model.safetensors.
 std::string peft_tensor_name(int layer, LoraTarget t, bool is_b);
+// Name of a DoRA magnitude vector there ("...q_proj.lora_magnitude_vector", as PEFT saves it).
+std::string peft_magnitude_name(int layer, LoraTarget t);
 
 }  // namespace st

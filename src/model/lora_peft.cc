@@ -61,7 +61,6 @@ Status validate_variant(const Json& j, const std::string& what) {
     return InvalidArgument(Str() << what << ": peft_type is missing");
   const std::string pt = j["peft_type"].get<std::string>();
   if (pt != "LORA") return Unimplemented(Str() << what << ": peft_type \"" << pt << "\" is not supported (only LORA)");
-  RETURN_IF_ERROR(check_flag_false(j, "use_dora", what));
   RETURN_IF_ERROR(check_flag_false(j, "fan_in_fan_out", what));
   RETURN_IF_ERROR(check_flag_false(j, "lora_bias", what));
   RETURN_IF_ERROR(check_init(j, what));
@@ -95,6 +94,11 @@ StatusOr<LoraConfig> read_peft_config(const std::string& dir) {
       return InvalidArgument(Str() << path << ": use_rslora must be true or false, got " << j["use_rslora"].dump());
     lc.rslora = j["use_rslora"].get<bool>();
   }
+  if (j.contains("use_dora") && !j["use_dora"].is_null()) {
+    if (!j["use_dora"].is_boolean())
+      return InvalidArgument(Str() << path << ": use_dora must be true or false, got " << j["use_dora"].dump());
+    lc.dora = j["use_dora"].get<bool>();
+  }
   ASSIGN_OR_RETURN(auto names, target_list(j, path));
   ASSIGN_OR_RETURN(auto targets, parse_lora_targets(names), path);
   for (LoraTarget t : targets) lc.targets[static_cast<int>(t)] = true;
@@ -117,6 +121,9 @@ Status Lora::save_peft(const std::string& dir, const std::string& base_model_nam
                          host.data() + o.first});
       tensors.push_back({peft_tensor_name(l, static_cast<LoraTarget>(t), true), DType::kF32, {out, lc_.r},
                          host.data() + o.second});
+      if (lc_.dora)
+        tensors.push_back({peft_magnitude_name(l, static_cast<LoraTarget>(t)), DType::kF32, {out},
+                           host.data() + offset_mag(l, static_cast<LoraTarget>(t))});
     }
   }
   RETURN_IF_ERROR(write_safetensors(path_join(dir, "adapter_model.safetensors"), tensors, {{"format", "pt"}}));
@@ -144,7 +151,7 @@ Status Lora::save_peft(const std::string& dir, const std::string& base_model_nam
   c["revision"] = nullptr;
   c["target_modules"] = targets;
   c["task_type"] = "CAUSAL_LM";
-  c["use_dora"] = false;
+  c["use_dora"] = lc_.dora;
   c["use_rslora"] = lc_.rslora;
   return write_file_atomic(path_join(dir, "adapter_config.json"), c.dump(2) + "\n");
 }
@@ -154,6 +161,9 @@ Status Lora::load_peft(const std::string& dir) {
   const std::string what = path_join(dir, "adapter_config.json");
   if (got.r != lc_.r)
     return InvalidArgument(Str() << what << ": adapter rank r=" << got.r << " but the run uses lora_r=" << lc_.r);
+  if (got.dora != lc_.dora)
+    return InvalidArgument(Str() << what << ": adapter use_dora=" << (got.dora ? "true" : "false")
+                                 << " but the run uses use_dora=" << (lc_.dora ? "true" : "false"));
   if (got.rslora != lc_.rslora)
     return InvalidArgument(Str() << what << ": adapter use_rslora=" << (got.rslora ? "true" : "false")
                                  << " but the run uses use_rslora=" << (lc_.rslora ? "true" : "false"));
@@ -169,38 +179,50 @@ Status Lora::load_peft(const std::string& dir) {
   ASSIGN_OR_RETURN(SafetensorsFile f, SafetensorsFile::open(st_path));
   std::vector<float> host(static_cast<size_t>(section_), 0.0f);
   size_t expected = 0;
+  // Reads tensor `name` (or `alt`) of `shape` (any float dtype) into host[off...] as f32.
+  auto read_tensor = [&](const std::string& name, const std::string& alt, const std::vector<int64_t>& shape,
+                         int64_t off) -> Status {
+    const TensorInfo* ti = f.find(name);
+    if (!ti && !alt.empty()) ti = f.find(alt);
+    if (!ti) return NotFound(Str() << st_path << ": tensor '" << name << "' is missing");
+    if (ti->shape != shape)
+      return InvalidArgument(Str() << st_path << ": tensor '" << ti->name << "' has the wrong shape for r=" << lc_.r
+                                   << " and this model");
+    if (ti->dtype != DType::kF32 && ti->dtype != DType::kBF16 && ti->dtype != DType::kF16)
+      return Unimplemented(Str() << st_path << ": tensor '" << ti->name << "' has dtype " << dtype_name(ti->dtype));
+    convert_elements(host.data() + off, DType::kF32, f.data(*ti), ti->dtype, static_cast<size_t>(ti->numel()));
+    ++expected;
+    return Status::OK();
+  };
   for (int l = 0; l < static_cast<int>(mc_.num_layers); ++l) {
     for (int t = 0; t < kNumLoraTargets; ++t) {
       auto o = off_[idx(l, static_cast<LoraTarget>(t))];
       if (o.first < 0) continue;
       auto [in, out] = lora_target_dims(mc_, static_cast<LoraTarget>(t));
-      for (int is_b = 0; is_b < 2; ++is_b) {
-        const std::string name = peft_tensor_name(l, static_cast<LoraTarget>(t), is_b);
-        const TensorInfo* ti = f.find(name);
-        if (!ti) return NotFound(Str() << st_path << ": tensor '" << name << "' is missing");
-        std::vector<int64_t> shape = is_b ? std::vector<int64_t>{out, lc_.r} : std::vector<int64_t>{lc_.r, in};
-        if (ti->shape != shape)
-          return InvalidArgument(Str() << st_path << ": tensor '" << name << "' has the wrong shape for r="
-                                       << lc_.r << " and this model");
-        if (ti->dtype != DType::kF32 && ti->dtype != DType::kBF16 && ti->dtype != DType::kF16)
-          return Unimplemented(Str() << st_path << ": tensor '" << name << "' has dtype " << dtype_name(ti->dtype));
-        convert_elements(host.data() + (is_b ? o.second : o.first), DType::kF32, f.data(*ti), ti->dtype,
-                         static_cast<size_t>(ti->numel()));
-        ++expected;
-      }
+      const auto tt = static_cast<LoraTarget>(t);
+      RETURN_IF_ERROR(read_tensor(peft_tensor_name(l, tt, false), {}, {lc_.r, in}, o.first));
+      RETURN_IF_ERROR(read_tensor(peft_tensor_name(l, tt, true), {}, {out, lc_.r}, o.second));
+      // PEFT saves m without its module's ".weight" suffix; accept it with one too.
+      if (lc_.dora)
+        RETURN_IF_ERROR(read_tensor(peft_magnitude_name(l, tt), peft_magnitude_name(l, tt) + ".weight", {out},
+                                    offset_mag(l, tt)));
     }
   }
   if (f.tensors().size() != expected) {
     for (const TensorInfo& ti : f.tensors()) {
       bool known = false;
       for (int l = 0; l < static_cast<int>(mc_.num_layers) && !known; ++l)
-        for (int t = 0; t < kNumLoraTargets && !known; ++t)
-          known = lc_.targets[t] && (ti.name == peft_tensor_name(l, static_cast<LoraTarget>(t), false) ||
-                                     ti.name == peft_tensor_name(l, static_cast<LoraTarget>(t), true));
+        for (int t = 0; t < kNumLoraTargets && !known; ++t) {
+          const auto tt = static_cast<LoraTarget>(t);
+          known = lc_.targets[t] && (ti.name == peft_tensor_name(l, tt, false) || ti.name == peft_tensor_name(l, tt, true) ||
+                                     (lc_.dora && (ti.name == peft_magnitude_name(l, tt) ||
+                                                   ti.name == peft_magnitude_name(l, tt) + ".weight")));
+        }
       if (!known) return Unimplemented(Str() << st_path << ": unexpected tensor '" << ti.name << "'");
     }
   }
   params_from_host(host);
+  magnitudes_pending_ = false;
   return Status::OK();
 }
 

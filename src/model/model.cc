@@ -638,6 +638,23 @@ StatusOr<double> Model::eval_loss_sum(const Batch& b, LayerSource& src) {
   return static_cast<double>(loss);
 }
 
+Status Model::init_dora_magnitudes(LayerSource& src) {
+  if (!lora_->magnitudes_pending()) return Status::OK();
+  cur_ = 0;
+  StepSchedule sched = StepSchedule::forward_only(static_cast<int>(cfg_.num_layers));
+  src.begin_step(sched.layers());
+  for (const Visit& v : sched.visits()) {
+    LayerWeights w = src.acquire(v.layer);
+    layer_dora_init(layer_ctx(v.layer, /*train=*/false), w, lora_->layer(v.layer));
+    src.release(v.layer);
+  }
+  src.end_step();
+  be_->sync_stream(StreamId::kCompute);
+  RETURN_IF_ERROR(src.status(), "DoRA: the base weights' row norms");
+  lora_->set_magnitudes_pending(false);
+  return Status::OK();
+}
+
 StatusOr<std::vector<float>> Model::forward_logits(const Batch& b, LayerSource& src) {
   RETURN_IF_ERROR(validate(b));
   cur_ = 0;

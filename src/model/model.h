@@ -143,6 +143,9 @@ class Model {
   StatusOr<double> eval_loss_sum(const Batch& b, LayerSource& src);
   // Logits [B*T, V] f32 of one batch (no dropout). Blocks.
   StatusOr<std::vector<float>> forward_logits(const Batch& b, LayerSource& src);
+  // DoRA, freshly initialised adapter (Lora::magnitudes_pending): sets every magnitude vector to
+  // the row norms of its base weight (PEFT's init), one pass over the layers. A no-op otherwise.
+  Status init_dora_magnitudes(LayerSource& src);
 
   // Dropout masks derive from (seed, micro-batch counter, layer); the counter is part of resume state.
   uint64_t micro_batches_run() const { return micro_counter_; }

@@ -189,6 +189,7 @@ Json config_fingerprint(const TrainConfig& tc, const ModelConfig& mc, DType act_
   j["lora_alpha"] = tc.lora_alpha;
   j["lora_dropout"] = tc.lora_dropout;
   if (tc.use_rslora) j["use_rslora"] = true;  // only when set: checkpoints from before the key resume
+  if (tc.use_dora) j["use_dora"] = true;
   Json targets = Json::array();
   auto parsed = parse_lora_targets(tc.lora_target_modules);
   if (parsed.ok())

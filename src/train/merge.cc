@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -54,6 +55,18 @@ void add_delta(float* w, const float* a, const float* b, int64_t out, int64_t in
   }
 }
 
+// DoRA (model/layer.cc Note [DoRA]): W'[o,:] = (m[o] / ||W'[o,:]||) W'[o,:] for W' = W + s B A,
+// as PEFT merges (the row norm in double, the factor rounded to f32 once).
+void scale_rows_dora(float* w, const float* mag, int64_t out, int64_t in) {
+  for (int64_t i = 0; i < out; ++i) {
+    float* wr = w + i * in;
+    double sq = 0.0;
+    for (int64_t j = 0; j < in; ++j) sq += static_cast<double>(wr[j]) * wr[j];
+    const float f = static_cast<float>(mag[i] / std::sqrt(sq));
+    for (int64_t j = 0; j < in; ++j) wr[j] *= f;
+  }
+}
+
 // Greedy split of the tensors (in order) into shards of at most max_bytes.
 std::vector<std::vector<size_t>> plan_shards(const std::vector<OutTensor>& ts, uint64_t max_bytes) {
   std::vector<std::vector<size_t>> shards(1);
@@ -100,6 +113,7 @@ Status produce(MergeCtx& m, const OutTensor& t, std::vector<char>* buf) {
     const float* p = m.params->data();
     add_delta(f.data(), p + m.lora->offset_a(site->first, site->second), p + m.lora->offset_b(site->first, site->second),
               out, in, m.lc->r, m.lc->scaling());
+    if (m.lc->dora) scale_rows_dora(f.data(), p + m.lora->offset_mag(site->first, site->second), out, in);
     ++m.merged;
   }
   buf->resize(t.bytes);

@@ -50,6 +50,7 @@ struct TrainConfig {
   double lora_alpha = 16;
   double lora_dropout = 0.0;
   bool use_rslora = false;          // rsLoRA: scale alpha / sqrt(r) (PEFT use_rslora; axolotl peft_use_rslora)
+  bool use_dora = false;            // DoRA: a learned magnitude per output row (PEFT use_dora; axolotl peft_use_dora)
   std::vector<std::string> lora_target_modules = {"q_proj", "v_proj"};
   std::string lora_model_dir;       // continue from an existing PEFT adapter
   // optimisation

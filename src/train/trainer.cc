@@ -47,8 +47,14 @@ StatusOr<LoraConfig> lora_config_from(const TrainConfig& tc) {
   lc.alpha = tc.lora_alpha;
   lc.dropout = tc.lora_dropout;
   lc.rslora = tc.use_rslora;
+  lc.dora = tc.use_dora;
   if (lc.r <= 0) return InvalidArgument(Str() << "lora_r must be > 0, got " << lc.r);
   if (lc.dropout < 0 || lc.dropout >= 1) return InvalidArgument("lora_dropout must be in [0, 1)");
+  // PEFT's DoRA with dropout scales a second base product of the dropped-out input (dora.py); that
+  // extra GEMM per target is not built.
+  if (lc.dora && lc.dropout > 0)
+    return Unimplemented(Str() << "use_dora with lora_dropout " << lc.dropout
+                               << " is not supported (DoRA runs with lora_dropout: 0)");
   ASSIGN_OR_RETURN(auto targets, parse_lora_targets(tc.lora_target_modules), "lora_target_modules");
   for (LoraTarget t : targets) lc.targets[static_cast<int>(t)] = true;
   return lc;
@@ -100,6 +106,7 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::create(const TrainConfig& tc, Backen
     RETURN_IF_ERROR(t->model_->lora().load_peft(tc.lora_model_dir), "lora_model_dir");
   } else {
     t->model_->lora().init(tc.seed);
+    RETURN_IF_ERROR(t->model_->init_dora_magnitudes(*t->layers_));
   }
   AdamWConfig ac{.beta1 = tc.adam_beta1, .beta2 = tc.adam_beta2, .eps = tc.adam_epsilon,
                  .weight_decay = tc.weight_decay, .max_grad_norm = tc.max_grad_norm};

@@ -30,7 +30,7 @@ expect huge-seq 2 "key 'sequence_len': must be in \[1, 16777216\], got 461168601
 expect bad-stream 2 "key 'stream': 'xyz' is not one of: off, ram, disk" $'stream: xyz\n'
 expect bad-recompute 2 "key 'recompute': 'sometimes' is not one of: auto, full, attention, none" $'recompute: sometimes\n'
 expect bad-attention 2 "key 'attention': 'flash' is not one of: auto, own" $'attention: flash\n'
-expect dora 2 "key 'use_dora': DoRA is not supported" $'use_dora: true\n'
+expect dora-adapter 2 "DoRA is 'adapter: lora' \(or qlora\) with 'use_dora: true'" $'adapter: dora\n'
 expect pissa 2 "key 'lora_init': LoRA initialisation 'pissa' is not supported" $'lora_init: pissa\n'
 expect vera 2 "adapter type 'vera' is not supported" $'peft_type: vera\n'
 expect missing-base 2 "missing required key 'base_model'" $'datasets: [d.jsonl]\n'

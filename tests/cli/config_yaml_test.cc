@@ -166,17 +166,25 @@ TEST(ConfigYaml, BadValuesNameTheKey) {
 
 TEST(ConfigYaml, UnsupportedLoraVariantsAreRefusedByName) {
   const StatusCode kU = StatusCode::kUnimplemented;
-  EXPECT_HAS(error_of("use_dora: true\n", kU), "key 'use_dora': DoRA is not supported");
-  EXPECT_HAS(error_of("lora_use_dora: true\n", kU), "key 'lora_use_dora': DoRA");
-  EXPECT_HAS(error_of("peft_use_dora: yes\n", kU), "key 'peft_use_dora': DoRA");
   EXPECT_HAS(error_of("peft_type: vera\n", kU), "adapter type 'vera' is not supported");
   EXPECT_HAS(error_of("lora_init: pissa\n", kU), "key 'lora_init': LoRA initialisation 'pissa' is not supported");
   EXPECT_HAS(error_of("init_lora_weights: olora\n", kU), "'olora' is not supported");
-  EXPECT_HAS(error_of("adapter: dora\n", kU), "key 'adapter': 'dora' is not supported");
+  EXPECT_HAS(error_of("adapter: dora\n"), "DoRA is 'adapter: lora' (or qlora) with 'use_dora: true'");
   EXPECT_HAS(error_of("adapter: banana\n"), "key 'adapter': 'banana' is not one of: lora, qlora");
-  EXPECT_HAS(override_error("--use_dora=true", kU), "DoRA");
   // Asking for plain LoRA through those keys is fine.
   EXPECT_TRUE(parse("use_dora: false\nuse_rslora: no\nlora_init: true\npeft_type: lora\n").ok());
+}
+
+TEST(ConfigYaml, DoraUnderItsNames) {
+  for (const char* text : {"use_dora: true\n", "peft_use_dora: yes\n", "lora_use_dora: true\n"}) {
+    auto c = parse(text);
+    ASSERT_TRUE(c.ok()) << text << c.status().to_string();
+    EXPECT_TRUE(c->use_dora) << text;
+  }
+  auto c = parse("use_dora: false\n");
+  ASSERT_TRUE(c.ok());
+  EXPECT_FALSE(c->use_dora);
+  EXPECT_HAS(error_of("use_dora: maybe\n"), "key 'use_dora'");
 }
 
 TEST(ConfigYaml, RsLoraUnderItsNames) {

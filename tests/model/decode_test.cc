@@ -59,9 +59,10 @@ double rel_err(const float* a, const float* b, int64_t n) {
   return num / std::max(den, 1e-30);
 }
 
-LoraConfig all_linear(int64_t r) {
+LoraConfig all_linear(int64_t r, bool dora = false) {
   LoraConfig lc;
   lc.r = r;
+  lc.dora = dora;
   lc.alpha = 2.0 * static_cast<double>(r);
   for (auto& t : lc.targets) t = true;
   return lc;
@@ -84,6 +85,8 @@ void randomize_lora(Lora& lora, uint64_t seed) {
       const int64_t r = lora.config().r;
       for (int64_t i = 0; i < r * in; ++i) q[lora.offset_a(l, tg) + i] = p[lora.offset_a(l, tg) + i];
       for (int64_t i = 0; i < out * r; ++i) q[lora.offset_b(l, tg) + i] = p[lora.offset_b(l, tg) + i];
+      if (lora.offset_mag(l, tg) >= 0)  // DoRA magnitudes: positive, away from the row norms
+        for (int64_t i = 0; i < out; ++i) q[lora.offset_mag(l, tg) + i] = 0.5f + std::fabs(p[lora.offset_mag(l, tg) + i]);
     }
   lora.params_from_host(q);
 }
@@ -127,10 +130,10 @@ std::vector<float> full_logits(Oracle& o, const std::vector<int32_t>& ids) {
 
 // Prefill `prompt` (in chunks of 3), then feed `more` one token at a time; every logits row must
 // match the full forward's.
-void check_decode(const std::string& preset, bool with_lora, int64_t window = 0) {
+void check_decode(const std::string& preset, bool with_lora, int64_t window = 0, bool dora = false) {
   auto be = cpu();
   const std::string dir = tiny_model_dir(preset, window);
-  const LoraConfig lc = with_lora ? all_linear(4) : LoraConfig{};
+  const LoraConfig lc = with_lora ? all_linear(4, dora) : LoraConfig{};
   const std::vector<int32_t> prompt = {5, 17, 300, 2, 99, 511, 42}, more = {7, 8, 250, 1, 64};
   std::vector<int32_t> all = prompt;
   all.insert(all.end(), more.begin(), more.end());
@@ -177,6 +180,7 @@ void check_decode(const std::string& preset, bool with_lora, int64_t window = 0)
 }
 
 TEST(Decode, LlamaMatchesFullForward) { check_decode("tiny-llama", false); }
+TEST(Decode, Qwen2DoraMatchesFullForward) { check_decode("tiny-qwen2", true, 0, /*dora=*/true); }
 TEST(Decode, LlamaLoraMatchesFullForward) { check_decode("tiny-llama", true); }
 TEST(Decode, Qwen2LoraMatchesFullForward) { check_decode("tiny-qwen2", true); }
 TEST(Decode, Qwen3LoraMatchesFullForward) { check_decode("tiny-qwen3", true); }

@@ -111,7 +111,7 @@ TEST_P(Golden, LogitsMatchHf) {
   std::printf("%s logits rel err %.3g\n", GetParam().c_str(), e);
   EXPECT_LT(e, 1e-4) << "logits rel err " << e;
 
-  // Without the adapter: zero every B.
+  // Without the adapter: zero every B (DoRA: and m back to the row norms of W, PEFT's init).
   Lora& lora = r.model->lora();
   std::vector<float> p = lora.params_to_host();
   for (int l = 0; l < r.cfg.num_layers; ++l)
@@ -122,6 +122,10 @@ TEST_P(Golden, LogitsMatchHf) {
       (void)in;
     }
   lora.params_from_host(p);
+  if (lora.config().dora) {
+    lora.set_magnitudes_pending(true);
+    ASSERT_TRUE(r.model->init_dora_magnitudes(*r.src).ok());
+  }
   auto base = r.model->forward_logits(r.rows[0], *r.src);
   ASSERT_TRUE(base.ok());
   e = rel_err(*base, read_f32(*ex, "base_logits"));
@@ -166,12 +170,22 @@ TEST_P(Golden, FirstMicroBatchGradsMatchHf) {
         worst = std::max(worst, e);
         ++checked;
       }
+      if (lora.config().dora) {  // the magnitude's gradient (Note [DoRA])
+        const int64_t off = lora.offset_mag(l, tt);
+        std::vector<float> got(g.begin() + off, g.begin() + off + out);
+        const std::string name = peft_magnitude_name(l, tt);
+        double e = rel_err(got, read_f32(*ex, name));
+        EXPECT_LT(e, 1e-4) << name << " rel err " << e;
+        worst = std::max(worst, e);
+        ++checked;
+      }
     }
   std::printf("%s %d LoRA grads, worst rel err %.3g\n", GetParam().c_str(), checked, worst);
   EXPECT_GT(checked, 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, Golden, ::testing::Values("llama_gqa", "qwen2_tied", "qwen3_qknorm", "mistral_swa", "qwen2_swa"));
+INSTANTIATE_TEST_SUITE_P(Fixtures, Golden, ::testing::Values("llama_gqa", "qwen2_tied", "qwen3_qknorm", "mistral_swa", "qwen2_swa",
+                                                             "qwen2_dora"));
 
 }  // namespace
 }  // namespace st

@@ -26,6 +26,8 @@ for k in ["learning_rate", "lr_scheduler", "warmup_steps", "weight_decay", "adam
           "shuffle", "lora_r", "lora_alpha", "lora_dropout"]:
     cfg[k] = c[k]
 cfg["lora_target_modules"] = c["lora_target_modules"]
+if c.get("use_dora"):
+    cfg["use_dora"] = True
 path = os.path.join(work, "cfg.yaml")
 with open(path, "w") as f:
     for k, v in cfg.items():

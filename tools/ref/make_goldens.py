@@ -79,6 +79,15 @@ MODELS = {
         "sliding_window": 4, "max_window_layers": 1,
         "bos_token_id": 1, "eos_token_id": 2, "initializer_range": 0.05, "rope_theta": 1000000.0,
     }, ["q_proj", "v_proj"], 1005),
+    # DoRA (use_dora) on all seven linears of a Qwen2 (q/k/v biases, the residual adds of o/down):
+    # the magnitudes are perturbed away from the row norms so that m matters.
+    "qwen2_dora": ("qwen2", {
+        "architectures": ["Qwen2ForCausalLM"],
+        "vocab_size": 256, "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+        "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 256,
+        "rms_norm_eps": 1e-6, "tie_word_embeddings": False, "use_sliding_window": False,
+        "bos_token_id": 1, "eos_token_id": 2, "initializer_range": 0.05, "rope_theta": 1000000.0,
+    }, ALL_LINEAR, 1006, {"use_dora": True}),
 }
 
 ROW_LENGTHS = [13, 17, 9, 11, 15, 7]
@@ -174,8 +183,12 @@ def lora_params(model):
 
 
 def peft_name(param_name):
-    # "…q_proj.lora_A.default.weight" -> "…q_proj.lora_A.weight" (PEFT strips the adapter name on save)
-    return param_name.replace(".default.", ".")
+    # "…q_proj.lora_A.default.weight" -> "…q_proj.lora_A.weight" (PEFT strips the adapter name on save);
+    # DoRA's "…q_proj.lora_magnitude_vector.default.weight" is saved as "…q_proj.lora_magnitude_vector".
+    n = param_name.replace(".default.", ".")
+    if n.endswith(".lora_magnitude_vector.weight"):
+        n = n[: -len(".weight")]
+    return n
 
 
 def batch(row):
@@ -214,7 +227,8 @@ def build(name, out_root):
     from peft.utils import get_peft_model_state_dict
     from safetensors.torch import save_file
 
-    model_type, cfg_dict, targets, seed = MODELS[name]
+    model_type, cfg_dict, targets, seed = MODELS[name][:4]
+    extra = MODELS[name][4] if len(MODELS[name]) > 4 else {}
     out = os.path.join(out_root, name)
     os.makedirs(out, exist_ok=True)
     model, rope_check = make_model(model_type, cfg_dict, seed)
@@ -229,7 +243,7 @@ def build(name, out_root):
             f.write(json.dumps(r) + "\n")
 
     lcfg = LoraConfig(r=TRAIN["lora_r"], lora_alpha=TRAIN["lora_alpha"], lora_dropout=TRAIN["lora_dropout"],
-                      target_modules=list(targets), bias="none", task_type="CAUSAL_LM")
+                      target_modules=list(targets), bias="none", task_type="CAUSAL_LM", **extra)
     torch.manual_seed(seed + 2)
     pm = get_peft_model(model, lcfg)
     g = torch.Generator().manual_seed(seed + 3)
@@ -237,9 +251,12 @@ def build(name, out_root):
         for n, p in pm.named_parameters():
             if "lora_B" in n:
                 p.copy_(0.05 * torch.randn(p.shape, generator=g))  # B != 0: the adapter changes logits
+            elif "lora_magnitude_vector" in n:
+                p.mul_(1.0 + 0.1 * torch.randn(p.shape, generator=g))  # m != ||W + s B A||
     pm.save_pretrained(os.path.join(out, "adapter"))
     params = lora_params(pm)
     assert params and all("lora_" in n for n, _ in params), [n for n, _ in params]
+    log(name, "trainable:", [n for n, _ in params][:4], "saved:", sorted(get_peft_model_state_dict(pm))[:4])
 
     expected = {"rope_inv_freq": inv_freq.contiguous()}
     pm.eval()  # dropout is 0 anyway; eval() keeps it explicit
@@ -265,7 +282,7 @@ def build(name, out_root):
     trace.update({
         "fixture": name,
         "model_type": model_type,
-        "config": dict(TRAIN, lora_target_modules=list(targets)),
+        "config": dict(TRAIN, lora_target_modules=list(targets), **extra),
         "first_microbatch_loss": loss0.item(),
         "sliding_window": window_facts,
         "logits_row": 0,

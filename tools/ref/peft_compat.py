@@ -110,8 +110,9 @@ def cmd_make_peft(args):
         base = load_base(os.path.join(case, "model"), dtype, device)
         # RSLORA=true (peft_compat.sh passes it through): both sides scale by alpha / sqrt(r).
         rslora = os.environ.get("RSLORA", "false") == "true"
+        dora = os.environ.get("DORA", "false") == "true"  # DORA=true: both sides train DoRA adapters
         cfg = LoraConfig(r=LORA_R, lora_alpha=LORA_ALPHA, lora_dropout=0.0, target_modules=TARGETS, bias="none",
-                         task_type="CAUSAL_LM", use_rslora=rslora)
+                         task_type="CAUSAL_LM", use_rslora=rslora, use_dora=dora)
         pm = get_peft_model(base, cfg)
         params = [p for _, p in pm.named_parameters() if p.requires_grad]
         assert params, "no trainable LoRA parameters"

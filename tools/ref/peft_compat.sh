@@ -16,7 +16,8 @@
 #   5. streamtune logits --adapter peft_adapter              -> st_peft.safetensors
 #   6. peft_compat.py compare: transformers (eager) + PeftModel.from_pretrained for both adapters,
 #      max abs diff / rel norm err / argmax agreement; JSON + table. Tolerances: see the .py.
-# RSLORA=true runs both sides with rsLoRA (use_rslora). Exit 0 only when every case passes.
+# RSLORA=true runs both sides with rsLoRA (use_rslora), DORA=true with DoRA (use_dora). Exit 0 only
+# when every case passes.
 set -uo pipefail
 if [[ $# -ne 2 ]]; then
   echo "usage: $0 STREAMTUNE_BIN OUTDIR" >&2
@@ -32,6 +33,7 @@ DEVICE=${DEVICE:-auto}
 STEPS=${STEPS:-8}
 LR=${LR:-1.0e-2}
 export RSLORA=${RSLORA:-false}   # true: both sides train rsLoRA adapters (scale alpha / sqrt(r))
+export DORA=${DORA:-false}       # true: both sides train DoRA adapters (use_dora)
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
 LIBDIR="$(dirname "$BIN")/lib"
@@ -83,6 +85,7 @@ lora_r: 8
 lora_alpha: 16
 lora_dropout: 0.0
 use_rslora: $RSLORA
+use_dora: $DORA
 lora_target_modules: [q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj]
 output_dir: ours_adapter
 YAML

@@ -67,6 +67,15 @@ class CpuBackend : public Backend {
   void lora_dx(Tensor dx, Tensor dt, Tensor a, float dropout_p, DropoutSeed seed) override {
     cpu::lora_dx(dx, dt, a, dropout_p, seed.get());
   }
+  void dora_norm(Tensor norm, Tensor scale, Tensor w, Tensor a, Tensor b, Tensor mag, float s) override {
+    cpu::dora_norm(norm, scale, w, a, b, mag, s);
+  }
+  void dora_combine(Tensor y, Tensor scale, Tensor bias, Tensor residual) override {
+    cpu::dora_combine(y, scale, bias, residual);
+  }
+  void dora_backward(Tensor g, Tensor dmag, Tensor dy, Tensor v, Tensor scale, Tensor norm) override {
+    cpu::dora_backward(g, dmag, dy, v, scale, norm);
+  }
   void add_bias(Tensor y, Tensor bias) override { cpu::add_bias(y, bias); }
   void add(Tensor y, Tensor a, Tensor b) override { cpu::add(y, a, b); }
   void scale(Tensor y, Tensor x, float s) override { cpu::scale(y, x, s); }

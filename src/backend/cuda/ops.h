@@ -87,6 +87,18 @@ void launch_lora_sum_splits(float* out, const float* part, int64_t n, int splits
 void launch_lora_add_splits(float* g, int64_t gks, int64_t gcs, const float* part, int64_t C, int64_t r, int splits,
                             float scale, cudaStream_t s);
 
+// dora_ops.cu: the DoRA ops (backend.h "DoRA"). dora_norm (W [out, in] f32/bf16) and dora_backward
+// split long reductions over blocks: scratch of dora_*_scratch_floats() floats of device memory
+// (0: none needed, scratch may be null). dora_combine and dora_backward take 16-byte vector paths
+// where the dtypes, width and alignment allow; both paths give the same bits.
+int64_t dora_norm_scratch_floats(int64_t out, int64_t in, int64_t r);
+int64_t dora_backward_scratch_floats(int64_t N, int64_t out);
+void launch_dora_norm(Tensor norm, Tensor scale, Tensor w, Tensor a, Tensor b, Tensor mag, float s, float* scratch,
+                      cudaStream_t st);
+void launch_dora_combine(Tensor y, Tensor scale, Tensor bias, Tensor residual, cudaStream_t s);
+void launch_dora_backward(Tensor g, Tensor dmag, Tensor dy, Tensor v, Tensor scale, Tensor norm, float* scratch,
+                          cudaStream_t s);
+
 // attention.cu
 void launch_attention(Tensor out, Tensor lse, Tensor q, Tensor k, Tensor v, const SeqLayout& L,
                       const AttnShape& a, cudaStream_t s);

@@ -78,6 +78,10 @@ void lora_grad_b(Tensor db, Tensor dy, Tensor t, float scale);
 void lora_dt(Tensor dt, Tensor dy, Tensor b, float scale);
 void lora_grad_a(Tensor da, Tensor dt, Tensor x);
 void lora_dx(Tensor dx, Tensor dt, Tensor a, float dropout_p, uint64_t seed);
+// dora_ops.cc
+void dora_norm(Tensor norm, Tensor scale, Tensor w, Tensor a, Tensor b, Tensor mag, float s);
+void dora_combine(Tensor y, Tensor scale, Tensor bias, Tensor residual);
+void dora_backward(Tensor g, Tensor dmag, Tensor dy, Tensor v, Tensor scale, Tensor norm);
 void add_bias(Tensor y, Tensor bias);
 void add(Tensor y, Tensor a, Tensor b);
 void scale(Tensor y, Tensor x, float s);

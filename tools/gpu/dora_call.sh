@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# DoRA on the device machine, in one call from the repo root (after tools/cuda/perf_run.sh stage;
+# carry .devbin): OUT=$OUT bash tools/gpu/dora_call.sh
+#   1. the DoRA and launch-plan gputests;
+#   2. the qwen2_dora golden fixture from PEFT (tools/ref/make_goldens.py, f32 on the CPU) into
+#      $OUT/fixtures, and `train` on CUDA against its trace (float32, bfloat16);
+#   3. bit identity on CUDA (SmolLM2-shaped random model, bf16, DoRA on all seven linears, 12
+#      steps): resident / streamed / budgeted / launch plans off / side stream off / recompute none,
+#      and with an NF4 base;
+#   4. PEFT round trip with DoRA (tools/ref/peft_compat.sh, DORA=true);
+#   5. bench: LoRA vs DoRA side by side (ROWS="preset:seq:targets ...").
+# Sections can be skipped: SKIP="1 4" etc.
+set -uo pipefail
+OUT=${OUT:?}
+mkdir -p "$OUT"
+[ -f .devbin/pack.tar.xz ] && tar xJf .devbin/pack.tar.xz -C .devbin
+export LD_LIBRARY_PATH=$PWD/.devbin/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+B=$PWD/.devbin/streamtune
+W=$(mktemp -d /tmp/dora_XXXXXX)
+say() { echo "$*" | tee -a "$OUT/summary.txt"; }
+skip() { [[ " ${SKIP:-} " == *" $1 "* ]]; }
+PY=${PYTHON:-/opt/torch/.venv/bin/python3}
+[ -x "$PY" ] || PY=python3
+
+if ! skip 1; then
+  for t in dora_ops launch_plans; do
+    .devbin/backend_cuda_${t}_gputest --gtest_brief=1 >"$OUT/test_$t.log" 2>&1
+    say "gputest $t rc=$? $(grep -E '^\[  (PASSED|FAILED) ' "$OUT/test_$t.log" | tr '\n' ' ')"
+  done
+  grep -A12 "TimingTable\|us per op" "$OUT/test_dora_ops.log" | head -20 >>"$OUT/summary.txt"
+fi
+
+if ! skip 2; then
+  PYTHONHASHSEED=0 $PY tools/ref/make_goldens.py --out "$OUT/fixtures" --only qwen2_dora >"$OUT/goldens.log" 2>&1
+  say "make_goldens qwen2_dora rc=$? $(grep -E 'trainable|loss0' "$OUT/goldens.log" | tr '\n' ' ')"
+  tar czf "$OUT/qwen2_dora.tar.gz" -C "$OUT/fixtures" qwen2_dora  # one file: the copy-back skips deep trees
+  for dt in float32 bfloat16; do
+    $PY tools/gpu/golden_trace.py $B "$OUT/fixtures/qwen2_dora" $W/g_$dt cuda $dt >>"$OUT/golden.jsonl"
+    say "golden qwen2_dora cuda $dt rc=$? $(tail -1 "$OUT/golden.jsonl")"
+  done
+  $PY tools/gpu/golden_trace.py $B "$OUT/fixtures/qwen2_dora" $W/g_cpu cpu float32 >>"$OUT/golden.jsonl"
+  say "golden qwen2_dora cpu float32 rc=$? $(tail -1 "$OUT/golden.jsonl")"
+fi
+
+if ! skip 3; then
+  $B init-model --preset smollm2-135m --out $W/smol --dtype bfloat16 >/dev/null
+  python3 - $W/data.jsonl <<'PY'
+import json, random, sys
+r = random.Random(7)
+with open(sys.argv[1], "w") as f:
+    for _ in range(64):
+        f.write(json.dumps({"input_ids": [r.randrange(49152) for _ in range(r.randrange(40, 257))]}) + "\n")
+PY
+  cat > $W/bit.yaml <<Y
+base_model: $W/smol
+datasets:
+  - path: $W/data.jsonl
+    type: tokenized
+dtype: bfloat16
+device: cuda
+use_dora: true
+lora_r: 16
+lora_alpha: 32
+lora_dropout: 0.0
+lora_target_modules: [q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj]
+micro_batch_size: 2
+gradient_accumulation_steps: 2
+max_steps: 12
+sequence_len: 256
+cache_dir: $W/cache
+Y
+  for adapter in lora qlora; do
+    ref=""
+    for v in "off 2 - on" "off 2 - off" "off 2 - side" "ram 2 - on" "disk 3 - on" "ram 2 300MiB on" "off 2 - on none" \
+             "off 2 - on full"; do
+      set -- $v
+      d=$W/bit_${adapter}_$1_$2_$3_$4_${5:-auto}
+      extra="--adapter=$adapter --recompute=${5:-auto}"
+      b=$3; [ "$adapter" = qlora ] && [ "$b" = 300MiB ] && b=250MiB
+      [ "$b" != "-" ] && extra="$extra --vram_budget=$b"
+      env_=""; [ "$4" = off ] && env_="STREAMTUNE_GRAPHS=off"; [ "$4" = side ] && env_="STREAMTUNE_SIDE_STREAM=off"
+      env $env_ $B train $W/bit.yaml --stream=$1 --stream_buffers=$2 $extra --output_dir=$d >$d.log 2>&1
+      rc=$?
+      sig=$(python3 -c "import json;print([json.loads(l)['loss'] for l in open('$d/metrics.jsonl') if '\"loss\"' in l])" 2>/dev/null | md5sum | cut -c1-12)
+      ad=$(md5sum $d/adapter_model.safetensors 2>/dev/null | cut -c1-12)
+      [ -z "$ref" ] && ref="$sig/$ad"
+      same=$([ "$sig/$ad" = "$ref" ] && echo IDENTICAL || echo DIFFERENT)
+      tps=$(python3 -c "import json;v=[json.loads(l).get('tok_s',0) for l in open('$d/metrics.jsonl') if '\"loss\"' in l][2:];print(round(sorted(v)[len(v)//2]))" 2>/dev/null)
+      say "dora $adapter plans=$4 stream=$1 buffers=$2 budget=$b recompute=${5:-auto} rc=$rc losses=$sig adapter=$ad $same tok/s $tps | $(grep -m1 '^plan:' $d.log)"
+      [ $rc -ne 0 ] && tail -3 $d.log | tee -a "$OUT/summary.txt"
+    done
+    tail -2 $W/bit_${adapter}_off_2_-_on_auto/metrics.jsonl >>"$OUT/summary.txt"
+  done
+fi
+
+if ! skip 4; then
+  DORA=true PRESETS="tiny-qwen2 smollm2-135m" PYTHON=$PY bash tools/ref/peft_compat.sh $B "$OUT/peft_dora" >"$OUT/peft_dora.log" 2>&1
+  say "peft_compat DORA=true rc=$? $(tail -3 "$OUT/peft_dora.log" | tr '\n' ' ')"
+  cat "$OUT/peft_dora/peft_compat.md" >>"$OUT/summary.txt" 2>/dev/null
+  tar czf "$OUT/peft_dora.tar.gz" -C "$OUT" peft_dora && rm -rf "$OUT/peft_dora"
+fi
+
+if ! skip 5; then
+  ROWS=${ROWS:-"qwen2.5-3b:2048:q_proj,v_proj qwen2.5-3b:2048:all-linear qwen2.5-0.5b:512:q_proj,v_proj"}
+  for row in $ROWS; do
+    IFS=: read -r p s t <<<"$row"
+    for round in 1 2; do
+      for mode in lora dora; do
+        f=""; [ $mode = dora ] && f="--dora"
+        $B bench --preset $p --seq $s --targets $t $f --steps 6 --warmup 2 --no-ceilings --json >$W/b.json 2>$W/b.err
+        say "bench $p@$s $t $mode round $round rc=$? $(python3 -c "import json;r=json.load(open('$W/b.json'));print('step_ms', round(r['step_ms'],2), 'tok/s', round(r['tok_s']), 'loss', round(r['loss_last'],4))" 2>&1 | tail -1)"
+      done
+    done
+  done
+fi
+rm -rf $W "$OUT/fixtures"
