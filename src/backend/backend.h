@@ -223,10 +223,12 @@ class Backend {
   // y[N,out] = rnd(scale[o]·y + bias[o] + residual[n,o]), in place; bias [out] and residual [N,out]
   // (act dtype) are optional (empty). residual must not alias y.
   virtual void dora_combine(Tensor y, Tensor scale, Tensor bias, Tensor residual) = 0;
-  // dmag[o] += rnd(rnd(Σ_n dy[n,o]·v[n,o]) / norm[o]) (the sum over N in a fixed order; Note [grad
+  // dmag[o] += rnd(rnd(Σ_n dy[n,o]·v[n,o]) / den[o]) (the sum over N in a fixed order; Note [grad
   // rounding] of the LoRA grad ops), then g[n,o] = rnd(scale[o]·dy[n,o]). v = x Wᵀ + s·t Bᵀ, the
-  // target's output before the scale. g may alias v or dy (each element is read before it is written).
-  virtual void dora_backward(Tensor g, Tensor dmag, Tensor dy, Tensor v, Tensor scale, Tensor norm) = 0;
+  // target's output before the scale, with den = its row norm; or v = the scaled output (m/norm)·v
+  // of a bias-free target with den = m (the same quotient). g may alias v or dy (each element is
+  // read before it is written).
+  virtual void dora_backward(Tensor g, Tensor dmag, Tensor dy, Tensor v, Tensor scale, Tensor den) = 0;
 
   // y[R,N] += bias[N] (in place). bias may be f32 or bf16.
   virtual void add_bias(Tensor y, Tensor bias) = 0;

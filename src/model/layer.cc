@@ -21,9 +21,8 @@ struct Scratch {
   Tensor t[kNumLoraTargets];   // [N, r] per target: the forward's x A^T, reused by the backward
   Tensor dt[kNumLoraTargets];  // [N, r] per target: s dy B (one each: the side stream reads it late)
   Tensor xd;            // [N, max_in]: the dropped-out LoRA input (only when dropout > 0)
-  // DoRA (Note [DoRA]), per target: the row norms of W + s B A and m / norm, f32 [out]; and the
-  // backward's pre-scale output v [N, max_out] (act), which becomes the scaled gradient in place.
-  Tensor dnorm[kNumLoraTargets], dscale[kNumLoraTargets];
+  // DoRA (Note [DoRA]): the backward's pre-scale output v [N, max_out] (act), which becomes the
+  // scaled gradient in place.
   Tensor dora_v;
   Tensor wq;            // NF4 base: a group's dequantized weights (Note [NF4 base]); else empty
 };
@@ -93,15 +92,11 @@ void carve_backward(Carver& cv, Scratch* s, const ModelConfig& c, int64_t N, con
     if (lc.targets[t]) s->dt[t] = cv.take(DType::kF32, {N, lc.r});
   if (max_in > 0 && lc.dropout > 0) s->xd = cv.take(DType::kF32, {N, max_in});
   if (!lc.dora) return;
+  // gate/up form v from their kept output (Note [DoRA]): only the other targets need the buffer.
   int64_t max_out = 0;
-  for (int t = 0; t < kNumLoraTargets; ++t) {
-    if (!lc.targets[t]) continue;
-    const int64_t out = lora_target_dims(c, static_cast<LoraTarget>(t)).second;
-    max_out = std::max(max_out, out);
-    s->dnorm[t] = cv.take(DType::kF32, {out});
-    s->dscale[t] = cv.take(DType::kF32, {out});
-  }
-  s->dora_v = cv.take(act, {N, max_out});
+  for (LoraTarget t : {LoraTarget::kQ, LoraTarget::kK, LoraTarget::kV, LoraTarget::kO, LoraTarget::kDown})
+    if (lc.has(t)) max_out = std::max(max_out, lora_target_dims(c, t).second);
+  if (max_out > 0) s->dora_v = cv.take(act, {N, max_out});
 }
 
 // The staging goes last so that an NF4 base moves no other view.
@@ -132,6 +127,9 @@ struct LinearArgs {
   LoraTarget target;
   Tensor residual = Tensor();  // forward only: added in the GEMM epilogue (y = x W^T + residual + LoRA)
   Tensor absmax = Tensor();    // NF4 base: W's block scales (Note [NF4 base])
+  // Backward, DoRA: the forward's output y = (m / norm) v of a bias-free, residual-free linear,
+  // kept or recomputed (Note [DoRA]); empty: v is formed again.
+  Tensor out = Tensor();
   bool lora() const { return p && p->present(); }
   bool dora() const { return lora() && p->dora(); }
 };
@@ -210,22 +208,24 @@ Tensor dt_view(const Scratch& s, const LinearArgs& a, int64_t n) {
 //   dm += sum_n dy * v / norm, v = x W^T + s (x A^T) B^T the output before the scale.
 // The forward's GEMM leaves the bias and residual out, lora_up adds the low-rank term, and
 // dora_combine scales and adds them (one more pass over y). The norms (dora_norm: one read of W,
-// A staged per block) are formed in every pass that needs them, from the same W, A, B, so forward
-// and backward see the same bits without keeping them. The backward forms v again (one more GEMM
-// per target: the forward's output is not kept) and turns it into g in place (dora_backward):
-// into dy itself where the caller says dy is dead after the group (q/k/v, gate/up), else into the
-// v buffer, which then must outlive the side stream's reads of it (joined at the group's end).
+// A staged per block) are formed by each training forward and kept per (layer, target) beside the
+// adapter (LoraPair::norm / scale): the backward of the same micro-batch reads them (A and B do
+// not change before the optimizer step), and its recompute forward does not form them again.
+// dora_backward needs v. gate/up (no bias, no residual, output kept or recomputed for
+// swiglu_backward) take it from their output: sum dy * y / m = sum dy * v / norm (y = (m/norm) v),
+// so dm divides by m there. The other targets form v again (one more GEMM each: q/k are rotated in
+// place, o/down carry the residual stream, a bias would cost v its low bits). dora_backward turns
+// dy into g in place: into dy itself where the caller says dy is dead after the group (q/k/v,
+// gate/up), else into the v buffer, which then must outlive the side stream's reads of it (joined
+// at the group's end).
 // m starts at ||W||_row (B = 0), formed by the same dora_norm: Model::init_dora_magnitudes.
 // PEFT's DoRA with dropout > 0 adds a second base product of the dropped-out input; not built
 // (refused when configured).
-void dora_norms(const LayerCtx& ctx, const LoraLayer& lora, const Scratch& s, std::initializer_list<GroupLinear> group,
+void dora_norms(const LayerCtx& ctx, const LoraLayer& lora, std::initializer_list<GroupLinear> group,
                 const Tensor (&w)[kMaxGroup]) {
   int i = 0;
   for (const GroupLinear& g : group) {
-    if (g.a.dora()) {
-      const int t = static_cast<int>(g.a.target);
-      ctx.be->dora_norm(s.dnorm[t], s.dscale[t], w[i], g.a.p->a, g.a.p->b, g.a.p->mag, lora.scaling);
-    }
+    if (g.a.dora()) ctx.be->dora_norm(g.a.p->norm, g.a.p->scale, w[i], g.a.p->a, g.a.p->b, g.a.p->mag, lora.scaling);
     ++i;
   }
 }
@@ -235,7 +235,7 @@ void dora_norms(const LayerCtx& ctx, const LoraLayer& lora, const Scratch& s, st
 // down-projections run on the side stream beside the GEMMs (Note [LoRA on the side stream]); two
 // neighbours of one weight shape share a launch (Backend::gemm_pair).
 void linears_forward(const LayerCtx& ctx, const LoraLayer& lora, const Scratch& s, Tensor x,
-                     std::initializer_list<GroupLinear> group) {
+                     std::initializer_list<GroupLinear> group, bool norms_current = false) {
   Backend& be = *ctx.be;
   bool any = false;
   for (const GroupLinear& g : group) any = any || g.a.lora();
@@ -247,7 +247,7 @@ void linears_forward(const LayerCtx& ctx, const LoraLayer& lora, const Scratch& 
   }
   Tensor w[kMaxGroup];
   dense_weights(ctx, s, group, w);
-  dora_norms(ctx, lora, s, group, w);
+  if (!norms_current) dora_norms(ctx, lora, group, w);
   // A DoRA target's bias and residual wait for its scale (Note [DoRA]).
   Tensor bias[kMaxGroup], residual[kMaxGroup];
   const GroupLinear* l = group.begin();
@@ -272,7 +272,7 @@ void linears_forward(const LayerCtx& ctx, const LoraLayer& lora, const Scratch& 
   for (const GroupLinear& g : group) {
     if (!g.a.lora()) continue;
     be.lora_up(g.y, t_view(s, g.a, x.rows()), g.a.p->b, lora.scaling);
-    if (g.a.dora()) be.dora_combine(g.y, s.dscale[static_cast<int>(g.a.target)], g.a.bias, g.a.residual);
+    if (g.a.dora()) be.dora_combine(g.y, g.a.p->scale, g.a.bias, g.a.residual);
   }
 }
 
@@ -291,10 +291,9 @@ void linears_backward(const LayerCtx& ctx, const LoraLayer& lora, const Scratch&
   const float sc = lora.scaling;
   const bool drop = ctx.train && lora.dropout > 0.0f;
   bool any = false, any_dora = false, join = false;
-  for (const GroupLinear& g : group) any_dora = any_dora || g.a.dora();
+  for (const GroupLinear& g : group) any_dora = any_dora || (g.a.dora() && g.a.out.empty());
   Tensor w[kMaxGroup];
   if (any_dora || !dx.empty()) dense_weights(ctx, s, group, w);
-  if (any_dora) dora_norms(ctx, lora, s, group, w);
   Tensor gy[kMaxGroup];  // the output gradient the LoRA ops and dx see: dy, or DoRA's (m / norm) dy
   int i = 0;
   for (const GroupLinear& g : group) {
@@ -302,14 +301,17 @@ void linears_backward(const LayerCtx& ctx, const LoraLayer& lora, const Scratch&
     if (g.a.lora()) {
       any = true;
       if (!t_current) be.lora_down(t_view(s, g.a, N), lora_input(ctx, lora, s, x, g.a.target), g.a.p->a);  // [N,r]
-      if (g.a.dora()) {  // Note [DoRA]
-        const int t = static_cast<int>(g.a.target);
+      if (g.a.dora() && !g.a.out.empty()) {  // Note [DoRA]: v from the output, dm over m
+        CHECK(dy_dead && g.a.bias.empty());
+        gy[i] = g.y;
+        be.dora_backward(gy[i], g.a.p->dmag, g.y, g.a.out, g.a.p->scale, g.a.p->mag);
+      } else if (g.a.dora()) {  // v formed again
         Tensor v = prefix(s.dora_v, ctx.act, N, g.y.cols());
         be.gemm(v, x, w[i], {.trans_b = Trans::kYes});
         be.lora_up(v, t_view(s, g.a, N), g.a.p->b, sc);
         gy[i] = dy_dead ? g.y : v;
         join = join || !dy_dead;
-        be.dora_backward(gy[i], g.a.p->dmag, g.y, v, s.dscale[t], s.dnorm[t]);
+        be.dora_backward(gy[i], g.a.p->dmag, g.y, v, g.a.p->scale, g.a.p->norm);
       }
       be.lora_dt(dt_view(s, g.a, N), gy[i], g.a.p->b, sc);  // [N,r]
     }
@@ -410,7 +412,7 @@ LoraConfig lora_shape_of(const LoraLayer& lora) {
 // Attention block up to h = x + o_proj(attention(...)); fills s.{xn,q,k,v,qn,kn,att,h,rstd*,lse}
 // (att and lse are only read when !run_attention: Note [recompute]).
 void attention_forward(const LayerCtx& ctx, const LayerWeights& w, const LoraLayer& lora, const Scratch& s,
-                       Tensor x, bool run_attention = true) {
+                       Tensor x, bool run_attention = true, bool norms_current = false) {
   Backend& be = *ctx.be;
   const ModelConfig& c = *ctx.cfg;
   const float eps = static_cast<float>(c.rms_norm_eps);
@@ -419,7 +421,8 @@ void attention_forward(const LayerCtx& ctx, const LayerWeights& w, const LoraLay
   linears_forward(ctx, lora, s, s.xn,
                   {{{w.q, w.q_bias, &lora[LoraTarget::kQ], LoraTarget::kQ, {}, w.q_absmax}, s.q},
                    {{w.k, w.k_bias, &lora[LoraTarget::kK], LoraTarget::kK, {}, w.k_absmax}, s.k},
-                   {{w.v, w.v_bias, &lora[LoraTarget::kV], LoraTarget::kV, {}, w.v_absmax}, s.v}});
+                   {{w.v, w.v_bias, &lora[LoraTarget::kV], LoraTarget::kV, {}, w.v_absmax}, s.v}},
+                  norms_current);
   Tensor qa = s.q, ka = s.k;
   if (c.qk_norm) {
     be.rmsnorm(s.qn.reshape({N * NH, D}), s.rstd_q, s.q.reshape({N * NH, D}), w.q_norm, eps);
@@ -432,18 +435,20 @@ void attention_forward(const LayerCtx& ctx, const LayerWeights& w, const LoraLay
   if (run_attention)
     be.attention(heads(s.att, NH, D), lse, heads(qa, NH, D), heads(ka, KVH, D), heads(s.v, KVH, D), ctx.seq,
                  attention_shape(c, ctx.layer));
-  linears_forward(ctx, lora, s, s.att, {{{w.o, {}, &lora[LoraTarget::kO], LoraTarget::kO, x, w.o_absmax}, s.h}});  // h = x + ...
+  linears_forward(ctx, lora, s, s.att, {{{w.o, {}, &lora[LoraTarget::kO], LoraTarget::kO, x, w.o_absmax}, s.h}},
+                  norms_current);  // h = x + ...
 }
 
 // MLP up to m = silu(gate) * up; fills s.{hn,g,u,m,rstd2}. Without need_m, m is left unwritten: the
 // backward's recompute reads m only as the LoRA input of down_proj (swiglu_backward reads g and u).
 void mlp_forward(const LayerCtx& ctx, const LayerWeights& w, const LoraLayer& lora, const Scratch& s,
-                 bool need_m = true) {
+                 bool need_m = true, bool norms_current = false) {
   Backend& be = *ctx.be;
   be.rmsnorm(s.hn, s.rstd2, s.h, w.post_norm, static_cast<float>(ctx.cfg->rms_norm_eps));
   linears_forward(ctx, lora, s, s.hn,
                   {{{w.gate, {}, &lora[LoraTarget::kGate], LoraTarget::kGate, {}, w.gate_absmax}, s.g},
-                   {{w.up, {}, &lora[LoraTarget::kUp], LoraTarget::kUp, {}, w.up_absmax}, s.u}});
+                   {{w.up, {}, &lora[LoraTarget::kUp], LoraTarget::kUp, {}, w.up_absmax}, s.u}},
+                  norms_current);
   if (need_m) be.swiglu(s.m, s.g, s.u);
 }
 
@@ -515,8 +520,9 @@ void layer_backward(const LayerCtx& ctx, const LayerWeights& w, const LoraLayer&
   Scratch s = carve_ctx(ctx, lora_shape_of(lora), w);
   const bool recompute = ctx.recompute != Recompute::kNone && !ctx.forward_current;
   if (recompute) {  // recompute from x (Note [recompute])
-    attention_forward(ctx, w, lora, s, x, /*run_attention=*/ctx.recompute == Recompute::kFull);
-    mlp_forward(ctx, w, lora, s, /*need_m=*/lora[LoraTarget::kDown].present());
+    // The DoRA norms are this micro-batch's forward's (Note [DoRA]).
+    attention_forward(ctx, w, lora, s, x, /*run_attention=*/ctx.recompute == Recompute::kFull, /*norms_current=*/true);
+    mlp_forward(ctx, w, lora, s, /*need_m=*/lora[LoraTarget::kDown].present(), /*norms_current=*/true);
   }
 
   // MLP. dg reuses m's memory (m is dead once down_proj's backward has read it).
@@ -527,8 +533,8 @@ void layer_backward(const LayerCtx& ctx, const LayerWeights& w, const LoraLayer&
   be.swiglu_backward(dg, s.du, s.dm, s.g, s.u);
   Tensor dhn = s.dxn;
   linears_backward(ctx, lora, s, s.hn,
-                   {{{w.gate, {}, &lora[LoraTarget::kGate], LoraTarget::kGate, {}, w.gate_absmax}, dg},
-                    {{w.up, {}, &lora[LoraTarget::kUp], LoraTarget::kUp, {}, w.up_absmax}, s.du}},
+                   {{{w.gate, {}, &lora[LoraTarget::kGate], LoraTarget::kGate, {}, w.gate_absmax, s.g}, dg},
+                    {{w.up, {}, &lora[LoraTarget::kUp], LoraTarget::kUp, {}, w.up_absmax, s.u}, s.du}},
                    dhn, Accum::kOverwrite, /*dy_dead=*/true);
   be.side_join();    // gate/up's LoRA grads read hn
   Tensor dh = s.hn;  // hn is dead after gate/up backward

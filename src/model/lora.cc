@@ -121,6 +121,11 @@ StatusOr<std::unique_ptr<Lora>> Lora::create(Backend* be, const ModelConfig& mc,
   ASSIGN_OR_RETURN(void* p, be->alloc(lora->bytes()), "allocating LoRA parameters, grads and AdamW state");
   lora->base_ = static_cast<float*>(p);
   be->memset_zero(p, lora->bytes(), StreamId::kCompute);
+  if (lc.dora) {  // norm | scale of each target at twice m's offset: 2 x section floats at most
+    ASSIGN_OR_RETURN(void* c, be->alloc(2 * lora->section_ * sizeof(float)), "allocating the DoRA row norms");
+    lora->dora_cache_ = static_cast<float*>(c);
+    be->memset_zero(c, 2 * lora->section_ * sizeof(float), StreamId::kCompute);
+  }
   return lora;
 }
 
@@ -129,6 +134,7 @@ Lora::~Lora() {
     be_->sync_all();
     be_->free(base_);
   }
+  if (dora_cache_) be_->free(dora_cache_);
 }
 
 Tensor Lora::section(int i) const { return Tensor(base_ + i * section_, DType::kF32, {section_}); }
@@ -154,6 +160,8 @@ LoraLayer Lora::layer(int l) const {
       const int64_t om = off_m_[idx(l, static_cast<LoraTarget>(t))];
       p.mag = Tensor(base_ + om, DType::kF32, {outd});
       p.dmag = Tensor(base_ + section_ + om, DType::kF32, {outd});
+      p.norm = Tensor(dora_cache_ + 2 * om, DType::kF32, {outd});
+      p.scale = Tensor(dora_cache_ + 2 * om + outd, DType::kF32, {outd});
     }
   }
   return out;

@@ -61,6 +61,9 @@ struct LoraPair {
   Tensor a, b;    // A [r, in], B [out, r]
   Tensor da, db;  // gradients, same shapes
   Tensor mag, dmag;  // DoRA: the magnitude vector m [out] and its gradient; empty for plain LoRA
+  // DoRA: ||W + s B A||_row and m / that norm, f32 [out] each, as the layer's last forward formed
+  // them (model/layer.cc Note [DoRA]); not parameters (outside the arena).
+  Tensor norm, scale;
   bool present() const { return !a.empty(); }
   bool dora() const { return !mag.empty(); }
 };
@@ -128,6 +131,7 @@ class Lora {
   std::vector<std::pair<int64_t, int64_t>> off_;  // per (layer, target)
   std::vector<int64_t> off_m_;                    // DoRA: m's offset per (layer, target); else empty
   float* base_ = nullptr;
+  float* dora_cache_ = nullptr;                   // DoRA: norm | scale per (layer, target), at 2 x off_m_
   bool magnitudes_pending_ = false;
 };
 

@@ -103,8 +103,13 @@ Status refuse(const PlanInput& in, const Shape& min, uint64_t budget) {
   std::vector<PlanTerm> t = plan_terms(in, min);
   const PlanTerm& big = *std::max_element(t.begin(), t.end(), [](auto& a, auto& b) { return a.bytes < b.bytes; });
   Str msg;
-  msg << "the training plan needs " << format_bytes(total(t)) << " of device memory even with every layer streamed "
-      << "through " << min.slots << " buffer(s), but vram_budget is " << format_bytes(budget) << "; the largest term is "
+  std::string need = format_bytes(total(t)), have = format_bytes(budget);
+  if (need == have) {  // close: say it in bytes rather than print two equal sizes
+    need = Str() << total(t) << " bytes";
+    have = Str() << budget << " bytes";
+  }
+  msg << "the training plan needs " << need << " of device memory even with every layer streamed "
+      << "through " << min.slots << " buffer(s), but vram_budget is " << have << "; the largest term is "
       << big.name << " (" << format_bytes(big.bytes) << ")";
   auto fits = [&](int64_t mbs, int64_t seq, int slots) {
     Shape s = min;
@@ -220,6 +225,13 @@ StatusOr<Plan> make_plan(const PlanInput& in) {
     const int64_t tokens = in.micro_batch_size * in.sequence_len;
     Shape min{tokens, stream ? std::min(in.num_slots, L) : 0, stream ? 0 : L, stream && in.offload_embeddings != "false",
               forced};
+    // The smaller placement of the two the run may use: the lm_head's chunk buffers on the host
+    // side can outweigh a small vocabulary kept whole on the device.
+    if (min.host_extras && in.offload_embeddings == "auto") {
+      Shape dev_min = min;
+      dev_min.host_extras = false;
+      if (total(plan_terms(in, dev_min)) < total(plan_terms(in, min))) min = dev_min;
+    }
     return refuse(in, min, budget);
   }
   Shape s = dev_ok ? dev : host;

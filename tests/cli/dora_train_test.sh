@@ -54,7 +54,7 @@ for adapter in lora qlora; do
     set -- $v
     extra=(--adapter=$adapter --stream=$1 --stream_buffers=$2 --recompute=$4)
     budget=$3
-    [ "$budget" = BUDGET ] && budget=$([ $adapter = lora ] && echo 2600KiB || echo 1900KiB)
+    [ "$budget" = BUDGET ] && budget=$([ $adapter = lora ] && echo 2500KiB || echo 1850KiB)
     [ "$budget" != "-" ] && extra+=(--vram_budget=$budget)
     line=$(run "${adapter}_$1_$2_$3_$4" "${extra[@]}")
     echo "$adapter $v: $line"

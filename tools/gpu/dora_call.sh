@@ -8,7 +8,8 @@
 #      steps): resident / streamed / budgeted / launch plans off / side stream off / recompute none,
 #      and with an NF4 base;
 #   4. PEFT round trip with DoRA (tools/ref/peft_compat.sh, DORA=true);
-#   5. bench: LoRA vs DoRA side by side (ROWS="preset:seq:targets ...").
+#   5. bench: LoRA vs DoRA side by side (ROWS="preset:seq:targets ..."), and the peer (.peer/,
+#      PEFT LoRA and PEFT DoRA through tools/gpu/peft_variant.py) on each row unless SKIP_PEER=1.
 # Sections can be skipped: SKIP="1 4" etc.
 set -uo pipefail
 OUT=${OUT:?}
@@ -111,6 +112,14 @@ if ! skip 5; then
         say "bench $p@$s $t $mode round $round rc=$? $(python3 -c "import json;r=json.load(open('$W/b.json'));print('step_ms', round(r['step_ms'],2), 'tok/s', round(r['tok_s']), 'loss', round(r['loss_last'],4))" 2>&1 | tail -1)"
       done
     done
+    # The peer (PyTorch + PEFT, resident, gradient checkpointing) on the same row, LoRA and DoRA.
+    if [ -z "${SKIP_PEER:-}" ]; then
+      tt=$t; [ "$t" = all-linear ] && tt=q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj
+      for dora in 0 1; do
+        PEFT_DORA=$dora PEFT_TARGETS=$tt OUT=$W $PY tools/gpu/peft_variant.py $p:$s >$W/peer.json 2>$W/peer.err
+        say "peer $p@$s $t dora=$dora rc=$? $(tail -1 $W/peer.json)"
+      done
+    fi
   done
 fi
 rm -rf $W "$OUT/fixtures"
