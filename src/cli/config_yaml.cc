@@ -13,6 +13,7 @@
 #include <set>
 #include <variant>
 
+#include "cli/foreign_keys.h"
 #include "cli/suggest.h"
 #include "core/file.h"
 #include "model/lora.h"
@@ -74,6 +75,10 @@ const std::vector<Field>& fields() {
       {"lr_scheduler", &C::lr_scheduler, {"constant", "linear", "cosine"}},
       {"loss_normalization", &C::loss_normalization, {"window", "micro_batch"}},
       {"warmup_steps", &C::warmup_steps, {}, StrKind::kPlain, 0},
+      {"warmup_ratio", &C::warmup_ratio, {}, StrKind::kPlain, 0, 1, false, true},
+      {"evals_per_epoch", &C::evals_per_epoch, {}, StrKind::kPlain, 0},
+      {"saves_per_epoch", &C::saves_per_epoch, {}, StrKind::kPlain, 0},
+      {"lora_target_linear", &C::lora_target_linear},
       {"weight_decay", &C::weight_decay, {}, StrKind::kPlain, 0},
       {"adam_beta1", &C::adam_beta1, {}, StrKind::kPlain, 0, 1, false, true},
       {"adam_beta2", &C::adam_beta2, {}, StrKind::kPlain, 0, 1, false, true},
@@ -440,7 +445,15 @@ Status apply_input(const std::string& key, const Input& in, TrainConfig& cfg) {
   Status st;
   if (check_variant_key(key, in, &st)) return st;
   const Field* f = find_field(canonical_key(key));
-  if (!f) return unknown_key(key, in.where);
+  if (!f) {
+    ForeignValue fv{.scalar = in.scalar,
+                    .is_null = is_null(in),
+                    .is_collection = in.node && (in.node->IsSequence() || in.node->IsMap()),
+                    .empty_collection = in.node && (in.node->IsSequence() || in.node->IsMap()) && in.node->size() == 0,
+                    .where = in.where};
+    if (apply_foreign_key(key, fv, cfg, &st)) return st;  // Note [foreign keys]
+    return unknown_key(key, in.where);
+  }
   return set_field(in, *f, cfg);
 }
 
@@ -470,7 +483,7 @@ StatusOr<TrainConfig> parse_train_config_yaml(const std::string& yaml_text, cons
       const std::string where = mark_str(what, kv.first.Mark());
       if (!kv.first.IsScalar()) return InvalidArgument(Str() << where << ": keys must be plain names");
       const std::string key = kv.first.Scalar();
-      if (!seen.insert(canonical_key(key)).second)
+      if (!seen.insert(foreign_key_slot(canonical_key(key))).second)
         return InvalidArgument(Str() << where << ": key '" << key << "' is set twice");
       Input in{&kv.second, kv.second.IsScalar() ? kv.second.Scalar() : "", where, base_dir, what};
       RETURN_IF_ERROR(apply_input(key, in, cfg));

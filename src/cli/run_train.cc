@@ -75,7 +75,7 @@ void print_banner(const TrainConfig& cfg, const Backend& be, const BaseWeights& 
   std::printf("  store      %s (%s: %s)\n", bw.store_dir.c_str(), bw.store_reused ? "reused" : "built",
               bw.store_reason.c_str());
   std::printf("%s", bw.plan.banner().c_str());
-  std::printf("  train      %s, micro_batch %lld%s x accumulation %lld, seq %lld, lr %g (%s, warmup %lld)\n",
+  std::printf("  train      %s, micro_batch %lld%s x accumulation %lld, seq %lld, lr %g (%s, warmup %s)\n",
               cfg.max_steps > 0 ? (Str() << cfg.max_steps << " steps").str().c_str()
                                 : (Str() << cfg.num_epochs << " epoch(s)").str().c_str(),
               static_cast<long long>(cfg.micro_batch_size),
@@ -84,9 +84,12 @@ void print_banner(const TrainConfig& cfg, const Backend& be, const BaseWeights& 
                                    : "",
               static_cast<long long>(cfg.gradient_accumulation_steps),
               static_cast<long long>(cfg.sequence_len), cfg.learning_rate, cfg.lr_scheduler.c_str(),
-              static_cast<long long>(cfg.warmup_steps));
+              cfg.warmup_ratio > 0 ? (Str() << "ratio " << cfg.warmup_ratio).str().c_str()
+                                   : std::to_string(cfg.warmup_steps).c_str());
   std::printf("  output     %s (save every %s%s)%s%s\n", cfg.output_dir.c_str(),
-              cfg.save_steps > 0 ? (Str() << cfg.save_steps << " steps").str().c_str() : "- only at the end",
+              cfg.saves_per_epoch > 0 ? (Str() << "1/" << cfg.saves_per_epoch << " epoch").str().c_str()
+              : cfg.save_steps > 0    ? (Str() << cfg.save_steps << " steps").str().c_str()
+                                      : "- only at the end",
               cfg.save_total_limit > 0 ? (Str() << ", keep " << cfg.save_total_limit).str().c_str() : "",
               cfg.resume_from_checkpoint.empty() ? "" : ", resume from ",
               cfg.resume_from_checkpoint.c_str());
@@ -95,6 +98,7 @@ void print_banner(const TrainConfig& cfg, const Backend& be, const BaseWeights& 
               static_cast<long long>(td.stats.target_tokens), static_cast<long long>(td.stats.truncated),
               static_cast<long long>(td.stats.dropped_no_targets),
               static_cast<long long>(td.eval ? td.eval->size() : 0));
+  for (const std::string& n : cfg.notes) std::printf("  note       %s\n", n.c_str());
   if (td.stats.system_dropped > 0)
     std::printf("  note       %lld conversation(s) end with the assistant: the %s template leaves their system message\n"
                 "             out (only a conversation ending with a user message carries it, as in HF's template)\n",
@@ -152,6 +156,7 @@ Status train_and_report(const TrainConfig& cfg, bool* interrupted) {
   RETURN_IF_ERROR(make_dirs(cfg.output_dir), "output_dir");
   ASSIGN_OR_RETURN(auto trainer, Trainer::create(cfg, be.get(), std::move(bw.parts)));
   trainer->set_eval_data(eval.get());
+  RETURN_IF_ERROR(trainer->plan_steps(data));  // the progress line's total (num_epochs runs)
   ProgressDisplay progress(stdout, {.total_steps = trainer->total_steps(), .logging_steps = cfg.logging_steps,
                                     .mode = progress_mode_for(stdout), .backend = be.get()});
   bool first = true;

@@ -9,6 +9,7 @@
 
 #include "core/check.h"
 #include "core/file.h"
+#include "train/checkpoint.h"
 
 namespace st {
 
@@ -88,7 +89,9 @@ namespace {
 
 Status validate(const TrainConfig& tc) {
   RETURN_IF_ERROR(check_trainer_config(tc));
-  if (!tc.resume_from_checkpoint.empty())
+  // "auto" (axolotl's auto_resume_from_checkpoints) is a fresh start while there is nothing to resume.
+  const bool fresh = tc.resume_from_checkpoint == "auto" && list_checkpoints(tc.output_dir).empty();
+  if (!tc.resume_from_checkpoint.empty() && !fresh)
     return Unimplemented("resume_from_checkpoint is not supported with devices > 1 yet");
   return Status::OK();
 }
@@ -326,11 +329,13 @@ StatusOr<StepMetrics> DataParallelTrainer::train_step(const std::vector<Batch>& 
 Status DataParallelTrainer::plan_steps(BatchSource& data) {
   if (tc_.max_steps > 0) {
     sched_.total_steps = tc_.max_steps;
-    return Status::OK();
+  } else {
+    const int64_t mb = data.micro_batches_per_epoch();
+    if (mb <= 0) return InvalidArgument("max_steps is required when the dataset size is unknown");
+    sched_.total_steps = std::max<int64_t>(1, tc_.num_epochs * ((mb + window_size_ - 1) / window_size_));
   }
-  const int64_t mb = data.micro_batches_per_epoch();
-  if (mb <= 0) return InvalidArgument("max_steps is required when the dataset size is unknown");
-  sched_.total_steps = std::max<int64_t>(1, tc_.num_epochs * ((mb + window_size_ - 1) / window_size_));
+  resolve_step_ratios(&tc_, sched_.total_steps);
+  sched_.warmup_steps = tc_.warmup_steps;
   return Status::OK();
 }
 

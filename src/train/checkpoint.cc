@@ -191,7 +191,7 @@ Json config_fingerprint(const TrainConfig& tc, const ModelConfig& mc, DType act_
   if (tc.use_rslora) j["use_rslora"] = true;  // only when set: checkpoints from before the key resume
   if (tc.use_dora) j["use_dora"] = true;
   Json targets = Json::array();
-  auto parsed = parse_lora_targets(tc.lora_target_modules);
+  auto parsed = parse_lora_targets(tc.lora_target_linear ? std::vector<std::string>{"all-linear"} : tc.lora_target_modules);
   if (parsed.ok())
     for (LoraTarget t : *parsed) targets.push_back(lora_target_name(t));
   std::sort(targets.begin(), targets.end());
@@ -255,8 +255,9 @@ std::vector<std::pair<int64_t, std::string>> list_checkpoints(const std::string&
 }
 
 StatusOr<std::string> resolve_resume_checkpoint(const std::string& spec, const std::string& output_dir) {
-  if (spec == "true" || spec == "True" || spec == "latest") {
+  if (spec == "true" || spec == "True" || spec == "latest" || spec == "auto") {
     auto all = list_checkpoints(output_dir);
+    if (all.empty() && spec == "auto") return std::string();
     if (all.empty())
       return NotFound(Str() << "resume_from_checkpoint: true, but " << output_dir
                             << " holds no complete checkpoint-N directory");

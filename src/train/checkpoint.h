@@ -61,6 +61,7 @@ std::string checkpoint_dir(const std::string& output_dir, int64_t step);
 // Complete checkpoints (checkpoint-<N> dirs with a trainer_state.json), sorted by N.
 std::vector<std::pair<int64_t, std::string>> list_checkpoints(const std::string& output_dir);
 // `spec` "true" = the latest complete checkpoint in output_dir (NotFound when there is none);
+// "auto" = the same, or "" when there is none (start fresh: axolotl's auto_resume_from_checkpoints);
 // otherwise a checkpoint directory (NotFound when it holds no trainer_state.json).
 StatusOr<std::string> resolve_resume_checkpoint(const std::string& spec, const std::string& output_dir);
 

@@ -43,6 +43,7 @@ struct TrainConfig {
   double val_set_size = 0.0;        // fraction (<1) or count (>=1) of samples held out
   std::vector<DatasetSpec> eval_datasets;
   int64_t eval_steps = 0;           // 0 = eval only at the end when there is an eval set
+  int64_t evals_per_epoch = 0;      // axolotl's: eval_steps = ceil(total steps / (this x num_epochs)); 0 = off
   // adapter
   std::string adapter = "lora";    // lora | qlora (NF4 base: model/weights.h Note [NF4 base layout])
   bool load_in_4bit = false;       // axolotl's QLoRA flag: true only with adapter qlora
@@ -52,11 +53,13 @@ struct TrainConfig {
   bool use_rslora = false;          // rsLoRA: scale alpha / sqrt(r) (PEFT use_rslora; axolotl peft_use_rslora)
   bool use_dora = false;            // DoRA: a learned magnitude per output row (PEFT use_dora; axolotl peft_use_dora)
   std::vector<std::string> lora_target_modules = {"q_proj", "v_proj"};
+  bool lora_target_linear = false;  // axolotl's: every linear layer as well (all-linear)
   std::string lora_model_dir;       // continue from an existing PEFT adapter
   // optimisation
   double learning_rate = 2e-4;
   std::string lr_scheduler = "cosine";  // constant | linear | cosine
   int64_t warmup_steps = 0;
+  double warmup_ratio = 0.0;        // HF's: warmup_steps = ceil(total steps x ratio) (not with warmup_steps)
   double weight_decay = 0.0;
   double adam_beta1 = 0.9;
   double adam_beta2 = 0.999;
@@ -76,6 +79,7 @@ struct TrainConfig {
   // output
   std::string output_dir = "out";
   int64_t save_steps = 0;           // 0 = only at the end
+  int64_t saves_per_epoch = 0;      // axolotl's: save_steps = ceil(total steps / (this x num_epochs)); 0 = off
   int64_t save_total_limit = 0;     // 0 = keep all
   std::string resume_from_checkpoint;  // "" | path | "true" (latest in output_dir)
   int64_t logging_steps = 1;
@@ -99,6 +103,13 @@ struct TrainConfig {
   // fused path, e.g. cuDNN SDPA, where the plan grants its workspace) | own (always the backend's
   // own kernels: runs with different budgets then run the same attention bit for bit).
   std::string attention = "auto";
+  // Not keys: what the config reader noted about other tools' keys it accepted (an axolotl key
+  // with no effect here, an optimizer run as another), for the run's banner.
+  std::vector<std::string> notes;
 };
+
+// Turns the ratio keys (warmup_ratio, evals_per_epoch, saves_per_epoch) into step counts once the
+// run's total optimizer steps are known, as HF's Trainer rounds a ratio: ceil(total x ratio).
+void resolve_step_ratios(TrainConfig* tc, int64_t total_steps);
 
 }  // namespace st

@@ -57,7 +57,19 @@ StatusOr<LoraConfig> lora_config_from(const TrainConfig& tc) {
                                << " is not supported (DoRA runs with lora_dropout: 0)");
   ASSIGN_OR_RETURN(auto targets, parse_lora_targets(tc.lora_target_modules), "lora_target_modules");
   for (LoraTarget t : targets) lc.targets[static_cast<int>(t)] = true;
+  if (tc.lora_target_linear) lc.targets.fill(true);
   return lc;
+}
+
+void resolve_step_ratios(TrainConfig* tc, int64_t total_steps) {
+  const double total = static_cast<double>(std::max<int64_t>(total_steps, 1));
+  const double epochs = static_cast<double>(std::max<int64_t>(tc->num_epochs, 1));
+  auto every = [&](int64_t per_epoch) {
+    return std::max<int64_t>(1, static_cast<int64_t>(std::ceil(total / (static_cast<double>(per_epoch) * epochs))));
+  };
+  if (tc->warmup_ratio > 0) tc->warmup_steps = static_cast<int64_t>(std::ceil(total * tc->warmup_ratio));
+  if (tc->evals_per_epoch > 0) tc->eval_steps = every(tc->evals_per_epoch);
+  if (tc->saves_per_epoch > 0) tc->save_steps = every(tc->saves_per_epoch);
 }
 
 Status check_trainer_config(const TrainConfig& tc) {
@@ -75,6 +87,9 @@ Status check_trainer_config(const TrainConfig& tc) {
     return InvalidArgument(Str() << "loss_normalization '" << tc.loss_normalization
                                  << "' is not supported (window, micro_batch)");
   if (tc.max_steps < 0 || tc.num_epochs < 0) return InvalidArgument("max_steps / num_epochs must be >= 0");
+  if (tc.warmup_ratio > 0 && tc.warmup_steps > 0) return InvalidArgument("set warmup_steps or warmup_ratio, not both");
+  if (tc.evals_per_epoch > 0 && tc.eval_steps > 0) return InvalidArgument("set eval_steps or evals_per_epoch, not both");
+  if (tc.saves_per_epoch > 0 && tc.save_steps > 0) return InvalidArgument("set save_steps or saves_per_epoch, not both");
   return Status::OK();
 }
 
@@ -126,12 +141,14 @@ Trainer::~Trainer() {
 Status Trainer::plan_steps(BatchSource& data) {
   if (tc_.max_steps > 0) {
     sched_.total_steps = tc_.max_steps;
-    return Status::OK();
+  } else {
+    const int64_t mb = data.micro_batches_per_epoch();
+    if (mb <= 0) return InvalidArgument("max_steps is required when the dataset size is unknown");
+    const int64_t k = tc_.gradient_accumulation_steps;
+    sched_.total_steps = std::max<int64_t>(1, tc_.num_epochs * ((mb + k - 1) / k));
   }
-  const int64_t mb = data.micro_batches_per_epoch();
-  if (mb <= 0) return InvalidArgument("max_steps is required when the dataset size is unknown");
-  const int64_t k = tc_.gradient_accumulation_steps;
-  sched_.total_steps = std::max<int64_t>(1, tc_.num_epochs * ((mb + k - 1) / k));
+  resolve_step_ratios(&tc_, sched_.total_steps);
+  sched_.warmup_steps = tc_.warmup_steps;
   return Status::OK();
 }
 
@@ -258,9 +275,11 @@ Status Trainer::train(BatchSource& data) {
   bool append = false;
   if (!tc_.resume_from_checkpoint.empty()) {
     ASSIGN_OR_RETURN(std::string dir, resolve_resume_checkpoint(tc_.resume_from_checkpoint, tc_.output_dir));
-    RETURN_IF_ERROR(resume(dir, data));
-    RETURN_IF_ERROR(truncate_metrics(metrics_path, opt_->steps_taken()));
-    append = true;
+    if (!dir.empty()) {  // "auto" with no checkpoint yet: a fresh start
+      RETURN_IF_ERROR(resume(dir, data));
+      RETURN_IF_ERROR(truncate_metrics(metrics_path, opt_->steps_taken()));
+      append = true;
+    }
   }
   ASSIGN_OR_RETURN(metrics_, MetricsWriter::open(metrics_path, append));
   std::vector<Batch> window;

@@ -102,10 +102,12 @@ class Trainer {
   Model& model() { return *model_; }
   LayerSource& layers() { return *layers_; }
   int64_t total_steps() const { return sched_.total_steps; }
+  // The run's optimizer steps (max_steps, or num_epochs over `data`) and the step counts of the
+  // ratio keys (resolve_step_ratios). train() calls it; callers that show progress call it first.
+  Status plan_steps(BatchSource& data);
 
  private:
   Trainer() = default;
-  Status plan_steps(BatchSource& data);
   StatusOr<bool> fill_window(BatchSource& data, std::vector<Batch>* window);
   Status start_epoch(BatchSource& data, int64_t epoch);
   Status log_step(const StepMetrics& m);

@@ -175,6 +175,34 @@ TEST(ConfigYaml, UnsupportedLoraVariantsAreRefusedByName) {
   EXPECT_TRUE(parse("use_dora: false\nuse_rslora: no\nlora_init: true\npeft_type: lora\n").ok());
 }
 
+TEST(ConfigYaml, ForeignKeysAreNotedMappedOrRefused) {  // cli/foreign_keys.h Note [foreign keys]
+  auto c = parse("wandb_project: x\nflash_attention: true\nbf16: true\noptimizer: adamw_torch\n"
+                 "lora_target_linear: true\nsave_strategy: epoch\nauto_resume_from_checkpoints: true\n"
+                 "special_tokens:\nfp16: false\n");
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  ASSERT_EQ(c->notes.size(), 1u);
+  EXPECT_HAS(c->notes[0], "wandb_project, flash_attention");
+  EXPECT_EQ(c->dtype, "bfloat16");
+  EXPECT_TRUE(c->lora_target_linear);
+  EXPECT_EQ(c->saves_per_epoch, 1);
+  EXPECT_EQ(c->resume_from_checkpoint, "auto");
+  auto f = parse("bf16: false\noptimizer: paged_adamw_8bit\n");
+  ASSERT_TRUE(f.ok());
+  EXPECT_EQ(f->dtype, "float32");
+  ASSERT_EQ(f->notes.size(), 1u);
+  EXPECT_HAS(f->notes[0], "runs as 32-bit AdamW");
+  const StatusCode kU = StatusCode::kUnimplemented;
+  EXPECT_HAS(error_of("fp16: true\n", kU), "key 'fp16' = 'true': float16 training is not supported");
+  EXPECT_HAS(error_of("optimizer: lion_8bit\n", kU), "only AdamW is supported");
+  EXPECT_HAS(error_of("neftune_noise_alpha: 5\n", kU), "NEFTune");
+  EXPECT_HAS(error_of("special_tokens:\n  pad_token: \"<pad>\"\n", kU), "key 'special_tokens': adding");
+  EXPECT_HAS(error_of("group_by_length: true\n", kU), "reorders the data");
+  EXPECT_HAS(error_of("save_strategy: best\n", kU), "only steps, epoch and no");
+  EXPECT_HAS(error_of("bf16: true\ndtype: float32\n"), "key 'dtype' is set twice");
+  EXPECT_HAS(error_of("wandb_projekt: x\n"), "unknown key 'wandb_projekt'");
+  EXPECT_HAS(error_of("fp16: maybe\n"), "key 'fp16': expected true or false");
+}
+
 TEST(ConfigYaml, DoraUnderItsNames) {
   for (const char* text : {"use_dora: true\n", "peft_use_dora: yes\n", "lora_use_dora: true\n"}) {
     auto c = parse(text);
