@@ -299,6 +299,16 @@ Status set_field(const Input& in, const Field& f, TrainConfig& cfg) {
 
 // ---- list values -----------------------------------------------------------------------------
 
+// Note [axolotl dataset keys]: besides {path, type}, an entry may carry axolotl's keys. type
+// chat_template is our messages (rendered by the chat template), completion is text; the field
+// names (field_messages, message_property_mappings / message_field_role / message_field_content,
+// field) say where the records keep what the type reads; split: train, ds_type and
+// roles_to_train / train_on_eos at their defaults (the assistant's turns, each with its end of
+// turn: what we train) are accepted; the rest is refused by name.
+const std::vector<std::string> kDatasetKeys = {"path", "type", "field_messages", "message_property_mappings",
+                                               "message_field_role", "message_field_content", "field", "split",
+                                               "ds_type", "roles_to_train", "train_on_eos"};
+
 Status set_one_dataset(const Input& in, const YAML::Node& item, const std::string& key, DatasetSpec& ds) {
   if (item.IsScalar()) {  // "- data.jsonl": a path with the default type
     ds.path = resolve_path(item.Scalar(), in.base_dir);
@@ -308,21 +318,80 @@ Status set_one_dataset(const Input& in, const YAML::Node& item, const std::strin
   for (const auto& kv : item) {
     const std::string k = kv.first.Scalar();
     const std::string where = mark_str(in.what, kv.first.Mark());
-    if (!kv.second.IsScalar()) return InvalidArgument(Str() << where << ": " << key << "." << k << ": expected a string");
-    if (k == "path") {
-      ds.path = resolve_path(kv.second.Scalar(), in.base_dir);
-    } else if (k == "type") {
-      ds.type = lower(kv.second.Scalar());
-      if (std::find(kDatasetTypes.begin(), kDatasetTypes.end(), ds.type) == kDatasetTypes.end()) {
-        return InvalidArgument(Str() << where << ": " << key << ".type: '" << kv.second.Scalar()
-                                     << "' is not one of: " << join(kDatasetTypes));
+    const YAML::Node& v = kv.second;
+    auto refuse = [&](const std::string& why) {
+      return Unimplemented(Str() << where << ": " << key << "." << k << ": " << why);
+    };
+    if (k == "message_property_mappings") {  // {role: <field>, content: <field>}
+      if (!v.IsMap()) return InvalidArgument(Str() << where << ": " << key << "." << k << ": expected a mapping");
+      for (const auto& m : v) {
+        const std::string mk = m.first.Scalar();
+        if (!m.second.IsScalar()) return InvalidArgument(Str() << where << ": " << key << "." << k << "." << mk << ": expected a string");
+        if (mk == "role") ds.field_role = m.second.Scalar();
+        else if (mk == "content") ds.field_content = m.second.Scalar();
+        else return refuse(Str() << "mapping '" << mk << "' is not supported (role, content)");
       }
+      continue;
+    }
+    if (k == "roles_to_train") {  // the assistant's turns are what we train
+      if (!v.IsSequence()) return InvalidArgument(Str() << where << ": " << key << "." << k << ": expected a list");
+      bool ok = v.size() > 0;
+      for (const auto& r : v) ok = ok && r.IsScalar() && (r.Scalar() == "assistant" || r.Scalar() == "gpt");
+      if (!ok) return refuse("only the assistant's turns are trained (roles_to_train: [assistant]; train_on_inputs: true trains all)");
+      continue;
+    }
+    if (!v.IsScalar()) return InvalidArgument(Str() << where << ": " << key << "." << k << ": expected a string");
+    const std::string val = v.Scalar();
+    if (k == "path") {
+      ds.path = resolve_path(val, in.base_dir);
+      // "org/name" that is not here: a Hugging Face dataset id (axolotl downloads those).
+      const size_t slash = val.find('/');
+      const bool hub_like = slash != std::string::npos && slash > 0 && val.find('/', slash + 1) == std::string::npos &&
+                            val.find('.') == std::string::npos && val[0] != '~';
+      if (hub_like && !file_exists(ds.path) && !is_directory(ds.path))
+        return InvalidArgument(Str() << where << ": " << key << ".path: '" << val
+                                     << "' is not a local file or directory (a Hugging Face dataset id? streamtune "
+                                        "reads local files only: `huggingface-cli download --repo-type dataset "
+                                     << val << " --local-dir DIR`, then path: DIR)");
+    } else if (k == "type") {
+      ds.type = lower(val);
+      if (ds.type == "chat_template") ds.type = "messages";
+      if (ds.type == "completion") ds.type = "text";
+      if (std::find(kDatasetTypes.begin(), kDatasetTypes.end(), ds.type) == kDatasetTypes.end()) {
+        return InvalidArgument(Str() << where << ": " << key << ".type: '" << val << "' is not one of: "
+                                     << join(kDatasetTypes) << " (or axolotl's chat_template, completion)");
+      }
+    } else if (k == "field_messages") {
+      ds.field_messages = val;
+    } else if (k == "message_field_role") {
+      ds.field_role = val;
+    } else if (k == "message_field_content") {
+      ds.field_content = val;
+    } else if (k == "field") {
+      ds.field_text = val;
+    } else if (k == "split") {
+      if (val != "train") return refuse(Str() << "'" << val << "': a local dataset file has no splits (split: train)");
+    } else if (k == "ds_type") {
+      const std::string t = lower(val);
+      if (t != "json" && t != "jsonl" && t != "parquet")
+        return refuse(Str() << "'" << val << "' is not read (json, jsonl, parquet: told apart by their bytes)");
+    } else if (k == "train_on_eos") {
+      if (lower(val) != "turn") return refuse(Str() << "'" << val << "': each trained turn keeps its end of turn (train_on_eos: turn)");
     } else {
+      const bool axolotl = k == "data_files" || k == "name" || k == "revision" || k == "shards" || k == "conversation" ||
+                           k == "chat_template" || k == "field_system" || k == "field_human" || k == "field_model" ||
+                           k == "drop_system_message" || k == "preprocess_shards" || k == "trust_remote_code";
+      if (axolotl) return refuse("is not supported (path, type and the field names are)");
       return InvalidArgument(Str() << where << ": unknown dataset key '" << k << "' in " << key
-                                   << did_you_mean(k, {"path", "type"}) << " (known: path, type)");
+                                   << did_you_mean(k, kDatasetKeys) << " (known: " << join(kDatasetKeys) << ")");
     }
   }
   if (ds.path.empty()) return bad(in, key, "a dataset entry has no 'path'");
+  if (!ds.field_text.empty() && ds.type != "text")
+    return bad(in, key, Str() << "'field' names the text of type text/completion, not of type " << ds.type);
+  const bool turns = ds.type == "messages" || ds.type == "sharegpt";
+  if (!turns && (!ds.field_messages.empty() || !ds.field_role.empty() || !ds.field_content.empty()))
+    return bad(in, key, Str() << "the message field names apply to types chat_template/messages and sharegpt, not " << ds.type);
   return Status::OK();
 }
 
@@ -540,7 +609,13 @@ std::string train_config_to_yaml(const TrainConfig& cfg) {
             out << YAML::BeginSeq;
             for (const DatasetSpec& d : v) {
               out << YAML::BeginMap << YAML::Key << "path" << YAML::Value << d.path << YAML::Key << "type"
-                  << YAML::Value << d.type << YAML::EndMap;
+                  << YAML::Value << d.type;
+              if (!d.field_messages.empty()) out << YAML::Key << "field_messages" << YAML::Value << d.field_messages;
+              if (!d.field_role.empty()) out << YAML::Key << "message_field_role" << YAML::Value << d.field_role;
+              if (!d.field_content.empty())
+                out << YAML::Key << "message_field_content" << YAML::Value << d.field_content;
+              if (!d.field_text.empty()) out << YAML::Key << "field" << YAML::Value << d.field_text;
+              out << YAML::EndMap;
             }
             out << YAML::EndSeq;
           } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {

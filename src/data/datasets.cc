@@ -331,8 +331,46 @@ StatusOr<std::vector<std::string>> dataset_files_in(const std::string& dir) {
 
 }  // namespace
 
+namespace {
+
+// The record with its fields under the names its type reads (RecordFields).
+StatusOr<OrderedJson> remap_fields(const OrderedJson& j, const std::string& type, const RecordFields& f,
+                                   const std::string& what) {
+  if (!j.is_object()) return InvalidArgument(Str() << what << ": not a JSON object");
+  OrderedJson r = j;
+  auto take = [&](const std::string& from, const char* to) -> Status {
+    if (from.empty() || from == to) return Status::OK();
+    if (!j.contains(from)) return InvalidArgument(Str() << what << ": missing field '" << from << "'");
+    r[to] = j[from];
+    return Status::OK();
+  };
+  const bool sharegpt = type == "sharegpt";
+  const char* list_key = sharegpt ? "conversations" : "messages";
+  RETURN_IF_ERROR(take(f.text, "text"));
+  RETURN_IF_ERROR(take(f.messages, list_key));
+  if ((!f.role.empty() || !f.content.empty()) && r.contains(list_key) && r[list_key].is_array()) {
+    for (size_t i = 0; i < r[list_key].size(); ++i) {
+      OrderedJson& m = r[list_key][i];
+      if (!m.is_object()) continue;  // the type's reader names the bad turn
+      const OrderedJson orig = m;
+      for (const auto& [from, to] : {std::pair{f.role, sharegpt ? "from" : "role"},
+                                     std::pair{f.content, sharegpt ? "value" : "content"}}) {
+        if (from.empty() || from == to) continue;
+        if (!orig.contains(from))
+          return InvalidArgument(Str() << what << ": " << list_key << " " << i << ": missing field '" << from << "'");
+        m[to] = orig[from];
+      }
+    }
+  }
+  return r;
+}
+
+}  // namespace
+
 Status load_dataset(const DatasetSource& src, const Tokenizer& tok, const DatasetOptions& opt,
                     std::vector<Sample>* out, DatasetStats* stats) {
+  if (!is_directory(src.path) && !file_exists(src.path))
+    return NotFound(Str() << src.path << ": no such file or directory");
   ChatTemplate chat;
   if (needs_chat_template(src.type)) {
     ASSIGN_OR_RETURN(chat, resolve_chat_template(opt.chat_template, tok), src.path);
@@ -341,7 +379,7 @@ Status load_dataset(const DatasetSource& src, const Tokenizer& tok, const Datase
     // A downloaded dataset folder (the Hub's data/train-00000-of-00003.parquet shards): every
     // dataset file in it, in name order.
     ASSIGN_OR_RETURN(std::vector<std::string> files, dataset_files_in(src.path));
-    for (const std::string& f : files) RETURN_IF_ERROR(load_dataset({f, src.type}, tok, opt, out, stats));
+    for (const std::string& f : files) RETURN_IF_ERROR(load_dataset({f, src.type, src.fields}, tok, opt, out, stats));
     return Status::OK();
   }
   // Mapped, not read: a Parquet file is decoded a row group at a time straight from the mapping.
@@ -357,7 +395,13 @@ Status load_dataset(const DatasetSource& src, const Tokenizer& tok, const Datase
       last = Clock::now();
       opt.progress(src.path, records, false);
     }
-    ASSIGN_OR_RETURN(Sample s, tokenize_json(src.type, j, tok, &chat, opt, what, stats));
+    Sample s;
+    if (src.fields.any()) {
+      ASSIGN_OR_RETURN(OrderedJson r, remap_fields(j, src.type, src.fields, what));
+      ASSIGN_OR_RETURN(s, tokenize_json(src.type, r, tok, &chat, opt, what, stats));
+    } else {
+      ASSIGN_OR_RETURN(s, tokenize_json(src.type, j, tok, &chat, opt, what, stats));
+    }
     if (static_cast<int64_t>(s.input_ids.size()) > opt.sequence_len) {
       s.input_ids.resize(opt.sequence_len);
       s.labels.resize(opt.sequence_len);

@@ -31,9 +31,19 @@
 
 namespace st {
 
+// Where a record keeps its fields when they are not the type's own names (axolotl's
+// field_messages, message_property_mappings, field); "" = the type's own name.
+struct RecordFields {
+  std::string messages = {};             // the list of turns ("messages"; "conversations" for sharegpt)
+  std::string role = {}, content = {};   // inside each turn ("role" / "content"; "from" / "value" for sharegpt)
+  std::string text = {};                 // type text ("text")
+  bool any() const { return !messages.empty() || !role.empty() || !content.empty() || !text.empty(); }
+};
+
 struct DatasetSource {
   std::string path;
   std::string type = "tokenized";  // text | prompt_completion | alpaca | messages | sharegpt | input_output | tokenized
+  RecordFields fields = {};
 };
 
 struct Sample {

@@ -11,6 +11,9 @@ namespace st {
 struct DatasetSpec {
   std::string path;
   std::string type = "tokenized";  // tokenized | text | prompt_completion | alpaca | messages | sharegpt | input_output
+  // Field names when the records use others (axolotl's field_messages, message_property_mappings,
+  // field): "" = the type's own (data/datasets.h RecordFields).
+  std::string field_messages = {}, field_role = {}, field_content = {}, field_text = {};
 };
 
 // The most tokens a micro-batch (micro_batch_size x sequence_len) may hold: ~100x any real run,

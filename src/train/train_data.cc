@@ -11,10 +11,14 @@
 namespace st {
 namespace {
 
+DatasetSource dataset_source(const DatasetSpec& d) {
+  return {d.path, d.type, {.messages = d.field_messages, .role = d.field_role, .content = d.field_content, .text = d.field_text}};
+}
+
 Status load_all(const std::vector<DatasetSpec>& specs, const Tokenizer& tok, const DatasetOptions& o,
                 std::vector<Sample>* out, DatasetStats* stats) {
   for (const DatasetSpec& d : specs) {
-    RETURN_IF_ERROR(load_dataset(DatasetSource{d.path, d.type}, tok, o, out, stats), "dataset " << d.path);
+    RETURN_IF_ERROR(load_dataset(dataset_source(d), tok, o, out, stats), "dataset " << d.path);
   }
   return Status::OK();
 }
@@ -60,7 +64,7 @@ Status preview_train_data(const TrainConfig& cfg, int n, std::FILE* out) {
   for (const DatasetSpec& d : cfg.datasets) {
     std::vector<Sample> samples;
     DatasetStats st;
-    RETURN_IF_ERROR(load_dataset(DatasetSource{d.path, d.type}, tok, o, &samples, &st), "dataset " << d.path);
+    RETURN_IF_ERROR(load_dataset(dataset_source(d), tok, o, &samples, &st), "dataset " << d.path);
     std::fprintf(out, "dataset %s (%s): %lld samples (%lld tokens, %lld trained), %lld truncated to %lld, %lld dropped\n",
                  d.path.c_str(), d.type.c_str(), static_cast<long long>(st.samples), static_cast<long long>(st.tokens),
                  static_cast<long long>(st.target_tokens), static_cast<long long>(st.truncated),

@@ -3,7 +3,9 @@
 # prints counts and the first N samples with the trained tokens between ⟦ and ⟧. Oracles: the
 # Stanford Alpaca prompt text with only the output marked, a ShareGPT record through chatml with
 # only the assistant turn (and its <|im_end|>) marked, the drop count when sequence_len cuts the
-# answer off, no output_dir or layer cache written, and exit 2 for a bad N.
+# answer off, no output_dir or layer cache written, and exit 2 for a bad N. Axolotl's dataset keys
+# (config_yaml.cc Note [axolotl dataset keys]): type chat_template with field_messages and
+# message_property_mappings renders as the same conversation does; type completion with field.
 set -u
 BIN="$1"
 T=$(mktemp -d /tmp/st_cli_preview_XXXXXX)
@@ -15,6 +17,8 @@ cat >"$T/alpaca.json" <<'JSON'
  {"instruction": "add", "input": "1 1", "output": "2"}]
 JSON
 printf '%s\n' '{"conversations": [{"from": "human", "value": "q"}, {"from": "gpt", "value": "a"}]}' >"$T/sg.jsonl"
+printf '%s\n' '{"dialog": [{"speaker": "user", "said": "q"}, {"speaker": "assistant", "said": "a"}]}' >"$T/ax.jsonl"
+printf '%s\n' '{"body": "plain words"}' >"$T/comp.jsonl"
 cat >"$T/t.yaml" <<'YAML'
 base_model: model
 datasets:
@@ -22,6 +26,19 @@ datasets:
     type: alpaca
   - path: sg.jsonl
     type: sharegpt
+  - path: ax.jsonl
+    type: chat_template
+    field_messages: dialog
+    message_property_mappings:
+      role: speaker
+      content: said
+    roles_to_train: [assistant]
+    train_on_eos: turn
+    split: train
+    ds_type: json
+  - path: comp.jsonl
+    type: completion
+    field: body
 chat_template: chatml
 device: cpu
 sequence_len: 512
@@ -42,6 +59,10 @@ expect "<|im_start|>user
 q<|im_end|>
 <|im_start|>assistant
 ⟦a<|im_end|>⟧"
+expect "ax.jsonl (messages): 1 samples"
+[[ $(grep -cF "⟦a<|im_end|>⟧" <<<"$out") -eq 2 ]] || { echo "FAIL the chat_template entry did not render as the sharegpt one"; echo "$out"; fail=1; }
+expect "comp.jsonl (text): 1 samples"
+expect "p⟦lain words⟧"
 if grep -q "add" <<<"$out"; then echo "FAIL printed more than N=1 samples of alpaca.json"; fail=1; fi
 [[ ! -e "$T/out" ]] || { echo "FAIL preview wrote output_dir"; fail=1; }
 [[ -z "$(ls "$T/model" | grep -v -e config.json -e model.safetensors -e tokenizer.json -e generation_config.json)" ]] ||
@@ -51,5 +72,13 @@ out=$("$BIN" train "$T/t.yaml" --preview-data --sequence_len=40 2>&1); rc=$?
 expect "alpaca.json (alpaca): 0 samples (0 tokens, 0 trained), 2 truncated to 40, 2 dropped"
 "$BIN" train "$T/t.yaml" --preview-data=0 >/dev/null 2>&1; rc=$?
 [[ $rc -eq 2 ]] || { echo "FAIL --preview-data=0 exit $rc (want 2)"; fail=1; }
+# A Hub dataset id is not downloaded: the message says how to fetch it.
+sed 's|^  - path: alpaca.json|  - path: tatsu-lab/alpaca|' "$T/t.yaml" >"$T/hub.yaml"
+out=$("$BIN" train "$T/hub.yaml" --preview-data=1 2>&1); rc=$?
+[[ $rc -ne 0 ]] && grep -qF "huggingface-cli download --repo-type dataset tatsu-lab/alpaca" <<<"$out" ||
+  { echo "FAIL hub id: rc $rc: $out"; fail=1; }
+printf 'base_model: model\ndatasets:\n  - path: sg.jsonl\n    type: sharegpt\n    split: test\noutput_dir: out\n' >"$T/split.yaml"
+out=$("$BIN" train "$T/split.yaml" --preview-data=1 2>&1)
+grep -qF "datasets.split: 'test': a local dataset file has no splits" <<<"$out" || { echo "FAIL split: $out"; fail=1; }
 [[ $fail -eq 0 ]] && echo "ok"
 exit $fail
