@@ -71,6 +71,11 @@ if os.path.exists(q2 + "/model/tokenizer.json"):
 ad = lambda d: [ST, "logits", "--model", q2 + "/model", "--adapter", d + "/adapter", "--ids", "1,2,3", "--out", out, "--device", "cpu"]
 case_dir(q2, "adapter/adapter_model.safetensors", ad)
 case_dir(q2, "adapter/adapter_config.json", ad)
+# A DoRA adapter (lora_magnitude_vector tensors, use_dora) on its own base.
+qd = FX + "/qwen2_dora"
+add = lambda d: [ST, "logits", "--model", qd + "/model", "--adapter", d + "/adapter", "--ids", "1,2,3", "--out", out, "--device", "cpu"]
+case_dir(qd, "adapter/adapter_model.safetensors", add)
+case_dir(qd, "adapter/adapter_config.json", add)
 g = W + "/g"; os.makedirs(g, exist_ok=True)
 for name in ["tiny_llama.gguf", "tiny_qwen3.gguf", "tiny_qwen3_yarn.gguf"]:
     for it in range(N):
