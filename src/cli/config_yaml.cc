@@ -76,6 +76,7 @@ const std::vector<Field>& fields() {
       {"loss_normalization", &C::loss_normalization, {"window", "micro_batch"}},
       {"warmup_steps", &C::warmup_steps, {}, StrKind::kPlain, 0},
       {"warmup_ratio", &C::warmup_ratio, {}, StrKind::kPlain, 0, 1, false, true},
+      {"cosine_min_lr_ratio", &C::cosine_min_lr_ratio, {}, StrKind::kPlain, 0, 1},
       {"evals_per_epoch", &C::evals_per_epoch, {}, StrKind::kPlain, 0},
       {"saves_per_epoch", &C::saves_per_epoch, {}, StrKind::kPlain, 0},
       {"lora_target_linear", &C::lora_target_linear},

@@ -83,7 +83,9 @@ void print_banner(const TrainConfig& cfg, const Backend& be, const BaseWeights& 
               : cfg.sample_packing ? " (packed rows)"
                                    : "",
               static_cast<long long>(cfg.gradient_accumulation_steps),
-              static_cast<long long>(cfg.sequence_len), cfg.learning_rate, cfg.lr_scheduler.c_str(),
+              static_cast<long long>(cfg.sequence_len), cfg.learning_rate,
+              cfg.cosine_min_lr_ratio > 0 ? (Str() << "cosine to " << cfg.cosine_min_lr_ratio << "x").str().c_str()
+                                          : cfg.lr_scheduler.c_str(),
               cfg.warmup_ratio > 0 ? (Str() << "ratio " << cfg.warmup_ratio).str().c_str()
                                    : std::to_string(cfg.warmup_steps).c_str());
   std::printf("  output     %s (save every %s%s)%s%s\n", cfg.output_dir.c_str(),

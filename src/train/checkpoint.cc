@@ -208,6 +208,7 @@ Json config_fingerprint(const TrainConfig& tc, const ModelConfig& mc, DType act_
   j["seed"] = tc.seed;
   j["learning_rate"] = tc.learning_rate;
   j["lr_scheduler"] = tc.lr_scheduler;
+  if (tc.cosine_min_lr_ratio > 0) j["cosine_min_lr_ratio"] = tc.cosine_min_lr_ratio;
   j["warmup_steps"] = tc.warmup_steps;
   j["weight_decay"] = tc.weight_decay;
   j["adam_beta1"] = tc.adam_beta1;

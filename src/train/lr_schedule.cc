@@ -21,7 +21,8 @@ double lr_at(const LrSchedule& s, int64_t step) {
     case LrKind::kLinear: return s.base_lr * std::max(0.0, (T - x) / std::max(1.0, T - W));
     case LrKind::kCosine: {
       const double progress = (x - W) / std::max(1.0, T - W);
-      return s.base_lr * std::max(0.0, 0.5 * (1.0 + std::cos(M_PI * 2.0 * 0.5 * progress)));
+      const double f = std::max(0.0, 0.5 * (1.0 + std::cos(M_PI * 2.0 * 0.5 * progress)));
+      return s.base_lr * ((1.0 - s.min_lr_ratio) * f + s.min_lr_ratio);  // r = 0: exactly f
     }
   }
   return s.base_lr;

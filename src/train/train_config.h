@@ -63,6 +63,7 @@ struct TrainConfig {
   std::string lr_scheduler = "cosine";  // constant | linear | cosine
   int64_t warmup_steps = 0;
   double warmup_ratio = 0.0;        // HF's: warmup_steps = ceil(total steps x ratio) (not with warmup_steps)
+  double cosine_min_lr_ratio = 0.0; // axolotl's: the cosine decays to this fraction of learning_rate
   double weight_decay = 0.0;
   double adam_beta1 = 0.9;
   double adam_beta2 = 0.999;

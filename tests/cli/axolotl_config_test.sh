@@ -2,7 +2,7 @@
 # An axolotl-style config (the keys of axolotl's example LoRA configs) trains as written
 # (cli/foreign_keys.h Note [foreign keys]): keys with no effect here are accepted and listed in the
 # banner, bf16 / optimizer / lora_target_linear / warmup_ratio / evals_per_epoch / saves_per_epoch /
-# save_strategy map onto ours (the adapter targets all seven linears, checkpoints land once per
+# save_strategy / cosine_min_lr_ratio map onto ours (the adapter targets all seven linears, checkpoints land once per
 # epoch, the warmup is ceil(ratio x steps)), auto_resume_from_checkpoints starts fresh and then
 # resumes; keys asking for training we do not build are refused by name.
 set -euo pipefail
@@ -45,6 +45,7 @@ micro_batch_size: 2
 num_epochs: 2
 optimizer: adamw_bnb_8bit
 lr_scheduler: cosine
+cosine_min_lr_ratio: 0.1
 learning_rate: 0.0002
 train_on_inputs: false
 group_by_length: false
@@ -88,6 +89,8 @@ assert total == 6, total
 warm = math.ceil(total * 0.1)  # 1: the first step's lr is below the peak, the second at it
 lrs = [s["lr"] for s in steps]
 assert lrs[0] < lrs[1] and abs(lrs[1] - 2e-4) < 1e-9, lrs
+f = 0.5 * (1 + math.cos(math.pi * (total - 1 - warm) / (total - warm)))  # cosine_min_lr_ratio 0.1
+assert abs(lrs[-1] - 2e-4 * (0.9 * f + 0.1)) < 1e-9, (lrs[-1], 2e-4 * (0.9 * f + 0.1))
 every = math.ceil(total / (2 * 2))  # evals_per_epoch 2 over 2 epochs
 assert evals == [s for s in range(every, total + 1, every)] + ([total] if total % every else []), (evals, every)
 ck = sorted(int(d.split("-")[1]) for d in os.listdir(out) if d.startswith("checkpoint-"))
@@ -110,6 +113,7 @@ refuse() {  # refuse NAME LINE PATTERN: LINE replaces its key's line, or special
 }
 refuse neftune "neftune_noise_alpha: 5" "key 'neftune_noise_alpha' = '5': NEFTune noise"
 refuse loraplus "loraplus_lr_ratio: 16" "LoRA+"
+refuse minlr_linear "lr_scheduler: linear" "cosine_min_lr_ratio needs lr_scheduler: cosine"
 refuse modules "lora_modules_to_save: [embed_tokens, lm_head]" "modules_to_save"
 refuse grouped "group_by_length2: x" "unknown key 'group_by_length2'"
 refuse fp16 "fp16: true" "float16 training is not supported"

@@ -23,6 +23,14 @@ TEST(LrSchedule, CosineHandValues) {
   EXPECT_NEAR(lr_at(s, 10), 0.0, 1e-15);
 }
 
+TEST(LrSchedule, CosineWithAFloor) {  // axolotl's cosine_min_lr_ratio: (1 - r) * cosine + r
+  LrSchedule s{.kind = LrKind::kCosine, .base_lr = 2.0, .warmup_steps = 2, .total_steps = 10, .min_lr_ratio = 0.1};
+  EXPECT_DOUBLE_EQ(lr_at(s, 1), 1.0);                  // warmup unchanged
+  EXPECT_DOUBLE_EQ(lr_at(s, 2), 2.0);                  // progress 0: the peak
+  EXPECT_NEAR(lr_at(s, 6), 2.0 * (0.9 * 0.5 + 0.1), 1e-15);
+  EXPECT_NEAR(lr_at(s, 10), 0.2, 1e-15);               // the floor
+}
+
 TEST(LrSchedule, LinearHandValues) {
   LrSchedule s{.kind = LrKind::kLinear, .base_lr = 1.0, .warmup_steps = 0, .total_steps = 4};
   EXPECT_DOUBLE_EQ(lr_at(s, 0), 1.0);
