@@ -224,6 +224,7 @@ StatusOr<BenchResult> run_bench(const BenchOptions& o) {
   ASSIGN_OR_RETURN(std::vector<LoraTarget> tg, parse_lora_targets(o.targets), "--targets");
   for (LoraTarget t : tg) lc.targets[static_cast<int>(t)] = true;
   lc.dora = o.dora;
+  lc.dropout = o.lora_dropout;
   r.dora = o.dora;
   ASSIGN_OR_RETURN(Residency res, decide_residency(o, be.get(), c, dt, lc));
   r.resident_layers = static_cast<int64_t>(res.resident.size());

@@ -30,6 +30,7 @@ struct BenchOptions {
   double lora_alpha = 0;      // 0 = 2 r
   std::vector<std::string> targets = {"q_proj", "v_proj"};
   bool dora = false;          // --dora: DoRA on the targets (model/layer.cc Note [DoRA])
+  double lora_dropout = 0;    // --lora-dropout P
   std::string vram_budget;    // "" = stream every layer when stream != off (see bench_run.cc)
   std::string offload_embeddings = "auto";  // auto | true | false (stream/planner.h)
   std::string recompute = "auto";           // auto | full | attention | none (stream/planner.h)

@@ -3,6 +3,7 @@
 //   [--vram-budget SIZE] [--device auto|cpu|cuda] [--dtype bfloat16|float32] [--json]`
 // Full training steps on synthetic tokens; prints the roofline figures of design.md §5.
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -53,6 +54,7 @@ constexpr const char* kBenchUsage =
     "  --quant nf4       the QLoRA base: the seven linears stored as NF4 (a quarter of the bytes to\n"
     "                    stream), dequantized per layer before their GEMMs (default: none)\n"
     "  --dora            DoRA on the targets (a magnitude vector per output row; PEFT's use_dora)\n"
+    "  --lora-dropout P  LoRA dropout on the adapter's input (default 0)\n"
     "  defaults: --seq 512 --batch 1 --steps 10 --warmup 3 --stream-buffers 2 --lora-r 16\n"
     "            (alpha 2r) --targets q_proj,v_proj\n";
 
@@ -117,6 +119,13 @@ StatusOr<BenchOptions> bench_options(const ParsedArgs& a) {
   if (a.has("targets")) o.targets = split_commas(a.get("targets"));
   if (o.targets.empty()) return InvalidArgument("--targets is empty");
   o.dora = a.has("dora");
+  if (a.has("lora-dropout")) {
+    char* end = nullptr;
+    const std::string v = a.get("lora-dropout");
+    o.lora_dropout = std::strtod(v.c_str(), &end);
+    if (v.empty() || *end != '\0' || !(o.lora_dropout >= 0 && o.lora_dropout < 1))
+      return InvalidArgument("--lora-dropout must be in [0, 1) (got '" + v + "')");
+  }
   o.vram_budget = a.get("vram-budget");
   if (a.has("offload-embeddings")) o.offload_embeddings = a.get("offload-embeddings");
   if (a.has("recompute")) o.recompute = a.get("recompute");
@@ -148,6 +157,7 @@ int run_bench_devices(const ParsedArgs& a, const BenchOptions& o) {
   c.lora_alpha = o.lora_alpha > 0 ? o.lora_alpha : 2.0 * static_cast<double>(o.lora_r);
   c.lora_target_modules = o.targets;
   c.use_dora = o.dora;
+  c.lora_dropout = o.lora_dropout;
   c.micro_batch_size = o.batch;
   c.sequence_len = o.seq;
   c.gradient_accumulation_steps = o.grad_accum;
@@ -198,7 +208,7 @@ int cmd_bench(int argc, char** argv) {
   }
   StatusOr<ParsedArgs> a = parse_flags(
       args, {{"model"}, {"preset"}, {"seq"}, {"batch"}, {"steps"}, {"warmup"}, {"stream"}, {"stream-buffers"},
-             {"lora-r"}, {"targets"}, {"dora", false}, {"vram-budget"}, {"offload-embeddings"}, {"recompute"}, {"device"}, {"dtype"}, {"quant"}, {"grad-accum"}, {"doc-len"}, {"prompt-len"}, {"layer-major"}, {"devices"}, {"seed"}, {"no-ceilings", false},
+             {"lora-r"}, {"targets"}, {"dora", false}, {"lora-dropout"}, {"vram-budget"}, {"offload-embeddings"}, {"recompute"}, {"device"}, {"dtype"}, {"quant"}, {"grad-accum"}, {"doc-len"}, {"prompt-len"}, {"layer-major"}, {"devices"}, {"seed"}, {"no-ceilings", false},
              {"json", false}});
   if (!a.ok()) return usage(a.status().message());
   StatusOr<BenchOptions> o = bench_options(*a);

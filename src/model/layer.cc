@@ -20,10 +20,10 @@ struct Scratch {
   // LoRA, f32
   Tensor t[kNumLoraTargets];   // [N, r] per target: the forward's x A^T, reused by the backward
   Tensor dt[kNumLoraTargets];  // [N, r] per target: s dy B (one each: the side stream reads it late)
-  Tensor xd;            // [N, max_in]: the dropped-out LoRA input (only when dropout > 0)
+  Tensor xd;            // [N, max_in]: the dropped-out LoRA input (only when dropout > 0; DoRA: act dtype)
   // DoRA (Note [DoRA]): the backward's pre-scale output v [N, max_out] (act), which becomes the
-  // scaled gradient in place.
-  Tensor dora_v;
+  // scaled gradient in place; with dropout (Note [DoRA with dropout]) also w [N, max(in, out)].
+  Tensor dora_v, dora_w;
   Tensor wq;            // NF4 base: a group's dequantized weights (Note [NF4 base]); else empty
 };
 
@@ -90,13 +90,21 @@ void carve_backward(Carver& cv, Scratch* s, const ModelConfig& c, int64_t N, con
   }
   for (int t = 0; t < kNumLoraTargets; ++t)
     if (lc.targets[t]) s->dt[t] = cv.take(DType::kF32, {N, lc.r});
-  if (max_in > 0 && lc.dropout > 0) s->xd = cv.take(DType::kF32, {N, max_in});
+  // DoRA with dropout stages the dropped input in the activation dtype: it feeds a base GEMM too.
+  if (max_in > 0 && lc.dropout > 0) s->xd = cv.take(lc.dora ? act : DType::kF32, {N, max_in});
   if (!lc.dora) return;
-  // gate/up form v from their kept output (Note [DoRA]): only the other targets need the buffer.
-  int64_t max_out = 0;
-  for (LoraTarget t : {LoraTarget::kQ, LoraTarget::kK, LoraTarget::kV, LoraTarget::kO, LoraTarget::kDown})
-    if (lc.has(t)) max_out = std::max(max_out, lora_target_dims(c, t).second);
+  // gate/up form v from their kept output (Note [DoRA]): only the other targets need the buffer
+  // (all of them with dropout, whose v is the dropped input's).
+  int64_t max_out = 0, all_out = 0;
+  for (int t = 0; t < kNumLoraTargets; ++t) {
+    if (!lc.targets[t]) continue;
+    const auto tt = static_cast<LoraTarget>(t);
+    const int64_t out = lora_target_dims(c, tt).second;
+    all_out = std::max(all_out, out);
+    if (lc.dropout > 0 || (tt != LoraTarget::kGate && tt != LoraTarget::kUp)) max_out = std::max(max_out, out);
+  }
   if (max_out > 0) s->dora_v = cv.take(act, {N, max_out});
+  if (lc.dropout > 0) s->dora_w = cv.take(act, {N, std::max(max_in, all_out)});
 }
 
 // The staging goes last so that an NF4 base moves no other view.
@@ -188,7 +196,7 @@ void dense_weights(const LayerCtx& ctx, const Scratch& s, std::initializer_list<
 // The LoRA input: x itself, or (training with dropout) x dropped out into the f32 copy xd.
 Tensor lora_input(const LayerCtx& ctx, const LoraLayer& lora, const Scratch& s, Tensor x, LoraTarget t) {
   if (!ctx.train || lora.dropout <= 0.0f) return x;
-  Tensor xd = prefix(s.xd, DType::kF32, x.rows(), x.cols());
+  Tensor xd = prefix(s.xd, s.xd.dtype, x.rows(), x.cols());
   ctx.be->dropout(xd, x, lora.dropout, target_seed(ctx, t));
   return xd;
 }
@@ -219,8 +227,7 @@ Tensor dt_view(const Scratch& s, const LinearArgs& a, int64_t n) {
 // gate/up), else into the v buffer, which then must outlive the side stream's reads of it (joined
 // at the group's end).
 // m starts at ||W||_row (B = 0), formed by the same dora_norm: Model::init_dora_magnitudes.
-// PEFT's DoRA with dropout > 0 adds a second base product of the dropped-out input; not built
-// (refused when configured).
+// With LoRA dropout in training, PEFT's DoRA is another formula: Note [DoRA with dropout].
 void dora_norms(const LayerCtx& ctx, const LoraLayer& lora, std::initializer_list<GroupLinear> group,
                 const Tensor (&w)[kMaxGroup]) {
   int i = 0;
@@ -234,9 +241,99 @@ void dora_norms(const LayerCtx& ctx, const LoraLayer& lora, std::initializer_lis
 // The residual rides in the GEMM (one launch, one rounding) before the LoRA update is added; the
 // down-projections run on the side stream beside the GEMMs (Note [LoRA on the side stream]); two
 // neighbours of one weight shape share a launch (Backend::gemm_pair).
+// Note [DoRA with dropout]: PEFT's DoRA in training with lora_dropout p > 0 (tuners/lora: the
+// dropped input x_d = drop(x) also feeds a second base product) computes
+//   y = (x W^T + b + r) + (m/norm - 1) * (x_d W^T) + (m/norm) * s (x_d A^T) B^T
+//     = y_base - z + (m/norm) * v,   z = x_d W^T,  v = z + s (x_d A^T) B^T.
+// Forward, per target, on the compute stream: x_d (act dtype, the target's mask), t = x_d A^T,
+// Yb = x W^T + b + r, Yb -= x_d W^T (one GEMM accumulating with alpha -1), y = x_d W^T,
+// y += s t B^T, y = (m/norm) y + Yb (dora_combine): two base GEMMs more than LoRA's one.
+// Backward, g = (m/norm) dy:  dm += sum dy * v / norm;  the LoRA grads as LoRA's with g on x_d;
+//   dx = dy W + mask((g - dy) W + s (g B) A),
+// the dropped part formed as H = g W, H -= dy W (alpha -1), H = drop(H) (the same mask), dx += H,
+// then lora_dx adds mask(dt A) as for LoRA. Each target runs to the end before the next (one x_d
+// and one v/H buffer), on the compute stream only: no side-stream overlap for this path.
+bool dora_dropout(const LayerCtx& ctx, const LoraLayer& lora, std::initializer_list<GroupLinear> group) {
+  if (!ctx.train || lora.dropout <= 0.0f) return false;
+  for (const GroupLinear& g : group)
+    if (g.a.dora()) return true;
+  return false;
+}
+
+void dora_dropout_forward(const LayerCtx& ctx, const LoraLayer& lora, const Scratch& s, Tensor x,
+                          std::initializer_list<GroupLinear> group, const Tensor (&w)[kMaxGroup]) {
+  Backend& be = *ctx.be;
+  const int64_t N = x.rows();
+  int i = 0;
+  for (const GroupLinear& g : group) {
+    const LinearArgs& a = g.a;
+    if (!a.dora()) {  // a plain linear of the group (this path runs only where every LoRA target is DoRA)
+      CHECK(!a.lora(), "layer: DoRA and plain LoRA targets in one group");
+      be.gemm(g.y, x, w[i++], {.trans_b = Trans::kYes, .bias = a.bias, .residual = a.residual});
+      continue;
+    }
+    Tensor xd = lora_input(ctx, lora, s, x, a.target);
+    be.lora_down(t_view(s, a, N), xd, a.p->a);
+    Tensor yb = prefix(s.dora_w, ctx.act, N, g.y.cols());
+    be.gemm(yb, x, w[i], {.trans_b = Trans::kYes, .bias = a.bias, .residual = a.residual});
+    be.gemm(yb, xd, w[i], {.trans_b = Trans::kYes, .alpha = -1.0f, .accum = Accum::kAdd});
+    be.gemm(g.y, xd, w[i], {.trans_b = Trans::kYes});
+    be.lora_up(g.y, t_view(s, a, N), a.p->b, lora.scaling);
+    be.dora_combine(g.y, a.p->scale, Tensor(), yb);
+    ++i;
+  }
+}
+
+// See Note [DoRA with dropout]. dx empty: the LoRA and magnitude gradients only.
+void dora_dropout_backward(const LayerCtx& ctx, const LoraLayer& lora, const Scratch& s, Tensor x,
+                           std::initializer_list<GroupLinear> group, const Tensor (&w)[kMaxGroup], Tensor dx,
+                           Accum acc, bool t_current) {
+  Backend& be = *ctx.be;
+  const int64_t N = x.rows();
+  const float sc = lora.scaling;
+  int i = 0;
+  for (const GroupLinear& g : group) {
+    const LinearArgs& a = g.a;
+    const Accum first = i == 0 ? acc : Accum::kAdd;
+    if (!a.dora()) {
+      CHECK(!a.lora(), "layer: DoRA and plain LoRA targets in one group");
+      if (!dx.empty()) be.gemm(dx, g.y, w[i], {.accum = first});
+      ++i;
+      continue;
+    }
+    const DropoutSeed seed = target_seed(ctx, a.target);
+    Tensor xd = lora_input(ctx, lora, s, x, a.target);
+    if (!t_current) be.lora_down(t_view(s, a, N), xd, a.p->a);
+    Tensor v = prefix(s.dora_v, ctx.act, N, g.y.cols());
+    be.gemm(v, xd, w[i], {.trans_b = Trans::kYes});
+    be.lora_up(v, t_view(s, a, N), a.p->b, sc);
+    be.dora_backward(v, a.p->dmag, g.y, v, a.p->scale, a.p->norm);  // v becomes g = (m/norm) dy
+    be.lora_dt(dt_view(s, a, N), v, a.p->b, sc);
+    be.lora_grad_b(a.p->db, v, t_view(s, a, N), sc);
+    be.lora_grad_a(a.p->da, dt_view(s, a, N), xd);
+    if (!dx.empty()) {
+      be.gemm(dx, g.y, w[i], {.accum = first});  // the base product sees dy itself
+      Tensor h = prefix(s.dora_w, ctx.act, N, dx.cols());
+      be.gemm(h, v, w[i], {});
+      be.gemm(h, g.y, w[i], {.alpha = -1.0f, .accum = Accum::kAdd});
+      be.dropout(h, h, lora.dropout, seed);
+      be.add(dx, dx, h);
+      be.lora_dx(dx, dt_view(s, a, N), a.p->a, lora.dropout, seed);
+    }
+    ++i;
+  }
+}
+
 void linears_forward(const LayerCtx& ctx, const LoraLayer& lora, const Scratch& s, Tensor x,
                      std::initializer_list<GroupLinear> group, bool norms_current = false) {
   Backend& be = *ctx.be;
+  if (dora_dropout(ctx, lora, group)) {
+    Tensor w[kMaxGroup];
+    dense_weights(ctx, s, group, w);
+    if (!norms_current) dora_norms(ctx, lora, group, w);
+    dora_dropout_forward(ctx, lora, s, x, group, w);
+    return;
+  }
   bool any = false;
   for (const GroupLinear& g : group) any = any || g.a.lora();
   if (any) {
@@ -290,6 +387,12 @@ void linears_backward(const LayerCtx& ctx, const LoraLayer& lora, const Scratch&
   const int64_t N = x.rows();
   const float sc = lora.scaling;
   const bool drop = ctx.train && lora.dropout > 0.0f;
+  if (dora_dropout(ctx, lora, group)) {
+    Tensor w[kMaxGroup];
+    dense_weights(ctx, s, group, w);
+    dora_dropout_backward(ctx, lora, s, x, group, w, dx, acc, t_current);
+    return;
+  }
   bool any = false, any_dora = false, join = false;
   for (const GroupLinear& g : group) any_dora = any_dora || (g.a.dora() && g.a.out.empty());
   Tensor w[kMaxGroup];

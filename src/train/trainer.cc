@@ -50,11 +50,6 @@ StatusOr<LoraConfig> lora_config_from(const TrainConfig& tc) {
   lc.dora = tc.use_dora;
   if (lc.r <= 0) return InvalidArgument(Str() << "lora_r must be > 0, got " << lc.r);
   if (lc.dropout < 0 || lc.dropout >= 1) return InvalidArgument("lora_dropout must be in [0, 1)");
-  // PEFT's DoRA with dropout scales a second base product of the dropped-out input (dora.py); that
-  // extra GEMM per target is not built.
-  if (lc.dora && lc.dropout > 0)
-    return Unimplemented(Str() << "use_dora with lora_dropout " << lc.dropout
-                               << " is not supported (DoRA runs with lora_dropout: 0)");
   ASSIGN_OR_RETURN(auto targets, parse_lora_targets(tc.lora_target_modules), "lora_target_modules");
   for (LoraTarget t : targets) lc.targets[static_cast<int>(t)] = true;
   if (tc.lora_target_linear) lc.targets.fill(true);

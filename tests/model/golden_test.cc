@@ -59,7 +59,8 @@ struct Rig {
   std::vector<Batch> rows;
 };
 
-void make_rig(const std::string& name, Rig* r) {
+// dropout >= 0: overrides the adapter's lora_dropout (training-mode passes only).
+void make_rig(const std::string& name, Rig* r, double dropout = -1) {
   const std::string dir = fixture(name);
   auto be = make_backend(DeviceKind::kCpu, {.num_threads = 2});
   ASSERT_TRUE(be.ok()) << be.status().to_string();
@@ -84,6 +85,7 @@ void make_rig(const std::string& name, Rig* r) {
   }
   auto lc = read_peft_config(dir + "/adapter");
   ASSERT_TRUE(lc.ok()) << lc.status().to_string();
+  if (dropout >= 0) lc->dropout = dropout;
   auto ck = Checkpoint::open(dir + "/model");
   ASSERT_TRUE(ck.ok()) << ck.status().to_string();
   auto m = Model::create(r->cfg, r->be.get(), *lc, {.act_dtype = DType::kF32, .max_tokens = max_len});
@@ -133,18 +135,19 @@ TEST_P(Golden, LogitsMatchHf) {
   EXPECT_LT(e, 1e-4) << "base logits rel err " << e;
 }
 
-TEST_P(Golden, FirstMicroBatchGradsMatchHf) {
+// The first micro-batch's loss and LoRA gradients against HF + PEFT's (dropout as make_rig says).
+void check_first_grads(const std::string& name, double dropout = -1) {
   Rig r;
-  make_rig(GetParam(), &r);
-  if (HasFatalFailure()) return;
-  auto ex = SafetensorsFile::open(fixture(GetParam()) + "/expected.safetensors");
+  make_rig(name, &r, dropout);
+  if (::testing::Test::HasFatalFailure()) return;
+  auto ex = SafetensorsFile::open(fixture(name) + "/expected.safetensors");
   ASSERT_TRUE(ex.ok());
   Lora& lora = r.model->lora();
   lora.zero_grads();
   const Batch& b = r.rows[0];
   auto losses = r.model->forward_backward({&b}, *r.src, {1.0f / static_cast<float>(b.num_targets)});
   ASSERT_TRUE(losses.ok()) << losses.status().to_string();
-  auto trace = read_json_file(fixture(GetParam()) + "/trace.json");
+  auto trace = read_json_file(fixture(name) + "/trace.json");
   ASSERT_TRUE(trace.ok());
   const double want_loss = (*trace)["first_microbatch_loss"].get<double>();
   EXPECT_NEAR((*losses)[0] / b.num_targets, want_loss, 1e-5 * want_loss);
@@ -180,9 +183,16 @@ TEST_P(Golden, FirstMicroBatchGradsMatchHf) {
         ++checked;
       }
     }
-  std::printf("%s %d LoRA grads, worst rel err %.3g\n", GetParam().c_str(), checked, worst);
+  std::printf("%s %d LoRA grads, worst rel err %.3g\n", name.c_str(), checked, worst);
   EXPECT_GT(checked, 0);
 }
+
+TEST_P(Golden, FirstMicroBatchGradsMatchHf) { check_first_grads(GetParam()); }
+
+// The DoRA-with-dropout path (layer.cc Note [DoRA with dropout]: the extra base products of the
+// dropped input, the scaled dropped gradient) at p = 1e-9: every element is kept and 1/(1-p)
+// rounds to 1 in f32, so PEFT's dropout-free numbers are its oracle.
+TEST(GoldenDoraDropout, TinyDropoutMatchesHf) { check_first_grads("qwen2_dora", 1e-9); }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, Golden, ::testing::Values("llama_gqa", "qwen2_tied", "qwen3_qknorm", "mistral_swa", "qwen2_swa",
                                                              "qwen2_dora"));
