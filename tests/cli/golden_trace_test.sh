@@ -11,3 +11,8 @@ for fx in llama_gqa qwen2_tied qwen3_qknorm mistral_swa qwen2_swa qwen2_dora; do
   echo "$line"
   python3 -c "import json,sys; r=json.loads(sys.argv[1]); sys.exit(0 if r.get('ok') and r['max_rel_loss_err'] < 1e-5 else 1)" "$line"
 done
+# DoRA's dropout path (model/layer.cc Note [DoRA with dropout]) at p = 1e-9, where every element is
+# kept and 1/(1-p) rounds to 1 in f32: the same 8-step trace.
+line=$(GOLDEN_DROPOUT=1e-9 python3 tools/gpu/golden_trace.py "$bin" tests/fixtures/qwen2_dora "$work/qwen2_dora_d9" cpu float32)
+echo "dropout 1e-9: $line"
+python3 -c "import json,sys; r=json.loads(sys.argv[1]); sys.exit(0 if r.get('ok') and r['max_rel_loss_err'] < 1e-5 else 1)" "$line"

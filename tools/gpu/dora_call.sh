@@ -41,6 +41,20 @@ if ! skip 2; then
   done
   $PY tools/gpu/golden_trace.py $B "$OUT/fixtures/qwen2_dora" $W/g_cpu cpu float32 >>"$OUT/golden.jsonl"
   say "golden qwen2_dora cpu float32 rc=$? $(tail -1 "$OUT/golden.jsonl")"
+  # The DoRA-with-dropout path at p = 1e-9 (every element kept) against the same trace.
+  GOLDEN_DROPOUT=1e-9 $PY tools/gpu/golden_trace.py $B "$OUT/fixtures/qwen2_dora" $W/g_d9 cuda float32 >>"$OUT/golden.jsonl"
+  say "golden qwen2_dora cuda float32 dropout 1e-9 rc=$? $(tail -1 "$OUT/golden.jsonl")"
+  # Real dropout (0.1): the masks are the backend's counter RNG, the same on CPU and CUDA, so f32
+  # CPU and CUDA runs must agree (their losses, 8 steps), while neither matches PEFT's RNG.
+  for dev in cpu cuda; do
+    GOLDEN_DROPOUT=0.1 $PY tools/gpu/golden_trace.py $B "$OUT/fixtures/qwen2_dora" $W/g_d1_$dev $dev float32 >/dev/null
+  done
+  say "dora dropout 0.1 cpu vs cuda f32: $(python3 -c "
+import json,sys
+a=[json.loads(l) for l in open('$W/g_d1_cpu/out/metrics.jsonl') if '\"loss\"' in l]
+b=[json.loads(l) for l in open('$W/g_d1_cuda/out/metrics.jsonl') if '\"loss\"' in l]
+print('steps', len(a), len(b), 'max rel loss diff', max(abs(x['loss']-y['loss'])/abs(x['loss']) for x,y in zip(a,b)),
+      'max rel grad_norm diff', max(abs(x['grad_norm']-y['grad_norm'])/abs(x['grad_norm']) for x,y in zip(a,b)))" 2>&1)"
 fi
 
 if ! skip 3; then
@@ -70,13 +84,14 @@ max_steps: 12
 sequence_len: 256
 cache_dir: $W/cache
 Y
-  for adapter in lora qlora; do
+  for adapter in lora qlora dropout; do
     ref=""
     for v in "off 2 - on" "off 2 - off" "off 2 - side" "ram 2 - on" "disk 3 - on" "ram 2 300MiB on" "off 2 - on none" \
              "off 2 - on full"; do
       set -- $v
       d=$W/bit_${adapter}_$1_$2_$3_$4_${5:-auto}
-      extra="--adapter=$adapter --recompute=${5:-auto}"
+      extra="--recompute=${5:-auto}"
+      case $adapter in qlora) extra="$extra --adapter=qlora";; dropout) extra="$extra --lora_dropout=0.1";; esac
       b=$3; [ "$adapter" = qlora ] && [ "$b" = 300MiB ] && b=250MiB
       [ "$b" != "-" ] && extra="$extra --vram_budget=$b"
       env_=""; [ "$4" = off ] && env_="STREAMTUNE_GRAPHS=off"; [ "$4" = side ] && env_="STREAMTUNE_SIDE_STREAM=off"
@@ -104,20 +119,21 @@ fi
 if ! skip 5; then
   ROWS=${ROWS:-"qwen2.5-3b:2048:q_proj,v_proj qwen2.5-3b:2048:all-linear qwen2.5-0.5b:512:q_proj,v_proj"}
   for row in $ROWS; do
-    IFS=: read -r p s t <<<"$row"
+    IFS=: read -r p s t d <<<"$row"
+    d=${d:-0}
     for round in 1 2; do
       for mode in lora dora; do
-        f=""; [ $mode = dora ] && f="--dora"
+        f="--lora-dropout $d"; [ $mode = dora ] && f="$f --dora"
         $B bench --preset $p --seq $s --targets $t $f --steps 6 --warmup 2 --no-ceilings --json >$W/b.json 2>$W/b.err
-        say "bench $p@$s $t $mode round $round rc=$? $(python3 -c "import json;r=json.load(open('$W/b.json'));print('step_ms', round(r['step_ms'],2), 'tok/s', round(r['tok_s']), 'loss', round(r['loss_last'],4))" 2>&1 | tail -1)"
+        say "bench $p@$s $t dropout $d $mode round $round rc=$? $(python3 -c "import json;r=json.load(open('$W/b.json'));print('step_ms', round(r['step_ms'],2), 'tok/s', round(r['tok_s']), 'loss', round(r['loss_last'],4))" 2>&1 | tail -1)"
       done
     done
     # The peer (PyTorch + PEFT, resident, gradient checkpointing) on the same row, LoRA and DoRA.
     if [ -z "${SKIP_PEER:-}" ]; then
       tt=$t; [ "$t" = all-linear ] && tt=q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj
       for dora in 0 1; do
-        PEFT_DORA=$dora PEFT_TARGETS=$tt OUT=$W $PY tools/gpu/peft_variant.py $p:$s >$W/peer.json 2>$W/peer.err
-        say "peer $p@$s $t dora=$dora rc=$? $(tail -1 $W/peer.json)"
+        PEFT_DORA=$dora PEFT_DROPOUT=$d PEFT_TARGETS=$tt OUT=$W $PY tools/gpu/peft_variant.py $p:$s >$W/peer.json 2>$W/peer.err
+        say "peer $p@$s $t dropout $d dora=$dora rc=$? $(tail -1 $W/peer.json)"
       done
     fi
   done

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """The peer benchmark (../shared/bench/peft_bench.py, copied to .peer/ for the device) with another
-LoRA configuration: PEFT_TARGETS (comma list, default q_proj,v_proj) and PEFT_DORA=1 (use_dora).
+LoRA configuration: PEFT_TARGETS (comma list, default q_proj,v_proj), PEFT_DORA=1 (use_dora) and
+PEFT_DROPOUT=p (lora_dropout).
 Everything else -- models, timing, output -- is the peer script's own.
 
 usage: PEFT_DORA=1 PEFT_TARGETS=q_proj,v_proj python3 tools/gpu/peft_variant.py NAME:SEQ[:BATCH] ...
@@ -16,12 +17,14 @@ import peft  # noqa: E402
 
 targets = os.environ.get("PEFT_TARGETS", "q_proj,v_proj").split(",")
 dora = os.environ.get("PEFT_DORA", "0") == "1"
+dropout = float(os.environ.get("PEFT_DROPOUT", "0"))
 _orig = peft.LoraConfig
 
 
 def _config(**kw):
     kw["target_modules"] = targets
     kw["use_dora"] = dora
+    kw["lora_dropout"] = dropout
     return _orig(**kw)
 
 
