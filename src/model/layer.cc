@@ -20,7 +20,7 @@ struct Scratch {
   // LoRA, f32
   Tensor t[kNumLoraTargets];   // [N, r] per target: the forward's x A^T, reused by the backward
   Tensor dt[kNumLoraTargets];  // [N, r] per target: s dy B (one each: the side stream reads it late)
-  Tensor xd;            // [N, max_in]: the dropped-out LoRA input (only when dropout > 0; DoRA: act dtype)
+  Tensor xd;            // [N, max_in] act: the dropped-out LoRA input (only when dropout > 0)
   // DoRA (Note [DoRA]): the backward's pre-scale output v [N, max_out] (act), which becomes the
   // scaled gradient in place; with dropout (Note [DoRA with dropout]) also w [N, max(in, out)].
   Tensor dora_v, dora_w;
@@ -82,7 +82,7 @@ void carve_backward(Carver& cv, Scratch* s, const ModelConfig& c, int64_t N, con
   s->dv = cv.take(act, {N, KV});
   // LoRA staging is sized by the targeted linears only (q/v-only LoRA needs [N, H], not [N, F]).
   // The fused LoRA ops read bf16 or f32 activations directly (Note [fused LoRA]); only dropout
-  // needs a staged f32 copy of the input.
+  // needs a staged copy of the input (Note [dropped input]).
   int64_t max_in = 0;
   for (int t = 0; t < kNumLoraTargets; ++t) {
     if (!lc.targets[t]) continue;
@@ -90,8 +90,11 @@ void carve_backward(Carver& cv, Scratch* s, const ModelConfig& c, int64_t N, con
   }
   for (int t = 0; t < kNumLoraTargets; ++t)
     if (lc.targets[t]) s->dt[t] = cv.take(DType::kF32, {N, lc.r});
-  // DoRA with dropout stages the dropped input in the activation dtype: it feeds a base GEMM too.
-  if (max_in > 0 && lc.dropout > 0) s->xd = cv.take(lc.dora ? act : DType::kF32, {N, max_in});
+  // Note [dropped input]: the dropped input is staged in the activation dtype, as PEFT's dropout
+  // returns it (bf16 x / (1 - p) rounded to bf16, then read by the f32 LoRA path): half the bytes
+  // of an f32 copy, and the bf16 tensor-core LoRA ops read it (lora_tc.cu), where an f32 copy sent
+  // lora_down and lora_grad_a to the SIMT kernels. DoRA's dropout path feeds it to base GEMMs too.
+  if (max_in > 0 && lc.dropout > 0) s->xd = cv.take(act, {N, max_in});
   if (!lc.dora) return;
   // gate/up form v from their kept output (Note [DoRA]): only the other targets need the buffer
   // (all of them with dropout, whose v is the dropped input's).
@@ -193,7 +196,7 @@ void dense_weights(const LayerCtx& ctx, const Scratch& s, std::initializer_list<
   }
 }
 
-// The LoRA input: x itself, or (training with dropout) x dropped out into the f32 copy xd.
+// The LoRA input: x itself, or (training with dropout) x dropped out into xd (Note [dropped input]).
 Tensor lora_input(const LayerCtx& ctx, const LoraLayer& lora, const Scratch& s, Tensor x, LoraTarget t) {
   if (!ctx.train || lora.dropout <= 0.0f) return x;
   Tensor xd = prefix(s.xd, s.xd.dtype, x.rows(), x.cols());
