@@ -12,6 +12,7 @@
 #      PEFT LoRA and PEFT DoRA through tools/gpu/peft_variant.py) on each row unless SKIP_PEER=1.
 # Sections can be skipped: SKIP="1 4" etc.
 set -uo pipefail
+. "$(dirname "$0")/smol_fixture.sh"
 OUT=${OUT:?}
 mkdir -p "$OUT"
 [ -f .devbin/pack.tar.xz ] && tar xJf .devbin/pack.tar.xz -C .devbin
@@ -58,32 +59,7 @@ print('steps', len(a), len(b), 'max rel loss diff', max(abs(x['loss']-y['loss'])
 fi
 
 if ! skip 3; then
-  $B init-model --preset smollm2-135m --out $W/smol --dtype bfloat16 >/dev/null
-  python3 - $W/data.jsonl <<'PY'
-import json, random, sys
-r = random.Random(7)
-with open(sys.argv[1], "w") as f:
-    for _ in range(64):
-        f.write(json.dumps({"input_ids": [r.randrange(49152) for _ in range(r.randrange(40, 257))]}) + "\n")
-PY
-  cat > $W/bit.yaml <<Y
-base_model: $W/smol
-datasets:
-  - path: $W/data.jsonl
-    type: tokenized
-dtype: bfloat16
-device: cuda
-use_dora: true
-lora_r: 16
-lora_alpha: 32
-lora_dropout: 0.0
-lora_target_modules: [q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj]
-micro_batch_size: 2
-gradient_accumulation_steps: 2
-max_steps: 12
-sequence_len: 256
-cache_dir: $W/cache
-Y
+  DROPOUT=0.0 EXTRA_YAML="use_dora: true" smol_fixture $B $W
   for adapter in lora qlora dropout; do
     ref=""
     for v in "off 2 - on" "off 2 - off" "off 2 - side" "ram 2 - on" "disk 3 - on" "ram 2 300MiB on" "off 2 - on none" \
@@ -97,8 +73,7 @@ Y
       env_=""; [ "$4" = off ] && env_="STREAMTUNE_GRAPHS=off"; [ "$4" = side ] && env_="STREAMTUNE_SIDE_STREAM=off"
       env $env_ $B train $W/bit.yaml --stream=$1 --stream_buffers=$2 $extra --output_dir=$d >$d.log 2>&1
       rc=$?
-      sig=$(python3 -c "import json;print([json.loads(l)['loss'] for l in open('$d/metrics.jsonl') if '\"loss\"' in l])" 2>/dev/null | md5sum | cut -c1-12)
-      ad=$(md5sum $d/adapter_model.safetensors 2>/dev/null | cut -c1-12)
+      s_=$(bit_sig $d); sig=${s_%/*}; ad=${s_#*/}
       [ -z "$ref" ] && ref="$sig/$ad"
       same=$([ "$sig/$ad" = "$ref" ] && echo IDENTICAL || echo DIFFERENT)
       tps=$(python3 -c "import json;v=[json.loads(l).get('tok_s',0) for l in open('$d/metrics.jsonl') if '\"loss\"' in l][2:];print(round(sorted(v)[len(v)//2]))" 2>/dev/null)

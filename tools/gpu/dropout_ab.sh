@@ -7,6 +7,7 @@
 #      all seven linears, 12 steps): resident / ram / disk / budget / launch plans off / side
 #      stream off / recompute none.
 set -uo pipefail
+. "$(dirname "$0")/smol_fixture.sh"
 OUT=${OUT:?}
 mkdir -p "$OUT"
 [ -f .devbin/pack.tar.xz ] && tar xJf .devbin/pack.tar.xz -C .devbin
@@ -31,31 +32,7 @@ for row in $ROWS; do
 done
 
 if [ -z "${SKIP_BITS:-}" ]; then
-  $NEW init-model --preset smollm2-135m --out $W/smol --dtype bfloat16 >/dev/null
-  python3 - $W/data.jsonl <<'PY'
-import json, random, sys
-r = random.Random(7)
-with open(sys.argv[1], "w") as f:
-    for _ in range(64):
-        f.write(json.dumps({"input_ids": [r.randrange(49152) for _ in range(r.randrange(40, 257))]}) + "\n")
-PY
-  cat > $W/bit.yaml <<Y
-base_model: $W/smol
-datasets:
-  - path: $W/data.jsonl
-    type: tokenized
-dtype: bfloat16
-device: cuda
-lora_r: 16
-lora_alpha: 32
-lora_dropout: 0.1
-lora_target_modules: [q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj]
-micro_batch_size: 2
-gradient_accumulation_steps: 2
-max_steps: 12
-sequence_len: 256
-cache_dir: $W/cache
-Y
+  smol_fixture $NEW $W
   ref=""
   for v in "off 2 - on" "off 2 - off" "off 2 - side" "ram 2 - on" "disk 3 - on" "ram 2 300MiB on" "off 2 - on none"; do
     set -- $v
@@ -64,8 +41,7 @@ Y
     env_=""; [ "$4" = off ] && env_="STREAMTUNE_GRAPHS=off"; [ "$4" = side ] && env_="STREAMTUNE_SIDE_STREAM=off"
     env $env_ $NEW train $W/bit.yaml --stream=$1 --stream_buffers=$2 $extra --output_dir=$d >$d.log 2>&1
     rc=$?
-    sig=$(python3 -c "import json;print([json.loads(l)['loss'] for l in open('$d/metrics.jsonl') if '\"loss\"' in l])" 2>/dev/null | md5sum | cut -c1-12)
-    ad=$(md5sum $d/adapter_model.safetensors 2>/dev/null | cut -c1-12)
+    s_=$(bit_sig $d); sig=${s_%/*}; ad=${s_#*/}
     [ -z "$ref" ] && ref="$sig/$ad"
     same=$([ "$sig/$ad" = "$ref" ] && echo IDENTICAL || echo DIFFERENT)
     say "lora dropout 0.1 plans=$4 stream=$1 buffers=$2 budget=$3 recompute=${5:-auto} rc=$rc losses=$sig adapter=$ad $same | $(grep -m1 '^plan:' $d.log)"

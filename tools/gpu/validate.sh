@@ -8,6 +8,7 @@
 #   5. compute-sanitizer memcheck + racecheck on a small streamed run
 #   6. PEFT round trip (tools/ref/peft_compat.sh)
 set -uo pipefail
+. "$(dirname "$0")/smol_fixture.sh"
 [ -f .devbin/pack.tar.xz ] && tar xJf .devbin/pack.tar.xz -C .devbin
 export LD_LIBRARY_PATH=$PWD/.devbin/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 OUT=${OUT:-/tmp/validate}; mkdir -p "$OUT"
@@ -47,31 +48,7 @@ train_as() {
 }
 
 # 3. bit identity: a SmolLM2-shaped random model, random tokens, 12 steps, bf16 on the GPU.
-$B init-model --preset smollm2-135m --out $W/smol --dtype bfloat16 >/dev/null
-python3 - $W/data.jsonl <<'PY'
-import json, random, sys
-r = random.Random(7)
-with open(sys.argv[1], "w") as f:
-    for _ in range(64):
-        f.write(json.dumps({"input_ids": [r.randrange(49152) for _ in range(r.randrange(40, 257))]}) + "\n")
-PY
-cat > $W/bit.yaml <<Y
-base_model: $W/smol
-datasets:
-  - path: $W/data.jsonl
-    type: tokenized
-dtype: bfloat16
-device: cuda
-lora_r: 16
-lora_alpha: 32
-lora_dropout: 0.1
-lora_target_modules: [q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj]
-micro_batch_size: 2
-gradient_accumulation_steps: 2
-max_steps: 12
-sequence_len: 256
-cache_dir: $W/cache
-Y
+smol_fixture $B $W
 ref=""
 # Field 4: offload_embeddings (embedding + lm_head in host memory, lm_head streamed in 16384-row
 # vocabulary chunks: 3 for SmolLM2's 49152). Field 5: recompute (auto keeps every activation when
@@ -83,8 +60,7 @@ ref=""
   d=$W/bit_$1_$2_$3_${4:-auto}_${5:-auto}
   $B train $W/bit.yaml --stream=$1 --stream_buffers=$2 $extra --output_dir=$d >$d.log 2>&1
   rc=$?
-  sig=$(python3 -c "import json,sys;print([json.loads(l)['loss'] for l in open('$d/metrics.jsonl') if '\"loss\"' in l])" 2>/dev/null | md5sum | cut -c1-12)
-  ad=$(md5sum $d/adapter_model.safetensors 2>/dev/null | cut -c1-12)
+  s_=$(bit_sig $d); sig=${s_%/*}; ad=${s_#*/}
   plan=$(grep -m1 '^plan:' $d.log)
   [ -z "$ref" ] && ref="$sig/$ad"
   same=$([ "$sig/$ad" = "$ref" ] && echo IDENTICAL || echo DIFFERENT)
@@ -107,8 +83,7 @@ for v in "off 2 - on" "off 2 - off" "off 2 - side" "ram 2 - on" "disk 3 - on" "r
   y=$W/bit.yaml; [ -n "${6:-}" ] && { y=$W/bit0.yaml; d=${d}_d0; [ "${ref0:-}" ] || { ref0=1; ref=""; }; }
   train_as $4 $y --stream=$1 --stream_buffers=$2 $extra --output_dir=$d >$d.log 2>&1
   rc=$?
-  sig=$(python3 -c "import json,sys;print([json.loads(l)['loss'] for l in open('$d/metrics.jsonl') if '\"loss\"' in l])" 2>/dev/null | md5sum | cut -c1-12)
-  ad=$(md5sum $d/adapter_model.safetensors 2>/dev/null | cut -c1-12)
+  s_=$(bit_sig $d); sig=${s_%/*}; ad=${s_#*/}
   [ -z "$ref" ] && ref="$sig/$ad"
   [ -z "${ref0_sig:-}" ] && ref0_sig="$sig/$ad"
   same=$([ "$sig/$ad" = "$ref" ] && echo IDENTICAL || echo DIFFERENT)
@@ -128,8 +103,7 @@ for v in "off 2 - on" "ram 2 - on" "disk 3 - on" "ram 2 250MiB on" "off 2 - on f
   extra="--recompute=${5:-auto}"; [ "$3" != "-" ] && extra="$extra --vram_budget=$3"
   train_as $4 $W/q.yaml --stream=$1 --stream_buffers=$2 $extra --output_dir=$d >$d.log 2>&1
   rc=$?
-  sig=$(python3 -c "import json,sys;print([json.loads(l)['loss'] for l in open('$d/metrics.jsonl') if '\"loss\"' in l])" 2>/dev/null | md5sum | cut -c1-12)
-  ad=$(md5sum $d/adapter_model.safetensors 2>/dev/null | cut -c1-12)
+  s_=$(bit_sig $d); sig=${s_%/*}; ad=${s_#*/}
   [ -z "$ref" ] && ref="$sig/$ad"
   same=$([ "$sig/$ad" = "$ref" ] && echo IDENTICAL || echo DIFFERENT)
   [ "$sig/$ad" = "$lora_ref" ] && same="$same SAME-AS-BF16-BASE(wrong)"
@@ -146,8 +120,7 @@ for v in "ram 2 300MiB true" "ram 2 300MiB false" "ram 2 300MiB auto" "disk 2 30
   extra="--layer_major=$4"; [ "$3" != "-" ] && extra="$extra --vram_budget=$3"
   $B train $W/bit.yaml --stream=$1 --stream_buffers=$2 $extra --output_dir=$d >$d.log 2>&1
   rc=$?
-  sig=$(python3 -c "import json,sys;print([json.loads(l)['loss'] for l in open('$d/metrics.jsonl') if '\"loss\"' in l])" 2>/dev/null | md5sum | cut -c1-12)
-  ad=$(md5sum $d/adapter_model.safetensors 2>/dev/null | cut -c1-12)
+  s_=$(bit_sig $d); sig=${s_%/*}; ad=${s_#*/}
   same=$([ "$sig/$ad" = "$lora_ref" ] && echo IDENTICAL || echo DIFFERENT)
   say "layer-major=$4 stream=$1 budget=$3 rc=$rc losses=$sig adapter=$ad $same | $(grep -m1 '^plan:' $d.log | cut -c1-160) | $(grep -m1 '^streamed' $d.log)"
 done
@@ -166,8 +139,7 @@ for v in "off 2 - on" "ram 2 - on" "disk 3 - on" "ram 2 300MiB on" "off 2 - off"
   train_as $4 $W/pack.yaml --stream=$1 --stream_buffers=$2 $extra --output_dir=$d >$d.log 2>&1
   rc=$?
   losses=$(python3 -c "import json;print(' '.join(str(json.loads(l)['loss']) for l in open('$d/metrics.jsonl') if '\"loss\"' in l))" 2>/dev/null)
-  sig=$(python3 -c "import json,sys;print([json.loads(l)['loss'] for l in open('$d/metrics.jsonl') if '\"loss\"' in l])" 2>/dev/null | md5sum | cut -c1-12)
-  ad=$(md5sum $d/adapter_model.safetensors 2>/dev/null | cut -c1-12)
+  s_=$(bit_sig $d); sig=${s_%/*}; ad=${s_#*/}
   if [ "$4" = own ]; then
     cmp=$(python3 -c "a=[float(x) for x in '$packed_losses'.split()]; b=[float(x) for x in '$losses'.split()]; d=max(abs(x-y)/abs(y) for x,y in zip(a,b)); print('max rel loss diff vs ragged %.2e %s' % (d, 'ok' if len(a)==len(b)>0 and d<2e-2 else 'FAIL'))" 2>&1)
     say "packed own kernels rc=$rc losses=$sig | $cmp"
