@@ -22,8 +22,9 @@ struct Scratch {
   Tensor dt[kNumLoraTargets];  // [N, r] per target: s dy B (one each: the side stream reads it late)
   Tensor xd;            // [N, max_in] act: the dropped-out LoRA input (only when dropout > 0)
   // DoRA (Note [DoRA]): the backward's pre-scale output v [N, max_out] (act), which becomes the
-  // scaled gradient in place; with dropout (Note [DoRA with dropout]) also w [N, max(in, out)].
-  Tensor dora_v, dora_w;
+  // scaled gradient in place; with dropout (Note [DoRA with dropout]) also w [N, max(in, out)] and
+  // q [N, max_out].
+  Tensor dora_v, dora_w, dora_q;
   Tensor wq;            // NF4 base: a group's dequantized weights (Note [NF4 base]); else empty
 };
 
@@ -107,7 +108,10 @@ void carve_backward(Carver& cv, Scratch* s, const ModelConfig& c, int64_t N, con
     if (lc.dropout > 0 || (tt != LoraTarget::kGate && tt != LoraTarget::kUp)) max_out = std::max(max_out, out);
   }
   if (max_out > 0) s->dora_v = cv.take(act, {N, max_out});
-  if (lc.dropout > 0) s->dora_w = cv.take(act, {N, std::max(max_in, all_out)});
+  if (lc.dropout > 0) {
+    s->dora_w = cv.take(act, {N, std::max(max_in, all_out)});
+    s->dora_q = cv.take(act, {N, all_out});
+  }
 }
 
 // The staging goes last so that an NF4 base moves no other view.
@@ -249,13 +253,14 @@ void dora_norms(const LayerCtx& ctx, const LoraLayer& lora, std::initializer_lis
 //   y = (x W^T + b + r) + (m/norm - 1) * (x_d W^T) + (m/norm) * s (x_d A^T) B^T
 //     = y_base - z + (m/norm) * v,   z = x_d W^T,  v = z + s (x_d A^T) B^T.
 // Forward, per target, on the compute stream: x_d (act dtype, the target's mask), t = x_d A^T,
-// Yb = x W^T + b + r, Yb -= x_d W^T (one GEMM accumulating with alpha -1), y = x_d W^T,
-// y += s t B^T, y = (m/norm) y + Yb (dora_combine): two base GEMMs more than LoRA's one.
+// y = z = x_d W^T, Yb = x W^T + b + r, Q = Yb - z (a copy of z through dora_combine with a scale
+// of -1s), y += s t B^T (= v), y = (m/norm) y + Q (dora_combine): one base GEMM more than LoRA's.
 // Backward, g = (m/norm) dy:  dm += sum dy * v / norm;  the LoRA grads as LoRA's with g on x_d;
 //   dx = dy W + mask((g - dy) W + s (g B) A),
-// the dropped part formed as H = g W, H -= dy W (alpha -1), H = drop(H) (the same mask), dx += H,
-// then lora_dx adds mask(dt A) as for LoRA. Each target runs to the end before the next (one x_d
-// and one v/H buffer), on the compute stream only: no side-stream overlap for this path.
+// the dropped part formed as Q = g - dy (again through the -1 scale), H = Q W, H = drop(H) (the
+// same mask), dx += H, then lora_dx adds mask(dt A) as for LoRA: v and Q W, two base GEMMs more
+// than LoRA's. Each target runs to the end before the next (one x_d, v, Q and H buffer), on the
+// compute stream only: no side-stream overlap for this path.
 bool dora_dropout(const LayerCtx& ctx, const LoraLayer& lora, std::initializer_list<GroupLinear> group) {
   if (!ctx.train || lora.dropout <= 0.0f) return false;
   for (const GroupLinear& g : group)
@@ -275,14 +280,16 @@ void dora_dropout_forward(const LayerCtx& ctx, const LoraLayer& lora, const Scra
       be.gemm(g.y, x, w[i++], {.trans_b = Trans::kYes, .bias = a.bias, .residual = a.residual});
       continue;
     }
+    const int64_t out = g.y.cols();
     Tensor xd = lora_input(ctx, lora, s, x, a.target);
     be.lora_down(t_view(s, a, N), xd, a.p->a);
-    Tensor yb = prefix(s.dora_w, ctx.act, N, g.y.cols());
+    be.gemm(g.y, xd, w[i], {.trans_b = Trans::kYes});  // z
+    Tensor yb = prefix(s.dora_w, ctx.act, N, out), q = prefix(s.dora_q, ctx.act, N, out);
     be.gemm(yb, x, w[i], {.trans_b = Trans::kYes, .bias = a.bias, .residual = a.residual});
-    be.gemm(yb, xd, w[i], {.trans_b = Trans::kYes, .alpha = -1.0f, .accum = Accum::kAdd});
-    be.gemm(g.y, xd, w[i], {.trans_b = Trans::kYes});
-    be.lora_up(g.y, t_view(s, a, N), a.p->b, lora.scaling);
-    be.dora_combine(g.y, a.p->scale, Tensor(), yb);
+    be.copy_d2d(q.data, g.y.data, q.bytes(), StreamId::kCompute);
+    be.dora_combine(q, Tensor(lora.neg_ones.data, DType::kF32, {out}), Tensor(), yb);  // Yb - z
+    be.lora_up(g.y, t_view(s, a, N), a.p->b, lora.scaling);                          // v
+    be.dora_combine(g.y, a.p->scale, Tensor(), q);
     ++i;
   }
 }
@@ -315,10 +322,12 @@ void dora_dropout_backward(const LayerCtx& ctx, const LoraLayer& lora, const Scr
     be.lora_grad_b(a.p->db, v, t_view(s, a, N), sc);
     be.lora_grad_a(a.p->da, dt_view(s, a, N), xd);
     if (!dx.empty()) {
+      const int64_t out = g.y.cols();
       be.gemm(dx, g.y, w[i], {.accum = first});  // the base product sees dy itself
-      Tensor h = prefix(s.dora_w, ctx.act, N, dx.cols());
-      be.gemm(h, v, w[i], {});
-      be.gemm(h, g.y, w[i], {.alpha = -1.0f, .accum = Accum::kAdd});
+      Tensor q = prefix(s.dora_q, ctx.act, N, out), h = prefix(s.dora_w, ctx.act, N, dx.cols());
+      be.copy_d2d(q.data, g.y.data, q.bytes(), StreamId::kCompute);
+      be.dora_combine(q, Tensor(lora.neg_ones.data, DType::kF32, {out}), Tensor(), v);  // g - dy
+      be.gemm(h, q, w[i], {});
       be.dropout(h, h, lora.dropout, seed);
       be.add(dx, dx, h);
       be.lora_dx(dx, dt_view(s, a, N), a.p->a, lora.dropout, seed);

@@ -1,5 +1,6 @@
 #include "model/lora.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -121,10 +122,20 @@ StatusOr<std::unique_ptr<Lora>> Lora::create(Backend* be, const ModelConfig& mc,
   ASSIGN_OR_RETURN(void* p, be->alloc(lora->bytes()), "allocating LoRA parameters, grads and AdamW state");
   lora->base_ = static_cast<float*>(p);
   be->memset_zero(p, lora->bytes(), StreamId::kCompute);
-  if (lc.dora) {  // norm | scale of each target at twice m's offset: 2 x section floats at most
-    ASSIGN_OR_RETURN(void* c, be->alloc(2 * lora->section_ * sizeof(float)), "allocating the DoRA row norms");
+  if (lc.dora) {
+    // norm | scale of each target at twice m's offset (2 x section floats at most), then a vector
+    // of -1 as long as the widest target (LoraLayer::neg_ones).
+    int64_t max_out = 0;
+    for (int t = 0; t < kNumLoraTargets; ++t)
+      if (lc.targets[t]) max_out = std::max(max_out, lora_target_dims(mc, static_cast<LoraTarget>(t)).second);
+    lora->dora_width_ = max_out;
+    const size_t floats = static_cast<size_t>(2 * lora->section_ + max_out);
+    ASSIGN_OR_RETURN(void* c, be->alloc(floats * sizeof(float)), "allocating the DoRA row norms");
     lora->dora_cache_ = static_cast<float*>(c);
-    be->memset_zero(c, 2 * lora->section_ * sizeof(float), StreamId::kCompute);
+    be->memset_zero(c, floats * sizeof(float), StreamId::kCompute);
+    const std::vector<float> neg(static_cast<size_t>(max_out), -1.0f);
+    be->copy_h2d(lora->dora_cache_ + 2 * lora->section_, neg.data(), neg.size() * sizeof(float), StreamId::kCompute);
+    be->sync_stream(StreamId::kCompute);
   }
   return lora;
 }
@@ -147,6 +158,7 @@ LoraLayer Lora::layer(int l) const {
   LoraLayer out;
   out.scaling = lc_.scaling();
   out.dropout = static_cast<float>(lc_.dropout);
+  if (lc_.dora) out.neg_ones = Tensor(dora_cache_ + 2 * section_, DType::kF32, {dora_width_});
   for (int t = 0; t < kNumLoraTargets; ++t) {
     auto o = off_[idx(l, static_cast<LoraTarget>(t))];
     if (o.first < 0) continue;

@@ -71,6 +71,7 @@ struct LoraLayer {
   std::array<LoraPair, kNumLoraTargets> t;
   float scaling = 1.0f;
   float dropout = 0.0f;
+  Tensor neg_ones;  // DoRA: f32 [widest target] of -1 (a per-column scale that subtracts: layer.cc)
   const LoraPair& operator[](LoraTarget x) const { return t[static_cast<int>(x)]; }
 };
 
@@ -131,7 +132,8 @@ class Lora {
   std::vector<std::pair<int64_t, int64_t>> off_;  // per (layer, target)
   std::vector<int64_t> off_m_;                    // DoRA: m's offset per (layer, target); else empty
   float* base_ = nullptr;
-  float* dora_cache_ = nullptr;                   // DoRA: norm | scale per (layer, target), at 2 x off_m_
+  float* dora_cache_ = nullptr;                   // DoRA: norm | scale per (layer, target), at 2 x off_m_; -1s
+  int64_t dora_width_ = 0;                        // DoRA: the widest target's out
   bool magnitudes_pending_ = false;
 };
 
