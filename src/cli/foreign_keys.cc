@@ -178,7 +178,7 @@ bool apply_foreign_key(const std::string& key, const ForeignValue& v, TrainConfi
   }
   if (key == "optimizer" || key == "optim") {
     const std::string o = lower(v.scalar);
-    if (contains(kAdamW, o)) return true;
+    if (v.is_null || contains(kAdamW, o)) return true;
     if (contains(kAdamW8bit, o)) {
       cfg.notes.push_back(Str() << "optimizer " << v.scalar
                                 << " runs as 32-bit AdamW (the LoRA moments are small; kept in float32)");

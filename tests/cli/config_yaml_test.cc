@@ -194,6 +194,7 @@ TEST(ConfigYaml, ForeignKeysAreNotedMappedOrRefused) {  // cli/foreign_keys.h No
   const StatusCode kU = StatusCode::kUnimplemented;
   EXPECT_HAS(error_of("fp16: true\n", kU), "key 'fp16' = 'true': float16 training is not supported");
   EXPECT_HAS(error_of("optimizer: lion_8bit\n", kU), "only AdamW is supported");
+  EXPECT_TRUE(parse("optimizer:\n").ok());  // axolotl's default: AdamW
   EXPECT_HAS(error_of("neftune_noise_alpha: 5\n", kU), "NEFTune");
   EXPECT_HAS(error_of("special_tokens:\n  pad_token: \"<pad>\"\n", kU), "key 'special_tokens': adding");
   EXPECT_HAS(error_of("group_by_length: true\n", kU), "reorders the data");
