@@ -13,6 +13,7 @@
 #include <set>
 #include <variant>
 
+#include "cli/config_words.h"
 #include "cli/foreign_keys.h"
 #include "cli/suggest.h"
 #include "core/file.h"
@@ -146,10 +147,7 @@ Status bad(const Input& in, const std::string& key, const std::string& problem) 
   return InvalidArgument(Str() << in.where << ": key '" << key << "': " << problem);
 }
 
-std::string lower(std::string s) {
-  for (char& ch : s) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-  return s;
-}
+std::string lower(std::string s) { return ascii_lower(std::move(s)); }
 
 std::string join(const std::vector<std::string>& v, const char* sep = ", ") {
   std::string out;
@@ -159,12 +157,7 @@ std::string join(const std::vector<std::string>& v, const char* sep = ", ") {
 
 // ---- scalar parsing --------------------------------------------------------------------------
 
-std::optional<bool> parse_bool(const std::string& s) {
-  const std::string l = lower(s);
-  if (l == "true" || l == "yes" || l == "on" || l == "1") return true;
-  if (l == "false" || l == "no" || l == "off" || l == "0") return false;
-  return std::nullopt;
-}
+std::optional<bool> parse_bool(const std::string& s) { return parse_bool_word(s); }
 
 template <typename T>
 std::optional<T> parse_integer(const std::string& s) {

@@ -1,10 +1,11 @@
 #include "cli/foreign_keys.h"
 
 #include <algorithm>
-#include <cctype>
 #include <functional>
 #include <optional>
 #include <vector>
+
+#include "cli/config_words.h"
 
 namespace st {
 namespace {
@@ -85,26 +86,16 @@ const std::vector<std::string> kAdamW = {"adamw_torch", "adamw_torch_fused", "ad
 const std::vector<std::string> kAdamW8bit = {"adamw_bnb_8bit", "adamw_8bit", "paged_adamw_8bit", "adamw_anyprecision",
                                              "adamw_torch_4bit", "adamw_torch_8bit"};
 
-std::string lower(std::string s) {
-  for (char& ch : s) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-  return s;
-}
-
 bool contains(const std::vector<std::string>& v, const std::string& s) {
   return std::find(v.begin(), v.end(), s) != v.end();
 }
 
-std::optional<bool> as_bool(const ForeignValue& v) {
-  const std::string l = lower(v.scalar);
-  if (l == "true" || l == "yes" || l == "on" || l == "1") return true;
-  if (l == "false" || l == "no" || l == "off" || l == "0") return false;
-  return std::nullopt;
-}
+std::optional<bool> as_bool(const ForeignValue& v) { return parse_bool_word(v.scalar); }
 
 bool empty_value(const ForeignValue& v) {
   if (v.is_null || v.empty_collection) return true;
   if (v.is_collection) return false;
-  const std::string l = lower(v.scalar);
+  const std::string l = ascii_lower(v.scalar);
   return l.empty() || l == "false" || l == "none" || l == "null";
 }
 
@@ -130,7 +121,7 @@ void note_no_effect(TrainConfig& cfg, const std::string& key) {
 
 // save_strategy / eval_strategy: steps (keep the *_steps key), no, epoch (once an epoch).
 Status apply_strategy(const std::string& key, const ForeignValue& v, TrainConfig& cfg, bool save) {
-  const std::string s = lower(v.scalar);
+  const std::string s = ascii_lower(v.scalar);
   if (s == "steps" || (v.is_null)) return Status::OK();
   if (s == "no") {
     (save ? cfg.save_steps : cfg.eval_steps) = 0;
@@ -169,7 +160,7 @@ bool apply_foreign_key(const std::string& key, const ForeignValue& v, TrainConfi
     return true;
   }
   if (key == "bf16") {  // axolotl: bf16 true / auto = bfloat16, false (with fp16 false) = float32
-    const std::string l = lower(v.scalar);
+    const std::string l = ascii_lower(v.scalar);
     if (l == "auto" || l == "full" || v.is_null) return true;
     auto x = as_bool(v);
     if (!x) *st = bad(key, v, Str() << "expected true, false or auto, got '" << v.scalar << "'");
@@ -177,7 +168,7 @@ bool apply_foreign_key(const std::string& key, const ForeignValue& v, TrainConfi
     return true;
   }
   if (key == "optimizer" || key == "optim") {
-    const std::string o = lower(v.scalar);
+    const std::string o = ascii_lower(v.scalar);
     if (v.is_null || contains(kAdamW, o)) return true;
     if (contains(kAdamW8bit, o)) {
       cfg.notes.push_back(Str() << "optimizer " << v.scalar

@@ -15,6 +15,7 @@
 #include "backend/cuda/graph_recorder.h"
 #include "backend/cuda/ops.h"
 #include "backend/cuda/profiler_impl.h"
+#include "backend/dora_args.h"
 #include "core/check.h"
 #include "core/nf4.h"
 
@@ -339,18 +340,8 @@ class CudaBackend final : public Backend {
     bind();
     ProfScope prof(compute(), "dora_norm", [&] { return shp(w) + " r" + std::to_string(a.rows()); });
     const int64_t out = w.rows(), in = w.cols(), r = a.rows();
+    dora_args::norm_args(norm, scale, w, a, b, mag);
     CHECK(w.dtype == DType::kF32 || w.dtype == DType::kBF16, "dora_norm W: f32 or bf16 expected, got " << shp(w));
-    CHECK(w.data != nullptr || w.numel() == 0, "dora_norm W: null data");
-    CHECK(a.dtype == DType::kF32 && a.cols() == in && a.numel() == r * in && (a.data != nullptr || r * in == 0),
-          "dora_norm A: f32 [r," << in << "] expected, got " << shp(a));
-    CHECK(b.dtype == DType::kF32 && b.numel() == out * r && (r == 0 || b.cols() == r) &&
-              (b.data != nullptr || out * r == 0),
-          "dora_norm B: f32 [" << out << "," << r << "] expected, got " << shp(b));
-    check_dora_vec(norm, out, "dora_norm norm");
-    if (!scale.empty()) {
-      check_dora_vec(scale, out, "dora_norm scale");
-      check_dora_vec(mag, out, "dora_norm mag");
-    }
     grow_scratch(static_cast<size_t>(dora_norm_scratch_floats(out, in, r)));
     launch_dora_norm(norm, scale, w, a, b, mag, s, scr().p, compute());
   }
@@ -359,29 +350,14 @@ class CudaBackend final : public Backend {
     ProfScope prof(compute(), "dora_combine", [&] {
       return shp(y) + (bias.empty() ? "" : " bias") + (residual.empty() ? "" : " res");
     });
-    const int64_t N = y.rows(), out = y.cols();
-    check_dora_act(y, N, out, "dora_combine y");
-    check_dora_vec(scale, out, "dora_combine scale");
-    if (!bias.empty())
-      CHECK(is_float(bias.dtype) && bias.numel() == out,
-            "dora_combine bias: float [" << out << "] expected, got " << shp(bias));
-    if (!residual.empty()) {
-      check_dora_act(residual, N, out, "dora_combine residual");
-      CHECK(residual.data != y.data, "dora_combine: residual aliases y");
-    }
+    dora_args::combine_args(y, scale, bias, residual);
     launch_dora_combine(y, scale, bias, residual, compute());
   }
   void dora_backward(Tensor g, Tensor dmag, Tensor dy, Tensor v, Tensor scale, Tensor norm) override {
     bind();
     ProfScope prof(compute(), "dora_backward", [&] { return shp(dy); });
-    const int64_t N = dy.rows(), out = dy.cols();
-    check_dora_act(dy, N, out, "dora_backward dy");
-    check_dora_act(v, N, out, "dora_backward v");
-    check_dora_act(g, N, out, "dora_backward g");
-    check_dora_vec(dmag, out, "dora_backward dmag");
-    check_dora_vec(scale, out, "dora_backward scale");
-    check_dora_vec(norm, out, "dora_backward norm");
-    grow_scratch(static_cast<size_t>(dora_backward_scratch_floats(N, out)));
+    dora_args::backward_args(g, dmag, dy, v, scale, norm);
+    grow_scratch(static_cast<size_t>(dora_backward_scratch_floats(dy.rows(), dy.cols())));
     launch_dora_backward(g, dmag, dy, v, scale, norm, scr().p, compute());
   }
   void add_bias(Tensor y, Tensor bias) override {
@@ -687,16 +663,6 @@ class CudaBackend final : public Backend {
   }
 
   // The DoRA ops' shapes: per-row / per-column vectors f32 [n]; activations float [rows, cols].
-  static void check_dora_vec(const Tensor& t, int64_t n, const char* what) {
-    CHECK(t.dtype == DType::kF32 && t.numel() == n && (t.data != nullptr || n == 0),
-          what << ": f32 [" << n << "] expected, got " << shp(t));
-  }
-  static void check_dora_act(const Tensor& t, int64_t rows, int64_t cols, const char* what) {
-    CHECK(is_float(t.dtype) && t.rows() == rows && t.cols() == cols && t.numel() == rows * cols &&
-              (t.data != nullptr || t.numel() == 0),
-          what << ": float [" << rows << "," << cols << "] expected, got " << shp(t));
-  }
-
   static void check_ce_state(const Tensor& m, const Tensor& s, const Tensor& target, int64_t R, const char* op) {
     CHECK(m.dtype == DType::kF32 && s.dtype == DType::kF32 && target.dtype == DType::kF32 && m.numel() == R &&
               s.numel() == R && target.numel() == R,
