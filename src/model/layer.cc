@@ -19,6 +19,7 @@ struct Scratch {
   Tensor dm, du, dxn, da, dq, dk, dv, dq2, dk2;  // [N,F] [N,F] [N,H] [N,Q] [N,Q] [N,KV] [N,KV] [N,Q] [N,KV]
   // LoRA, f32
   Tensor t[kNumLoraTargets];   // [N, r] per target: the forward's x A^T, reused by the backward
+  bool t_kept = false;         // t lives in the saved region: the training forward's (Note [kept LoRA t])
   Tensor dt[kNumLoraTargets];  // [N, r] per target: s dy B (one each: the side stream reads it late)
   Tensor xd;            // [N, max_in] act: the dropped-out LoRA input (only when dropout > 0)
   // DoRA (Note [DoRA]): the backward's pre-scale output v [N, max_out] (act), which becomes the
@@ -38,6 +39,17 @@ int64_t nf4_staging_elems(const ModelConfig& c) {
 void carve_attention(Carver& cv, Scratch* s, const ModelConfig& c, int64_t N, DType act) {
   s->att = cv.take(act, {N, c.q_dim()});
   s->lse = cv.take(DType::kF32, {N * c.num_heads});
+}
+
+// Note [kept LoRA t]: t = drop(x) A^T of every target, [N, r] f32, is kept from the training
+// forward in every recompute mode (it is part of the saved region), so the backward's recompute
+// forward runs no lora_down and down_proj's backward needs none: r / (in + out) of the layer's
+// activations (~0.4% at r 16 on a 4096-wide layer; 16 MiB for Llama-3-8B@4096 with q,v), for 1-2
+// small launches fewer per target and step. lora_down is deterministic, so the kept t are the bits
+// a recompute would form.
+void carve_lora_t(Carver& cv, Scratch* s, int64_t N, const LoraConfig& lc) {
+  for (int t = 0; t < kNumLoraTargets; ++t)
+    if (lc.targets[t]) s->t[t] = cv.take(DType::kF32, {N, lc.r});
 }
 
 // The forward's intermediates: what a kNone layer keeps for its backward (Note [recompute]).
@@ -63,8 +75,7 @@ void carve_forward(Carver& cv, Scratch* s, const ModelConfig& c, int64_t N, cons
   s->g = cv.take(act, {N, F});
   s->u = cv.take(act, {N, F});
   s->m = cv.take(act, {N, F});
-  for (int t = 0; t < kNumLoraTargets; ++t)
-    if (lc.targets[t]) s->t[t] = cv.take(f32, {N, lc.r});
+  carve_lora_t(cv, s, N, lc);
 }
 
 // The backward's own temporaries (and the dropout staging both passes use).
@@ -159,7 +170,7 @@ struct GroupLinear {
 // activations as stored, do f32 math and round once on store: t = x A^T (lora_down), y += s t B^T
 // (lora_up); backward db += s dy^T t, dt = s dy B, da += dt^T x, dx += mask(dt A). No f32 staging
 // copies of x, y or dy and no skinny GEMMs: 2 launches per target forward, 4 backward (t is kept
-// per target from the recompute; 5 for down_proj, whose forward the recompute skips). On CUDA with
+// per target from the training forward: Note [kept LoRA t]; the recompute runs lora_up only). On CUDA with
 // bf16 activations they run on tensor cores with the f32 operand split into exact bf16 parts
 // (backend/cuda/lora_tc.cu Note [split LoRA products]).
 //
@@ -269,7 +280,7 @@ bool dora_dropout(const LayerCtx& ctx, const LoraLayer& lora, std::initializer_l
 }
 
 void dora_dropout_forward(const LayerCtx& ctx, const LoraLayer& lora, const Scratch& s, Tensor x,
-                          std::initializer_list<GroupLinear> group, const Tensor (&w)[kMaxGroup]) {
+                          std::initializer_list<GroupLinear> group, const Tensor (&w)[kMaxGroup], bool t_current) {
   Backend& be = *ctx.be;
   const int64_t N = x.rows();
   int i = 0;
@@ -282,7 +293,7 @@ void dora_dropout_forward(const LayerCtx& ctx, const LoraLayer& lora, const Scra
     }
     const int64_t out = g.y.cols();
     Tensor xd = lora_input(ctx, lora, s, x, a.target);
-    be.lora_down(t_view(s, a, N), xd, a.p->a);
+    if (!t_current) be.lora_down(t_view(s, a, N), xd, a.p->a);
     be.gemm(g.y, xd, w[i], {.trans_b = Trans::kYes});  // z
     Tensor yb = prefix(s.dora_w, ctx.act, N, out), q = prefix(s.dora_q, ctx.act, N, out);
     be.gemm(yb, x, w[i], {.trans_b = Trans::kYes, .bias = a.bias, .residual = a.residual});
@@ -336,19 +347,22 @@ void dora_dropout_backward(const LayerCtx& ctx, const LoraLayer& lora, const Scr
   }
 }
 
+// recompute: the backward's recompute of this micro-batch's training forward, whose DoRA norms are
+// current (Note [DoRA]) and, with a saved region, whose t too (Note [kept LoRA t]).
 void linears_forward(const LayerCtx& ctx, const LoraLayer& lora, const Scratch& s, Tensor x,
-                     std::initializer_list<GroupLinear> group, bool norms_current = false) {
+                     std::initializer_list<GroupLinear> group, bool recompute = false) {
   Backend& be = *ctx.be;
+  const bool t_current = recompute && s.t_kept;
   if (dora_dropout(ctx, lora, group)) {
     Tensor w[kMaxGroup];
     dense_weights(ctx, s, group, w);
-    if (!norms_current) dora_norms(ctx, lora, group, w);
-    dora_dropout_forward(ctx, lora, s, x, group, w);
+    if (!recompute) dora_norms(ctx, lora, group, w);
+    dora_dropout_forward(ctx, lora, s, x, group, w, t_current);
     return;
   }
   bool any = false;
   for (const GroupLinear& g : group) any = any || g.a.lora();
-  if (any) {
+  if (any && !t_current) {
     be.side_begin();
     for (const GroupLinear& g : group)
       if (g.a.lora()) be.lora_down(t_view(s, g.a, x.rows()), lora_input(ctx, lora, s, x, g.a.target), g.a.p->a);
@@ -356,7 +370,7 @@ void linears_forward(const LayerCtx& ctx, const LoraLayer& lora, const Scratch& 
   }
   Tensor w[kMaxGroup];
   dense_weights(ctx, s, group, w);
-  if (!norms_current) dora_norms(ctx, lora, group, w);
+  if (!recompute) dora_norms(ctx, lora, group, w);
   // A DoRA target's bias and residual wait for its scale (Note [DoRA]).
   Tensor bias[kMaxGroup], residual[kMaxGroup];
   const GroupLinear* l = group.begin();
@@ -377,7 +391,7 @@ void linears_forward(const LayerCtx& ctx, const LoraLayer& lora, const Scratch& 
     }
   }
   if (!any) return;
-  be.side_join();
+  if (!t_current) be.side_join();
   for (const GroupLinear& g : group) {
     if (!g.a.lora()) continue;
     be.lora_up(g.y, t_view(s, g.a, x.rows()), g.a.p->b, lora.scaling);
@@ -386,10 +400,10 @@ void linears_forward(const LayerCtx& ctx, const LoraLayer& lora, const Scratch& 
 }
 
 // dx[N,in] (acc for the first linear, then +=) = sum_i (dy_i W_i + LoRA input-gradient_i), in group
-// order; LoRA grads += (x: the forward input of the group). t = x A^T: with t_current, the one
-// linears_forward left in s.t[target] during layer_backward's recompute (same scratch, same bits a
-// fresh lora_down would give); else computed here (down_proj, whose forward the recompute does not
-// run). The weight gradients are left running on the side stream: the caller joins it before
+// order; LoRA grads += (x: the forward input of the group). t = x A^T: with t_current, the one the
+// training forward left in s.t[target] (Note [kept LoRA t]) or its recompute formed (same bits a
+// fresh lora_down would give); else computed here (down_proj without a saved region, whose forward
+// the recompute does not run). The weight gradients are left running on the side stream: the caller joins it before
 // anything overwrites x or the dy_i (Note [LoRA on the side stream]). An empty dx: only the LoRA
 // gradients are wanted (layer 0: nothing reads the gradient of the frozen embeddings).
 void linears_backward(const LayerCtx& ctx, const LoraLayer& lora, const Scratch& s, Tensor x,
@@ -497,18 +511,27 @@ namespace {
 
 Tensor heads(Tensor t, int64_t n_heads, int64_t d) { return t.reshape({t.rows(), n_heads, d}); }
 
-// The layer's views for this call (Note [recompute]): kFull carves everything from the scratch;
-// kAttention takes att/lse from the saved region; kNone takes every forward view from it.
+// The layer's views for this call (Note [recompute]): without a saved region (kFull outside
+// training) everything comes from the scratch; kFull takes the LoRA t from the saved region (Note
+// [kept LoRA t]), kAttention att/lse and t, kNone every forward view.
 Scratch carve_ctx(const LayerCtx& ctx, const LoraConfig& lc, const LayerWeights& w) {
   const ModelConfig& c = *ctx.cfg;
   const int64_t N = ctx.tokens;
   Carver cv(ctx.scratch, ctx.scratch_bytes);
   Scratch s = carve(cv, c, N, lc, ctx.act, w.nf4() ? BaseQuant::kNF4 : BaseQuant::kNone);
-  if (ctx.recompute == Recompute::kFull) return s;
-  CHECK(ctx.saved != nullptr, "layer: recompute " << recompute_name(ctx.recompute) << " without a saved region");
+  if (ctx.saved == nullptr) {
+    CHECK(ctx.recompute == Recompute::kFull, "layer: recompute " << recompute_name(ctx.recompute) << " without a saved region");
+    return s;
+  }
   Carver kept(ctx.saved, ctx.saved_bytes);
-  if (ctx.recompute == Recompute::kAttention) carve_attention(kept, &s, c, N, ctx.act);
-  else carve_forward(kept, &s, c, N, lc, ctx.act);
+  if (ctx.recompute == Recompute::kNone) {
+    carve_forward(kept, &s, c, N, lc, ctx.act);
+  } else {
+    if (ctx.recompute == Recompute::kAttention) carve_attention(kept, &s, c, N, ctx.act);
+    carve_lora_t(kept, &s, N, lc);
+  }
+  CHECK(kept.used() <= ctx.saved_bytes, "layer: saved region too small");
+  s.t_kept = true;
   return s;
 }
 
@@ -527,7 +550,7 @@ LoraConfig lora_shape_of(const LoraLayer& lora) {
 // Attention block up to h = x + o_proj(attention(...)); fills s.{xn,q,k,v,qn,kn,att,h,rstd*,lse}
 // (att and lse are only read when !run_attention: Note [recompute]).
 void attention_forward(const LayerCtx& ctx, const LayerWeights& w, const LoraLayer& lora, const Scratch& s,
-                       Tensor x, bool run_attention = true, bool norms_current = false) {
+                       Tensor x, bool run_attention = true, bool recompute = false) {
   Backend& be = *ctx.be;
   const ModelConfig& c = *ctx.cfg;
   const float eps = static_cast<float>(c.rms_norm_eps);
@@ -537,7 +560,7 @@ void attention_forward(const LayerCtx& ctx, const LayerWeights& w, const LoraLay
                   {{{w.q, w.q_bias, &lora[LoraTarget::kQ], LoraTarget::kQ, {}, w.q_absmax}, s.q},
                    {{w.k, w.k_bias, &lora[LoraTarget::kK], LoraTarget::kK, {}, w.k_absmax}, s.k},
                    {{w.v, w.v_bias, &lora[LoraTarget::kV], LoraTarget::kV, {}, w.v_absmax}, s.v}},
-                  norms_current);
+                  recompute);
   Tensor qa = s.q, ka = s.k;
   if (c.qk_norm) {
     be.rmsnorm(s.qn.reshape({N * NH, D}), s.rstd_q, s.q.reshape({N * NH, D}), w.q_norm, eps);
@@ -551,19 +574,19 @@ void attention_forward(const LayerCtx& ctx, const LayerWeights& w, const LoraLay
     be.attention(heads(s.att, NH, D), lse, heads(qa, NH, D), heads(ka, KVH, D), heads(s.v, KVH, D), ctx.seq,
                  attention_shape(c, ctx.layer));
   linears_forward(ctx, lora, s, s.att, {{{w.o, {}, &lora[LoraTarget::kO], LoraTarget::kO, x, w.o_absmax}, s.h}},
-                  norms_current);  // h = x + ...
+                  recompute);  // h = x + ...
 }
 
 // MLP up to m = silu(gate) * up; fills s.{hn,g,u,m,rstd2}. Without need_m, m is left unwritten: the
 // backward's recompute reads m only as the LoRA input of down_proj (swiglu_backward reads g and u).
 void mlp_forward(const LayerCtx& ctx, const LayerWeights& w, const LoraLayer& lora, const Scratch& s,
-                 bool need_m = true, bool norms_current = false) {
+                 bool need_m = true, bool recompute = false) {
   Backend& be = *ctx.be;
   be.rmsnorm(s.hn, s.rstd2, s.h, w.post_norm, static_cast<float>(ctx.cfg->rms_norm_eps));
   linears_forward(ctx, lora, s, s.hn,
                   {{{w.gate, {}, &lora[LoraTarget::kGate], LoraTarget::kGate, {}, w.gate_absmax}, s.g},
                    {{w.up, {}, &lora[LoraTarget::kUp], LoraTarget::kUp, {}, w.up_absmax}, s.u}},
-                  norms_current);
+                  recompute);
   if (need_m) be.swiglu(s.m, s.g, s.u);
 }
 
@@ -578,8 +601,12 @@ size_t layer_scratch_bytes(const ModelConfig& c, int64_t tokens, const LoraConfi
 size_t layer_saved_bytes(const ModelConfig& c, int64_t tokens, const LoraConfig& lc, DType act, Recompute r) {
   Carver cv;
   Scratch s;
-  if (r == Recompute::kAttention) carve_attention(cv, &s, c, tokens, act);
-  if (r == Recompute::kNone) carve_forward(cv, &s, c, tokens, lc, act);
+  if (r == Recompute::kNone) {
+    carve_forward(cv, &s, c, tokens, lc, act);
+  } else {
+    if (r == Recompute::kAttention) carve_attention(cv, &s, c, tokens, act);
+    carve_lora_t(cv, &s, tokens, lc);
+  }
   return cv.used();
 }
 
@@ -635,14 +662,15 @@ void layer_backward(const LayerCtx& ctx, const LayerWeights& w, const LoraLayer&
   Scratch s = carve_ctx(ctx, lora_shape_of(lora), w);
   const bool recompute = ctx.recompute != Recompute::kNone && !ctx.forward_current;
   if (recompute) {  // recompute from x (Note [recompute])
-    // The DoRA norms are this micro-batch's forward's (Note [DoRA]).
-    attention_forward(ctx, w, lora, s, x, /*run_attention=*/ctx.recompute == Recompute::kFull, /*norms_current=*/true);
-    mlp_forward(ctx, w, lora, s, /*need_m=*/lora[LoraTarget::kDown].present(), /*norms_current=*/true);
+    // The DoRA norms are this micro-batch's forward's (Note [DoRA]), and so is t where it was kept
+    // (Note [kept LoRA t]).
+    attention_forward(ctx, w, lora, s, x, /*run_attention=*/ctx.recompute == Recompute::kFull, /*recompute=*/true);
+    mlp_forward(ctx, w, lora, s, /*need_m=*/lora[LoraTarget::kDown].present(), /*recompute=*/true);
   }
 
   // MLP. dg reuses m's memory (m is dead once down_proj's backward has read it).
   linears_backward(ctx, lora, s, s.m, {{{w.down, {}, &lora[LoraTarget::kDown], LoraTarget::kDown, {}, w.down_absmax}, dout}}, s.dm,
-                   Accum::kOverwrite, /*dy_dead=*/false, /*t_current=*/!recompute);
+                   Accum::kOverwrite, /*dy_dead=*/false, /*t_current=*/!recompute || s.t_kept);
   be.side_join();  // down_proj's LoRA grads read m (Note [LoRA on the side stream])
   Tensor dg = s.m;
   be.swiglu_backward(dg, s.du, s.dm, s.g, s.u);

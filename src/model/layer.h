@@ -50,9 +50,11 @@ struct LayerCtx {
   // Note [recompute]: how much of the forward the backward runs again. kFull keeps only the layer
   // input (per-layer checkpointing); kAttention keeps the attention output + its log-sum-exp;
   // kNone keeps every intermediate the backward reads, so the backward runs no forward op at all.
-  // The kept tensors live in `saved` (backend memory, this layer's own region of
-  // layer_saved_bytes(...) bytes, filled by this micro-batch's training forward). The kernels are
-  // deterministic, so the bits are the same in every mode; only time and memory differ.
+  // Every mode also keeps the LoRA down-projections t (layer.cc Note [kept LoRA t]). The kept
+  // tensors live in `saved` (backend memory, this layer's own region of layer_saved_bytes(...)
+  // bytes, filled by this micro-batch's training forward; null outside training, where kFull
+  // forms t in the scratch). The kernels are deterministic, so the bits are the same in every
+  // mode; only time and memory differ.
   Recompute recompute = Recompute::kFull;
   void* saved = nullptr;
   size_t saved_bytes = 0;
@@ -81,7 +83,8 @@ uint64_t fused_attention_min_workspace(Backend* be, int64_t batch, int64_t seq, 
 // the dequantization staging of an NF4 base (layer.cc Note [NF4 base]).
 size_t layer_scratch_bytes(const ModelConfig& c, int64_t tokens, const LoraConfig& lc, DType act,
                            BaseQuant quant = BaseQuant::kNone);
-// Bytes one layer keeps from its training forward for its backward under `r` (0 for kFull).
+// Bytes one layer keeps from its training forward for its backward under `r` (for kFull: the LoRA
+// down-projections only).
 size_t layer_saved_bytes(const ModelConfig& c, int64_t tokens, const LoraConfig& lc, DType act, Recompute r);
 
 // out[N,H] = layer(x[N,H]). x and out: act dtype, backend memory, distinct. Enqueues on compute.
@@ -92,7 +95,7 @@ void layer_forward(const LayerCtx& ctx, const LayerWeights& w, const LoraLayer& 
 // Uses ctx's scratch (the dequantization staging of an NF4 base). Enqueues on compute.
 void layer_dora_init(const LayerCtx& ctx, const LayerWeights& w, const LoraLayer& lora);
 
-// Recomputes what ctx.recompute says from x (Note [recompute]; with kAttention or kNone this
+// Recomputes what ctx.recompute says from x (Note [recompute]; with a saved region this
 // micro-batch's training forward must have filled ctx.saved), then back-propagates dout[N,H]: writes dx[N,H] (distinct from
 // dout and x; empty: not computed, the LoRA gradients only) and ACCUMULATES (+=) the LoRA gradients da/db of `lora`.
 void layer_backward(const LayerCtx& ctx, const LayerWeights& w, const LoraLayer& lora, Tensor x, Tensor dout,

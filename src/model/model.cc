@@ -61,7 +61,7 @@ struct Model::Slot {
   Tensor doc_starts, doc_lens;
   int64_t doc_spans = 0, doc_slots = 0, max_doc_len = 0;
   std::vector<Tensor> ckpt;        // L+1 x act [Nmax, H]
-  std::vector<Tensor> saved;       // recompute != kFull: L x layer_saved_bytes (u8)
+  std::vector<Tensor> saved;       // L x layer_saved_bytes (u8); kFull: the LoRA t only
   Tensor grad[2];                  // act [Nmax, H]
   Tensor w_label;                  // act [Nmax, H]: the lm_head row of each head row's label (head.h)
   // the micro-batch it holds
@@ -489,10 +489,12 @@ LayerCtx Model::layer_ctx(int l, bool train) const {
     ctx.seq.doc_starts = a.doc_starts.ptr<int32_t>();
     ctx.seq.doc_lens = a.doc_lens.ptr<int32_t>();
   }
-  if (train && opts_.recompute != Recompute::kFull) {
+  if (train) {
     ctx.recompute = opts_.recompute;
-    ctx.saved = a.saved[l].data;
-    ctx.saved_bytes = a.saved[l].bytes();
+    if (!a.saved.empty()) {  // empty only for kFull without LoRA targets
+      ctx.saved = a.saved[l].data;
+      ctx.saved_bytes = a.saved[l].bytes();
+    }
   }
   return ctx;
 }

@@ -54,7 +54,7 @@ for adapter in lora qlora dropout; do
     set -- $v
     extra=(--stream=$1 --stream_buffers=$2 --recompute=$4)
     case $adapter in
-      qlora) extra+=(--adapter=qlora); budget=1850KiB;;
+      qlora) extra+=(--adapter=qlora); budget=1900KiB;;
       dropout) extra+=(--lora_dropout=0.1); budget=2700KiB;;
       *) budget=2500KiB;;
     esac

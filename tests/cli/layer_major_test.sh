@@ -52,7 +52,7 @@ done
 # layer_major: true holds every micro-batch of the step (3 here) even where auto would not.
 for lm in true false; do
   out="$w/o3_$lm"
-  "$bin" train "$w/c.yaml" --gradient_accumulation_steps=3 --stream=ram --vram_budget=2500KiB --layer_major=$lm \
+  "$bin" train "$w/c.yaml" --gradient_accumulation_steps=3 --stream=ram --vram_budget=2600KiB --layer_major=$lm \
     --output_dir="$out" >"$out.log" 2>&1 || { cat "$out.log"; exit 1; }
 done
 grep -q "layer-major over 3 micro-batches" "$w/o3_true.log" || { echo "layer_major: true did not hold 3"; grep '^plan' "$w/o3_true.log"; exit 1; }

@@ -35,7 +35,7 @@ cache_dir: $w/cache
 Y
 ref=""
 partial=0
-for v in "off 2 - auto" "off 2 - full" "off 2 - none" "ram 2 - auto" "disk 3 - auto" "ram 2 1850KiB auto" "disk 2 1800KiB full" "ram 3 1840KiB auto"; do
+for v in "off 2 - auto" "off 2 - full" "off 2 - none" "ram 2 - auto" "disk 3 - auto" "ram 2 1900KiB auto" "disk 2 1850KiB full" "ram 3 1890KiB auto"; do
   set -- $v
   extra=(--recompute="$4")
   [ "$3" != "-" ] && extra+=(--vram_budget="$3")

@@ -66,11 +66,13 @@ TEST(Planner, TermsAndResidentCount) {
   keep_att.recompute = Recompute::kAttention;
   const uint64_t saved = model_arena_bytes(c, in.lora, keep_all) - model_arena_bytes(c, in.lora, mo);
   // Per layer: att [N,Q] + lse [N*NH] f32 + rstd1/rstd2 [N] f32 + xn/h/hn [N,H] + q [N,Q] + k/v
-  // [N,KV] + g/u/m [N,F] + t [N,r] f32 per target (bf16 act; every size a multiple of 256 here).
+  // [N,KV] + g/u/m [N,F] (bf16 act; every size a multiple of 256 here). The t [N,r] f32 of each
+  // target are kept in every mode, kFull too (model/layer.cc Note [kept LoRA t]).
   const uint64_t N = 2048, H = 896, Q = 896, KV = 128, F = 4864;
   const uint64_t per_layer = N * Q * 2 + N * 14 * 4 + 2 * N * 4 + 3 * N * H * 2 + N * Q * 2 + 2 * N * KV * 2 +
-                             3 * N * F * 2 + 2 * N * 16 * 4;
+                             3 * N * F * 2;
   EXPECT_EQ(saved, static_cast<uint64_t>(c.num_layers) * per_layer);
+  EXPECT_EQ(layer_saved_bytes(c, N, in.lora, DType::kBF16, Recompute::kFull), 2 * N * 16 * 4);
   EXPECT_EQ(model_arena_bytes(c, in.lora, keep_att) - model_arena_bytes(c, in.lora, mo),
             static_cast<uint64_t>(c.num_layers) * (N * Q * 2 + N * 14 * 4));
   EXPECT_EQ(term(*all, "activations + scratch (model arena)"), model_arena_bytes(c, in.lora, keep_all));
