@@ -1,5 +1,5 @@
 # Sourced by the device scripts that train one small config many ways and compare the bits
-# (validate.sh, dora_call.sh, dropout_ab.sh). Not a script of its own.
+# (validate.sh, dora_call.sh, ab_call.sh). Not a script of its own.
 
 # smol_fixture B W: a SmolLM2-shaped random bf16 model in W/smol, 64 rows of random tokens (40-256
 # long, seed 7) in W/data.jsonl, and W/bit.yaml training it on CUDA: LoRA r 16 on all seven
