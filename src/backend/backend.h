@@ -196,8 +196,11 @@ class Backend {
   //   Math in f32 from the stored values; each output element is rounded once, on store.
   //   Deterministic: every reduction (over in, r, out or N) runs in a fixed order, no atomics.
   //   No output aliases an input (y and dx are updated in place, as stated).
-  // t[N,r] = x · Aᵀ  (overwrites t).
-  virtual void lora_down(Tensor t, Tensor x, Tensor a) = 0;
+  // lora_down and lora_grad_a read x dropped out: drop(x) is exactly what Backend::dropout(·,
+  // dropout_p, seed) would store in a tensor of x's dtype (element i = n*in + j: dropout_rng.h,
+  // then rounded to x's dtype), formed as x is read, never staged; dropout_p <= 0: x itself.
+  // t[N,r] = drop(x) · Aᵀ  (overwrites t).
+  virtual void lora_down(Tensor t, Tensor x, Tensor a, float dropout_p, DropoutSeed seed) = 0;
   // y[N,out] += scale · t · Bᵀ, in place: y is read, the sum formed in f32, rounded once.
   virtual void lora_up(Tensor y, Tensor t, Tensor b, float scale) = 0;
   // The two gradient ops round like C + (alpha·A·B): g = rnd(g + rnd(scale · rnd(sum))), so
@@ -207,8 +210,8 @@ class Backend {
   virtual void lora_grad_b(Tensor db, Tensor dy, Tensor t, float scale) = 0;
   // dt[N,r] = scale · dy · B  (overwrites dt).
   virtual void lora_dt(Tensor dt, Tensor dy, Tensor b, float scale) = 0;
-  // da[r,in] += dtᵀ · x  (the sum over N in a fixed order).
-  virtual void lora_grad_a(Tensor da, Tensor dt, Tensor x) = 0;
+  // da[r,in] += dtᵀ · drop(x)  (the sum over N in a fixed order).
+  virtual void lora_grad_a(Tensor da, Tensor dt, Tensor x, float dropout_p, DropoutSeed seed) = 0;
   // dx[N,in] += mask(dt · A), in place, where mask is exactly dropout(·, dropout_p, seed) applied to
   // the f32 product [N, in] (element i = n*in + j: dropout_rng.h, bit-identical to Backend::dropout
   // of an f32 tensor holding dt·A); dropout_p <= 0: no mask. One rounding: dx = rnd(dx + mask(dt·A)).

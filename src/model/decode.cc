@@ -78,7 +78,7 @@ void linear(const StepCtx& s, Tensor w, Tensor bias, LoraTarget tgt, Tensor x, T
   be.gemm(y, x, w, {.trans_b = Trans::kYes, .bias = dora ? Tensor() : bias});
   if (p == nullptr) return;
   Tensor t(s.b->t.data, DType::kF32, {x.rows(), p->a.dim(0)});
-  be.lora_down(t, x, p->a);
+  be.lora_down(t, x, p->a, 0.0f, {});
   be.lora_up(y, t, p->b, s.lora->scaling);
   if (!dora) return;
   Tensor norm = vec_prefix(s.b->dnorm, w.rows()), scale = vec_prefix(s.b->dscale, w.rows());

@@ -21,7 +21,7 @@ struct Scratch {
   Tensor t[kNumLoraTargets];   // [N, r] per target: the forward's x A^T, reused by the backward
   bool t_kept = false;         // t lives in the saved region: the training forward's (Note [kept LoRA t])
   Tensor dt[kNumLoraTargets];  // [N, r] per target: s dy B (one each: the side stream reads it late)
-  Tensor xd;            // [N, max_in] act: the dropped-out LoRA input (only when dropout > 0)
+  Tensor xd;            // [N, max_in] act: DoRA's dropped-out input (Note [dropped input]; DoRA + dropout only)
   // DoRA (Note [DoRA]): the backward's pre-scale output v [N, max_out] (act), which becomes the
   // scaled gradient in place; with dropout (Note [DoRA with dropout]) also w [N, max(in, out)] and
   // q [N, max_out].
@@ -93,8 +93,8 @@ void carve_backward(Carver& cv, Scratch* s, const ModelConfig& c, int64_t N, con
   s->dk = cv.take(act, {N, KV});
   s->dv = cv.take(act, {N, KV});
   // LoRA staging is sized by the targeted linears only (q/v-only LoRA needs [N, H], not [N, F]).
-  // The fused LoRA ops read bf16 or f32 activations directly (Note [fused LoRA]); only dropout
-  // needs a staged copy of the input (Note [dropped input]).
+  // The fused LoRA ops read bf16 or f32 activations directly (Note [fused LoRA]), dropped out as
+  // they read them (Note [dropped input]); only DoRA with dropout stages the dropped input.
   int64_t max_in = 0;
   for (int t = 0; t < kNumLoraTargets; ++t) {
     if (!lc.targets[t]) continue;
@@ -102,11 +102,14 @@ void carve_backward(Carver& cv, Scratch* s, const ModelConfig& c, int64_t N, con
   }
   for (int t = 0; t < kNumLoraTargets; ++t)
     if (lc.targets[t]) s->dt[t] = cv.take(DType::kF32, {N, lc.r});
-  // Note [dropped input]: the dropped input is staged in the activation dtype, as PEFT's dropout
-  // returns it (bf16 x / (1 - p) rounded to bf16, then read by the f32 LoRA path): half the bytes
-  // of an f32 copy, and the bf16 tensor-core LoRA ops read it (lora_tc.cu), where an f32 copy sent
-  // lora_down and lora_grad_a to the SIMT kernels. DoRA's dropout path feeds it to base GEMMs too.
-  if (max_in > 0 && lc.dropout > 0) s->xd = cv.take(act, {N, max_in});
+  // Note [dropped input]: the LoRA input with dropout is x dropped out in the activation dtype, as
+  // PEFT's dropout returns it (bf16 x / (1 - p) rounded to bf16, then read by the f32 LoRA path).
+  // lora_down and lora_grad_a form it as they read x (backend.h; the mask of Backend::dropout,
+  // element for element), so nothing is staged: a staged copy cost a dropout pass writing [N, in]
+  // per target each way and serialized the side stream's work on its one buffer. lora_dx masks
+  // its product with the same mask. DoRA's dropout path also feeds the dropped input to base GEMMs,
+  // so there it is staged (xd, through Backend::dropout: the same values the fused ops form).
+  if (max_in > 0 && lc.dropout > 0 && lc.dora) s->xd = cv.take(act, {N, max_in});
   if (!lc.dora) return;
   // gate/up form v from their kept output (Note [DoRA]): only the other targets need the buffer
   // (all of them with dropout, whose v is the dropped input's).
@@ -177,9 +180,9 @@ struct GroupLinear {
 // Note [LoRA on the side stream]: lora_down (forward) and lora_grad_b / lora_grad_a (backward) are
 // small latency-bound kernels nothing on the layer's main path waits for right away, so they go to
 // the backend's side stream (backend.h Note [side stream]) and overlap the group's GEMMs. What the
-// side reads -- x, dy, t, dt and the dropout staging xd -- must not be written on the compute stream
-// until the join: dt has one buffer per target, the side alone stages xd while side work is
-// pending, and layer_backward joins before swiglu_backward overwrites m and rmsnorm_backward
+// side reads -- x, dy, t and dt -- must not be written on the compute stream until the join: dt
+// has one buffer per target (the dropped-out input is formed inside the ops: Note [dropped
+// input]), and layer_backward joins before swiglu_backward overwrites m and rmsnorm_backward
 // overwrites hn (the rest joins at the end of the visit). Every output is produced by the same op
 // from the same inputs as in issue order, and the accumulations into y and dx keep their order, so
 // the bits are those of running everything in order.
@@ -211,13 +214,16 @@ void dense_weights(const LayerCtx& ctx, const Scratch& s, std::initializer_list<
   }
 }
 
-// The LoRA input: x itself, or (training with dropout) x dropped out into xd (Note [dropped input]).
-Tensor lora_input(const LayerCtx& ctx, const LoraLayer& lora, const Scratch& s, Tensor x, LoraTarget t) {
-  if (!ctx.train || lora.dropout <= 0.0f) return x;
+// The LoRA dropout probability of this visit: training only.
+float drop_p(const LayerCtx& ctx, const LoraLayer& lora) { return ctx.train ? lora.dropout : 0.0f; }
+
+// DoRA with dropout (Note [DoRA with dropout]): x dropped out into xd (Note [dropped input]).
+Tensor dora_input(const LayerCtx& ctx, const LoraLayer& lora, const Scratch& s, Tensor x, LoraTarget t) {
   Tensor xd = prefix(s.xd, s.xd.dtype, x.rows(), x.cols());
   ctx.be->dropout(xd, x, lora.dropout, target_seed(ctx, t));
   return xd;
 }
+
 
 // Target a's t = x A^T and dt = s dy B views (per target: Note [LoRA on the side stream]).
 Tensor t_view(const Scratch& s, const LinearArgs& a, int64_t n) {
@@ -225,6 +231,11 @@ Tensor t_view(const Scratch& s, const LinearArgs& a, int64_t n) {
 }
 Tensor dt_view(const Scratch& s, const LinearArgs& a, int64_t n) {
   return prefix(s.dt[static_cast<int>(a.target)], DType::kF32, n, a.p->a.dim(0));
+}
+
+// t = drop(x) A^T of target a (Note [dropped input]).
+void lora_down_of(const LayerCtx& ctx, const LoraLayer& lora, const Scratch& s, Tensor x, const LinearArgs& a) {
+  ctx.be->lora_down(t_view(s, a, x.rows()), x, a.p->a, drop_p(ctx, lora), target_seed(ctx, a.target));
 }
 
 // Note [DoRA]: a DoRA target (PEFT use_dora; Liu et al. 2024) computes
@@ -292,8 +303,8 @@ void dora_dropout_forward(const LayerCtx& ctx, const LoraLayer& lora, const Scra
       continue;
     }
     const int64_t out = g.y.cols();
-    Tensor xd = lora_input(ctx, lora, s, x, a.target);
-    if (!t_current) be.lora_down(t_view(s, a, N), xd, a.p->a);
+    Tensor xd = dora_input(ctx, lora, s, x, a.target);
+    if (!t_current) be.lora_down(t_view(s, a, N), xd, a.p->a, 0.0f, {});
     be.gemm(g.y, xd, w[i], {.trans_b = Trans::kYes});  // z
     Tensor yb = prefix(s.dora_w, ctx.act, N, out), q = prefix(s.dora_q, ctx.act, N, out);
     be.gemm(yb, x, w[i], {.trans_b = Trans::kYes, .bias = a.bias, .residual = a.residual});
@@ -323,15 +334,15 @@ void dora_dropout_backward(const LayerCtx& ctx, const LoraLayer& lora, const Scr
       continue;
     }
     const DropoutSeed seed = target_seed(ctx, a.target);
-    Tensor xd = lora_input(ctx, lora, s, x, a.target);
-    if (!t_current) be.lora_down(t_view(s, a, N), xd, a.p->a);
+    Tensor xd = dora_input(ctx, lora, s, x, a.target);
+    if (!t_current) be.lora_down(t_view(s, a, N), xd, a.p->a, 0.0f, {});
     Tensor v = prefix(s.dora_v, ctx.act, N, g.y.cols());
     be.gemm(v, xd, w[i], {.trans_b = Trans::kYes});
     be.lora_up(v, t_view(s, a, N), a.p->b, sc);
     be.dora_backward(v, a.p->dmag, g.y, v, a.p->scale, a.p->norm);  // v becomes g = (m/norm) dy
     be.lora_dt(dt_view(s, a, N), v, a.p->b, sc);
     be.lora_grad_b(a.p->db, v, t_view(s, a, N), sc);
-    be.lora_grad_a(a.p->da, dt_view(s, a, N), xd);
+    be.lora_grad_a(a.p->da, dt_view(s, a, N), xd, 0.0f, {});
     if (!dx.empty()) {
       const int64_t out = g.y.cols();
       be.gemm(dx, g.y, w[i], {.accum = first});  // the base product sees dy itself
@@ -365,7 +376,7 @@ void linears_forward(const LayerCtx& ctx, const LoraLayer& lora, const Scratch& 
   if (any && !t_current) {
     be.side_begin();
     for (const GroupLinear& g : group)
-      if (g.a.lora()) be.lora_down(t_view(s, g.a, x.rows()), lora_input(ctx, lora, s, x, g.a.target), g.a.p->a);
+      if (g.a.lora()) lora_down_of(ctx, lora, s, x, g.a);
     be.side_end();
   }
   Tensor w[kMaxGroup];
@@ -412,7 +423,6 @@ void linears_backward(const LayerCtx& ctx, const LoraLayer& lora, const Scratch&
   Backend& be = *ctx.be;
   const int64_t N = x.rows();
   const float sc = lora.scaling;
-  const bool drop = ctx.train && lora.dropout > 0.0f;
   if (dora_dropout(ctx, lora, group)) {
     Tensor w[kMaxGroup];
     dense_weights(ctx, s, group, w);
@@ -429,7 +439,7 @@ void linears_backward(const LayerCtx& ctx, const LoraLayer& lora, const Scratch&
     gy[i] = g.y;
     if (g.a.lora()) {
       any = true;
-      if (!t_current) be.lora_down(t_view(s, g.a, N), lora_input(ctx, lora, s, x, g.a.target), g.a.p->a);  // [N,r]
+      if (!t_current) lora_down_of(ctx, lora, s, x, g.a);  // [N,r]
       if (g.a.dora() && !g.a.out.empty()) {  // Note [DoRA]: v from the output, dm over m
         CHECK(dy_dead && g.a.bias.empty());
         gy[i] = g.y;
@@ -452,7 +462,7 @@ void linears_backward(const LayerCtx& ctx, const LoraLayer& lora, const Scratch&
     for (const GroupLinear& g : group) {
       if (g.a.lora()) {
         be.lora_grad_b(g.a.p->db, gy[i], t_view(s, g.a, N), sc);                                  // [out,r] +=
-        be.lora_grad_a(g.a.p->da, dt_view(s, g.a, N), lora_input(ctx, lora, s, x, g.a.target));  // [r,in] +=
+        be.lora_grad_a(g.a.p->da, dt_view(s, g.a, N), x, drop_p(ctx, lora), target_seed(ctx, g.a.target));  // [r,in] +=
       }
       ++i;
     }
@@ -463,7 +473,7 @@ void linears_backward(const LayerCtx& ctx, const LoraLayer& lora, const Scratch&
     for (const GroupLinear& g : group) {
       be.gemm(dx, gy[i], w[i], {.accum = i == 0 ? acc : Accum::kAdd});
       if (g.a.lora())
-        be.lora_dx(dx, dt_view(s, g.a, N), g.a.p->a, drop ? lora.dropout : 0.0f, target_seed(ctx, g.a.target));  // +=
+        be.lora_dx(dx, dt_view(s, g.a, N), g.a.p->a, drop_p(ctx, lora), target_seed(ctx, g.a.target));  // +=
       ++i;
     }
   }

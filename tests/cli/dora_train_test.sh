@@ -54,11 +54,12 @@ for adapter in lora qlora dropout; do
     set -- $v
     extra=(--stream=$1 --stream_buffers=$2 --recompute=$4)
     case $adapter in
-      qlora) extra+=(--adapter=qlora); budget=1900KiB;;
-      dropout) extra+=(--lora_dropout=0.1); budget=2700KiB;;
-      *) budget=2500KiB;;
+      qlora) extra+=(--adapter=qlora);;
+      dropout) extra+=(--lora_dropout=0.1);;
     esac
-    [ "$3" != BUDGET ] && budget=$3
+    budget=$3
+    # Two of the six layers resident, the rest streamed (six_layer_fixture.sh budget_for).
+    [ "$3" = BUDGET ] && budget=$(budget_for "$bin" "$w/c.yaml" 2 "${extra[@]}")
     [ "$budget" != "-" ] && extra+=(--vram_budget=$budget)
     line=$(run "${adapter}_$1_$2_$3_$4" "${extra[@]}")
     echo "$adapter $v: $line"

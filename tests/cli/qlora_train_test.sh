@@ -35,7 +35,11 @@ cache_dir: $w/cache
 Y
 ref=""
 partial=0
-for v in "off 2 - auto" "off 2 - full" "off 2 - none" "ram 2 - auto" "disk 3 - auto" "ram 2 1900KiB auto" "disk 2 1850KiB full" "ram 3 1890KiB auto"; do
+# Budgets that leave one, two or three of the six layers resident (six_layer_fixture.sh budget_for).
+b1=$(budget_for "$bin" "$w/c.yaml" 3 --stream=ram --stream_buffers=2 --recompute=auto)
+b2=$(budget_for "$bin" "$w/c.yaml" 1 --stream=disk --stream_buffers=2 --recompute=full)
+b3=$(budget_for "$bin" "$w/c.yaml" 2 --stream=ram --stream_buffers=3 --recompute=auto)
+for v in "off 2 - auto" "off 2 - full" "off 2 - none" "ram 2 - auto" "disk 3 - auto" "ram 2 $b1 auto" "disk 2 $b2 full" "ram 3 $b3 auto"; do
   set -- $v
   extra=(--recompute="$4")
   [ "$3" != "-" ] && extra+=(--vram_budget="$3")

@@ -28,3 +28,23 @@ PY
 sig_of() {
   echo "$(grep -o '"loss":[^,]*' "$1/metrics.jsonl" | md5sum | cut -c1-16)/$(md5sum < "$1/adapter_model.safetensors" | cut -c1-16)"
 }
+
+# budget_for BIN YAML WANT [ARGS...]: the smallest vram_budget (in KiB, printed as "<n>KiB") at
+# which `train YAML ARGS` plans at least WANT layers resident, found by bisection over one-step
+# runs, so a test that wants "some layers resident, some streamed" does not hang on a number that
+# moves whenever the activations' or the scratch's size does. Fails past 64 MiB.
+budget_for() {
+  local bin=$1 yaml=$2 want=$3
+  shift 3
+  local lo=1 hi=65536 mid k d
+  d=$(mktemp -d)
+  while [ $((hi - lo)) -gt 1 ]; do
+    mid=$(((lo + hi) / 2))
+    k=$("$bin" train "$yaml" "$@" --max_steps=1 --vram_budget=${mid}KiB --output_dir="$d/o" 2>&1 |
+        sed -nE 's/^plan: .* ([0-9]+) of [0-9]+ layers resident.*/\1/p' | head -1)
+    if [ -n "$k" ] && [ "$k" -ge "$want" ]; then hi=$mid; else lo=$mid; fi
+  done
+  rm -rf "$d"
+  [ "$hi" -lt 65536 ] || { echo "budget_for: no budget up to 64 MiB plans $want layers resident" >&2; return 1; }
+  echo "${hi}KiB"
+}

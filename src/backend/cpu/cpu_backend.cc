@@ -59,11 +59,15 @@ class CpuBackend : public Backend {
   void sync_all() override {}
 
   void gemm(Tensor c, Tensor a, Tensor b, const GemmOpts& o) override { cpu::gemm(c, a, b, o); }
-  void lora_down(Tensor t, Tensor x, Tensor a) override { cpu::lora_down(t, x, a); }
+  void lora_down(Tensor t, Tensor x, Tensor a, float dropout_p, DropoutSeed seed) override {
+    cpu::lora_down(t, x, a, dropout_p, seed.for_p(dropout_p));
+  }
   void lora_up(Tensor y, Tensor t, Tensor b, float scale) override { cpu::lora_up(y, t, b, scale); }
   void lora_grad_b(Tensor db, Tensor dy, Tensor t, float scale) override { cpu::lora_grad_b(db, dy, t, scale); }
   void lora_dt(Tensor dt, Tensor dy, Tensor b, float scale) override { cpu::lora_dt(dt, dy, b, scale); }
-  void lora_grad_a(Tensor da, Tensor dt, Tensor x) override { cpu::lora_grad_a(da, dt, x); }
+  void lora_grad_a(Tensor da, Tensor dt, Tensor x, float dropout_p, DropoutSeed seed) override {
+    cpu::lora_grad_a(da, dt, x, dropout_p, seed.for_p(dropout_p));
+  }
   void lora_dx(Tensor dx, Tensor dt, Tensor a, float dropout_p, DropoutSeed seed) override {
     cpu::lora_dx(dx, dt, a, dropout_p, seed.get());
   }

@@ -277,16 +277,16 @@ class CudaBackend final : public Backend {
     gemm_->run_pair(c0, a, b0, bias0, sb, sc, sbias, compute());
   }
   // ---- LoRA (backend.h): tensor-core kernels for bf16 activations (lora_tc.cu), else lora_ops.cu ----
-  void lora_down(Tensor t, Tensor x, Tensor a) override {
+  void lora_down(Tensor t, Tensor x, Tensor a, float dropout_p, DropoutSeed seed) override {
     bind();
-    ProfScope prof(compute(), "lora_down", [&] { return shp(x) + "x" + shp(a); });
+    ProfScope prof(compute(), "lora_down", [&] { return shp(x) + "x" + shp(a) + (dropout_p > 0 ? " drop" : ""); });
     check_lora(x, a, t, x.cols(), a.rows(), "lora_down x, A [r,in], t [N,r]");
     if (lora_tc_rowdot_ok(x, a.rows())) {
       grow_scratch(static_cast<size_t>(lora_tc_rowdot_scratch_floats(x.rows(), x.cols(), a.rows(), false)));
-      return launch_lora_down_tc(t, x, a, scr().p, compute());
+      return launch_lora_down_tc(t, x, a, dropout_p, seed, scr().p, compute());
     }
     grow_scratch(static_cast<size_t>(lora_scratch_floats(x.rows(), x.cols(), a.rows(), LoraScratchOp::kRowDot)));
-    launch_lora_down(t, x, a, scr().p, compute());
+    launch_lora_down(t, x, a, dropout_p, seed, scr().p, compute());
   }
   void lora_up(Tensor y, Tensor t, Tensor b, float scale) override {
     bind();
@@ -317,16 +317,17 @@ class CudaBackend final : public Backend {
     grow_scratch(static_cast<size_t>(lora_scratch_floats(dy.rows(), dy.cols(), b.cols(), LoraScratchOp::kRowDot)));
     launch_lora_dt(dt, dy, b, scale, scr().p, compute());
   }
-  void lora_grad_a(Tensor da, Tensor dt, Tensor x) override {
+  void lora_grad_a(Tensor da, Tensor dt, Tensor x, float dropout_p, DropoutSeed seed) override {
     bind();
-    ProfScope prof(compute(), "lora_grad_a", [&] { return shp(x) + " r" + std::to_string(dt.cols()); });
+    ProfScope prof(compute(), "lora_grad_a",
+                   [&] { return shp(x) + " r" + std::to_string(dt.cols()) + (dropout_p > 0 ? " drop" : ""); });
     check_lora(x, da, dt, x.cols(), da.rows(), "lora_grad_a x, da [r,in], dt [N,r]");
     if (lora_tc_colsum_ok(x, dt.cols())) {
       grow_scratch(static_cast<size_t>(lora_tc_colsum_scratch_floats(x.rows(), x.cols(), dt.cols())));
-      return launch_lora_grad_a_tc(da, dt, x, scr().p, compute());
+      return launch_lora_grad_a_tc(da, dt, x, dropout_p, seed, scr().p, compute());
     }
     grow_scratch(static_cast<size_t>(lora_scratch_floats(x.rows(), x.cols(), dt.cols(), LoraScratchOp::kColSum)));
-    launch_lora_grad_a(da, dt, x, scr().p, compute());
+    launch_lora_grad_a(da, dt, x, dropout_p, seed, scr().p, compute());
   }
   void lora_dx(Tensor dx, Tensor dt, Tensor a, float dropout_p, DropoutSeed seed) override {
     bind();

@@ -22,6 +22,7 @@
 #include <algorithm>
 
 #include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/dropped_input.cuh"
 #include "backend/cuda/ops.h"
 #include "backend/cuda/vec.cuh"
 #include "backend/dropout_rng.h"
@@ -63,10 +64,11 @@ constexpr int kDotWarps = 4, kDotCols = 256, kDotPad = 260, kDotAcc = 64;  // pa
 
 // Weight element (k, c) of the row_dot operand is w[k * ks + c * cs] (A: ks = C, cs = 1; B: ks = 1,
 // cs = r). out (split s) [N, r] row-major, scaled by `scale` only when writing the final result.
+// drop: x is read dropped out (lora_down: dropped_input.cuh).
 template <int R, class TX, bool VEC>
 __global__ void __launch_bounds__(kDotWarps * 32) row_dot_kernel(float* out, const TX* x, int64_t N, int64_t C,
                                                                   const float* w, int64_t ks, int64_t cs, int r,
-                                                                  int64_t split_cols, float scale) {
+                                                                  int64_t split_cols, float scale, InputDrop drop) {
   constexpr int RW = kDotAcc / R;
   __shared__ __align__(16) float w_s[R][kDotPad];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -100,6 +102,13 @@ __global__ void __launch_bounds__(kDotWarps * 32) row_dot_kernel(float* out, con
 #pragma unroll
         for (int e = 0; e < 8; ++e) xv[i][e] = (n < N && col + e < c_end) ? to_f(x[n * C + col + e]) : 0.0f;
       }
+    }
+    if (drop.on()) {  // padding stays 0: a dropped-out 0 is 0
+      const uint64_t seed = drop.seed.for_p(drop.p);
+#pragma unroll
+      for (int i = 0; i < RW; ++i)
+#pragma unroll
+        for (int e = 0; e < 8; ++e) xv[i][e] = dropped_input<TX>(seed, (row0 + i) * C + col + e, drop.p, xv[i][e]);
     }
     __syncthreads();  // the previous chunk's reads of w_s are done
     // The weight chunk (hot in L2) in batches of kFillBatch loads in flight; holding the whole
@@ -185,18 +194,18 @@ DotPlan plan_row_dot(int64_t N, int64_t C, int r) {
 
 template <int R, class TX>
 void row_dot_typed(float* out, const TX* x, int64_t N, int64_t C, const float* w, int64_t ks, int64_t cs, int r,
-                   const DotPlan& p, float scale, cudaStream_t s) {
+                   const DotPlan& p, float scale, InputDrop drop, cudaStream_t s) {
   const bool vec = C % 8 == 0 && aligned16(x);
   if (vec)
-    row_dot_kernel<R, TX, true><<<p.grid, kDotWarps * 32, 0, s>>>(out, x, N, C, w, ks, cs, r, p.split_cols, scale);
+    row_dot_kernel<R, TX, true><<<p.grid, kDotWarps * 32, 0, s>>>(out, x, N, C, w, ks, cs, r, p.split_cols, scale, drop);
   else
-    row_dot_kernel<R, TX, false><<<p.grid, kDotWarps * 32, 0, s>>>(out, x, N, C, w, ks, cs, r, p.split_cols, scale);
+    row_dot_kernel<R, TX, false><<<p.grid, kDotWarps * 32, 0, s>>>(out, x, N, C, w, ks, cs, r, p.split_cols, scale, drop);
   CUDA_CHECK_LAUNCH();
 }
 
 // out[N, r] = scale * x[N, C] · W (W(k, c) = w[k*ks + c*cs]).
 void row_dot(float* out, Tensor x, const float* w, int64_t ks, int64_t cs, int r, float scale, float* scratch,
-             cudaStream_t s) {
+             cudaStream_t s, InputDrop drop = {}) {
   const int64_t N = x.rows(), C = x.cols();
   if (N == 0 || r == 0) return;
   const DotPlan p = plan_row_dot(N, C, r);
@@ -205,9 +214,9 @@ void row_dot(float* out, Tensor x, const float* w, int64_t ks, int64_t cs, int r
   auto go = [&](auto tag) {
     using TX = decltype(tag);
     const TX* xp = static_cast<const TX*>(x.data);
-    if (p.R == 8) row_dot_typed<8>(dst, xp, N, C, w, ks, cs, r, p, sc, s);
-    else if (p.R == 16) row_dot_typed<16>(dst, xp, N, C, w, ks, cs, r, p, sc, s);
-    else row_dot_typed<32>(dst, xp, N, C, w, ks, cs, r, p, sc, s);
+    if (p.R == 8) row_dot_typed<8>(dst, xp, N, C, w, ks, cs, r, p, sc, drop, s);
+    else if (p.R == 16) row_dot_typed<16>(dst, xp, N, C, w, ks, cs, r, p, sc, drop, s);
+    else row_dot_typed<32>(dst, xp, N, C, w, ks, cs, r, p, sc, drop, s);
   };
   if (x.dtype == DType::kBF16) go(__nv_bfloat16{});
   else go(float{});
@@ -364,12 +373,12 @@ constexpr int sum_cpt() { return R >= 64 ? 1 : 64 / R > 8 ? 8 : 64 / R; }
 
 // G(k, c) (+)= sum over rows n of [n_begin, n_end) of t[n, k] * x[n, c], k in [k0, k0+R) ∩ [0, r).
 // final: g[k*gks + c*gcs] = g + scale * sum; else the split's partial goes to part[split][k][c]
-// (k-major, coalesced whatever g's layout).
+// (k-major, coalesced whatever g's layout). drop: x is read dropped out (lora_grad_a).
 template <int R, class TX, bool VEC>
 __global__ void __launch_bounds__(kSumThreads* kSumGroups) col_sum_kernel(float* g, int64_t gks, int64_t gcs,
                                                                           const float* t, const TX* x, int64_t N,
                                                                           int64_t C, int r, int64_t split_rows,
-                                                                          float scale, bool final) {
+                                                                          float scale, bool final, InputDrop drop) {
   constexpr int CPT = sum_cpt<R>();
   constexpr int kTFill = kSumTile * R / (kSumThreads * kSumGroups);
   __shared__ __align__(16) float t_s[kSumTile][R];
@@ -399,6 +408,14 @@ __global__ void __launch_bounds__(kSumThreads* kSumGroups) col_sum_kernel(float*
 #pragma unroll
         for (int c = 0; c < CPT; ++c) xv[j][c] = (n < n_end && col + c < C) ? to_f(x[base + c]) : 0.0f;
       }
+    }
+    if (drop.on()) {  // padding stays 0: a dropped-out 0 is 0
+      const uint64_t seed = drop.seed.for_p(drop.p);
+#pragma unroll
+      for (int j = 0; j < kGroupRows; ++j)
+#pragma unroll
+        for (int c = 0; c < CPT; ++c)
+          xv[j][c] = dropped_input<TX>(seed, (n0 + grp * kGroupRows + j) * C + col + c, drop.p, xv[j][c]);
     }
     float tv[kTFill];
 #pragma unroll
@@ -504,7 +521,7 @@ int cpt_of(int R) { return R >= 64 ? 1 : std::min(64 / R, 8); }
 
 template <int R, class TX>
 void col_sum_typed(float* g, int64_t gks, int64_t gcs, const float* t, const TX* x, int64_t N, int64_t C, int r,
-                   float scale, float* scratch, cudaStream_t s) {
+                   float scale, float* scratch, InputDrop drop, cudaStream_t s) {
   constexpr int CPT = sum_cpt<R>();
   const SumPlan p = plan_col_sum(N, C, r, R, CPT);
   const bool final = p.splits == 1;
@@ -514,24 +531,24 @@ void col_sum_typed(float* g, int64_t gks, int64_t gcs, const float* t, const TX*
   const int threads = kSumThreads * kSumGroups;
   const bool vec = C % CPT == 0 && (reinterpret_cast<uintptr_t>(x) % std::min<size_t>(16, CPT * sizeof(TX))) == 0;
   if (vec)
-    col_sum_kernel<R, TX, true><<<grid, threads, 0, s>>>(dst, gks, gcs, t, x, N, C, r, p.split_rows, scale, final);
+    col_sum_kernel<R, TX, true><<<grid, threads, 0, s>>>(dst, gks, gcs, t, x, N, C, r, p.split_rows, scale, final, drop);
   else
-    col_sum_kernel<R, TX, false><<<grid, threads, 0, s>>>(dst, gks, gcs, t, x, N, C, r, p.split_rows, scale, final);
+    col_sum_kernel<R, TX, false><<<grid, threads, 0, s>>>(dst, gks, gcs, t, x, N, C, r, p.split_rows, scale, final, drop);
   CUDA_CHECK_LAUNCH();
   if (!final) launch_lora_add_splits(g, gks, gcs, scratch, C, r, static_cast<int>(p.splits), scale, s);
 }
 
 void col_sum(float* g, int64_t gks, int64_t gcs, const float* t, Tensor x, int r, float scale, float* scratch,
-             cudaStream_t s) {
+             cudaStream_t s, InputDrop drop = {}) {
   const int64_t N = x.rows(), C = x.cols();
   if (N == 0 || C == 0 || r == 0) return;
   auto go = [&](auto tag) {
     using TX = decltype(tag);
     const TX* xp = static_cast<const TX*>(x.data);
-    if (r <= 8) col_sum_typed<8>(g, gks, gcs, t, xp, N, C, r, scale, scratch, s);
-    else if (r <= 16) col_sum_typed<16>(g, gks, gcs, t, xp, N, C, r, scale, scratch, s);
-    else if (r <= 32) col_sum_typed<32>(g, gks, gcs, t, xp, N, C, r, scale, scratch, s);
-    else col_sum_typed<64>(g, gks, gcs, t, xp, N, C, r, scale, scratch, s);
+    if (r <= 8) col_sum_typed<8>(g, gks, gcs, t, xp, N, C, r, scale, scratch, drop, s);
+    else if (r <= 16) col_sum_typed<16>(g, gks, gcs, t, xp, N, C, r, scale, scratch, drop, s);
+    else if (r <= 32) col_sum_typed<32>(g, gks, gcs, t, xp, N, C, r, scale, scratch, drop, s);
+    else col_sum_typed<64>(g, gks, gcs, t, xp, N, C, r, scale, scratch, drop, s);
   };
   if (x.dtype == DType::kBF16) go(__nv_bfloat16{});
   else go(float{});
@@ -565,10 +582,10 @@ void launch_lora_add_splits(float* g, int64_t gks, int64_t gcs, const float* par
   CUDA_CHECK_LAUNCH();
 }
 
-void launch_lora_down(Tensor t, Tensor x, Tensor a, float* scratch, cudaStream_t s) {
+void launch_lora_down(Tensor t, Tensor x, Tensor a, float dropout_p, DropoutSeed seed, float* scratch, cudaStream_t s) {
   const int64_t in = x.cols();
   row_dot(t.ptr<float>(), x, a.ptr<const float>(), /*ks=*/in, /*cs=*/1, static_cast<int>(a.rows()), 1.0f, scratch,
-          s);
+          s, {dropout_p, seed});
 }
 
 void launch_lora_dt(Tensor dt, Tensor dy, Tensor b, float scale, float* scratch, cudaStream_t s) {
@@ -594,10 +611,11 @@ void launch_lora_grad_b(Tensor db, Tensor dy, Tensor t, float scale, float* scra
   col_sum(db.ptr<float>(), /*gks=*/1, /*gcs=*/r, t.ptr<const float>(), dy, static_cast<int>(r), scale, scratch, s);
 }
 
-void launch_lora_grad_a(Tensor da, Tensor dt, Tensor x, float* scratch, cudaStream_t s) {
+void launch_lora_grad_a(Tensor da, Tensor dt, Tensor x, float dropout_p, DropoutSeed seed, float* scratch,
+                        cudaStream_t s) {
   const int64_t in = x.cols();
   col_sum(da.ptr<float>(), /*gks=*/in, /*gcs=*/1, dt.ptr<const float>(), x, static_cast<int>(dt.cols()), 1.0f,
-          scratch, s);
+          scratch, s, {dropout_p, seed});
 }
 
 }  // namespace st::cuda

@@ -42,8 +42,10 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <type_traits>
 
 #include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/dropped_input.cuh"
 #include "backend/cuda/mma.cuh"
 #include "backend/cuda/ops.h"
 #include "backend/dropout_rng.h"
@@ -97,12 +99,14 @@ __device__ __forceinline__ void split_pair(float a, float b, uint32_t (&w)[3]) {
 
 // out[n, j] = scale · sum_k x[n, k] · W(j, k), W(j, k) = w[j*wn + k*wk]; j < r <= 8·NT, K % 32 == 0.
 // WCONTIG: wk == 1 (lora_down's A [r, K]), else lora_dt's B [K, r] (wk = r, wn = 1).
+// DROP: x is read dropped out as `drop` says (lora_down with LoRA dropout: dropped_input.cuh).
 // Two blocks an SM for r <= 16: the prefetched weights would otherwise take 164 registers.
-template <int NT, bool WCONTIG>
+template <int NT, bool WCONTIG, bool DROP>
 __global__ void __launch_bounds__(kDotWarps * 32, NT <= 2 ? 2 : 1)
     rowdot_tc_kernel(float* out, const bf16* x, int64_t N, int64_t K, const float* w, int64_t wk, int64_t wn, int r,
-                     float scale, float* part) {
+                     float scale, float* part, InputDrop drop) {
   __shared__ float red[kDotWarps][16][8 * NT];
+  const uint64_t seed = DROP ? drop.seed.for_p(drop.p) : 0;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int64_t row0 = static_cast<int64_t>(blockIdx.x) * 16;
   const bool oka = row0 + g < N, okb = row0 + g + 8 < N;
@@ -157,6 +161,10 @@ __global__ void __launch_bounds__(kDotWarps * 32, NT <= 2 ? 2 : 1)
     for (int u = 0; u < kDotUnroll; ++u) {
       const int64_t kb = kb0 + u * stride, c0 = kb * 32 + 8 * t;
       if (kb >= KB) break;
+      if constexpr (DROP) {  // rows past N hold zeros, which stay zeros
+        va[u] = dropped_input8(va[u], seed, (row0 + g) * K + c0, drop.p);
+        vb[u] = dropped_input8(vb[u], seed, (row0 + g + 8) * K + c0, drop.p);
+      }
       const uint32_t a0[4] = {va[u].x, vb[u].x, va[u].y, vb[u].y};  // k-step 0: columns 8t..8t+3
       const uint32_t a1[4] = {va[u].z, vb[u].z, va[u].w, vb[u].w};  // k-step 1: columns 8t+4..8t+7
 #pragma unroll
@@ -311,13 +319,15 @@ __global__ void __launch_bounds__(kUpdWarps * 32, KS == 1 ? 2 : 1) update_tc_ker
 // __byte_perm pairs the two rows' values of one column. One f32 accumulator takes the three parts
 // (lo, mid, hi) in turn: f32 dot-product accuracy. The block's warps take the split's 16-token
 // steps in turn and meet in shared memory (warp order); final: g = rnd(g + rnd(scale · sum)), else
-// the split's partial goes to part[split][k][c] for launch_lora_add_splits.
-template <int MT>
+// the split's partial goes to part[split][k][c] for launch_lora_add_splits. DROP: X is read dropped
+// out as `drop` says (lora_grad_a with LoRA dropout: dropped_input.cuh).
+template <int MT, bool DROP>
 __global__ void __launch_bounds__(kSumWarps * 32, MT == 1 ? 4 : 1) colsum_tc_kernel(float* dst, int64_t gks, int64_t gcs,
                                                                    const float* tm, const bf16* x, int64_t N,
                                                                    int64_t C, int r, int64_t split_rows, float scale,
-                                                                   int final) {
+                                                                   int final, InputDrop drop) {
   __shared__ float red[kSumWarps][16 * MT][64];
+  const uint64_t seed = DROP ? drop.seed.for_p(drop.p) : 0;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int64_t c_base = static_cast<int64_t>(blockIdx.x) * 64;
   const int64_t n_lo = static_cast<int64_t>(blockIdx.y) * split_rows, n_hi = min(N, n_lo + split_rows);
@@ -358,6 +368,11 @@ __global__ void __launch_bounds__(kSumWarps * 32, MT == 1 ? 4 : 1) colsum_tc_ker
     for (int u = 0; u < kSumUnroll; ++u) {
       const int64_t n0 = n00 + u * kSumWarps * 16;
       if (n0 >= n_hi) break;
+      if constexpr (DROP) {  // rows past the split hold zeros, which stay zeros
+#pragma unroll
+        for (int q = 0; q < 4; ++q)
+          xv[u][q] = dropped_input8(xv[u][q], seed, (n0 + 2 * t + kRowOff[q]) * C + c_base + 8 * g, drop.p);
+      }
       uint32_t b[2][8];  // b[0] = b0 (rows 2t, 2t+1), b[1] = b1 (rows 2t+8, 2t+9), per n-tile
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
@@ -426,16 +441,20 @@ SumTcPlan plan_colsum_tc(int64_t N, int64_t C) {
 }
 
 void colsum_tc(float* g, int64_t gks, int64_t gcs, const float* tm, const bf16* x, int64_t N, int64_t C, int r,
-               float scale, float* scratch, cudaStream_t s) {
+               float scale, float* scratch, cudaStream_t s, InputDrop drop = {}) {
   if (N == 0 || C == 0) return;
   const SumTcPlan p = plan_colsum_tc(N, C);
   const bool final = p.splits == 1;
   const dim3 grid(static_cast<unsigned>(p.strips), static_cast<unsigned>(p.splits));
   float* dst = final ? g : scratch;
-  if (r <= 16)
-    colsum_tc_kernel<1><<<grid, kSumWarps * 32, 0, s>>>(dst, gks, gcs, tm, x, N, C, r, p.split_rows, scale, final);
-  else
-    colsum_tc_kernel<2><<<grid, kSumWarps * 32, 0, s>>>(dst, gks, gcs, tm, x, N, C, r, p.split_rows, scale, final);
+  auto go = [&](auto mt, auto dropping) {
+    colsum_tc_kernel<decltype(mt)::value, decltype(dropping)::value>
+        <<<grid, kSumWarps * 32, 0, s>>>(dst, gks, gcs, tm, x, N, C, r, p.split_rows, scale, final, drop);
+  };
+  using One = std::integral_constant<int, 1>;
+  using Two = std::integral_constant<int, 2>;
+  if (drop.on()) r <= 16 ? go(One{}, std::true_type{}) : go(Two{}, std::true_type{});
+  else r <= 16 ? go(One{}, std::false_type{}) : go(Two{}, std::false_type{});
   CUDA_CHECK(cudaGetLastError());
   if (!final) launch_lora_add_splits(g, gks, gcs, scratch, C, r, static_cast<int>(p.splits), scale, s);
 }
@@ -445,7 +464,6 @@ bool tc_disabled() {
   return off;
 }
 
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 // K splits of a row dot: a block owns 16 rows, so N = 2048 gives only 128 blocks of 8 warps (one
 // a SM, each warp's load-then-split trips exposed back to back); the reduction axis is split over
@@ -459,15 +477,23 @@ int64_t rowdot_splits(int64_t N, int64_t K) {
 
 template <bool WCONTIG>
 void rowdot_tc(float* out, const bf16* x, int64_t N, int64_t K, const float* w, int64_t wk, int64_t wn, int r,
-               float scale, float* scratch, cudaStream_t s) {
+               float scale, float* scratch, cudaStream_t s, InputDrop drop = {}) {
   if (N == 0) return;
   const int64_t splits = rowdot_splits(N, K);
   const dim3 grid(static_cast<unsigned>((N + 15) / 16), static_cast<unsigned>(splits));
   const int threads = kDotWarps * 32;
-  if (r <= 8) rowdot_tc_kernel<1, WCONTIG><<<grid, threads, 0, s>>>(out, x, N, K, w, wk, wn, r, scale, scratch);
-  else if (r <= 16) rowdot_tc_kernel<2, WCONTIG><<<grid, threads, 0, s>>>(out, x, N, K, w, wk, wn, r, scale, scratch);
-  else if (r <= 32) rowdot_tc_kernel<4, WCONTIG><<<grid, threads, 0, s>>>(out, x, N, K, w, wk, wn, r, scale, scratch);
-  else rowdot_tc_kernel<8, WCONTIG><<<grid, threads, 0, s>>>(out, x, N, K, w, wk, wn, r, scale, scratch);
+  auto go = [&](auto nt, auto dropping) {
+    rowdot_tc_kernel<decltype(nt)::value, WCONTIG, decltype(dropping)::value>
+        <<<grid, threads, 0, s>>>(out, x, N, K, w, wk, wn, r, scale, scratch, drop);
+  };
+  auto by_rank = [&](auto dropping) {
+    if (r <= 8) go(std::integral_constant<int, 1>{}, dropping);
+    else if (r <= 16) go(std::integral_constant<int, 2>{}, dropping);
+    else if (r <= 32) go(std::integral_constant<int, 4>{}, dropping);
+    else go(std::integral_constant<int, 8>{}, dropping);
+  };
+  if (drop.on()) by_rank(std::true_type{});
+  else by_rank(std::false_type{});
   CUDA_CHECK(cudaGetLastError());
   if (splits > 1) launch_lora_sum_splits(out, scratch, N * r, static_cast<int>(splits), scale, s);
 }
@@ -527,15 +553,17 @@ int64_t lora_tc_rowdot_scratch_floats(int64_t N, int64_t K, int64_t r, bool dt) 
   return align4(splits > 1 ? splits * N * r : 0) + (dt && dt_transposed(N, K) ? K * r : 0);
 }
 
-void launch_lora_down_tc(Tensor t, Tensor x, Tensor a, float* scratch, cudaStream_t s) {
+void launch_lora_down_tc(Tensor t, Tensor x, Tensor a, float dropout_p, DropoutSeed seed, float* scratch,
+                         cudaStream_t s) {
   const int64_t in = x.cols();
+  const InputDrop drop{dropout_p, seed};
   // A [r, in] rows feed float4 loads when 16-byte aligned; otherwise the strided path.
   if (aligned16(a.data))
     rowdot_tc<true>(t.ptr<float>(), x.ptr<const bf16>(), x.rows(), in, a.ptr<const float>(), /*wk=*/1, /*wn=*/in,
-                    static_cast<int>(a.rows()), 1.0f, scratch, s);
+                    static_cast<int>(a.rows()), 1.0f, scratch, s, drop);
   else
     rowdot_tc<false>(t.ptr<float>(), x.ptr<const bf16>(), x.rows(), in, a.ptr<const float>(), /*wk=*/1, /*wn=*/in,
-                     static_cast<int>(a.rows()), 1.0f, scratch, s);
+                     static_cast<int>(a.rows()), 1.0f, scratch, s, drop);
 }
 
 void launch_lora_dt_tc(Tensor dt, Tensor dy, Tensor b, float scale, float* scratch, cudaStream_t s) {
@@ -583,10 +611,11 @@ void launch_lora_grad_b_tc(Tensor db, Tensor dy, Tensor t, float scale, float* s
             static_cast<int>(r), scale, scratch, s);
 }
 
-void launch_lora_grad_a_tc(Tensor da, Tensor dt, Tensor x, float* scratch, cudaStream_t s) {
+void launch_lora_grad_a_tc(Tensor da, Tensor dt, Tensor x, float dropout_p, DropoutSeed seed, float* scratch,
+                           cudaStream_t s) {
   const int64_t in = x.cols();
   colsum_tc(da.ptr<float>(), /*gks=*/in, /*gcs=*/1, dt.ptr<const float>(), x.ptr<const bf16>(), x.rows(), in,
-            static_cast<int>(dt.cols()), 1.0f, scratch, s);
+            static_cast<int>(dt.cols()), 1.0f, scratch, s, {dropout_p, seed});
 }
 
 }  // namespace st::cuda

@@ -57,11 +57,12 @@ void launch_ce_finish(Tensor dx, Tensor loss_sum, Tensor acc, Tensor m, Tensor s
 // memory, where C is the streamed activation's width (x: in, dy: out).
 enum class LoraScratchOp { kRowDot /* lora_down, lora_dt */, kColSum /* lora_grad_a, lora_grad_b */ };
 int64_t lora_scratch_floats(int64_t N, int64_t C, int64_t r, LoraScratchOp op);
-void launch_lora_down(Tensor t, Tensor x, Tensor a, float* scratch, cudaStream_t s);
+void launch_lora_down(Tensor t, Tensor x, Tensor a, float dropout_p, DropoutSeed seed, float* scratch, cudaStream_t s);
 void launch_lora_up(Tensor y, Tensor t, Tensor b, float scale, cudaStream_t s);
 void launch_lora_grad_b(Tensor db, Tensor dy, Tensor t, float scale, float* scratch, cudaStream_t s);
 void launch_lora_dt(Tensor dt, Tensor dy, Tensor b, float scale, float* scratch, cudaStream_t s);
-void launch_lora_grad_a(Tensor da, Tensor dt, Tensor x, float* scratch, cudaStream_t s);
+void launch_lora_grad_a(Tensor da, Tensor dt, Tensor x, float dropout_p, DropoutSeed seed, float* scratch,
+                        cudaStream_t s);
 void launch_lora_dx(Tensor dx, Tensor dt, Tensor a, float dropout_p, DropoutSeed seed, cudaStream_t s);
 // lora_tc.cu: the same ops on tensor cores (Note [split LoRA products]) where *_ok says so: bf16
 // activations, r a multiple of 8 up to 64, the row dot's reduction axis a multiple of 32 on a
@@ -71,7 +72,8 @@ bool lora_tc_update_ok(const Tensor& act, const Tensor& rt, int64_t r);  // rt: 
 // The row dots split long reductions over blocks (and lora_dt may stage a transposed B): scratch of
 // lora_tc_rowdot_scratch_floats(N, K, r, dt) floats, K = in (lora_down) or out (lora_dt, dt = true).
 int64_t lora_tc_rowdot_scratch_floats(int64_t N, int64_t K, int64_t r, bool dt);
-void launch_lora_down_tc(Tensor t, Tensor x, Tensor a, float* scratch, cudaStream_t s);
+void launch_lora_down_tc(Tensor t, Tensor x, Tensor a, float dropout_p, DropoutSeed seed, float* scratch,
+                         cudaStream_t s);
 void launch_lora_dt_tc(Tensor dt, Tensor dy, Tensor b, float scale, float* scratch, cudaStream_t s);
 void launch_lora_up_tc(Tensor y, Tensor t, Tensor b, float scale, cudaStream_t s);
 void launch_lora_dx_tc(Tensor dx, Tensor dt, Tensor a, float dropout_p, DropoutSeed seed, cudaStream_t s);
@@ -80,7 +82,8 @@ void launch_lora_dx_tc(Tensor dx, Tensor dt, Tensor a, float dropout_p, DropoutS
 bool lora_tc_colsum_ok(const Tensor& act, int64_t r);
 int64_t lora_tc_colsum_scratch_floats(int64_t N, int64_t C, int64_t r);
 void launch_lora_grad_b_tc(Tensor db, Tensor dy, Tensor t, float scale, float* scratch, cudaStream_t s);
-void launch_lora_grad_a_tc(Tensor da, Tensor dt, Tensor x, float* scratch, cudaStream_t s);
+void launch_lora_grad_a_tc(Tensor da, Tensor dt, Tensor x, float dropout_p, DropoutSeed seed, float* scratch,
+                           cudaStream_t s);
 // out[i] = rnd(scale · sum_s part[s][i]) for i < n, s in order (lora_ops.cu).
 void launch_lora_sum_splits(float* out, const float* part, int64_t n, int splits, float scale, cudaStream_t s);
 // g[k*gks + c*gcs] = rnd(g + rnd(scale · sum_s part[s][k*C + c])), s in order (lora_ops.cu).

@@ -51,7 +51,7 @@ TEST_P(LoraOps, ForwardMatchesDefinition) {
     Act x(at, s.N, s.in, 1), y(at, s.N, s.out, 2);
     std::vector<float> a = randn(s.r * s.in, 3), b = randn(s.out * s.r, 4), t(s.N * s.r, NAN);
     const float sc = 0.75f;
-    be->lora_down(view(t, {s.N, s.r}), x.view(), view(a, {s.r, s.in}));
+    be->lora_down(view(t, {s.N, s.r}), x.view(), view(a, {s.r, s.in}), 0.0f, {});
     const auto xv = x.vals(), y0 = y.vals();
     std::vector<double> tref(s.N * s.r), yref(s.N * s.out);
     for (int64_t n = 0; n < s.N; ++n)
@@ -83,7 +83,7 @@ TEST_P(LoraOps, BackwardMatchesDefinition) {
     const float sc = -1.5f;
     be->lora_grad_b(view(db, {s.out, s.r}), dy.view(), view(t, {s.N, s.r}), sc);
     be->lora_dt(view(dt, {s.N, s.r}), dy.view(), view(b, {s.out, s.r}), sc);
-    be->lora_grad_a(view(da, {s.r, s.in}), view(dt, {s.N, s.r}), x.view());
+    be->lora_grad_a(view(da, {s.r, s.in}), view(dt, {s.N, s.r}), x.view(), 0.0f, {});
     const auto xv = x.vals(), dyv = dy.vals(), dx0 = dx.vals();
     be->lora_dx(dx.view(), view(dt, {s.N, s.r}), view(a, {s.r, s.in}), 0.0f, 99);
     std::vector<double> dbref(db.size()), dtref(dt.size()), daref(da.size()), dxref(dx0.size());
@@ -148,6 +148,31 @@ TEST_P(LoraOps, DxMaskIsDropouts) {
     EXPECT_GT(zeros, 0) << "p=" << p;
     EXPECT_LT(zeros, static_cast<int64_t>(got.size())) << "p=" << p;
     EXPECT_LT(rel_err(got, ref), tol(at)) << "lora_dx p=" << p;
+  }
+}
+
+// lora_down / lora_grad_a with dropout read exactly Backend::dropout's output in x's dtype: the
+// same bits as staging it and running the op without dropout; and the mask is real.
+TEST_P(LoraOps, DroppedInputIsDropouts) {
+  auto be = cpu_backend();
+  const DType at = GetParam();
+  const int64_t N = 37, in = 100, r = 8;
+  Act x(at, N, in, 31);
+  std::vector<float> a = randn(r * in, 32), dt = randn(N * r, 33);
+  for (float p : {0.1f, 0.5f}) {
+    const uint64_t seed = 0xD00Dull + static_cast<uint64_t>(p * 10);
+    Act xd(at, N, in, 34);
+    be->dropout(xd.view(), x.view(), p, seed);
+    std::vector<float> t_fused(N * r, NAN), t_staged(N * r, NAN), t_plain(N * r, NAN);
+    be->lora_down(view(t_fused, {N, r}), x.view(), view(a, {r, in}), p, seed);
+    be->lora_down(view(t_staged, {N, r}), xd.view(), view(a, {r, in}), 0.0f, {});
+    be->lora_down(view(t_plain, {N, r}), x.view(), view(a, {r, in}), 0.0f, {});
+    EXPECT_EQ(t_fused, t_staged) << "lora_down p=" << p;
+    EXPECT_NE(t_fused, t_plain) << "lora_down p=" << p << ": no element dropped";
+    std::vector<float> da_fused = randn(r * in, 35), da_staged = da_fused;
+    be->lora_grad_a(view(da_fused, {r, in}), view(dt, {N, r}), x.view(), p, seed);
+    be->lora_grad_a(view(da_staged, {r, in}), view(dt, {N, r}), xd.view(), 0.0f, {});
+    EXPECT_EQ(da_fused, da_staged) << "lora_grad_a p=" << p;
   }
 }
 

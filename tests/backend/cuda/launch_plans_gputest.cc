@@ -61,7 +61,7 @@ struct Layerish {
     Backend& be = gpu_backend();
     be.rmsnorm(xn.gpu(), rstd.gpu(), x.gpu(), w_norm.gpu(), 1e-6f);
     if (side) be.side_begin();
-    be.lora_down(t.gpu(), xn.gpu(), la.gpu());
+    be.lora_down(t.gpu(), xn.gpu(), la.gpu(), 0.0f, {});
     if (side) be.side_end();
     be.gemm(q.gpu().reshape({T, H}), xn.gpu(), wq.gpu(), {.trans_b = Trans::kYes, .bias = bq.gpu()});
     be.gemm(k.gpu().reshape({T, KVH * D}), xn.gpu(), wk.gpu(), {.trans_b = Trans::kYes});

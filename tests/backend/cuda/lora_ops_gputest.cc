@@ -2,7 +2,8 @@
 // shapes, f32 and bf16 activations, every rank path (padded, exact, split into groups; bf16 with
 // r % 8 == 0 takes the tensor-core kernels where the widths allow, lora_tc.cu, with their K splits
 // and lora_dt's transposed B); lora_dx with
-// dropout (same zero pattern as the CPU); determinism (twice -> identical bytes); guard bytes.
+// dropout (same zero pattern as the CPU); lora_down / lora_grad_a reading a dropped-out input (the
+// bits of staging it); determinism (twice -> identical bytes); guard bytes.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -58,11 +59,11 @@ TEST(LoraOps, ForwardMatchesCpu) {
     for (DType t : {DType::kF32, DType::kBF16}) {
       Twin x(t, {s.N, s.in}, rng), a(DType::kF32, {s.r, s.in}, rng, 0.1f), b(DType::kF32, {s.out, s.r}, rng);
       Twin tt(DType::kF32, {s.N, s.r}, rng, 0.0f), y(t, {s.N, s.out}, rng);
-      C().lora_down(tt.cpu(), x.cpu(), a.cpu());
-      G().lora_down(tt.gpu(), x.gpu(), a.gpu());
+      C().lora_down(tt.cpu(), x.cpu(), a.cpu(), 0.0f, {});
+      G().lora_down(tt.gpu(), x.gpu(), a.gpu(), 0.0f, {});
       EXPECT_TWIN_CLOSE(tt, 1e-9, tag("lora_down", s, t));
       const auto t1 = tt.gpu_bytes();
-      G().lora_down(tt.gpu(), x.gpu(), a.gpu());
+      G().lora_down(tt.gpu(), x.gpu(), a.gpu(), 0.0f, {});
       expect_same_bytes(t1, tt.gpu_bytes(), tag("lora_down", s, t));
       // lora_up from the CPU's t on both sides, so only lora_up's own error is measured.
       tt.set(tt.cpu_vals());
@@ -100,10 +101,10 @@ TEST(LoraOps, BackwardMatchesCpu) {
       expect_same_bytes(dt1, dt.gpu_bytes(), tag("lora_dt", s, t));
       dt.set(dt.cpu_vals());  // both sides continue from the CPU's dt
 
-      C().lora_grad_a(da.cpu(), dt.cpu(), x.cpu());
-      G().lora_grad_a(da.gpu(), dt.gpu(), x.gpu());
+      C().lora_grad_a(da.cpu(), dt.cpu(), x.cpu(), 0.0f, {});
+      G().lora_grad_a(da.gpu(), dt.gpu(), x.gpu(), 0.0f, {});
       EXPECT_TWIN_CLOSE(da, 1e-9, tag("lora_grad_a", s, t));
-      G().lora_grad_a(da2.gpu(), dt.gpu(), x.gpu());
+      G().lora_grad_a(da2.gpu(), dt.gpu(), x.gpu(), 0.0f, {});
       expect_same_bytes(da.gpu_bytes(), da2.gpu_bytes(), tag("lora_grad_a", s, t));
 
       Twin dx(t, {s.N, s.in}, rng), dx2(t, {s.N, s.in}, rng);
@@ -158,6 +159,47 @@ TEST(LoraOps, DxDropoutMaskMatchesCpu) {
       }
 }
 
+// lora_down / lora_grad_a with dropout read exactly Backend::dropout's output in x's dtype (the
+// fused mask, dropped_input.cuh): bit-identical to staging it with dropout and running the op
+// without, on the tensor-core kernels (bf16, r % 8 == 0, in % 32 == 0) and the SIMT ones (f32, odd
+// widths, r 4 / 80); the seed may live in device memory (launch plans); close to the CPU's.
+TEST(LoraOps, DroppedInputIsDropouts) {
+  std::mt19937 rng(15);
+  const Shape cases[] = {{37, 1000, 0, 16}, {512, 896, 0, 16}, {2048, 2048, 0, 16}, {515, 1024, 0, 32},
+                         {3, 96, 0, 4},     {37, 100, 0, 8},   {37, 96, 0, 80},     {2048, 11008, 0, 16}};
+  for (const Shape& s : cases)
+    for (DType t : {DType::kF32, DType::kBF16})
+      for (float p : {0.1f, 0.5f}) {
+        const std::string w = tag("dropped input", s, t) + " p=" + std::to_string(p);
+        const uint64_t seed = 0xD0D0ull * (s.N + 3) + static_cast<uint64_t>(p * 100);
+        Twin x(t, {s.N, s.in}, rng), xd(t, {s.N, s.in}, rng), a(DType::kF32, {s.r, s.in}, rng, 0.1f);
+        Twin dt(DType::kF32, {s.N, s.r}, rng);
+        G().dropout(xd.gpu(), x.gpu(), p, seed);
+        Twin t_f(DType::kF32, {s.N, s.r}, rng, 0.0f), t_s(DType::kF32, {s.N, s.r}, rng, 0.0f);
+        G().lora_down(t_f.gpu(), x.gpu(), a.gpu(), p, seed);
+        G().lora_down(t_s.gpu(), xd.gpu(), a.gpu(), 0.0f, {});
+        expect_same_bytes(t_f.gpu_bytes(), t_s.gpu_bytes(), w + " lora_down fused vs staged");
+        C().lora_down(t_f.cpu(), x.cpu(), a.cpu(), p, seed);
+        EXPECT_TWIN_CLOSE(t_f, 1e-9, w + " lora_down");
+        Twin da_f(DType::kF32, {s.r, s.in}, rng), da_s(DType::kF32, {s.r, s.in}, rng);
+        da_s.set(da_f.cpu_vals());
+        G().lora_grad_a(da_f.gpu(), dt.gpu(), x.gpu(), p, seed);
+        G().lora_grad_a(da_s.gpu(), dt.gpu(), xd.gpu(), 0.0f, {});
+        expect_same_bytes(da_f.gpu_bytes(), da_s.gpu_bytes(), w + " lora_grad_a fused vs staged");
+        C().lora_grad_a(da_f.cpu(), dt.cpu(), x.cpu(), p, seed);
+        EXPECT_TWIN_CLOSE(da_f, 1e-9, w + " lora_grad_a");
+        // The seed read when the op runs: *base ^ value == seed.
+        const uint64_t salt = 0x0F1E2D3C4B5A6978ull, stored = seed ^ salt;
+        GuardedDev slot(sizeof(uint64_t));
+        slot.upload(&stored);
+        const DropoutSeed in_mem(salt, static_cast<const uint64_t*>(slot.data()));
+        Twin t_m(DType::kF32, {s.N, s.r}, rng, 0.0f);
+        G().lora_down(t_m.gpu(), x.gpu(), a.gpu(), p, in_mem);
+        expect_same_bytes(t_m.gpu_bytes(), t_s.gpu_bytes(), w + " lora_down (seed in device memory)");
+        EXPECT_TRUE(t_f.guards_ok() && da_f.guards_ok() && t_m.guards_ok()) << w;
+      }
+}
+
 // A NaN in the input must reach the output (the comparison itself rejects non-finite values, so
 // this checks the kernels do not skip or mask elements).
 TEST(LoraOps, NanPropagates) {
@@ -167,7 +209,7 @@ TEST(LoraOps, NanPropagates) {
   std::vector<float> xv = x.cpu_vals();
   xv[5 * s.in + 999] = NAN;
   x.set(xv);
-  G().lora_down(tt.gpu(), x.gpu(), a.gpu());
+  G().lora_down(tt.gpu(), x.gpu(), a.gpu(), 0.0f, {});
   const auto tv = tt.gpu_vals();
   for (int64_t k = 0; k < s.r; ++k) EXPECT_TRUE(std::isnan(tv[5 * s.r + k])) << "k=" << k;
   EXPECT_TRUE(std::isfinite(tv[4 * s.r])) << "row 4 should be untouched by row 5's NaN";
@@ -181,29 +223,36 @@ TEST(LoraOps, TimingTable) {
   const Shape model_shapes[] = {{512, 1536, 1536, 16}, {512, 1536, 256, 16}, {2048, 2048, 2048, 16},
                                 {2048, 2048, 256, 16},  {4096, 4096, 4096, 16}, {4096, 4096, 1024, 16},
                                 {2048, 2048, 11008, 16}, {2048, 11008, 2048, 16}, {512, 896, 4864, 16}};
-  std::printf("%-28s %9s %9s %9s %9s %9s %9s\n", "shape (N in out r)", "down", "up", "grad_b", "dt", "grad_a", "dx");
+  std::printf("%-28s %9s %9s %9s %9s %9s %9s %9s %9s %9s\n", "shape (N in out r)", "down", "up", "grad_b", "dt",
+              "grad_a", "dx", "down p", "grad_a p", "dropout");
   for (const Shape& s : model_shapes) {
     const DType t = DType::kBF16;
     Twin x(t, {s.N, s.in}, rng), y(t, {s.N, s.out}, rng), dy(t, {s.N, s.out}, rng), dx(t, {s.N, s.in}, rng);
     Twin a(DType::kF32, {s.r, s.in}, rng, 0.1f), b(DType::kF32, {s.out, s.r}, rng, 0.1f);
     Twin tt(DType::kF32, {s.N, s.r}, rng), dt(DType::kF32, {s.N, s.r}, rng);
     Twin da(DType::kF32, {s.r, s.in}, rng), db(DType::kF32, {s.out, s.r}, rng);
+    Twin xd(t, {s.N, s.in}, rng);
     const int it = 50;
-    const double us[6] = {
-        1e3 * time_ms(it, [&] { G().lora_down(tt.gpu(), x.gpu(), a.gpu()); }),
+    const double us[9] = {
+        1e3 * time_ms(it, [&] { G().lora_down(tt.gpu(), x.gpu(), a.gpu(), 0.0f, {}); }),
         1e3 * time_ms(it, [&] { G().lora_up(y.gpu(), tt.gpu(), b.gpu(), 0.5f); }),
         1e3 * time_ms(it, [&] { G().lora_grad_b(db.gpu(), dy.gpu(), tt.gpu(), 0.5f); }),
         1e3 * time_ms(it, [&] { G().lora_dt(dt.gpu(), dy.gpu(), b.gpu(), 0.5f); }),
-        1e3 * time_ms(it, [&] { G().lora_grad_a(da.gpu(), dt.gpu(), x.gpu()); }),
-        1e3 * time_ms(it, [&] { G().lora_dx(dx.gpu(), dt.gpu(), a.gpu(), 0.0f, 7); })};
-    // Activation bytes each op must move: read x / read+write y / read dy / read dy / read x / r+w dx.
+        1e3 * time_ms(it, [&] { G().lora_grad_a(da.gpu(), dt.gpu(), x.gpu(), 0.0f, {}); }),
+        1e3 * time_ms(it, [&] { G().lora_dx(dx.gpu(), dt.gpu(), a.gpu(), 0.0f, 7); }),
+        // With LoRA dropout 0.1 (the mask formed as x is read), and the staging pass it replaced.
+        1e3 * time_ms(it, [&] { G().lora_down(tt.gpu(), x.gpu(), a.gpu(), 0.1f, 7); }),
+        1e3 * time_ms(it, [&] { G().lora_grad_a(da.gpu(), dt.gpu(), x.gpu(), 0.1f, 7); }),
+        1e3 * time_ms(it, [&] { G().dropout(xd.gpu(), x.gpu(), 0.1f, 7); })};
+    // Activation bytes each op must move: read x / read+write y / read dy / read dy / read x / r+w dx
+    // / read x / read x / read x + write xd.
     const double in_b = 2.0 * s.N * s.in, out_b = 2.0 * s.N * s.out;
-    const double bytes[6] = {in_b, 2 * out_b, out_b, out_b, in_b, 2 * in_b};
+    const double bytes[9] = {in_b, 2 * out_b, out_b, out_b, in_b, 2 * in_b, in_b, in_b, 2 * in_b};
     char name[64];
     std::snprintf(name, sizeof name, "%lld %lld %lld %lld", static_cast<long long>(s.N), static_cast<long long>(s.in),
                   static_cast<long long>(s.out), static_cast<long long>(s.r));
     std::printf("%-28s", name);
-    for (int i = 0; i < 6; ++i) std::printf(" %5.1f/%-4.0f", us[i], bytes[i] / (us[i] * 1e3));
+    for (int i = 0; i < 9; ++i) std::printf(" %5.1f/%-4.0f", us[i], bytes[i] / (us[i] * 1e3));
     std::printf("   (us / GB/s)\n");
     for (double u : us) EXPECT_TRUE(u > 0 && u < 1e6);
   }

@@ -72,11 +72,11 @@ class F32View {
 // ---- ops (semantics: backend.h) ------------------------------------------------------------
 void gemm(Tensor c, Tensor a, Tensor b, const GemmOpts& o);
 // lora_ops.cc
-void lora_down(Tensor t, Tensor x, Tensor a);
+void lora_down(Tensor t, Tensor x, Tensor a, float dropout_p, uint64_t seed);
 void lora_up(Tensor y, Tensor t, Tensor b, float scale);
 void lora_grad_b(Tensor db, Tensor dy, Tensor t, float scale);
 void lora_dt(Tensor dt, Tensor dy, Tensor b, float scale);
-void lora_grad_a(Tensor da, Tensor dt, Tensor x);
+void lora_grad_a(Tensor da, Tensor dt, Tensor x, float dropout_p, uint64_t seed);
 void lora_dx(Tensor dx, Tensor dt, Tensor a, float dropout_p, uint64_t seed);
 // dora_ops.cc
 void dora_norm(Tensor norm, Tensor scale, Tensor w, Tensor a, Tensor b, Tensor mag, float s);

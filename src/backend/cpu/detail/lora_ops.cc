@@ -25,13 +25,29 @@ void check_2d(const Tensor& t, int64_t rows, int64_t cols, const char* what) {
         what << ": shape " << shape_of(t) << ", expected [" << rows << "," << cols << "]");
 }
 
-// Row n of an activation as f32 (in `buf`, sized by the caller).
-void load_row(const Tensor& t, int64_t n, float* buf) { load_f32(t, n * t.cols(), t.cols(), buf); }
+// The dropped-out input of lora_down / lora_grad_a (backend.h): element i of x dropped out and
+// rounded to x's dtype, as Backend::dropout would store it in a tensor of that dtype.
+struct Dropped {
+  float p = 0.0f;
+  uint64_t seed = 0;
+  float operator()(const Tensor& x, int64_t i) const {
+    const float v = load_elem(x.data, x.dtype, i);
+    if (p <= 0.0f) return v;
+    const float d = dropout_apply(seed, static_cast<uint64_t>(i), p, v);
+    return x.dtype == DType::kBF16 ? round_to_bf16(d) : d;
+  }
+};
+
+// Row n of an activation as f32 (in `buf`, sized by the caller), dropped out as `drop` says.
+void load_row(const Tensor& t, int64_t n, float* buf, Dropped drop) {
+  for (int64_t c = 0; c < t.cols(); ++c) buf[c] = drop(t, n * t.cols() + c);
+}
 
 // out[n, k] = rnd(scale * sum_c act[n, c] * W(k, c)) for k < r, W(k, c) = w[k*ks + c*cs], summed in
 // double over c in order: lora_down (A [r, in], scale 1: 1.0f * s == s, same bits) and lora_dt
 // (B [out, r]) are the same row dot with the weight read in either layout.
-void row_dot_into(float* out, Tensor act, const float* w, int64_t ks, int64_t cs, int64_t r, float scale) {
+void row_dot_into(float* out, Tensor act, const float* w, int64_t ks, int64_t cs, int64_t r, float scale,
+                  Dropped drop = {}) {
   const int64_t N = act.rows(), C = act.cols();
 #pragma omp parallel
   {
@@ -39,7 +55,7 @@ void row_dot_into(float* out, Tensor act, const float* w, int64_t ks, int64_t cs
     std::vector<double> acc(static_cast<size_t>(r));
 #pragma omp for schedule(static)
     for (int64_t n = 0; n < N; ++n) {
-      load_row(act, n, row.data());
+      load_row(act, n, row.data(), drop);
       std::fill(acc.begin(), acc.end(), 0.0);
       for (int64_t c = 0; c < C; ++c)
         for (int64_t k = 0; k < r; ++k) acc[k] += static_cast<double>(row[c]) * w[k * ks + c * cs];
@@ -68,14 +84,14 @@ void row_update_into(Tensor y, const float* t, const float* w, int64_t ks, int64
 // same bits as computing it into a zeroed buffer and adding that later (dist exact reduction).
 }  // namespace
 
-void lora_down(Tensor t, Tensor x, Tensor a) {
+void lora_down(Tensor t, Tensor x, Tensor a, float dropout_p, uint64_t seed) {
   check_f32(t, "lora_down t");
   check_act(x, "lora_down x");
   check_f32(a, "lora_down A");
   const int64_t N = x.rows(), in = x.cols(), r = a.rows();
   check_2d(a, r, in, "lora_down A");
   check_2d(t, N, r, "lora_down t");
-  row_dot_into(t.ptr<float>(), x, a.ptr<const float>(), /*ks=*/in, /*cs=*/1, r, 1.0f);
+  row_dot_into(t.ptr<float>(), x, a.ptr<const float>(), /*ks=*/in, /*cs=*/1, r, 1.0f, {dropout_p, seed});
 }
 
 void lora_up(Tensor y, Tensor t, Tensor b, float scale) {
@@ -93,7 +109,8 @@ namespace {
 // g(col, k) += scale * sum_n act[n, col] * f[n, k] for every column of act [N, C] and k < r, summed
 // in double over n in order, then rounded (Note [grad rounding]). g(col, k) is g[col*cs + k*ks]:
 // lora_grad_b's db [out, r] and lora_grad_a's da [r, in] are the same sum, stored transposed.
-void col_sum_into(float* g, int64_t cs, int64_t ks, Tensor act, const float* f, int64_t r, float scale) {
+void col_sum_into(float* g, int64_t cs, int64_t ks, Tensor act, const float* f, int64_t r, float scale,
+                  Dropped drop = {}) {
   const int64_t N = act.rows(), C = act.cols();
 #pragma omp parallel
   {
@@ -102,7 +119,7 @@ void col_sum_into(float* g, int64_t cs, int64_t ks, Tensor act, const float* f, 
     for (int64_t col = 0; col < C; ++col) {
       std::fill(acc.begin(), acc.end(), 0.0);
       for (int64_t n = 0; n < N; ++n) {
-        const double v = load_elem(act.data, act.dtype, n * C + col);
+        const double v = drop(act, n * C + col);
         for (int64_t k = 0; k < r; ++k) acc[k] += v * f[n * r + k];
       }
       for (int64_t k = 0; k < r; ++k) g[col * cs + k * ks] += scale * static_cast<float>(acc[k]);
@@ -131,14 +148,14 @@ void lora_dt(Tensor dt, Tensor dy, Tensor b, float scale) {
   row_dot_into(dt.ptr<float>(), dy, b.ptr<const float>(), /*ks=*/1, /*cs=*/r, r, scale);
 }
 
-void lora_grad_a(Tensor da, Tensor dt, Tensor x) {
+void lora_grad_a(Tensor da, Tensor dt, Tensor x, float dropout_p, uint64_t seed) {
   check_f32(da, "lora_grad_a da");
   check_f32(dt, "lora_grad_a dt");
   check_act(x, "lora_grad_a x");
   const int64_t N = x.rows(), in = x.cols(), r = dt.cols();
   check_2d(dt, N, r, "lora_grad_a dt");
   check_2d(da, r, in, "lora_grad_a da");
-  col_sum_into(da.ptr<float>(), 1, in, x, dt.ptr<const float>(), r, 1.0f);  // 1.0f * x == x: same bits
+  col_sum_into(da.ptr<float>(), 1, in, x, dt.ptr<const float>(), r, 1.0f, {dropout_p, seed});  // 1.0f * x == x
 }
 
 void lora_dx(Tensor dx, Tensor dt, Tensor a, float dropout_p, uint64_t seed) {
