@@ -1,5 +1,8 @@
 #include "backend/backend.h"
 
+#include <cstdio>
+#include <string>
+
 #include "backend/cpu/cpu_backend.h"
 #ifdef STREAMTUNE_HAVE_CUDA
 #include "backend/cuda/cuda_backend.h"
@@ -18,9 +21,27 @@ StatusOr<std::unique_ptr<Backend>> make_backend(DeviceKind kind, const BackendOp
 #endif
 }
 
+bool cuda_capability_supported(int major, int /*minor*/) { return major >= 8; }
+
 bool cuda_available() {
 #ifdef STREAMTUNE_HAVE_CUDA
-  return cuda_device_count() > 0;
+  const int n = cuda_device_count();
+  std::string old;  // the visible GPUs too old to use, for the note
+  for (int d = 0; d < n; ++d) {
+    int major = 0, minor = 0;
+    std::string name;
+    cuda_device_info(d, &major, &minor, &name);
+    if (cuda_capability_supported(major, minor)) return true;
+    old += (old.empty() ? "" : ", ") + name + " (compute capability " + std::to_string(major) + "." +
+           std::to_string(minor) + ")";
+  }
+  static bool said = false;
+  if (!old.empty() && !said) {
+    said = true;
+    std::fprintf(stderr, "streamtune: note: no usable GPU: %s; the CUDA kernels need compute capability 8.0 or "
+                 "newer, so device: auto runs on the CPU\n", old.c_str());
+  }
+  return false;
 #else
   return false;
 #endif

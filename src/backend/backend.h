@@ -375,8 +375,13 @@ struct BackendOptions {
 
 // Makes the backend for `kind`. Unimplemented if this build has no CUDA; NotFound if no GPU.
 StatusOr<std::unique_ptr<Backend>> make_backend(DeviceKind kind, const BackendOptions& opts = {});
-// True when this build has CUDA and a GPU is visible.
+// True when this build has CUDA and a visible GPU it can run on (cuda_capability_supported). When
+// GPUs are visible but none is supported, the first call says so once on stderr (device: auto then
+// means the CPU).
 bool cuda_available();
+// Whether a GPU of compute capability major.minor can run streamtune's CUDA kernels: 8.0 or newer
+// (Ampere on: bf16 tensor-core mma and cp.async, which the kernels use; newer GPUs run the PTX).
+bool cuda_capability_supported(int major, int minor);
 // "cpu" or "cpu, cuda (sm_80 sm_86 sm_89 sm_90)".
 std::string compiled_backends();
 

@@ -760,11 +760,26 @@ int cuda_device_count() {
   return n;
 }
 
+void cuda_device_info(int dev, int* major, int* minor, std::string* name) {
+  cudaDeviceProp prop{};
+  CUDA_CHECK(cudaGetDeviceProperties(&prop, dev));
+  *major = prop.major;
+  *minor = prop.minor;
+  *name = prop.name;
+}
+
 StatusOr<std::unique_ptr<Backend>> make_cuda_backend(const BackendOptions& opts) {
   const int n = cuda_device_count();
   if (n == 0) return NotFound("no CUDA GPU is visible (cudaGetDeviceCount found none)");
   if (opts.device_index < 0 || opts.device_index >= n)
     return NotFound(Str() << "CUDA device " << opts.device_index << " does not exist (" << n << " visible)");
+  int major = 0, minor = 0;
+  std::string name;
+  cuda_device_info(opts.device_index, &major, &minor, &name);
+  if (!cuda_capability_supported(major, minor))
+    return Unimplemented(Str() << "CUDA device " << opts.device_index << " (" << name << ") has compute capability "
+                                    << major << "." << minor << "; streamtune's CUDA kernels need 8.0 or newer "
+                                    << "(Ampere, Ada, Hopper, Blackwell: bf16 tensor cores). Use device: cpu");
   return std::unique_ptr<Backend>(std::make_unique<cuda::CudaBackend>(opts.device_index));
 }
 
