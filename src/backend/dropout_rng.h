@@ -10,7 +10,6 @@
 // backends get the very same uniform value.
 #pragma once
 
-#include <cmath>
 #include <cstdint>
 
 #include "backend/dropout_seed.h"
@@ -25,30 +24,12 @@ ST_HD inline uint64_t splitmix64(uint64_t z) {
   return z ^ (z >> 31);
 }
 
-// The 24 bits behind uniform(seed, i): splitmix64(seed ^ (i * golden)) >> 40, without splitmix64's
-// last step (z ^ (z >> 31) leaves bits 40-63 as they are: z >> 31 has nothing there).
-ST_HD inline uint32_t dropout_bits(uint64_t seed, uint64_t i) {
-  uint64_t z = (seed ^ (i * 0x9E3779B97F4A7C15ull)) + 0x9E3779B97F4A7C15ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return static_cast<uint32_t>(z >> 40);
-}
-
 ST_HD inline float dropout_uniform(uint64_t seed, uint64_t i) {
-  return static_cast<float>(dropout_bits(seed, i)) * (1.0f / 16777216.0f);
+  uint64_t bits = splitmix64(seed ^ (i * 0x9E3779B97F4A7C15ull)) >> 40;  // 24 bits
+  return static_cast<float>(bits) * (1.0f / 16777216.0f);
 }
 
-// keep(seed, i, p) as an integer compare: uniform = bits * 2^-24 exactly and p * 2^24 is exact (a
-// power-of-two scale), so uniform >= p  <=>  bits >= ceil(p * 2^24): the f32 compare's decision, with
-// no int->float conversion per element (the mask is the hot part of the dropout kernels). p <= 0
-// keeps all (threshold 0), p >= 1 none (2^24: above every 24-bit value).
-ST_HD inline uint32_t dropout_threshold(float p) {
-  if (!(p > 0.0f)) return 0;
-  if (p >= 1.0f) return 1u << 24;
-  return static_cast<uint32_t>(ceilf(p * 16777216.0f));
-}
-
-ST_HD inline bool dropout_keep(uint64_t seed, uint64_t i, float p) { return dropout_bits(seed, i) >= dropout_threshold(p); }
+ST_HD inline bool dropout_keep(uint64_t seed, uint64_t i, float p) { return dropout_uniform(seed, i) >= p; }
 
 ST_HD inline float dropout_scale(float p) { return p >= 1.0f ? 0.0f : (p <= 0.0f ? 1.0f : 1.0f / (1.0f - p)); }
 
