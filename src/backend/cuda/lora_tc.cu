@@ -295,8 +295,10 @@ __global__ void __launch_bounds__(kUpdWarps * 32, KS == 1 ? 2 : 1) update_tc_ker
           const int64_t i = rows[h] * C + c + 2 * q;
           float v0 = acc[4 * grp + q][2 * h], v1 = acc[4 * grp + q][2 * h + 1];
           if (p > 0.0f) {
-            const bool k0 = p < 1.0f && dropout_keep(seed, static_cast<uint64_t>(i), p);
-            const bool k1 = p < 1.0f && dropout_keep(seed, static_cast<uint64_t>(i + 1), p);
+            bool k0, k1;  // i is even (C % 8 == 0): one hash for the pair
+            dropout_keep2(seed, static_cast<uint64_t>(i), p, &k0, &k1);
+            k0 = k0 && p < 1.0f;
+            k1 = k1 && p < 1.0f;
             v0 = k0 ? v0 * keep_scale : 0.0f;
             v1 = k1 ? v1 * keep_scale : 0.0f;
           } else {
