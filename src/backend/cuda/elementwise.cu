@@ -60,9 +60,22 @@ __global__ void swiglu_bwd_kernel(void* dg, DType dgt, void* du, DType dut, cons
   }
 }
 
+// A thread takes an element pair (2j, 2j + 1): both decisions from one hash (dropout_rng.h).
 __global__ void dropout_kernel(void* y, DType yt, const void* x, DType xt, float p, DropoutSeed seed_arg, int64_t n) {
   const uint64_t seed = seed_arg.for_p(p);
-  ST_GRID_STRIDE(i, n) st_elem(y, yt, i, dropout_apply(seed, static_cast<uint64_t>(i), p, ld(x, xt, i)));
+  const int64_t pairs = (n + 1) / 2;
+  if (!(p > 0.0f && p < 1.0f)) {  // no mask to draw: dropout_apply's identity / zero
+    ST_GRID_STRIDE(i, n) st_elem(y, yt, i, dropout_apply(seed, static_cast<uint64_t>(i), p, ld(x, xt, i)));
+    return;
+  }
+  const float scale = dropout_scale(p);
+  ST_GRID_STRIDE(j, pairs) {
+    const int64_t i = 2 * j;
+    bool k0, k1;
+    dropout_keep2(seed, static_cast<uint64_t>(i), p, &k0, &k1);
+    st_elem(y, yt, i, k0 ? ld(x, xt, i) * scale : 0.0f);
+    if (i + 1 < n) st_elem(y, yt, i + 1, k1 ? ld(x, xt, i + 1) * scale : 0.0f);
+  }
 }
 
 __global__ void adamw_kernel(float* p, const float* g, float* m, float* v, float lr, float b1, float b2,
@@ -376,7 +389,7 @@ void launch_swiglu_backward(Tensor dgate, Tensor dup, Tensor dh, Tensor gate, Te
 void launch_dropout(Tensor y, Tensor x, float p, DropoutSeed seed, cudaStream_t s) {
   const int64_t n = y.numel();
   if (n == 0) return;
-  dropout_kernel<<<grid_for(n, kThreads), kThreads, 0, s>>>(y.data, y.dtype, x.data, x.dtype, p, seed, n);
+  dropout_kernel<<<grid_for((n + 1) / 2, kThreads), kThreads, 0, s>>>(y.data, y.dtype, x.data, x.dtype, p, seed, n);
   CUDA_CHECK_LAUNCH();
 }
 
