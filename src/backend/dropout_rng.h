@@ -29,7 +29,9 @@ ST_HD inline uint64_t splitmix64(uint64_t z) {
   return z ^ (z >> 31);
 }
 
-ST_HD inline uint64_t dropout_hash(uint64_t seed, uint64_t pair) { return splitmix64(seed ^ (pair * 0x9E3779B97F4A7C15ull)); }
+ST_HD inline uint64_t dropout_hash(uint64_t seed, uint64_t pair) {
+  return splitmix64(seed ^ (pair * 0x9E3779B97F4A7C15ull));
+}
 
 // The uniform of the even (odd = false) or odd element of a pair whose hash is h.
 ST_HD inline float dropout_uniform_of(uint64_t h, bool odd) {

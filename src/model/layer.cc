@@ -224,7 +224,6 @@ Tensor dora_input(const LayerCtx& ctx, const LoraLayer& lora, const Scratch& s, 
   return xd;
 }
 
-
 // Target a's t = x A^T and dt = s dy B views (per target: Note [LoRA on the side stream]).
 Tensor t_view(const Scratch& s, const LinearArgs& a, int64_t n) {
   return prefix(s.t[static_cast<int>(a.target)], DType::kF32, n, a.p->a.dim(0));
@@ -413,9 +412,9 @@ void linears_forward(const LayerCtx& ctx, const LoraLayer& lora, const Scratch& 
 // dx[N,in] (acc for the first linear, then +=) = sum_i (dy_i W_i + LoRA input-gradient_i), in group
 // order; LoRA grads += (x: the forward input of the group). t = x A^T: with t_current, the one the
 // training forward left in s.t[target] (Note [kept LoRA t]) or its recompute formed (same bits a
-// fresh lora_down would give); else computed here (down_proj without a saved region, whose forward
-// the recompute does not run). The weight gradients are left running on the side stream: the caller joins it before
-// anything overwrites x or the dy_i (Note [LoRA on the side stream]). An empty dx: only the LoRA
+// fresh lora_down would give); else computed here (down_proj without a saved region, whose
+// forward the recompute does not run). The weight gradients are left running on the side stream:
+// the caller joins it before anything overwrites x or the dy_i (Note [LoRA on the side stream]). An empty dx: only the LoRA
 // gradients are wanted (layer 0: nothing reads the gradient of the frozen embeddings).
 void linears_backward(const LayerCtx& ctx, const LoraLayer& lora, const Scratch& s, Tensor x,
                       std::initializer_list<GroupLinear> group, Tensor dx, Accum acc, bool dy_dead,

@@ -197,9 +197,11 @@ void row_dot_typed(float* out, const TX* x, int64_t N, int64_t C, const float* w
                    const DotPlan& p, float scale, InputDrop drop, cudaStream_t s) {
   const bool vec = C % 8 == 0 && aligned16(x);
   if (vec)
-    row_dot_kernel<R, TX, true><<<p.grid, kDotWarps * 32, 0, s>>>(out, x, N, C, w, ks, cs, r, p.split_cols, scale, drop);
+    row_dot_kernel<R, TX, true>
+        <<<p.grid, kDotWarps * 32, 0, s>>>(out, x, N, C, w, ks, cs, r, p.split_cols, scale, drop);
   else
-    row_dot_kernel<R, TX, false><<<p.grid, kDotWarps * 32, 0, s>>>(out, x, N, C, w, ks, cs, r, p.split_cols, scale, drop);
+    row_dot_kernel<R, TX, false>
+        <<<p.grid, kDotWarps * 32, 0, s>>>(out, x, N, C, w, ks, cs, r, p.split_cols, scale, drop);
   CUDA_CHECK_LAUNCH();
 }
 
@@ -531,9 +533,11 @@ void col_sum_typed(float* g, int64_t gks, int64_t gcs, const float* t, const TX*
   const int threads = kSumThreads * kSumGroups;
   const bool vec = C % CPT == 0 && (reinterpret_cast<uintptr_t>(x) % std::min<size_t>(16, CPT * sizeof(TX))) == 0;
   if (vec)
-    col_sum_kernel<R, TX, true><<<grid, threads, 0, s>>>(dst, gks, gcs, t, x, N, C, r, p.split_rows, scale, final, drop);
+    col_sum_kernel<R, TX, true>
+        <<<grid, threads, 0, s>>>(dst, gks, gcs, t, x, N, C, r, p.split_rows, scale, final, drop);
   else
-    col_sum_kernel<R, TX, false><<<grid, threads, 0, s>>>(dst, gks, gcs, t, x, N, C, r, p.split_rows, scale, final, drop);
+    col_sum_kernel<R, TX, false>
+        <<<grid, threads, 0, s>>>(dst, gks, gcs, t, x, N, C, r, p.split_rows, scale, final, drop);
   CUDA_CHECK_LAUNCH();
   if (!final) launch_lora_add_splits(g, gks, gcs, scratch, C, r, static_cast<int>(p.splits), scale, s);
 }

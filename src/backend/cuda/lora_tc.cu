@@ -33,7 +33,8 @@
 // Row update: a warp owns a strip of 32 or 64 columns (its weight fragments split once, in
 // registers) and walks row tiles of 16; the strip's output columns are permuted so y moves in
 // 16-byte accesses; y is read and written once, rounded once, with lora_dx's dropout mask applied
-// to the f32 product exactly as the SIMT kernel does.
+// to the f32 product exactly as the SIMT kernel does. With LoRA dropout, lora_down and lora_grad_a
+// form the dropped-out input in registers as x is loaded (dropped_input.cuh), never staged.
 // Occupancy: the update and column-sum kernels are latency-bound, so their launch bounds hold
 // them to 128 registers (2 and 4 blocks an SM; unbounded they took 148 / 178 registers and ran one
 // and two blocks an SM: session 9 call 2, update 4096^2 24.5 -> 18.8 us).
@@ -465,7 +466,6 @@ bool tc_disabled() {
   static const bool off = env_switch("STREAMTUNE_LORA", "kernels", "LoRA ops on the SIMT kernels only");
   return off;
 }
-
 
 // K splits of a row dot: a block owns 16 rows, so N = 2048 gives only 128 blocks of 8 warps (one
 // a SM, each warp's load-then-split trips exposed back to back); the reduction axis is split over
