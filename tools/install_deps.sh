@@ -3,7 +3,7 @@
 # Debian packages through apt-get, Python packages through pip. Safe to run repeatedly.
 set -euo pipefail
 
-debs=(cmake g++ make pkg-config nlohmann-json3-dev libyaml-cpp-dev libopenblas-dev libgtest-dev libpng-dev libsnappy-dev libzstd-dev zlib1g-dev python3 python3-pip)
+debs=(cmake g++ make pkg-config nlohmann-json3-dev libyaml-cpp-dev libopenblas-dev libgtest-dev libpng-dev libsnappy-dev libzstd-dev liblz4-dev libbrotli-dev zlib1g-dev python3 python3-pip)
 missing=()
 for p in "${debs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -2,12 +2,13 @@
 // serves them (docs: parquet.apache.org, parquet.thrift; written from the format specification).
 //
 // Reads: the footer (Thrift compact protocol); every physical type (INT96 as nanoseconds since
-// the epoch); codecs UNCOMPRESSED, SNAPPY, GZIP, ZSTD; data pages v1 and v2 and dictionary pages;
+// the epoch); codecs UNCOMPRESSED, SNAPPY, GZIP, ZSTD, LZ4_RAW, LZ4 (Hadoop-framed or a bare
+// block), BROTLI; data pages v1 and v2 and dictionary pages;
 // encodings PLAIN, PLAIN_DICTIONARY / RLE_DICTIONARY, RLE (levels, booleans),
 // DELTA_BINARY_PACKED, DELTA_LENGTH_BYTE_ARRAY, DELTA_BYTE_ARRAY, BYTE_STREAM_SPLIT; nesting of
 // any depth (optional fields, structs, LIST in the standard 3-level and the legacy 2-level
-// layouts, MAP, un-annotated repeated fields). Refused by name (Unimplemented): codecs LZO,
-// BROTLI, LZ4, LZ4_RAW; the deprecated BIT_PACKED levels; dictionary pages not PLAIN-encoded;
+// layouts, MAP, un-annotated repeated fields). Refused by name (Unimplemented): codec LZO; the
+// deprecated BIT_PACKED levels; dictionary pages not PLAIN-encoded;
 // DECIMAL of more than 16 bytes; encrypted files; column data in other files.
 //
 // A row is an OrderedJson object, keys in schema order (Note [JSON shape] in

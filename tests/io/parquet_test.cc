@@ -8,6 +8,7 @@
 #include "io/parquet.h"
 
 #include <gtest/gtest.h>
+#include <lz4.h>
 
 #include <fstream>
 #include <iterator>
@@ -43,7 +44,7 @@ StatusOr<std::vector<OrderedJson>> all_rows(const ParquetFile& f) {
 
 TEST(Parquet, FixturesMatchPyarrow) {
   const OrderedJson e = expected();
-  ASSERT_EQ(e.size(), 11u);
+  ASSERT_EQ(e.size(), 13u);
   for (const auto& [name, want] : e.items()) {
     SCOPED_TRACE(name);
     auto f = ParquetFile::open(kDir + name);
@@ -277,10 +278,67 @@ TEST(ParquetHostile, LevelsAndEncodings) {
       "Unimplemented: t.parquet: column 'x', row group 0, page 0: encoding GROUP_VAR_INT");
   err(read_all(parquet_file({data_page(4, plain_i32({1, 2, 3, 4}), 8)})),
       "dictionary-encoded page, but the column chunk has no dictionary page");
-  err(read_all(parquet_file({data_page(4, plain_i32({1, 2, 3, 4}))}, FileSpec().with_codec(7))),
-      "Unimplemented: t.parquet: column 'x', row group 0: codec LZ4_RAW is not supported");
-  err(read_all(parquet_file({data_page(4, plain_i32({1, 2, 3, 4}))}, FileSpec().with_codec(5))), "codec LZ4 ");
+  err(read_all(parquet_file({data_page(4, plain_i32({1, 2, 3, 4}))}, FileSpec().with_codec(3))),
+      "Unimplemented: t.parquet: column 'x', row group 0: codec LZO is not supported");
   err(read_all(parquet_file({data_page(4, "\x80\x01\x04\x04", 5)})), "DELTA_BINARY_PACKED");
+}
+
+// LZ4_RAW (one block) and the deprecated LZ4 codec in both of its framings -- Hadoop's blocks of
+// [BE decompressed size][BE compressed size][block], one or several, and a bare block (older
+// writers) -- decode to the page; damaged, truncated and over-claiming streams are Corruption.
+// (pyarrow's files: FixturesMatchPyarrow, messages_lz4_v2 and messages_brotli_v1.)
+TEST(ParquetCodecs, Lz4Framings) {
+  const std::string plain = plain_i32({1, 2, 3, 4, 5, 6, 7, 8});
+  auto lz4 = [](const std::string& in) {
+    std::string out(static_cast<size_t>(LZ4_compressBound(static_cast<int>(in.size()))), '\0');
+    const int n = LZ4_compress_default(in.data(), out.data(), static_cast<int>(in.size()), static_cast<int>(out.size()));
+    out.resize(static_cast<size_t>(n));
+    return out;
+  };
+  auto be32 = [](uint32_t v) {
+    return std::string{static_cast<char>(v >> 24), static_cast<char>(v >> 16), static_cast<char>(v >> 8), static_cast<char>(v)};
+  };
+  auto frame = [&](const std::string& part) { return be32(static_cast<uint32_t>(part.size())) + be32(static_cast<uint32_t>(lz4(part).size())) + lz4(part); };
+  auto file = [&](const std::string& body, int codec, int64_t uncompressed = -1) {
+    PageSpec p = data_page(8, body);
+    p.uncompressed = uncompressed >= 0 ? uncompressed : static_cast<int64_t>(plain.size());
+    return read_all(parquet_file({p}, FileSpec().with_codec(codec).with_rows(8)));
+  };
+  const std::string want = file(plain, 0);
+  ASSERT_EQ(want.rfind("ERROR", 0), std::string::npos) << want;
+  EXPECT_EQ(file(lz4(plain), 7), want);                                           // LZ4_RAW
+  EXPECT_EQ(file(frame(plain), 5), want);                                         // LZ4, Hadoop, one block
+  EXPECT_EQ(file(frame(plain.substr(0, 12)) + frame(plain.substr(12)), 5), want);  // two blocks
+  EXPECT_EQ(file(lz4(plain), 5), want);                                           // LZ4, a bare block
+  auto corrupt = [](const std::string& s, const char* what) {
+    EXPECT_EQ(s.rfind("ERROR Corruption: t.parquet: column 'x', row group 0", 0), 0u) << s;
+    EXPECT_NE(s.find(what), std::string::npos) << s;
+  };
+  std::string bad = lz4(plain);
+  bad.resize(bad.size() - 3);
+  corrupt(file(bad, 7), "lz4: damaged block");
+  corrupt(file(frame(plain).substr(0, frame(plain).size() - 2), 5), "lz4: damaged stream");
+  corrupt(file(lz4(plain), 7, int64_t{1} << 30), "cannot hold");
+  corrupt(file(lz4(plain), 7, static_cast<int64_t>(plain.size()) + 4), "lz4: damaged block");  // shorter than claimed
+}
+
+// BROTLI pages from pyarrow's fixture, cut short or flipped: Corruption, never a crash.
+TEST(ParquetCodecs, DamagedBrotli) {
+  const std::string good = slurp(kDir + "messages_brotli_v1.parquet");
+  EXPECT_EQ(read_all(good, "b.parquet").rfind("ERROR", 0), std::string::npos);
+  std::mt19937 rng(77);
+  int errors = 0;
+  for (int it = 0; it < 200; ++it) {
+    std::string bad = good;
+    const size_t at = 4 + rng() % (good.size() / 2);  // the first row group's pages
+    bad[at] = static_cast<char>(bad[at] ^ (1 + rng() % 255));
+    const std::string s = read_all(bad, "b.parquet");
+    if (s.rfind("ERROR ", 0) == 0) {
+      ++errors;
+      EXPECT_NE(s.find("b.parquet"), std::string::npos) << s;
+    }
+  }
+  EXPECT_GT(errors, 20);
 }
 
 TEST(ParquetHostile, ThriftSkipsUnknownFieldsOfEveryType) {

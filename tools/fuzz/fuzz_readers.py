@@ -112,7 +112,8 @@ for typ, body in sets.items():
         train_on("data.json", mutate(body.encode()), typ, "dataset %s #%d" % (typ, it))
 # Parquet and gzip dataset files (the Parquet reader's fixtures), through the same `train`.
 for name, typ in [("chat.parquet", "messages"), ("messages_zstd_v2.parquet", "messages"), ("ids.parquet", "tokenized"),
-                  ("types_split_v2.parquet", "text"), ("chat.jsonl.gz", "messages"), ("chat.parquet.gz", "messages")]:
+                  ("types_split_v2.parquet", "text"), ("chat.jsonl.gz", "messages"), ("chat.parquet.gz", "messages"),
+                  ("messages_lz4_v2.parquet", "messages"), ("messages_brotli_v1.parquet", "messages")]:
     raw = open(FX + "/parquet/" + name, "rb").read()
     for it in range(N // 2):
         train_on(name, mutate(raw), typ, "dataset %s #%d" % (name, it))

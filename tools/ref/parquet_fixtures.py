@@ -4,7 +4,7 @@
 # objects), which tests/io/parquet_test.cc compares the C++ reader against. Also chat.jsonl,
 # chat.jsonl.gz, chat.parquet.gz and ids.jsonl: the records of chat.parquet / ids.parquet as JSON Lines, for
 # tests/data/datasets_parquet_test.cc. Only this generator needs pyarrow; the test does not.
-#   pip install pyarrow && python3 tools/ref/parquet_fixtures.py [--out tests/fixtures/parquet]
+#   pip install pyarrow && python3 tools/ref/parquet_fixtures.py [--out tests/fixtures/parquet] [--only a.parquet,b.parquet]
 # legacy_2level.parquet is written by hand below (pyarrow writes only the 3-level LIST layout):
 # the 2-level layouts older writers used, and an un-annotated repeated field.
 import argparse, gzip, json, os, random, struct, uuid
@@ -14,7 +14,9 @@ import pyarrow.parquet as pq
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../tests/fixtures/parquet"))
-OUT = ap.parse_args().out
+ap.add_argument("--only", default="", help="comma-separated file names: write only these (merged into expected.json)")
+ARGS = ap.parse_args()
+OUT = ARGS.out
 os.makedirs(OUT, exist_ok=True)
 rnd = random.Random(7)
 WORDS = ["hello", "world", "ünïcödé", "日本語", "🤖", "Réponds", "quatre", "data", "tune", "the", "a", "stream", "—", "x"]
@@ -54,6 +56,8 @@ files = {
     "messages_zstd_v2.parquet": (msg, dict(small, compression="zstd", data_page_version="2.0", write_page_index=True)),
     "messages_gzip_plain.parquet": (msg, dict(small, compression="gzip", use_dictionary=False, write_page_checksum=True)),
     "messages_none_v2.parquet": (msg, dict(small, compression="none", data_page_version="2.0", store_schema=True)),
+    "messages_lz4_v2.parquet": (msg, dict(small, compression="lz4", data_page_version="2.0")),
+    "messages_brotli_v1.parquet": (msg, dict(small, compression="brotli", data_page_version="1.0")),
 }
 
 # ---- tokenized: list<int64> input_ids and labels --------------------------------------------------
@@ -226,11 +230,16 @@ def row_json(r):
     return r
 
 
+ONLY = [n for n in ARGS.only.split(",") if n]
 expected = {}
+if ONLY:  # keep the other files and their expected rows as they are
+    expected = json.load(open(os.path.join(OUT, "expected.json")))
+    files = {n: files[n] for n in ONLY}
 for name, (table, kw) in files.items():
     pq.write_table(table, os.path.join(OUT, name), **kw)
-legacy_file(os.path.join(OUT, "legacy_2level.parquet"))
-for name in sorted(list(files) + ["legacy_2level.parquet"]):
+if not ONLY:
+    legacy_file(os.path.join(OUT, "legacy_2level.parquet"))
+for name in sorted(list(files) + ([] if ONLY else ["legacy_2level.parquet"])):
     path = os.path.join(OUT, name)
     f = pq.ParquetFile(path)
     rows = [row_json(r) for r in f.read().to_pylist()]
@@ -239,9 +248,12 @@ for name in sorted(list(files) + ["legacy_2level.parquet"]):
     codecs = sorted({md.row_group(g).column(c).compression for g in range(md.num_row_groups) for c in range(md.num_columns)})
     encs = sorted({e for g in range(md.num_row_groups) for c in range(md.num_columns) for e in md.row_group(g).column(c).encodings})
     print("%-28s %6d bytes  %d row groups  %s  %s" % (name, os.path.getsize(path), md.num_row_groups, codecs, encs))
+expected = dict(sorted(expected.items()))
 with open(os.path.join(OUT, "expected.json"), "w") as fh:
     json.dump(expected, fh, ensure_ascii=False, indent=None, separators=(",", ":"))
     fh.write("\n")
+if ONLY:
+    raise SystemExit(0)
 for stem, rows in (("chat", chat_rows), ("ids", ids_rows)):
     text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
     open(os.path.join(OUT, stem + ".jsonl"), "w").write(text)

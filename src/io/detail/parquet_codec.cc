@@ -1,8 +1,12 @@
 #include "io/detail/parquet_codec.h"
 
+#include <brotli/decode.h>
+#include <lz4.h>
 #include <snappy-c.h>
 #include <zlib.h>
 #include <zstd.h>
+
+#include <limits>
 
 #include <algorithm>
 
@@ -110,10 +114,101 @@ Status unsnappy(const uint8_t* src, size_t n, size_t expected, std::string* out)
   return Status::OK();
 }
 
+// One LZ4 block [src, src + n) into exactly `expected` bytes at dst. An LZ4 block expands at most
+// ~255x (a match byte run), so a bigger claim is refused before any allocation by the caller.
+bool lz4_block(const uint8_t* src, size_t n, char* dst, size_t expected) {
+  constexpr size_t kMax = static_cast<size_t>(std::numeric_limits<int>::max());
+  if (n > kMax || expected > kMax) return false;
+  const int got = LZ4_decompress_safe(reinterpret_cast<const char*>(src), dst, static_cast<int>(n),
+                                      static_cast<int>(expected));
+  return got >= 0 && static_cast<size_t>(got) == expected;
+}
+
+bool lz4_claim_plausible(size_t n, size_t expected) { return expected / 255 <= n + 16; }
+
+// LZ4_RAW (codec 7): one LZ4 block, no framing.
+Status unlz4_raw(const uint8_t* src, size_t n, size_t expected, std::string* out) {
+  if (!lz4_claim_plausible(n, expected))
+    return Corruption(Str() << "lz4 block of " << n << " bytes cannot hold the " << expected << " the page header says");
+  out->resize(expected);
+  if (!lz4_block(src, n, out->data(), expected)) return Corruption("lz4: damaged block");
+  return Status::OK();
+}
+
+uint32_t be32(const uint8_t* p) {
+  return static_cast<uint32_t>(p[0]) << 24 | static_cast<uint32_t>(p[1]) << 16 | static_cast<uint32_t>(p[2]) << 8 | p[3];
+}
+
+// LZ4 (codec 5, deprecated): Hadoop's framing -- blocks of [u32 BE decompressed size][u32 BE
+// compressed size][LZ4 block] -- as parquet-mr writes it; some older writers put one bare LZ4
+// block there instead. Like Arrow, the Hadoop reading is tried first and the bare block is the
+// fallback.
+Status unlz4_hadoop(const uint8_t* src, size_t n, size_t expected, std::string* out) {
+  if (!lz4_claim_plausible(n, expected))
+    return Corruption(Str() << "lz4 stream of " << n << " bytes cannot hold the " << expected << " the page header says");
+  out->resize(expected);
+  size_t in = 0, made = 0;
+  bool framed = n >= 8;
+  while (framed && in < n) {
+    if (n - in < 8) { framed = false; break; }
+    const size_t dsize = be32(src + in), csize = be32(src + in + 4);
+    if (csize > n - in - 8 || dsize > expected - made || !lz4_block(src + in + 8, csize, out->data() + made, dsize)) {
+      framed = false;
+      break;
+    }
+    in += 8 + csize;
+    made += dsize;
+  }
+  if (framed && made == expected) return Status::OK();
+  if (!lz4_block(src, n, out->data(), expected)) return Corruption("lz4: damaged stream (neither Hadoop-framed nor one block)");
+  return Status::OK();
+}
+
+// BROTLI (codec 4), streamed into a buffer that grows with the output (a brotli stream can claim
+// far more than ~255x; the header's size is only a cap).
+Status unbrotli(const uint8_t* src, size_t n, size_t expected, std::string* out) {
+  BrotliDecoderState* d = BrotliDecoderCreateInstance(nullptr, nullptr, nullptr);
+  if (!d) return Internal("brotli: BrotliDecoderCreateInstance failed");
+  struct Free {
+    BrotliDecoderState* d;
+    ~Free() { BrotliDecoderDestroyInstance(d); }
+  } free_dec{d};
+  out->clear();
+  size_t avail_in = n, out_pos = 0;
+  const uint8_t* next_in = src;
+  for (;;) {
+    if (out_pos == out->size() && !grow(out, expected, n * 4)) {
+      // Full at the header's size: only the end of the stream may follow.
+      uint8_t probe = 0;
+      size_t avail_out = 1;
+      uint8_t* next_out = &probe;
+      const BrotliDecoderResult r = BrotliDecoderDecompressStream(d, &avail_in, &next_in, &avail_out, &next_out, nullptr);
+      if (r == BROTLI_DECODER_RESULT_SUCCESS && avail_out == 1) break;
+      if (r == BROTLI_DECODER_RESULT_NEEDS_MORE_INPUT)
+        return Corruption(Str() << "truncated brotli stream (" << out_pos << " bytes came out)");
+      if (r == BROTLI_DECODER_RESULT_ERROR)
+        return Corruption(Str() << "brotli: " << BrotliDecoderErrorString(BrotliDecoderGetErrorCode(d)));
+      return Corruption(Str() << "decompresses to more than the " << expected << " bytes the page header says");
+    }
+    size_t avail_out = out->size() - out_pos;
+    uint8_t* next_out = reinterpret_cast<uint8_t*>(out->data() + out_pos);
+    const BrotliDecoderResult r = BrotliDecoderDecompressStream(d, &avail_in, &next_in, &avail_out, &next_out, nullptr);
+    out_pos = out->size() - avail_out;
+    if (r == BROTLI_DECODER_RESULT_SUCCESS) break;
+    if (r == BROTLI_DECODER_RESULT_NEEDS_MORE_OUTPUT) continue;
+    if (r == BROTLI_DECODER_RESULT_NEEDS_MORE_INPUT)
+      return Corruption(Str() << "truncated brotli stream (" << out_pos << " of " << expected << " bytes came out)");
+    return Corruption(Str() << "brotli: " << BrotliDecoderErrorString(BrotliDecoderGetErrorCode(d)));
+  }
+  out->resize(out_pos);
+  return Status::OK();
+}
+
 }  // namespace
 
 bool codec_supported(int32_t codec) {
-  return codec == kUncompressed || codec == kSnappy || codec == kGzip || codec == kZstd;
+  return codec == kUncompressed || codec == kSnappy || codec == kGzip || codec == kZstd || codec == kLz4Raw ||
+         codec == kLz4 || codec == kBrotli;
 }
 
 Status decompress(int32_t codec, const uint8_t* src, size_t n, size_t expected, std::string* out) {
@@ -129,6 +224,13 @@ Status decompress(int32_t codec, const uint8_t* src, size_t n, size_t expected, 
       return Status::OK();
     case kSnappy:
       return unsnappy(src, n, expected, out);
+    case kLz4Raw:
+      return unlz4_raw(src, n, expected, out);
+    case kLz4:
+      return unlz4_hadoop(src, n, expected, out);
+    case kBrotli:
+      s = unbrotli(src, n, expected, out);
+      break;
     case kZstd:
       s = unzstd(src, n, expected, out);
       break;

@@ -1,5 +1,5 @@
-// Page decompression for the Parquet codecs we link (snappy and zstd statically, zlib from the
-// system), and whole-stream gzip for .gz dataset files.
+// Page decompression for the Parquet codecs we link (snappy, zstd, lz4 and brotli statically, zlib
+// from the system), and whole-stream gzip for .gz dataset files.
 //
 // Output buffers grow with the bytes a stream really produces (never to a size the input only
 // claims): a hostile "2 GiB" header over a few bytes of input allocates a few bytes and fails.
@@ -14,7 +14,8 @@
 
 namespace st::parquet {
 
-// True for the codecs decompress() handles: UNCOMPRESSED, SNAPPY, GZIP, ZSTD.
+// True for the codecs decompress() handles: UNCOMPRESSED, SNAPPY, GZIP, ZSTD, LZ4_RAW, LZ4
+// (Hadoop-framed or one bare block) and BROTLI; not LZO.
 bool codec_supported(int32_t codec);
 
 // Decompresses one page body [src, src + n) with `codec` into *out, which must come out exactly
