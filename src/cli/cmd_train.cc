@@ -14,7 +14,7 @@ extern const CommandSpec kCmdTrain;
 namespace {
 
 constexpr const char* kUsage =
-    "usage: streamtune train CONFIG.yaml [--key=value ...] [--dry-run] [--preview-data[=N]]\n"
+    "usage: streamtune train CONFIG.yaml [--key=value ...] [--dry-run] [--preview-data[=N]] [--plan]\n"
     "\n"
     "Fine-tunes a LoRA adapter as configured by CONFIG.yaml (keys: see README.md, 'Config').\n"
     "Any key can be overridden on the command line with --key=value (dashes or underscores);\n"
@@ -24,17 +24,22 @@ constexpr const char* kUsage =
     "  --dry-run   validate the config, print every resolved setting as YAML, and exit\n"
     "  --preview-data[=N]  tokenize the datasets, print their counts and the first N samples (default 3)\n"
     "              as text with the trained tokens between \u27e6 and \u27e7, and exit (no weights are loaded)\n"
+    "  --plan      print the memory plan on this device (layers resident / streamed, recompute, the\n"
+    "              budget's terms) from the model's config alone, and exit: nothing is loaded or\n"
+    "              built; exit 1 with what would fit when the config does not fit\n"
     "\n"
     "exit status: 0 done, 1 training failed, 2 bad arguments or config\n";
 
 int run(const std::vector<std::string>& args) {
   std::string config_path;
   std::vector<std::string> overrides;
-  bool dry_run = false;
+  bool dry_run = false, plan = false;
   int preview = 0;
   for (const std::string& a : args) {
     if (a == "--dry-run" || a == "--dry_run" || a == "--print-config") {
       dry_run = true;
+    } else if (a == "--plan") {
+      plan = true;
     } else if (a == "--preview-data" || a == "--preview_data") {
       preview = 3;
     } else if (a.rfind("--preview-data=", 0) == 0 || a.rfind("--preview_data=", 0) == 0) {
@@ -57,6 +62,11 @@ int run(const std::vector<std::string>& args) {
   if (!cfg.ok()) return usage_error(kCmdTrain, cfg.status().message());
   if (dry_run) {
     std::fputs(train_config_to_yaml(*cfg).c_str(), stdout);
+    return kExitOk;
+  }
+  if (plan) {
+    Status s = plan_train(*cfg);
+    if (!s.ok()) return runtime_error(s);
     return kExitOk;
   }
   if (preview > 0) {

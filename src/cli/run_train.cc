@@ -13,8 +13,10 @@
 
 #include "backend/backend.h"
 #include "core/file.h"
-#include "stream/planner.h"
 #include "dist/run_train_dp.h"
+#include "model/load.h"
+#include "store/manifest.h"
+#include "stream/planner.h"
 #include "train/base_weights.h"
 #include "train/loader_source.h"
 #include "train/loss_curve.h"
@@ -204,6 +206,29 @@ Status train_and_report(const TrainConfig& cfg, bool* interrupted) {
 }
 
 }  // namespace
+
+Status plan_train(const TrainConfig& cfg) {
+  RETURN_IF_ERROR(check_stream_tier(cfg.stream));
+  ASSIGN_OR_RETURN(std::unique_ptr<Backend> be, backend_for(cfg.device), "device '" << cfg.device << "'");
+  ASSIGN_OR_RETURN(DType act, training_act_dtype(cfg, *be));
+  ModelConfig mc;
+  if (StatusOr<StoreManifest> m = open_store_manifest(cfg.base_model); m.ok()) {  // a layer store
+    mc = m->config;
+  } else {
+    ASSIGN_OR_RETURN(std::unique_ptr<ModelSource> src, open_model_source(cfg.base_model), "base_model");
+    mc = src->config();
+  }
+  ASSIGN_OR_RETURN(Plan plan, plan_for(cfg, be.get(), mc, act));
+  std::printf("streamtune train --plan\n");
+  std::printf("  model      %s (%s, %lld layers, hidden %lld, vocab %lld)\n", cfg.base_model.c_str(),
+              arch_name(mc.arch), static_cast<long long>(mc.num_layers), static_cast<long long>(mc.hidden_size),
+              static_cast<long long>(mc.vocab_size));
+  std::printf("  device     %s\n", be->description().c_str());
+  std::printf("  batch      micro_batch %lld x seq %lld, %s\n", static_cast<long long>(cfg.micro_batch_size),
+              static_cast<long long>(cfg.sequence_len), dtype_name(act));
+  std::printf("%s", plan.banner().c_str());
+  return Status::OK();
+}
 
 // Exit status 130 after a SIGINT that saved a checkpoint (the shell convention for Ctrl-C), so
 // scripts can tell an interrupted run from a finished one; the process objects (trainer,

@@ -11,4 +11,9 @@ namespace st {
 // until done; returns the first error (Unimplemented while the trainer is not wired in).
 Status run_train(const TrainConfig& cfg);
 
+// `train --plan`: the memory plan this config gets on this device (the banner's plan lines), from
+// the model's config alone -- no store is built, no weights are read, no data is tokenized -- or
+// the planner's refusal with what would fit. For "will this model fit my card?" in a second.
+Status plan_train(const TrainConfig& cfg);
+
 }  // namespace st
