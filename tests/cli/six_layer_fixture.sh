@@ -48,3 +48,15 @@ budget_for() {
   [ "$hi" -lt 65536 ] || { echo "budget_for: no budget up to 64 MiB plans $want layers resident" >&2; return 1; }
   echo "${hi}KiB"
 }
+
+# six_layer_setup BIN PRESET: a temp dir in $w (removed on exit) holding data.jsonl (24 token rows,
+# seed 3), the 6-layer PRESET model in $w/m (seed 7), and $w/c.yaml training it on the CPU; the
+# caller appends its own keys to $w/c.yaml.
+six_layer_setup() {
+  w=$(mktemp -d)
+  trap 'rm -rf "$w"' EXIT
+  write_token_data "$w/data.jsonl" 3 24
+  make_six_layer "$1" "$2" "$w/m" 7
+  printf 'base_model: %s\ndatasets:\n  - path: %s\n    type: tokenized\ndevice: cpu\ncache_dir: %s\n' \
+    "$w/m" "$w/data.jsonl" "$w/cache" >"$w/c.yaml"
+}

@@ -6,17 +6,9 @@
 # as base_model plan too; a missing base_model is an error naming it.
 set -euo pipefail
 bin=$(realpath "$1")
-w=$(mktemp -d)
-trap 'rm -rf "$w"' EXIT
 . "$(dirname "$0")/six_layer_fixture.sh"
-write_token_data "$w/data.jsonl" 3 24
-make_six_layer "$bin" tiny-llama "$w/m" 7
-cat > "$w/c.yaml" <<Y
-base_model: $w/m
-datasets:
-  - path: $w/data.jsonl
-    type: tokenized
-device: cpu
+six_layer_setup "$bin" tiny-llama
+cat >>"$w/c.yaml" <<Y
 lora_r: 4
 lora_alpha: 8
 lora_target_modules: [q_proj, v_proj, down_proj]
@@ -24,7 +16,6 @@ micro_batch_size: 2
 gradient_accumulation_steps: 2
 max_steps: 1
 sequence_len: 48
-cache_dir: $w/cache
 output_dir: $w/out
 Y
 budget=$(budget_for "$bin" "$w/c.yaml" 2 --stream=ram)
