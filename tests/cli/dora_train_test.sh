@@ -11,17 +11,9 @@
 #    adapter logits (f32, within 1e-5 of the largest logit).
 set -euo pipefail
 bin=$(realpath "$1")
-w=$(mktemp -d)
-trap 'rm -rf "$w"' EXIT
 . "$(dirname "$0")/six_layer_fixture.sh"
-write_token_data "$w/data.jsonl" 5 24
-make_six_layer "$bin" tiny-qwen2 "$w/m" 9
-cat > "$w/c.yaml" <<Y
-base_model: $w/m
-datasets:
-  - path: $w/data.jsonl
-    type: tokenized
-device: cpu
+six_layer_setup "$bin" tiny-qwen2 5 24 9
+cat >>"$w/c.yaml" <<Y
 use_dora: true
 lora_r: 4
 lora_alpha: 8
@@ -32,7 +24,6 @@ gradient_accumulation_steps: 2
 max_steps: 12
 sequence_len: 48
 learning_rate: 0.003
-cache_dir: $w/cache
 Y
 
 run() {  # run NAME ARGS...: trains with the extra CLI overrides, prints "<sig> | <plan>"

@@ -7,17 +7,9 @@
 # layer_major: false. Also: layer_major: true beyond the budget is refused naming the key.
 set -euo pipefail
 bin=$(realpath "$1")
-w=$(mktemp -d)
-trap 'rm -rf "$w"' EXIT
 . "$(dirname "$0")/six_layer_fixture.sh"
-write_token_data "$w/data.jsonl" 5 40
-make_six_layer "$bin" tiny-llama "$w/m" 9
-cat > "$w/c.yaml" <<Y
-base_model: $w/m
-datasets:
-  - path: $w/data.jsonl
-    type: tokenized
-device: cpu
+six_layer_setup "$bin" tiny-llama 5 40 9
+cat >>"$w/c.yaml" <<Y
 lora_r: 4
 lora_dropout: 0.1
 lora_target_modules: [q_proj, v_proj, gate_proj, down_proj]
@@ -25,7 +17,6 @@ micro_batch_size: 2
 gradient_accumulation_steps: 4
 max_steps: 4
 sequence_len: 48
-cache_dir: $w/cache
 Y
 loads_of() { sed -nE 's/^streamed .* in ([0-9]+) layer loads.*/\1/p' "$1"; }
 "$bin" train "$w/c.yaml" --stream=off --output_dir="$w/ref" >"$w/ref.log" 2>&1 || { cat "$w/ref.log"; exit 1; }

@@ -7,17 +7,9 @@
 # bitsandbytes options we do not implement are refused by name.
 set -euo pipefail
 bin=$(realpath "$1")
-w=$(mktemp -d)
-trap 'rm -rf "$w"' EXIT
 . "$(dirname "$0")/six_layer_fixture.sh"
-write_token_data "$w/data.jsonl" 3 24
-make_six_layer "$bin" tiny-llama "$w/m" 7
-cat > "$w/c.yaml" <<Y
-base_model: $w/m
-datasets:
-  - path: $w/data.jsonl
-    type: tokenized
-device: cpu
+six_layer_setup "$bin" tiny-llama 3 24 7
+cat >>"$w/c.yaml" <<Y
 adapter: qlora
 load_in_4bit: true
 bnb_4bit_quant_type: nf4
@@ -31,7 +23,6 @@ gradient_accumulation_steps: 2
 max_steps: 12
 sequence_len: 48
 learning_rate: 0.003
-cache_dir: $w/cache
 Y
 ref=""
 partial=0

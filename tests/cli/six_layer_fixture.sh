@@ -49,14 +49,15 @@ budget_for() {
   echo "${hi}KiB"
 }
 
-# six_layer_setup BIN PRESET: a temp dir in $w (removed on exit) holding data.jsonl (24 token rows,
-# seed 3), the 6-layer PRESET model in $w/m (seed 7), and $w/c.yaml training it on the CPU; the
-# caller appends its own keys to $w/c.yaml.
+# six_layer_setup BIN PRESET [DATA_SEED ROWS MODEL_SEED]: a temp dir in $w (removed on exit)
+# holding data.jsonl (ROWS token rows, default 24, seed DATA_SEED, default 3), the 6-layer PRESET
+# model in $w/m (seed MODEL_SEED, default 7), and $w/c.yaml training it on the CPU (base_model,
+# datasets, device, cache_dir); the caller appends its own keys to $w/c.yaml.
 six_layer_setup() {
   w=$(mktemp -d)
   trap 'rm -rf "$w"' EXIT
-  write_token_data "$w/data.jsonl" 3 24
-  make_six_layer "$1" "$2" "$w/m" 7
+  write_token_data "$w/data.jsonl" "${3:-3}" "${4:-24}"
+  make_six_layer "$1" "$2" "$w/m" "${5:-7}"
   printf 'base_model: %s\ndatasets:\n  - path: %s\n    type: tokenized\ndevice: cpu\ncache_dir: %s\n' \
     "$w/m" "$w/data.jsonl" "$w/cache" >"$w/c.yaml"
 }
