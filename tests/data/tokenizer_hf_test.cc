@@ -125,10 +125,15 @@ TEST(Tokenizer, RejectsBadFiles) {
   EXPECT_NE(bad_merge.status().message().find("merge 0"), std::string::npos) << bad_merge.status().to_string();
   auto bad_re = Tokenizer::from_json(
       R"({"model":{"type":"BPE","vocab":{"a":0},"merges":[]},"pre_tokenizer":{"type":"Sequence","pretokenizers":[
-          {"type":"Split","pattern":{"Regex":"\\w+"},"behavior":"Isolated","invert":false},{"type":"ByteLevel"}]}})", "t.json");
-  ASSERT_FALSE(bad_re.ok());
+          {"type":"Split","pattern":{"Regex":"(\\w)\\1"},"behavior":"Isolated","invert":false},{"type":"ByteLevel"}]}})", "t.json");
+  ASSERT_FALSE(bad_re.ok());  // a backreference: outside the general matcher's subset
   EXPECT_EQ(bad_re.status().code(), StatusCode::kUnimplemented);
-  EXPECT_NE(bad_re.status().message().find("\\w+"), std::string::npos);
+  EXPECT_NE(bad_re.status().message().find("(\\w)\\1"), std::string::npos) << bad_re.status().to_string();
+  EXPECT_NE(bad_re.status().message().find("backreference"), std::string::npos) << bad_re.status().to_string();
+  auto bad_behavior = Tokenizer::from_json(
+      R"({"model":{"type":"BPE","vocab":{"a":0},"merges":[]},"pre_tokenizer":{"type":"Split","pattern":{"Regex":"a"},"behavior":"Sideways"}})", "t.json");
+  ASSERT_FALSE(bad_behavior.ok());
+  EXPECT_NE(bad_behavior.status().message().find("Sideways"), std::string::npos) << bad_behavior.status().to_string();
   auto bad_norm = Tokenizer::from_json(
       R"({"model":{"type":"BPE","vocab":{"a":0},"merges":[]},"normalizer":{"type":"NFKC"},"pre_tokenizer":{"type":"ByteLevel"}})", "t.json");
   ASSERT_FALSE(bad_norm.ok());

@@ -191,7 +191,7 @@ TEST(SpmTokenizer, RejectsMalformedComponents) {
   expect_error(spm_json("null", R"({"type":"Metaspace","replacement":"_","prepend_scheme":"sometimes"})", ok_dec), C,
                {"'prepend_scheme'", "sometimes"});
   expect_error(spm_json("null", R"({"type":"Metaspace","replacement":"_","split":"yes"})", ok_dec), C, {"'split'"});
-  expect_error(spm_json("null", R"({"type":"Whitespace"})", ok_dec), U, {"Whitespace"});
+  expect_error(spm_json("null", R"({"type":"UnicodeScripts"})", ok_dec), U, {"UnicodeScripts"});
   expect_error(spm_json("null", "null", R"({"type":"Strip","content":" ","start":1})"), C, {"Strip", "'stop'"});
   expect_error(spm_json("null", "null", R"({"type":"Strip","content":"","start":1,"stop":0})"), C, {"'content'"});
   expect_error(spm_json("null", "null", R"({"type":"Replace","pattern":{"Regex":"x"},"content":" "})"), U, {"Regex"});

@@ -9,12 +9,19 @@ Tables (all sorted by code point, for binary search):
   kCompose     {first, second, composite} primary composites (NFC recomposition pairs), sorted by (first, second)
   kNfcFlag     {lo, hi, 1}   code points that may change under NFC or interact with neighbours: nonzero
                              combining class, NFC(c) != c, or second element of a composition (incl. Hangul V/T)
+  kGcRanges    {lo, hi, gc}  the full general category (GC below, 1..29; Cn unassigned omitted), for the
+                             split regexes' \p{...}
+  kFold        {cp, fold}    simple case folding where it changes the code point: casefold() when it is one
+                             code point, else lower() when that is (the S entries of CaseFolding.txt)
+  kMultiFold   {cp, a, b, c} code points whose full case fold is 2-3 code points (c = 0 for two)
 Usage: python3 tools/tok/gen_unicode_tables.py > src/data/detail/unicode_tables.inc
 """
 import sys
 import unicodedata as ud
 
 CAT = {"Lu": 1, "Ll": 2, "Lt": 3, "Lm": 4, "Lo": 5, "Mn": 6, "Mc": 6, "Me": 6, "Nd": 7, "Nl": 7, "No": 7}
+GC = {c: i + 1 for i, c in enumerate(
+    "Lu Ll Lt Lm Lo Mn Mc Me Nd Nl No Pc Pd Ps Pe Pi Pf Po Sm Sc Sk So Zs Zl Zp Cc Cf Cs Co".split())}
 MAXCP = 0x110000
 
 
@@ -88,6 +95,30 @@ def main():
     w("static const CatRange kNfcFlag[] = {\n")
     for lo, hi, c in ranges(flag):
         w("{0x%X,0x%X,%d},\n" % (lo, hi, c))
+    w("};\n")
+    w("static const CatRange kGcRanges[] = {\n")
+    for lo, hi, c in ranges(lambda cp: GC.get(ud.category(chr(cp)), 0)):
+        w("{0x%X,0x%X,%d},\n" % (lo, hi, c))
+    w("};\n")
+    w("static const FoldEntry kFold[] = {\n")
+    for cp in range(MAXCP):
+        if 0xD800 <= cp <= 0xDFFF:
+            continue
+        ch = chr(cp)
+        f = ch.casefold()
+        if len(f) != 1:
+            f = ch.lower()
+        if len(f) == 1 and f != ch:
+            w("{0x%X,0x%X},\n" % (cp, ord(f)))
+    w("};\n")
+    w("static const MultiFoldEntry kMultiFold[] = {\n")
+    for cp in range(MAXCP):
+        if 0xD800 <= cp <= 0xDFFF:
+            continue
+        f = chr(cp).casefold()
+        if len(f) > 1:
+            t = [ord(x) for x in f] + [0]
+            w("{0x%X,0x%X,0x%X,0x%X},\n" % (cp, t[0], t[1], t[2]))
     w("};\n")
 
 

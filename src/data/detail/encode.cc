@@ -119,11 +119,40 @@ std::string TokenizerImpl::normalize(std::string_view s) const {
   return r;
 }
 
+void TokenizerImpl::pre_tokenize(std::string_view text, bool at_start, std::vector<std::string>* pieces) const {
+  std::vector<std::string> next;
+  std::vector<std::string_view> views;
+  pieces->assign(1, std::string(text));
+  for (const PreStep& st : steps) {
+    if (st.kind == PreStep::Kind::kByteLevel && !st.use_regex && !st.add_prefix_space) continue;  // no-op
+    next.clear();
+    for (std::string& p : *pieces) {
+      views.clear();
+      if (st.kind == PreStep::Kind::kByteLevel && st.add_prefix_space && (p.empty() || p[0] != ' ')) {
+        std::string q(1, ' ');  // not p.insert(0, ...): GCC 12 emits a bogus -Wrestrict there
+        q += p;
+        p.swap(q);
+      }
+      switch (st.kind) {
+        case PreStep::Kind::kSplitRegex: regex_split(st.regex, st.pattern.get(), p, st.behavior, st.invert, &views); break;
+        case PreStep::Kind::kSplitLiteral: literal_split(st.literal, p, st.behavior, st.invert, &views); break;
+        case PreStep::Kind::kDigits: digits_split(st.individual_digits, p, &views); break;
+        case PreStep::Kind::kByteLevel:
+          if (st.use_regex) regex_split(SplitRegex::kGpt2, p, &views);
+          else views.push_back(p);
+          break;
+        case PreStep::Kind::kMetaspace: metaspace(st, at_start && &p == &(*pieces)[0], p, &views); break;
+      }
+      for (std::string_view v : views) next.emplace_back(v);
+    }
+    pieces->swap(next);
+  }
+}
+
 void TokenizerImpl::encode(std::string_view text, std::vector<int32_t>* out) const {
   std::vector<Seg> raw;
   split_added(*this, false, text, &raw);
-  std::vector<std::string> pieces, next;
-  std::vector<std::string_view> views;
+  std::vector<std::string> pieces;
   for (const Seg& s : raw) {
     if (s.id >= 0) { out->push_back(s.id); continue; }
     std::string normed = normalize(s.text);
@@ -133,31 +162,7 @@ void TokenizerImpl::encode(std::string_view text, std::vector<int32_t>* out) con
       if (seg.id >= 0) { out->push_back(seg.id); continue; }
       // Metaspace "first": only the text that starts at offset 0 of the input.
       const bool at_start = s.text.data() == text.data() && seg.text.data() == normed.data();
-      pieces.assign(1, std::string(seg.text));
-      for (const PreStep& st : steps) {
-        if (st.kind == PreStep::Kind::kByteLevel && !st.use_regex && !st.add_prefix_space) continue;  // no-op
-        next.clear();
-        for (std::string& p : pieces) {
-          views.clear();
-          if (st.kind == PreStep::Kind::kByteLevel && st.add_prefix_space && (p.empty() || p[0] != ' ')) {
-            std::string q(1, ' ');  // not p.insert(0, ...): GCC 12 emits a bogus -Wrestrict there
-            q += p;
-            p.swap(q);
-          }
-          switch (st.kind) {
-            case PreStep::Kind::kSplitRegex: regex_split(st.regex, p, &views); break;
-            case PreStep::Kind::kSplitLiteral: literal_split(st.literal, p, &views); break;
-            case PreStep::Kind::kDigits: digits_split(st.individual_digits, p, &views); break;
-            case PreStep::Kind::kByteLevel:
-              if (st.use_regex) regex_split(SplitRegex::kGpt2, p, &views);
-              else views.push_back(p);
-              break;
-            case PreStep::Kind::kMetaspace: metaspace(st, at_start && &p == &pieces[0], p, &views); break;
-          }
-          for (std::string_view v : views) next.emplace_back(v);
-        }
-        pieces.swap(next);
-      }
+      pre_tokenize(seg.text, at_start, &pieces);
       for (const std::string& p : pieces) {
         if (p.size() > kCacheMaxPiece) { bpe(p, out); continue; }
         {

@@ -1,5 +1,7 @@
 #include "data/detail/pretokenize.h"
 
+#include <algorithm>
+
 #include "data/detail/unicode.h"
 
 namespace st::tok {
@@ -12,12 +14,27 @@ const char* const kQwen2Pattern =
 const char* const kTekkenPattern =
     R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 
-StatusOr<SplitRegex> split_regex_from_pattern(const std::string& p) {
+SplitRegex split_regex_from_pattern(const std::string& p) {
   if (p == kGpt2Pattern) return SplitRegex::kGpt2;
   if (p == kLlama3Pattern) return SplitRegex::kLlama3;
   if (p == kQwen2Pattern) return SplitRegex::kQwen2;
   if (p == kTekkenPattern) return SplitRegex::kTekken;
-  return Unimplemented(Str() << "pre-tokenizer Split regex not supported: " << p);
+  return SplitRegex::kGeneral;
+}
+
+bool split_behavior_from_name(const std::string& name, SplitBehavior* out) {
+  static const std::pair<const char*, SplitBehavior> kNames[] = {
+      {"Isolated", SplitBehavior::kIsolated},
+      {"Removed", SplitBehavior::kRemoved},
+      {"MergedWithPrevious", SplitBehavior::kMergedWithPrevious},
+      {"MergedWithNext", SplitBehavior::kMergedWithNext},
+      {"Contiguous", SplitBehavior::kContiguous}};
+  for (const auto& [n, b] : kNames)
+    if (name == n) {
+      *out = b;
+      return true;
+    }
+  return false;
 }
 
 namespace {
@@ -61,7 +78,10 @@ size_t contraction(const Text& t, size_t i, bool icase) {
   if (t.cp[i] != '\'' || i + 1 >= t.n()) return 0;
   auto c = [&](size_t k) -> uint32_t {
     if (k >= t.n()) return 0;
-    return icase ? static_cast<uint32_t>(lower_ascii(t.cp[k])) : t.cp[k];
+    if (!icase) return t.cp[k];
+    // (?i): Oniguruma matches the case orbit; of the letters here only s has a non-ASCII member,
+    // U+017F LONG S (U+212A KELVIN SIGN folds to k, which no contraction uses).
+    return t.cp[k] == 0x17F ? 's' : static_cast<uint32_t>(lower_ascii(t.cp[k]));
   };
   uint32_t a = c(i + 1), b = c(i + 2);
   if (a == 's' || a == 't' || a == 'm' || a == 'd') return 2;
@@ -147,44 +167,112 @@ size_t match_at(SplitRegex re, const Text& t, size_t i) {
     case SplitRegex::kLlama3: return match_llama3(t, i, 3);
     case SplitRegex::kQwen2: return match_llama3(t, i, 1);
     case SplitRegex::kTekken: return match_tekken(t, i);
+    case SplitRegex::kGeneral: break;
   }
   return 0;
 }
 
-}  // namespace
+using Spans = std::vector<std::pair<size_t, size_t>>;  // byte offsets
 
-void regex_split(SplitRegex re, std::string_view text, std::vector<std::string_view>* out) {
-  Text t;
-  std::vector<size_t> offs;
-  t.cp = utf8_decode(text, &offs);
-  t.cat.resize(t.n());
-  t.space.resize(t.n());
-  for (size_t i = 0; i < t.n(); ++i) {
-    t.cat[i] = category(t.cp[i]);
-    t.space[i] = is_space(t.cp[i]);
+// HF's NormalizedString::split over `matches` (sorted, non-overlapping byte spans).
+void split_by(std::string_view text, const Spans& matches, SplitBehavior behavior, bool invert,
+              std::vector<std::string_view>* out) {
+  struct Piece {
+    size_t s, e;
+    bool m;
+  };
+  std::vector<Piece> all;  // matches and the gaps between them, as find_matches lists them
+  size_t prev = 0;
+  for (auto [s, e] : matches) {
+    if (prev != s) all.push_back({prev, s, false});
+    all.push_back({s, e, true});
+    prev = e;
   }
-  size_t gap = 0;  // start of unmatched text
-  for (size_t i = 0; i < t.n();) {
-    size_t m = match_at(re, t, i);
-    if (m == 0) { ++i; continue; }
-    if (gap < i) out->push_back(text.substr(offs[gap], offs[i] - offs[gap]));
-    out->push_back(text.substr(offs[i], offs[i + m] - offs[i]));
-    i += m;
-    gap = i;
+  if (prev != text.size()) all.push_back({prev, text.size(), false});
+  if (invert)
+    for (Piece& p : all) p.m = !p.m;
+  std::vector<Piece> acc;  // m now means "remove"
+  bool prev_match = false;
+  switch (behavior) {
+    case SplitBehavior::kIsolated:
+      for (const Piece& p : all) acc.push_back({p.s, p.e, false});
+      break;
+    case SplitBehavior::kRemoved:
+      for (const Piece& p : all) acc.push_back(p);
+      break;
+    case SplitBehavior::kMergedWithPrevious:
+      for (const Piece& p : all) {
+        if (p.m && !prev_match && !acc.empty()) acc.back().e = p.e;
+        else acc.push_back({p.s, p.e, false});
+        prev_match = p.m;
+      }
+      break;
+    case SplitBehavior::kMergedWithNext:
+      for (size_t k = all.size(); k-- > 0;) {
+        const Piece& p = all[k];
+        if (p.m && !prev_match && !acc.empty()) acc.back().s = p.s;
+        else acc.push_back({p.s, p.e, false});
+        prev_match = p.m;
+      }
+      std::reverse(acc.begin(), acc.end());
+      break;
+    case SplitBehavior::kContiguous:
+      for (const Piece& p : all) {
+        if (p.m == prev_match && !acc.empty()) acc.back().e = p.e;
+        else acc.push_back({p.s, p.e, false});
+        prev_match = p.m;
+      }
+      break;
   }
-  if (gap < t.n()) out->push_back(text.substr(offs[gap]));
+  for (const Piece& p : acc)
+    if (!p.m && p.e > p.s) out->push_back(text.substr(p.s, p.e - p.s));
 }
 
-void literal_split(std::string_view lit, std::string_view text, std::vector<std::string_view>* out) {
-  size_t start = 0;
-  while (!lit.empty()) {
-    size_t p = text.find(lit, start);
-    if (p == std::string_view::npos) break;
-    if (p > start) out->push_back(text.substr(start, p - start));
-    out->push_back(text.substr(p, lit.size()));
-    start = p + lit.size();
+}  // namespace
+
+void regex_split(SplitRegex re, const SplitPattern* general, std::string_view text, SplitBehavior behavior,
+                 bool invert, std::vector<std::string_view>* out) {
+  std::vector<size_t> offs;
+  std::vector<uint32_t> cps = utf8_decode(text, &offs);
+  offs.push_back(text.size());
+  Spans matches;
+  if (re == SplitRegex::kGeneral) {
+    for (auto [s, e] : general->find_all(cps)) matches.emplace_back(offs[s], offs[e]);
+  } else {
+    Text t;
+    t.cp = std::move(cps);
+    t.cat.resize(t.n());
+    t.space.resize(t.n());
+    for (size_t i = 0; i < t.n(); ++i) {
+      t.cat[i] = category(t.cp[i]);
+      t.space[i] = is_space(t.cp[i]);
+    }
+    for (size_t i = 0; i < t.n();) {
+      size_t m = match_at(re, t, i);
+      if (m == 0) {
+        ++i;
+        continue;
+      }
+      matches.emplace_back(offs[i], offs[i + m]);
+      i += m;
+    }
   }
-  if (start < text.size()) out->push_back(text.substr(start));
+  split_by(text, matches, behavior, invert, out);
+}
+
+void literal_split(std::string_view lit, std::string_view text, SplitBehavior behavior, bool invert,
+                   std::vector<std::string_view>* out) {
+  Spans matches;
+  if (lit.empty()) {
+    std::vector<size_t> offs;
+    utf8_decode(text, &offs);
+    offs.push_back(text.size());
+    for (size_t o : offs) matches.emplace_back(o, o);
+  } else {
+    for (size_t p = text.find(lit); p != std::string_view::npos; p = text.find(lit, p + lit.size()))
+      matches.emplace_back(p, p + lit.size());
+  }
+  split_by(text, matches, behavior, invert, out);
 }
 
 void digits_split(bool individual, std::string_view text, std::vector<std::string_view>* out) {

@@ -11,6 +11,7 @@
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <span>
 #include <string>
@@ -44,6 +45,9 @@ struct PreStep {
   enum class Kind { kSplitRegex, kSplitLiteral, kDigits, kByteLevel, kMetaspace };
   Kind kind = Kind::kByteLevel;
   SplitRegex regex = SplitRegex::kGpt2;
+  std::shared_ptr<const SplitPattern> pattern;  // kSplitRegex with regex == kGeneral
+  SplitBehavior behavior = SplitBehavior::kIsolated;  // kSplitRegex / kSplitLiteral
+  bool invert = false;                                // kSplitRegex / kSplitLiteral
   std::string literal;          // kSplitLiteral; kMetaspace: the replacement char (UTF-8)
   bool individual_digits = false;
   bool add_prefix_space = false;
@@ -107,6 +111,10 @@ struct TokenizerImpl {
 
   std::string normalize(std::string_view s) const;
   void encode(std::string_view text, std::vector<int32_t>* out) const;
+  // The pre-tokenizer steps on one normalized segment (between added tokens), as HF's
+  // pre_tokenize_str: the pieces BPE sees. `at_start`: the segment begins the input (Metaspace
+  // "first").
+  void pre_tokenize(std::string_view text, bool at_start, std::vector<std::string>* pieces) const;
   void bpe(std::string_view piece, std::vector<int32_t>* out) const;
   // kChars: ids -> text through the decoder chain, as HF's Tokenizer::decode.
   std::string decode_chars(std::span<const int32_t> ids, bool skip_special) const;

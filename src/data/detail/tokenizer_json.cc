@@ -75,21 +75,48 @@ StatusOr<PrependScheme> prepend_scheme(const Json& j, const std::string& where, 
   return flag(j, "add_prefix_space", true) ? PrependScheme::kAlways : PrependScheme::kNever;
 }
 
-Status parse_split(const Json& j, TokenizerImpl* t, const std::string& what) {
-  std::string behavior = j.value("behavior", "");
-  if (behavior != "Isolated" || flag(j, "invert", false))
-    return Unimplemented(Str() << what << ": Split behavior '" << behavior << "' invert=" << flag(j, "invert", false)
-                               << " (only Isolated, invert=false)");
-  const Json& p = j.contains("pattern") ? j["pattern"] : Json();
+StatusOr<SplitBehavior> behavior_of(const Json& j, const std::string& where, const std::string& what) {
+  ASSIGN_OR_RETURN(std::string name, str_field(j, "behavior", where, what));
+  SplitBehavior b;
+  if (!split_behavior_from_name(name, &b))
+    return Corruption(Str() << what << ": " << where << ": 'behavior' '" << name
+                            << "' is not Isolated, Removed, MergedWithPrevious, MergedWithNext or Contiguous");
+  return b;
+}
+
+// A Split step on a general pattern (one HF builds itself: Whitespace, Punctuation, ...).
+Status add_general_split(const std::string& regex, SplitBehavior b, bool invert, TokenizerImpl* t,
+                         const std::string& what) {
   PreStep s;
-  if (p.contains("Regex") && p["Regex"].is_string()) {
+  s.kind = PreStep::Kind::kSplitRegex;
+  s.regex = SplitRegex::kGeneral;
+  ASSIGN_OR_RETURN(s.pattern, SplitPattern::compile(regex), what);
+  s.behavior = b;
+  s.invert = invert;
+  t->steps.push_back(s);
+  return Status::OK();
+}
+
+Status parse_split(const Json& j, TokenizerImpl* t, const std::string& what) {
+  const std::string where = "pre_tokenizer Split";
+  PreStep s;
+  ASSIGN_OR_RETURN(s.behavior, behavior_of(j, where, what));
+  if (j.contains("invert") && !j["invert"].is_boolean())
+    return Corruption(Str() << what << ": " << where << ": 'invert' is not a bool");
+  s.invert = flag(j, "invert", false);
+  const Json& p = j.contains("pattern") ? j["pattern"] : Json();
+  if (p.is_object() && p.contains("Regex") && p["Regex"].is_string()) {
+    const std::string re = p["Regex"].get<std::string>();
     s.kind = PreStep::Kind::kSplitRegex;
-    ASSIGN_OR_RETURN(s.regex, split_regex_from_pattern(p["Regex"].get<std::string>()), what);
-  } else if (p.contains("String") && p["String"].is_string()) {
+    s.regex = split_regex_from_pattern(re);
+    if (s.regex == SplitRegex::kGeneral) {
+      ASSIGN_OR_RETURN(s.pattern, SplitPattern::compile(re), what + ": " + where);
+    }
+  } else if (p.is_object() && p.contains("String") && p["String"].is_string()) {
     s.kind = PreStep::Kind::kSplitLiteral;
     s.literal = p["String"].get<std::string>();
   } else {
-    return Corruption(Str() << what << ": Split without a Regex or String pattern");
+    return Corruption(Str() << what << ": " << where << " without a Regex or String pattern");
   }
   t->steps.push_back(s);
   return Status::OK();
@@ -103,6 +130,34 @@ Status parse_pre(const Json& j, TokenizerImpl* t, const std::string& what) {
     return Status::OK();
   }
   if (type == "Split") return parse_split(j, t, what);
+  // HF's fixed-pattern pre-tokenizers, as the Split each amounts to. Punctuation: Rust's
+  // is_ascii_punctuation or a Unicode P category, one character per match; Whitespace: the regex
+  // HF uses; WhitespaceSplit: White_Space characters removed (Oniguruma's \s is the same set).
+  if (type == "Punctuation") {
+    SplitBehavior b = SplitBehavior::kIsolated;
+    if (j.contains("behavior")) {
+      ASSIGN_OR_RETURN(b, behavior_of(j, "pre_tokenizer Punctuation", what));
+    }
+    return add_general_split(R"([\p{P}!-/:-@\[-`{-~])", b, false, t, what);
+  }
+  if (type == "Whitespace") {
+    // HF runs \w+|[^\w\s]+ on Rust's regex crate, whose \w is Alphabetic, marks, Nd, Pc and the
+    // joiners: beyond Oniguruma's \w it takes U+200C/D and the circled / squared Latin letters (So),
+    // and leaves out No.
+    const std::string w = R"(\p{L}\p{M}\p{Nd}\p{Nl}\p{Pc}\x{200C}\x{200D}\x{24B6}-\x{24E9}\x{1F130}-\x{1F149})"
+                          R"(\x{1F150}-\x{1F169}\x{1F170}-\x{1F189})";
+    return add_general_split("[" + w + "]+|[^" + w + "\\s]+", SplitBehavior::kRemoved, true, t, what);
+  }
+  if (type == "WhitespaceSplit") return add_general_split(R"(\s)", SplitBehavior::kRemoved, false, t, what);
+  if (type == "CharDelimiterSplit") {
+    ASSIGN_OR_RETURN(std::string d, one_char(j, "delimiter", "pre_tokenizer CharDelimiterSplit", what));
+    PreStep s;
+    s.kind = PreStep::Kind::kSplitLiteral;
+    s.literal = d;
+    s.behavior = SplitBehavior::kRemoved;
+    t->steps.push_back(s);
+    return Status::OK();
+  }
   PreStep s;
   if (type == "Digits") {
     s.kind = PreStep::Kind::kDigits;

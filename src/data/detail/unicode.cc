@@ -17,6 +17,12 @@ struct DecompEntry {
 struct ComposeEntry {
   uint32_t a, b, c;
 };
+struct FoldEntry {
+  uint32_t cp, fold;
+};
+struct MultiFoldEntry {
+  uint32_t cp, a, b, c;
+};
 
 #include "data/detail/unicode_tables.inc"
 
@@ -77,6 +83,58 @@ Cat category(uint32_t cp) {
     return Cat::kOther;
   }
   return static_cast<Cat>(range_lookup(kCatRanges, cp));
+}
+
+Gc general_category(uint32_t cp) { return static_cast<Gc>(range_lookup(kGcRanges, cp)); }
+
+uint32_t simple_fold(uint32_t cp) {
+  if (cp < 0x80) return (cp >= 'A' && cp <= 'Z') ? cp + 32 : cp;
+  const FoldEntry* end = std::end(kFold);
+  const FoldEntry* it =
+      std::lower_bound(std::begin(kFold), end, cp, [](const FoldEntry& e, uint32_t v) { return e.cp < v; });
+  return (it != end && it->cp == cp) ? it->fold : cp;
+}
+
+std::vector<uint32_t> case_orbit(uint32_t cp) {
+  // Inverse of kFold, built once: fold target -> the code points folding to it.
+  static const std::vector<FoldEntry> by_target = [] {
+    std::vector<FoldEntry> v;
+    for (const FoldEntry& e : kFold) v.push_back({e.fold, e.cp});
+    std::sort(v.begin(), v.end(), [](const FoldEntry& a, const FoldEntry& b) {
+      return a.cp != b.cp ? a.cp < b.cp : a.fold < b.fold;
+    });
+    return v;
+  }();
+  const uint32_t f = simple_fold(cp);
+  std::vector<uint32_t> out{f};
+  auto it = std::lower_bound(by_target.begin(), by_target.end(), f,
+                             [](const FoldEntry& e, uint32_t v) { return e.cp < v; });
+  for (; it != by_target.end() && it->cp == f; ++it) out.push_back(it->fold);
+  return out;
+}
+
+bool any_folds_to_several(uint32_t lo, uint32_t hi) {
+  const MultiFoldEntry* end = std::end(kMultiFold);
+  const MultiFoldEntry* it =
+      std::lower_bound(std::begin(kMultiFold), end, lo, [](const MultiFoldEntry& e, uint32_t v) { return e.cp < v; });
+  return it != end && it->cp <= hi;
+}
+
+bool folds_to_several(uint32_t cp) { return any_folds_to_several(cp, cp); }
+
+const std::vector<std::vector<uint32_t>>& multi_folds() {
+  static const std::vector<std::vector<uint32_t>> all = [] {
+    std::vector<std::vector<uint32_t>> v;
+    for (const MultiFoldEntry& e : kMultiFold) {
+      std::vector<uint32_t> s{simple_fold(e.a), simple_fold(e.b)};
+      if (e.c) s.push_back(simple_fold(e.c));
+      v.push_back(std::move(s));
+    }
+    std::sort(v.begin(), v.end());
+    v.erase(std::unique(v.begin(), v.end()), v.end());
+    return v;
+  }();
+  return all;
 }
 
 bool is_space(uint32_t cp) {

@@ -19,6 +19,25 @@ inline bool is_number(uint32_t cp) { return category(cp) == Cat::kN; }
 // Oniguruma's Unicode \s: U+0009..U+000D, U+0085 and general categories Zs, Zl, Zp.
 bool is_space(uint32_t cp);
 
+// The full Unicode general category (values as tools/tok/gen_unicode_tables.py numbers them; kCn is
+// unassigned). Used by the general split regexes' \p{...} (split_regex.h).
+enum class Gc : uint8_t {
+  kCn = 0, kLu, kLl, kLt, kLm, kLo, kMn, kMc, kMe, kNd, kNl, kNo, kPc, kPd, kPs, kPe, kPi, kPf, kPo,
+  kSm, kSc, kSk, kSo, kZs, kZl, kZp, kCc, kCf, kCs, kCo,
+};
+constexpr int kGcCount = 30;
+Gc general_category(uint32_t cp);
+// Simple case folding (one code point to one); unchanged where Unicode has none.
+uint32_t simple_fold(uint32_t cp);
+// Every code point whose simple fold equals simple_fold(cp), cp included ("case orbit": s, S and
+// U+017F LONG S; k, K and U+212A KELVIN SIGN). At most a handful.
+std::vector<uint32_t> case_orbit(uint32_t cp);
+// Full case folding to several code points (U+00DF -> "ss", U+FB01 -> "fi"): true for such cp.
+bool folds_to_several(uint32_t cp);
+bool any_folds_to_several(uint32_t lo, uint32_t hi);  // some cp in [lo, hi]
+// Every such multi-code-point fold, each as its code points (simple-folded, so "ss" not "SS").
+const std::vector<std::vector<uint32_t>>& multi_folds();
+
 // Decodes UTF-8. Invalid bytes decode to U+FFFD one byte at a time (never fails);
 // `byte_offsets` (optional) receives the start offset of each code point plus a final end offset.
 std::vector<uint32_t> utf8_decode(std::string_view s, std::vector<size_t>* byte_offsets = nullptr);

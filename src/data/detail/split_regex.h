@@ -1,0 +1,61 @@
+// The general split regex: a tokenizer.json `Split` pattern (or a GGUF pre-tokenizer's) compiled
+// as HF `tokenizers` compiles it -- Oniguruma's syntax and Unicode semantics -- and run by a
+// backtracking matcher over code points (Note [split regex]).
+//
+// Note [split regex]
+// HF tokenizers hands a Split's pattern to Oniguruma and takes its matches from onig's find_iter.
+// The four patterns of the supported families have hand-written matchers (pretokenize.cc); any
+// other pattern (DeepSeek's, GPT-4o's, a fine-tune's own) runs here. Supported: literals, '.',
+// classes with ranges, negation and escapes, \d \D \s \S \w \W \h \H, \p{..} \P{..} \p{^..} for
+// the general categories (long or short names, Oniguruma's loose matching) and Any, ASCII, Digit,
+// Space, Word, XDigit; groups (capturing, (?:), named), alternation, * + ? {n} {n,} {,m} {n,m}
+// greedy, lazy (?), possessive (+ after * + ?); (?i) (?m) (?-i) and their group forms (simple case
+// folding: a code point matches its whole case orbit); ^ $ \A \z \Z \b \B; lookahead, fixed-length
+// lookbehind, atomic groups. Anything else (backreferences, script properties such as \p{Han},
+// POSIX brackets, class intersections, (?x), \K, \R, \X, multi-character case folds such as
+// (?i)ss matching U+00DF) is Unimplemented naming the construct, never silently approximated.
+//
+// The matcher marks each (instruction, position) it visits, as RE2's BitState does: with no
+// backreferences a state that failed once fails again, so a search costs at most
+// instructions x positions however the pattern nests (a hostile `(a*)*b` stays polynomial), and
+// empty loops end.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "core/status.h"
+
+namespace st::tok {
+
+namespace rx {
+struct Program;
+struct Subject;
+}  // namespace rx
+
+class SplitPattern {
+ public:
+  // Compiles `pattern` (UTF-8). InvalidArgument for a malformed pattern, Unimplemented for a
+  // construct outside the subset above; both name the construct and its code-point offset.
+  static StatusOr<std::shared_ptr<const SplitPattern>> compile(std::string_view pattern);
+  ~SplitPattern();
+
+  // The matches of the pattern in `cps`, as [start, end) code-point offsets, exactly as onig's
+  // find_iter yields them to HF's Split: leftmost-first matches left to right, an empty match
+  // right where the previous match ended skipped.
+  std::vector<std::pair<size_t, size_t>> find_all(const std::vector<uint32_t>& cps) const;
+
+  const std::string& pattern() const { return pattern_; }
+  size_t program_size() const;
+
+ private:
+  SplitPattern() = default;
+  std::string pattern_;
+  std::unique_ptr<rx::Program> prog_;
+};
+
+}  // namespace st::tok

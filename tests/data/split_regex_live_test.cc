@@ -1,0 +1,64 @@
+// Live oracle for the general split regex and HF's Split behaviors: tools/tok/split_check.py runs
+// HF `tokenizers` on random strings for ~160 pre-tokenizer specs (DeepSeek-V3, GPT-4o, the
+// families' patterns through the general matcher, every supported construct, every behavior,
+// Punctuation / Whitespace / WhitespaceSplit / CharDelimiterSplit); our pre-tokenizer must give
+// the same pieces. Fails (never skips) when python3 or `tokenizers` is missing.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdio>
+#include <string>
+
+#include "core/json.h"
+#include "data/detail/tokenizer_json.h"
+
+namespace st {
+namespace {
+
+std::string run(const std::string& cmd, int* rc) {
+  FILE* p = popen(cmd.c_str(), "r");
+  if (p == nullptr) return "";
+  std::string out;
+  char buf[65536];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  *rc = pclose(p);
+  return out;
+}
+
+TEST(SplitRegexLive, MatchesHfPreTokenizers) {
+  const std::string root = ST_SOURCE_DIR;
+  const long seed = std::chrono::system_clock::now().time_since_epoch().count() % 1000000;
+  int rc = -1;
+  const std::string out = run("python3 " + root + "/tools/tok/split_check.py " + std::to_string(seed) + " 60 2>&1", &rc);
+  ASSERT_EQ(rc, 0) << "split_check.py failed (python3 with the `tokenizers` package is required; run "
+                      "tools/install_deps.sh):\n" << out.substr(0, 2000);
+  int specs = 0, texts = 0, bad = 0;
+  size_t pos = 0;
+  while (pos < out.size()) {
+    size_t e = out.find('\n', pos);
+    if (e == std::string::npos) e = out.size();
+    auto j = parse_json(std::string_view(out).substr(pos, e - pos), "split_check output");
+    pos = e + 1;
+    ASSERT_TRUE(j.ok()) << j.status().to_string();
+    Json tj = {{"model", {{"type", "BPE"}, {"vocab", {{"a", 0}}}, {"merges", Json::array()}}},
+               {"pre_tokenizer", (*j)["pre"]}};
+    auto impl = tok::impl_from_json(tj, "spec " + (*j)["pre"].dump());
+    ASSERT_TRUE(impl.ok()) << impl.status().to_string();
+    ++specs;
+    const Json& ts = (*j)["texts"];
+    for (size_t k = 0; k < ts.size(); ++k, ++texts) {
+      std::vector<std::string> got;
+      (*impl)->pre_tokenize(ts[k].get<std::string>(), true, &got);
+      const auto want = (*j)["pieces"][k].get<std::vector<std::string>>();
+      if (got != want && bad++ < 8)
+        ADD_FAILURE() << (*j)["pre"].dump() << "\n text " << Json(ts[k]).dump() << "\n hf   " << Json(want).dump()
+                      << "\n ours " << Json(got).dump() << " (seed " << seed << ")";
+    }
+  }
+  EXPECT_GT(specs, 150);
+  EXPECT_EQ(bad, 0) << bad << " of " << texts << " texts differ (seed " << seed << ")";
+}
+
+}  // namespace
+}  // namespace st
