@@ -98,8 +98,10 @@ TEST(Tokenizer, FromGgufPartsMatchesJson) {
     EXPECT_GT(checked, 200);
   }
   GgufTokenizerParts bad;
-  bad.pre = "falcon";
-  EXPECT_EQ(Tokenizer::from_gguf_parts(bad).status().code(), StatusCode::kUnimplemented);
+  bad.pre = "kimi-k2";  // a script-property (\p{Han}) pipeline: refused by name
+  auto refused = Tokenizer::from_gguf_parts(bad);
+  EXPECT_EQ(refused.status().code(), StatusCode::kUnimplemented);
+  EXPECT_NE(refused.status().message().find("kimi-k2"), std::string::npos) << refused.status().to_string();
 }
 
 TEST(Tokenizer, Throughput) {

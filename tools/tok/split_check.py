@@ -4,7 +4,9 @@ HF `tokenizers` pre-tokenizes random strings; one JSONL line per spec on stdout:
 {"pre": <pre_tokenizer JSON>, "texts": [...], "pieces": [[...], ...]}.
 Specs are what tokenizer.json files hold (DeepSeek-V3 / R1-distill, GPT-4o o200k, the four
 families' patterns run through the general matcher, and patterns that exercise every supported
-construct), each under several behaviors. Used by tests/data/split_regex_live_test.cc.
+construct), each under several behaviors, plus 60 random patterns a run (random_pattern); a spec
+HF refuses is written as {"pre", "hf_error"} and must be refused by us too.
+Used by tests/data/split_regex_live_test.cc.
 Usage: split_check.py SEED COUNT"""
 import json
 import os
@@ -39,7 +41,7 @@ PATTERNS = DEEPSEEK_V3 + [O200K] + ["(?:%s)" % p for p in (tok_common.GPT2_RE, t
     r"\P{N}+?\p{N}", r"[\s\S]{3}", r"(\p{L}+)(?:\s)|(?#note)z", r"(?<w>\p{Ll})+|\p{Cc}+|\p{Cf}", r"\x41|\u00e9|\t|\n",
     r"x(?i)a|b", r"(?i:x)a|\p{M}+", r"[\p{Ll}&]|\p{Lt}|\p{Lm}", r"\s*[\r\n]+|\s+(?!\S)", r"[^\s]+", r"\p{Any}{2}",
     r"\p{ASCII}+|\p{Word}+|\p{Space}", r"[:\[]+|\p{XDigit}{2}", r"\p{Nl}|\p{No}|\p{Sc}|\p{Sk}|\p{Sm}|\p{So}|\p{Pd}",
-    r"(a|ab)(c|bcd)(d*)", r"(?:\p{L}|\p{N})*\p{P}",
+    r"(a|ab)(c|bcd)(d*)", r"(?:\p{L}|\p{N})*\p{P}", r" ?[^(\s|[.,!?…。，、।۔،])]+",
 ]
 
 
@@ -69,6 +71,33 @@ def specs():
     return out
 
 
+def random_pattern(rng, depth=0):
+    """A random regex from the constructs the general matcher supports (ids must agree with HF)."""
+    def atom():
+        r = rng.random()
+        if depth < 3 and r < 0.18:
+            inner = random_pattern(rng, depth + 1)
+            return rng.choice(["(%s)", "(?:%s)", "(?i:%s)", "(?>%s)", "(?=%s)", "(?!%s)", "(?m:%s)"]) % inner
+        if r < 0.22:
+            return rng.choice(["(?<=a)", "(?<!\\s)", "(?<=\\p{L}|12)", "^", "$", "\\b", "\\B", "\\A", "\\z", "\\Z"])
+        if r < 0.45:
+            return rng.choice(["a", "b", " ", "\\n", "1", "é", "K", "'", "x", "\\.", "-", "中"])
+        if r < 0.75:
+            return rng.choice(["\\s", "\\S", "\\d", "\\D", "\\w", "\\W", "\\h", "\\p{L}", "\\p{N}", "\\p{P}",
+                               "\\p{S}", "\\p{Lu}", "\\p{Ll}", "\\P{L}", "\\p{^N}", "\\p{M}", "\\p{Zs}", "."])
+        return rng.choice(["[ab]", "[^a\\s]", "[\\p{L}\\d]", "[a-c1-3]", "[^\\p{L}\\p{N}\\s]", "[\\r\\n]", "[k-m]",
+                           "[^()|\\s[.,!]]", "[\\w-]", "[^]x]", "[一-龥]", "[\\x{41}-\\x{5A}]"])
+    def piece():
+        a = atom()
+        if rng.random() < 0.45 and not a.startswith(("(?=", "(?!", "(?<", "^", "$", "\\b", "\\B", "\\A", "\\z", "\\Z")):
+            a += rng.choice(["*", "+", "?", "{1,3}", "{2}", "{,2}", "{2,}", "*?", "+?", "??", "{1,2}?", "*+", "++", "?+"])
+        return a
+    alts = []
+    for _ in range(rng.randint(1, 3)):
+        alts.append("".join(piece() for _ in range(rng.randint(1, 4))))
+    return "|".join(alts)
+
+
 def hf_pre(spec):
     """The spec as a tokenizers pre-tokenizer, built from its JSON as tokenizer.json is read."""
     from tokenizers import Tokenizer
@@ -80,11 +109,26 @@ def main():
     seed, count = int(sys.argv[1]), int(sys.argv[2])
     rng = random.Random(seed)
     extra = ["abcbcd x yz aa ab", "ſ's 'S 'ſ K k", "\r\n\r\n  \n", "12 345 6789 ab12 x1", "中文字 ひらがな カタカナ"]
-    for spec in specs():
-        pre = hf_pre(spec)
+    random_specs = [split(random_pattern(rng), rng.choice(BEHAVIORS), rng.random() < 0.3) for _ in range(60)]
+    fixed = specs()
+    n_fixed = len(fixed)
+    for k, spec in enumerate(fixed + random_specs):
+        try:
+            pre = hf_pre(spec)
+        except Exception as e:  # HF refuses the pattern: so must we
+            sys.stdout.write(json.dumps({"pre": spec, "hf_error": str(e)}, ensure_ascii=False) + "\n")
+            continue
         texts = extra + [tok_common.random_string(rng, with_specials=False) for _ in range(count)] + [""]
-        pieces = [[p for p, _ in pre.pre_tokenize_str(t)] for t in texts]
-        sys.stdout.write(json.dumps({"pre": spec, "texts": texts, "pieces": pieces}, ensure_ascii=False) + "\n")
+        try:
+            pieces = [[p for p, _ in pre.pre_tokenize_str(t)] for t in texts]
+        except BaseException as e:  # noqa: B036 -- Oniguruma's retry limit panics (nested random quantifiers):
+            if "retry-limit" not in str(e):  # HF has no answer to compare with, so the spec is dropped
+                raise
+            continue
+        rec = {"pre": spec, "texts": texts, "pieces": pieces}
+        if k >= n_fixed:
+            rec["random"] = True  # may be refused by name (e.g. a repeat of something that can match empty)
+        sys.stdout.write(json.dumps(rec, ensure_ascii=False) + "\n")
 
 
 if __name__ == "__main__":

@@ -123,8 +123,13 @@ void TokenizerImpl::pre_tokenize(std::string_view text, bool at_start, std::vect
   std::vector<std::string> next;
   std::vector<std::string_view> views;
   pieces->assign(1, std::string(text));
-  for (const PreStep& st : steps) {
-    if (st.kind == PreStep::Kind::kByteLevel && !st.use_regex && !st.add_prefix_space) continue;  // no-op
+  // After a ByteLevel step HF's later steps see the byte-mapped text (Falcon's Digits after
+  // ByteLevel: U+00BC '¼', a mapped byte, is a digit there); so map, split, and map back at the end.
+  bool mapped = false;
+  for (size_t k = 0; k < steps.size(); ++k) {
+    const PreStep& st = steps[k];
+    const bool last = k + 1 == steps.size();
+    if (st.kind == PreStep::Kind::kByteLevel && !st.use_regex && !st.add_prefix_space && (last || mapped)) continue;
     next.clear();
     for (std::string& p : *pieces) {
       views.clear();
@@ -143,9 +148,24 @@ void TokenizerImpl::pre_tokenize(std::string_view text, bool at_start, std::vect
           break;
         case PreStep::Kind::kMetaspace: metaspace(st, at_start && &p == &(*pieces)[0], p, &views); break;
       }
-      for (std::string_view v : views) next.emplace_back(v);
+      for (std::string_view v : views) {
+        if (st.kind == PreStep::Kind::kByteLevel && !last && !mapped) {
+          std::string m;
+          for (unsigned char b : v) utf8_append(byte_to_unicode()[b], &m);
+          next.push_back(std::move(m));
+        } else {
+          next.emplace_back(v);
+        }
+      }
     }
+    if (st.kind == PreStep::Kind::kByteLevel && !last) mapped = true;
     pieces->swap(next);
+  }
+  if (!mapped) return;
+  for (std::string& p : *pieces) {
+    std::string raw;
+    for (uint32_t c : utf8_decode(p)) raw.push_back(static_cast<char>(unicode_to_byte(c)));
+    p.swap(raw);
   }
 }
 

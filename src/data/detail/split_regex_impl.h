@@ -13,7 +13,7 @@ namespace st::tok::rx {
 // One member of a character class: a code-point range, a set of general categories, or one of
 // Oniguruma's Unicode shorthand sets; `neg` complements the member (\S, \P{L}, \p{^L} inside [...]).
 struct ClassItem {
-  enum class Kind : uint8_t { kRange, kGc, kSpace, kWord, kHex, kAscii, kAny };
+  enum class Kind : uint8_t { kRange, kGc, kSpace, kWord, kWordBare, kHex, kAscii, kAny };
   Kind kind = Kind::kRange;
   bool neg = false;
   uint32_t lo = 0, hi = 0;  // kRange
@@ -67,9 +67,12 @@ struct Program {
 };
 
 bool class_matches(const CharClass& c, const Subject& s, size_t i);
-// \w as Oniguruma's Unicode \w: letters, marks, numbers, connector punctuation.
-inline bool is_word_gc(Gc g) {
-  return (g >= Gc::kLu && g <= Gc::kNo) || g == Gc::kPc;
-}
+// Whether a member of `c` takes `cp` (no case orbit, `c.neg` not applied).
+bool class_has(const CharClass& c, uint32_t cp);
+// Oniguruma's Unicode \w has two definitions (checked code point by code point against HF):
+// inside brackets ([\w], [\p{Word}]) the Unicode Word property -- Alphabetic, marks, Nd, Pc, which
+// beside the letters and Nl takes the circled / squared Latin letters (So); outside brackets (\w,
+// \W, \p{Word}, \b) that plus the Latin-1 No characters U+00B2 U+00B3 U+00B9 U+00BC-U+00BE.
+bool is_word(uint32_t cp, Gc g, bool bare);
 
 }  // namespace st::tok::rx

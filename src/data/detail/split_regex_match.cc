@@ -1,5 +1,6 @@
 // The backtracking matcher of the general split regex (split_regex.h Note [split regex]).
 #include <algorithm>
+#include <unordered_set>
 
 #include "data/detail/split_regex.h"
 #include "data/detail/split_regex_impl.h"
@@ -7,27 +8,43 @@
 namespace st::tok {
 namespace rx {
 
-bool class_matches(const CharClass& c, const Subject& s, size_t i) {
-  auto member = [&](uint32_t cp, Gc g, bool space) {
-    for (const ClassItem& it : c.items) {
-      bool r = false;
-      switch (it.kind) {
-        case ClassItem::Kind::kRange: r = cp >= it.lo && cp <= it.hi; break;
-        case ClassItem::Kind::kGc: r = (it.gc_mask >> static_cast<int>(g)) & 1; break;
-        case ClassItem::Kind::kSpace: r = space; break;
-        case ClassItem::Kind::kWord: r = is_word_gc(g); break;
-        case ClassItem::Kind::kHex: r = (cp >= '0' && cp <= '9') || ((cp | 0x20) >= 'a' && (cp | 0x20) <= 'f'); break;
-        case ClassItem::Kind::kAscii: r = cp < 0x80; break;
-        case ClassItem::Kind::kAny: r = true; break;
-      }
-      if (r != it.neg) return true;
+bool is_word(uint32_t cp, Gc g, bool bare) {
+  if ((g >= Gc::kLu && g <= Gc::kNl) || g == Gc::kPc) return true;  // L, M, Nd, Nl, Pc
+  if (g == Gc::kSo)  // Other_Alphabetic symbols: circled, squared and negative-circled Latin letters
+    return (cp >= 0x24B6 && cp <= 0x24E9) || (cp >= 0x1F130 && cp <= 0x1F149) || (cp >= 0x1F150 && cp <= 0x1F169) ||
+           (cp >= 0x1F170 && cp <= 0x1F189);
+  return bare && (cp == 0xB2 || cp == 0xB3 || cp == 0xB9 || (cp >= 0xBC && cp <= 0xBE));
+}
+
+namespace {
+
+bool member(const CharClass& c, uint32_t cp, Gc g, bool space) {
+  for (const ClassItem& it : c.items) {
+    bool r = false;
+    switch (it.kind) {
+      case ClassItem::Kind::kRange: r = cp >= it.lo && cp <= it.hi; break;
+      case ClassItem::Kind::kGc: r = (it.gc_mask >> static_cast<int>(g)) & 1; break;
+      case ClassItem::Kind::kSpace: r = space; break;
+      case ClassItem::Kind::kWord: r = is_word(cp, g, false); break;
+      case ClassItem::Kind::kWordBare: r = is_word(cp, g, true); break;
+      case ClassItem::Kind::kHex: r = (cp >= '0' && cp <= '9') || ((cp | 0x20) >= 'a' && (cp | 0x20) <= 'f'); break;
+      case ClassItem::Kind::kAscii: r = cp < 0x80; break;
+      case ClassItem::Kind::kAny: r = true; break;
     }
-    return false;
-  };
-  bool r = member(s.cp[i], s.gc[i], s.space[i]);
+    if (r != it.neg) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+bool class_has(const CharClass& c, uint32_t cp) { return member(c, cp, general_category(cp), is_space(cp)); }
+
+bool class_matches(const CharClass& c, const Subject& s, size_t i) {
+  bool r = member(c, s.cp[i], s.gc[i], s.space[i]);
   if (!r && c.icase) {
     for (uint32_t o : case_orbit(s.cp[i]))
-      if (o != s.cp[i] && member(o, general_category(o), is_space(o))) {
+      if (o != s.cp[i] && class_has(c, o)) {
         r = true;
         break;
       }
@@ -37,11 +54,14 @@ bool class_matches(const CharClass& c, const Subject& s, size_t i) {
 
 namespace {
 
-// Visited (instruction, position) states of one run, over positions [base, base + cols).
+// Visited (instruction, position) states of one run, over positions from `base`: a bitmap up to
+// kDenseBits, a hash set past it (a long match of a large program: memory then grows with the
+// states actually visited, i.e. with the work done, instead of positions x instructions).
 class Memo {
  public:
   void reset(size_t base, size_t nprog) {
     std::fill(bits_.begin(), bits_.begin() + std::min(bits_.size(), words(used_cols_)), 0);
+    sparse_.clear();
     base_ = base;
     nprog_ = nprog;
     used_cols_ = 0;
@@ -50,11 +70,13 @@ class Memo {
   // True if (pc, pos) was visited before; marks it.
   bool seen(uint32_t pc, size_t pos) {
     const size_t col = pos - base_;
+    const size_t bit = col * nprog_ + pc;
+    if (bit >= kDenseBits) return !sparse_.insert(bit).second;
     if (col >= used_cols_) {
       used_cols_ = col + 1;
-      if (words(used_cols_) > bits_.size()) bits_.resize(std::max(words(used_cols_), 2 * bits_.size()), 0);
+      if (words(used_cols_) > bits_.size())
+        bits_.resize(std::min(std::max(words(used_cols_), 2 * bits_.size()), kDenseBits / 64 + 1), 0);
     }
-    const size_t bit = col * nprog_ + pc;
     uint64_t& w = bits_[bit >> 6];
     const uint64_t m = uint64_t{1} << (bit & 63);
     if (w & m) return true;
@@ -63,18 +85,23 @@ class Memo {
   }
   // Forgets the states at `pos` (those on a successful path end there).
   void forget_column(size_t pos) {
-    if (pos < base_ || pos - base_ >= used_cols_) return;
+    if (pos < base_) return;
     const size_t first = (pos - base_) * nprog_;
-    for (size_t b = first; b < first + nprog_; ++b) bits_[b >> 6] &= ~(uint64_t{1} << (b & 63));
+    for (size_t b = first; b < first + nprog_; ++b) {
+      if (b >= kDenseBits) sparse_.erase(b);
+      else if ((b >> 6) < bits_.size()) bits_[b >> 6] &= ~(uint64_t{1} << (b & 63));
+    }
   }
 
  private:
-  size_t words(size_t cols) const { return (cols * nprog_ + 63) / 64; }
+  static constexpr size_t kDenseBits = size_t{1} << 28;  // 32 MiB
+  size_t words(size_t cols) const { return std::min((cols * nprog_ + 63) / 64, kDenseBits / 64 + 1); }
   std::vector<uint64_t> bits_;
+  std::unordered_set<size_t> sparse_;
   size_t base_ = 0, nprog_ = 0, used_cols_ = 0;
 };
 
-bool word_at(const Subject& s, size_t i) { return i < s.n() && is_word_gc(s.gc[i]); }
+bool word_at(const Subject& s, size_t i) { return i < s.n() && is_word(s.cp[i], s.gc[i], true); }
 
 class Matcher {
  public:
@@ -116,7 +143,7 @@ class Matcher {
   bool step_assert(Op op, size_t pos) const {
     const size_t n = s_.n();
     switch (op) {
-      case Op::kBol: return pos == 0 || s_.cp[pos - 1] == '\n';
+      case Op::kBol: return pos == 0 || (s_.cp[pos - 1] == '\n' && pos < n);  // Oniguruma: not at the very end
       case Op::kEol: return pos == n || s_.cp[pos] == '\n';
       case Op::kBos: return pos == 0;
       case Op::kEos: return pos == n;

@@ -10,7 +10,7 @@ namespace st::tok {
 namespace rx {
 namespace {
 
-constexpr size_t kMaxInsts = 1 << 16;  // after repetitions are expanded
+constexpr size_t kMaxInsts = 1 << 14;  // after repetitions are expanded (real patterns: < 300)
 constexpr int kMaxDepth = 16;          // lookaround / atomic nesting
 
 struct Node {
@@ -26,7 +26,39 @@ struct Node {
   int min = 0, max = -1;   // kRepeat (-1: unbounded)
   bool greedy = true;
   bool behind = false, neg = false;  // kLook
+  bool bag = false;  // enclosed by a capturing, named or option group (may take a quantifier)
 };
+
+// Oniguruma's rule for what a quantifier may follow: not an anchor or lookaround, nor an
+// alternation with such a branch -- unless a capturing / named / option group encloses it; a
+// concatenation always may ((?:^$)* is accepted, (?:^|a)* is not).
+// Can `n` match the empty string?
+bool nullable(const Node& n) {
+  switch (n.k) {
+    case Node::K::kEmpty: case Node::K::kAssert: case Node::K::kLook: return true;
+    case Node::K::kChar: case Node::K::kClass: case Node::K::kAny: return false;
+    case Node::K::kRepeat: return n.min == 0 || nullable(n.kids[0]);
+    case Node::K::kAtomic: return nullable(n.kids[0]);
+    case Node::K::kCat:
+      for (const Node& k : n.kids)
+        if (!nullable(k)) return false;
+      return true;
+    case Node::K::kAlt:
+      for (const Node& k : n.kids)
+        if (nullable(k)) return true;
+      return false;
+  }
+  return true;
+}
+
+bool invalid_repeat_target(const Node& n) {
+  if (n.bag) return false;
+  if (n.k == Node::K::kAssert || n.k == Node::K::kLook) return true;
+  if (n.k == Node::K::kAlt)
+    for (const Node& k : n.kids)
+      if (invalid_repeat_target(k)) return true;
+  return false;
+}
 
 struct Flags {
   bool i = false, m = false;
@@ -242,8 +274,10 @@ class Parser {
       } else if (peek() != '{' || !interval(&lo, &hi)) {
         return a;
       }
-      if (a.k == Node::K::kAssert || a.k == Node::K::kLook || a.k == Node::K::kEmpty)
-        i_ = at, fail(false, "target of a repeat operator is invalid");
+      if (invalid_repeat_target(a)) i_ = at, fail(false, "target of a repeat operator is invalid");
+      // Oniguruma ends a loop whose iteration matched empty, taking that as success; the matcher
+      // here would backtrack into the iteration instead, so such repeats are refused.
+      if ((hi < 0 || hi > 1) && nullable(a)) i_ = at, fail(true, "a repeat of something that can match empty");
       Node r;
       r.k = Node::K::kRepeat;
       r.min = lo, r.max = hi;
@@ -317,6 +351,7 @@ class Parser {
     Node n;
     if (!eat('?')) {
       n = alt(f);  // capturing group: captures are not used by Split
+      n.bag = true;
     } else if (eat(':')) {
       n = alt(f);
     } else if (eat('=') || eat('!')) {
@@ -332,12 +367,14 @@ class Parser {
       for (++i_; more() && peek() != close; ++i_) {}
       if (!eat(close)) fail(false, "unterminated group name");
       n = alt(f);
+      n.bag = true;
     } else if (eat('#')) {
       while (more() && peek() != ')') ++i_;
     } else if (peek() == 'i' || peek() == 'm' || peek() == '-' || peek() == 'x') {
       parse_flag_letters(f);
       if (!eat(':')) fail(false, "malformed group options");
       n = alt(f);
+      n.bag = true;
     } else {
       fail(true, "the group kind '(?" + std::string(1, static_cast<char>(peek() < 128 ? peek() : '?')) + "'");
     }
@@ -409,14 +446,14 @@ class Parser {
   }
 
   // \d \D \s \S \w \W \h \H \p{..} \P{..} as one class member; nullopt if c is none of them.
-  std::optional<ClassItem> set_escape(uint32_t c) {
+  std::optional<ClassItem> set_escape(uint32_t c, bool bare) {
     ClassItem it;
     const uint32_t lower = c | 0x20;
     it.neg = c < 'a';
     switch (lower) {
       case 'd': it.kind = ClassItem::Kind::kGc, it.gc_mask = gc_bit(Gc::kNd); return it;
       case 's': it.kind = ClassItem::Kind::kSpace; return it;
-      case 'w': it.kind = ClassItem::Kind::kWord; return it;
+      case 'w': it.kind = bare ? ClassItem::Kind::kWordBare : ClassItem::Kind::kWord; return it;
       case 'h': it.kind = ClassItem::Kind::kHex; return it;
       case 'p': {
         if (!eat('{')) fail(true, "\\p or \\P without braces");
@@ -433,6 +470,7 @@ class Parser {
         if (!p) fail(true, "the character property '" + name + "' (general categories and Any, ASCII, Digit, Space, "
                            "Word, XDigit are supported)");
         p->neg = neg;
+        if (bare && p->kind == ClassItem::Kind::kWord) p->kind = ClassItem::Kind::kWordBare;
         return p;
       }
       default: return std::nullopt;
@@ -451,7 +489,7 @@ class Parser {
       case 'B': return assertion(Op::kNotWordB);
       default: break;
     }
-    if (std::optional<ClassItem> it = set_escape(c)) {
+    if (std::optional<ClassItem> it = set_escape(c, true)) {
       CharClass cc;  // (?i) does not widen \p{Lu} outside brackets (Oniguruma; inside it does)
       cc.items.push_back(*it);
       return class_node(std::move(cc));
@@ -475,8 +513,14 @@ class Parser {
         break;
       }
       first = false;
-      if (c == '[') fail(true, p_.size() > i_ + 1 && peek(1) == ':' ? "POSIX bracket expressions ([:alpha:])"
-                                                                     : "nested character classes");
+      if (c == '[') {
+        if (peek(1) == ':') fail(true, "POSIX bracket expressions ([:alpha:])");
+        ++i_;  // a nested class is a union with the outer one (BLOOM's [^(\s|[.,!?])])
+        CharClass inner = char_class(f);
+        if (inner.neg) fail(true, "a negated class nested in a class");
+        cc.items.insert(cc.items.end(), inner.items.begin(), inner.items.end());
+        continue;
+      }
       if (c == '&' && peek(1) == '&') fail(true, "character class intersection (&&)");
       ++i_;
       uint32_t lo = c;
@@ -484,7 +528,7 @@ class Parser {
         if (!more()) fail(false, "premature end of a character class");
         uint32_t e = peek();
         ++i_;
-        if (std::optional<ClassItem> it = set_escape(e)) {
+        if (std::optional<ClassItem> it = set_escape(e, false)) {
           cc.items.push_back(*it);
           continue;
         }
@@ -509,10 +553,14 @@ class Parser {
         if (hc < lo) fail(false, "empty range in a character class");
         r.hi = hc;
       }
-      if (cc.icase && any_folds_to_several(r.lo, r.hi))
-        fail(true, "(?i) on a class holding a character that folds to several");
       cc.items.push_back(r);
     }
+    // Under (?i) Oniguruma lets a class match the several characters one member folds to
+    // ((?i)[\w] matches "st" for U+FB06): refused rather than matched one character at a time.
+    // Oniguruma does not do this for a negated class.
+    if (cc.icase && !cc.neg)
+      for (uint32_t m : multi_fold_chars())
+        if (class_has(cc, m)) fail(true, "(?i) on a class holding a character that folds to several");
     return cc;
   }
 };

@@ -13,36 +13,9 @@ namespace {
 const std::string kWhat = "GGUF tokenizer";
 const std::string kSpace = "\xE2\x96\x81";  // U+2581 "▁", SentencePiece's space
 
-Status gguf_pre(const std::string& pre, TokenizerImpl* t) {
-  auto split = [&](SplitRegex r) { PreStep s; s.kind = PreStep::Kind::kSplitRegex; s.regex = r; t->steps.push_back(s); };
-  PreStep bl;
-  bl.kind = PreStep::Kind::kByteLevel;
-  if (pre == "llama-bpe" || pre == "llama3") {
-    split(SplitRegex::kLlama3);
-    t->ignore_merges = true;
-  } else if (pre == "qwen2") {
-    t->norm.push_back({NormStep::Kind::kNfc, "", ""});
-    split(SplitRegex::kQwen2);
-  } else if (pre == "tekken") {
-    split(SplitRegex::kTekken);
-  } else if (pre == "smollm") {
-    PreStep d;
-    d.kind = PreStep::Kind::kDigits;
-    d.individual_digits = true;
-    t->steps.push_back(d);
-    bl.use_regex = true;
-  } else if (pre == "gpt2" || pre == "default" || pre.empty()) {
-    bl.use_regex = true;
-  } else {
-    return Unimplemented(Str() << "GGUF tokenizer.ggml.pre '" << pre << "'");
-  }
-  t->steps.push_back(bl);
-  return Status::OK();
-}
-
 StatusOr<std::shared_ptr<TokenizerImpl>> byte_level_from_gguf(const GgufTokenizerParts& p) {
   auto t = std::make_shared<TokenizerImpl>();
-  RETURN_IF_ERROR(gguf_pre(p.pre, t.get()));
+  RETURN_IF_ERROR(gguf_pre_tokenizer(p.pre, t.get(), kWhat));
   for (size_t i = 0; i < p.tokens.size(); ++i) {
     int32_t type = p.token_types.empty() ? 1 : p.token_types[i];
     int32_t id = static_cast<int32_t>(i);

@@ -356,4 +356,6 @@ StatusOr<std::shared_ptr<TokenizerImpl>> impl_from_json(const Json& j, const std
   return t;
 }
 
+Status parse_pre_tokenizer(const Json& j, TokenizerImpl* t, const std::string& what) { return parse_pre(j, t, what); }
+
 }  // namespace st::tok

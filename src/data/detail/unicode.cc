@@ -122,6 +122,12 @@ bool any_folds_to_several(uint32_t lo, uint32_t hi) {
 
 bool folds_to_several(uint32_t cp) { return any_folds_to_several(cp, cp); }
 
+std::vector<uint32_t> multi_fold_chars() {
+  std::vector<uint32_t> v;
+  for (const MultiFoldEntry& e : kMultiFold) v.push_back(e.cp);
+  return v;
+}
+
 const std::vector<std::vector<uint32_t>>& multi_folds() {
   static const std::vector<std::vector<uint32_t>> all = [] {
     std::vector<std::vector<uint32_t>> v;

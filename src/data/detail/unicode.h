@@ -37,6 +37,8 @@ bool folds_to_several(uint32_t cp);
 bool any_folds_to_several(uint32_t lo, uint32_t hi);  // some cp in [lo, hi]
 // Every such multi-code-point fold, each as its code points (simple-folded, so "ss" not "SS").
 const std::vector<std::vector<uint32_t>>& multi_folds();
+// The code points that fold to several (U+00DF, U+FB01, ...).
+std::vector<uint32_t> multi_fold_chars();
 
 // Decodes UTF-8. Invalid bytes decode to U+FFFD one byte at a time (never fails);
 // `byte_offsets` (optional) receives the start offset of each code point plus a final end offset.
