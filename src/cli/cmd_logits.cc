@@ -141,6 +141,7 @@ StatusOr<std::vector<std::vector<float>>> run_rows(Engine& e, const std::vector<
     b.seq = static_cast<int64_t>(rows[i].size());
     b.input_ids = rows[i];
     b.labels.assign(rows[i].size(), kIgnoreIndex);
+    RETURN_IF_ERROR(check_rope_positions(e.lm->config, b.seq, (Str() << "row " << i).str()));
     ASSIGN_OR_RETURN(std::vector<float> l, e.model->forward_logits(b, *e.lm->layers), "row " << i);
     out.push_back(std::move(l));
   }

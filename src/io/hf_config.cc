@@ -157,6 +157,9 @@ Status parse_rope(const Json& j, const std::string& what, ModelConfig* c) {
                                       "original_max_position_embeddings > 0");
   } else if (type == "yarn") {
     RETURN_IF_ERROR(parse_yarn(*rp, ctx, c));
+  } else if (type == "dynamic") {
+    c->rope_scaling = RopeScaling::kDynamic;
+    ASSIGN_OR_RETURN(c->rope_factor, json_number(*rp, "factor", ctx));
   } else {
     return Unimplemented(Str() << what << ": rope_type '" << type
                                << "' is not supported (default, linear, llama3, yarn)");
@@ -383,6 +386,9 @@ Json hf_config_to_json(const ModelConfig& c) {
     rp["low_freq_factor"] = c.rope_low_freq_factor;
     rp["high_freq_factor"] = c.rope_high_freq_factor;
     rp["original_max_position_embeddings"] = c.rope_original_max_pos;
+  } else if (c.rope_scaling == RopeScaling::kDynamic) {
+    rp["rope_type"] = "dynamic";
+    rp["factor"] = c.rope_factor;
   } else if (c.rope_scaling == RopeScaling::kYarn) {
     rp["rope_type"] = "yarn";
     rp["factor"] = c.rope_factor;
@@ -474,6 +480,15 @@ float rope_attention_scale(const ModelConfig& c) {
   const double s = 1.0 / std::sqrt(static_cast<double>(c.head_dim));
   const double a = c.rope_scaling == RopeScaling::kYarn ? c.rope_attention_factor : 1.0;
   return static_cast<float>(s * a * a);
+}
+
+Status check_rope_positions(const ModelConfig& c, int64_t n, const std::string& what) {
+  if (c.rope_scaling != RopeScaling::kDynamic || n <= c.max_position_embeddings) return Status::OK();
+  return Unimplemented(Str() << what << " reaches position " << n << ", past max_position_embeddings "
+                             << c.max_position_embeddings
+                             << " with dynamic NTK RoPE (rope_type 'dynamic'): transformers rescales the "
+                                "frequencies there, which is not supported; shorten it to "
+                             << c.max_position_embeddings << " tokens");
 }
 
 }  // namespace st

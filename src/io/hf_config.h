@@ -13,7 +13,10 @@ namespace st {
 enum class Arch { kLlama, kMistral, kQwen2, kQwen3 };
 const char* arch_name(Arch a);  // "llama", "mistral", "qwen2", "qwen3"
 
-enum class RopeScaling { kNone, kLlama3, kLinear, kYarn };
+// kDynamic: transformers' dynamic NTK ("dynamic"): the default frequencies until a sequence
+// passes max_position_embeddings, where HF rescales the base for the whole batch -- refused there
+// (check_rope_positions), so within it the default is exact.
+enum class RopeScaling { kNone, kLlama3, kLinear, kYarn, kDynamic };
 
 struct ModelConfig {
   Arch arch = Arch::kLlama;
@@ -84,6 +87,10 @@ Json hf_config_to_json(const ModelConfig& c);
 
 // Inverse frequencies for RoPE, float32 exactly as HF computes them (including llama3 and yarn scaling).
 std::vector<float> rope_inv_freq(const ModelConfig& c);
+// Positions [0, n) are fine for this RoPE; Unimplemented for dynamic NTK past
+// max_position_embeddings (where transformers would rescale the base per batch). `what` names the
+// caller's input (a sample, a prompt).
+Status check_rope_positions(const ModelConfig& c, int64_t n, const std::string& what);
 // The attention's softmax scale: 1/sqrt(head_dim), times yarn's attention factor squared (HF scales
 // cos and sin, so q.k, by it twice; the logits are the same, rounded once fewer).
 float rope_attention_scale(const ModelConfig& c);

@@ -188,6 +188,7 @@ StatusOr<std::vector<float>> Decoder::forward(std::span<const int32_t> ids, Logi
   for (int32_t id : ids) {
     if (id < 0 || id >= V) return InvalidArgument(Str() << "decoder: token id " << id << " outside vocab " << V);
   }
+  RETURN_IF_ERROR(check_rope_positions(cfg_, pos_ + n, "decoder: the sequence"));
   std::vector<float> out(static_cast<size_t>(which == LogitsFor::kAll ? n * V : V));
   for (int64_t i0 = 0; i0 < n; i0 += opts_.max_chunk) {
     const int64_t c = std::min(opts_.max_chunk, n - i0);

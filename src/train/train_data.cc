@@ -116,6 +116,12 @@ StatusOr<TrainData> load_train_data(const TrainConfig& cfg, const ModelConfig& m
   }
   DatasetStats eval_stats;
   RETURN_IF_ERROR(load_all(cfg.eval_datasets, tok, o, &eval, &eval_stats));
+  // Positions restart in every sample (packed or not), so the longest sample sets the largest one.
+  for (const std::vector<Sample>* set : {&all, &eval}) {
+    size_t longest = 0;
+    for (const Sample& smp : *set) longest = std::max(longest, smp.input_ids.size());
+    RETURN_IF_ERROR(check_rope_positions(mc, static_cast<int64_t>(longest), set == &all ? "a training sample" : "an eval sample"));
+  }
   td.train = std::make_shared<std::vector<Sample>>(std::move(all));
   if (!eval.empty()) td.eval = std::make_shared<std::vector<Sample>>(std::move(eval));
   td.pad_id = tok.pad_id() >= 0 ? tok.pad_id() : (tok.eos_id() >= 0 ? tok.eos_id() : 0);

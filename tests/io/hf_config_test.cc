@@ -378,8 +378,28 @@ TEST(HfConfig, YarnMatchesTransformers) {
             std::string::npos);
   EXPECT_NE(parse_err(base + R"("rope_scaling":{"rope_type":"yarn","factor":-4}})").message().find("factor"),
             std::string::npos);
-  EXPECT_NE(parse_err(base + R"("rope_scaling":{"rope_type":"dynamic","factor":4}})").message().find("'dynamic'"),
-            std::string::npos);
+  EXPECT_NE(parse_err(base + R"("rope_scaling":{"rope_type":"dynamic"}})").message().find("factor"), std::string::npos);
+}
+
+// Dynamic NTK: transformers keeps the default frequencies up to max_position_embeddings and rescales
+// the base past it; we run the first exactly and refuse the second by name.
+TEST(HfConfig, DynamicNtkRope) {
+  ModelConfig c = parse_ok(R"({"model_type":"llama","vocab_size":10,"hidden_size":64,"intermediate_size":4,
+    "num_hidden_layers":1,"num_attention_heads":4,"rope_theta":10000,"max_position_embeddings":2048,
+    "rope_scaling":{"type":"dynamic","factor":2.0}})");
+  EXPECT_EQ(c.rope_scaling, RopeScaling::kDynamic);
+  EXPECT_EQ(c.rope_factor, 2.0);
+  ModelConfig plain = c;
+  plain.rope_scaling = RopeScaling::kNone;
+  EXPECT_EQ(rope_inv_freq(c), rope_inv_freq(plain));
+  EXPECT_TRUE(check_rope_positions(c, 2048, "a sample").ok());
+  Status past = check_rope_positions(c, 2049, "a sample");
+  EXPECT_EQ(past.code(), StatusCode::kUnimplemented);
+  EXPECT_NE(past.message().find("a sample reaches position 2049"), std::string::npos) << past.to_string();
+  EXPECT_TRUE(check_rope_positions(plain, 100000, "a sample").ok());  // other RoPE kinds extrapolate
+  ModelConfig back = parse_ok(hf_config_to_json(c).dump());
+  EXPECT_EQ(back.rope_scaling, RopeScaling::kDynamic);
+  EXPECT_EQ(back.rope_factor, 2.0);
 }
 
 }  // namespace

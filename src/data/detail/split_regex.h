@@ -6,19 +6,25 @@
 // HF tokenizers hands a Split's pattern to Oniguruma and takes its matches from onig's find_iter.
 // The four patterns of the supported families have hand-written matchers (pretokenize.cc); any
 // other pattern (DeepSeek's, GPT-4o's, a fine-tune's own) runs here. Supported: literals, '.',
-// classes with ranges, negation and escapes, \d \D \s \S \w \W \h \H, \p{..} \P{..} \p{^..} for
-// the general categories (long or short names, Oniguruma's loose matching) and Any, ASCII, Digit,
-// Space, Word, XDigit; groups (capturing, (?:), named), alternation, * + ? {n} {n,} {,m} {n,m}
-// greedy, lazy (?), possessive (+ after * + ?); (?i) (?m) (?-i) and their group forms (simple case
-// folding: a code point matches its whole case orbit); ^ $ \A \z \Z \b \B; lookahead, fixed-length
-// lookbehind, atomic groups. Anything else (backreferences, script properties such as \p{Han},
-// POSIX brackets, class intersections, (?x), \K, \R, \X, multi-character case folds such as
-// (?i)ss matching U+00DF) is Unimplemented naming the construct, never silently approximated.
+// classes with ranges, negation, nesting (a union) and escapes, \d \D \s \S \w \W \h \H, \p{..}
+// \P{..} \p{^..} for the general categories (long or short names, Oniguruma's loose matching) and
+// Any, ASCII, Digit, Space, Word, XDigit; groups (capturing, (?:), named), alternation, * + ?
+// {n} {n,} {,m} {n,m} greedy, lazy (?), possessive (+ after * + ?); (?i) (?m) (?-i) and their
+// group forms (simple case folding: a code point matches its whole case orbit); ^ $ \A \z \Z \b
+// \B; lookahead, fixed-length lookbehind, atomic groups. Oniguruma's quirks that the oracle showed
+// are kept: \w outside brackets also takes U+00B2 U+00B3 U+00B9 U+00BC-BE; (?i) widens \p{Lu} only
+// inside brackets; a(?i)b|c is a(?i:b|c); ^ never matches at the very end; which targets a
+// quantifier may follow. Refused as Unimplemented, naming the construct, never approximated:
+// backreferences, script properties (\p{Han}), POSIX brackets, class intersections, (?x), \K \R
+// \X, multi-character case folds ((?i)ss vs U+00DF, or a (?i) class holding such a character),
+// and repeats of something that can match empty (Oniguruma ends those loops on an empty
+// iteration; this matcher would backtrack into it).
 //
 // The matcher marks each (instruction, position) it visits, as RE2's BitState does: with no
 // backreferences a state that failed once fails again, so a search costs at most
-// instructions x positions however the pattern nests (a hostile `(a*)*b` stays polynomial), and
-// empty loops end.
+// instructions x positions however the pattern nests (a hostile `(a+)+b` stays polynomial, where
+// Oniguruma gives up at its retry limit). Memory: a bitmap of at most 32 MiB, then a hash set of
+// the states visited.
 #pragma once
 
 #include <cstdint>
