@@ -33,7 +33,7 @@ TEST(SplitRegexLive, MatchesHfPreTokenizers) {
   const std::string out = run("python3 " + root + "/tools/tok/split_check.py " + std::to_string(seed) + " 60 2>&1", &rc);
   ASSERT_EQ(rc, 0) << "split_check.py failed (python3 with the `tokenizers` package is required; run "
                       "tools/install_deps.sh):\n" << out.substr(0, 2000);
-  int specs = 0, texts = 0, bad = 0, refused = 0, random_run = 0;
+  int specs = 0, texts = 0, bad = 0, refused = 0, random_run = 0, norms = 0;
   size_t pos = 0;
   while (pos < out.size()) {
     size_t e = out.find('\n', pos);
@@ -43,6 +43,22 @@ TEST(SplitRegexLive, MatchesHfPreTokenizers) {
     if (line.empty() || line[0] != '{') continue;  // stderr: Oniguruma's retry-limit panics print here
     auto j = parse_json(line, "split_check output");
     ASSERT_TRUE(j.ok()) << j.status().to_string();
+    if (j->contains("norm")) {  // a normalizer: HF's normalize_str
+      Json tn = {{"model", {{"type", "BPE"}, {"vocab", {{"a", 0}}}, {"merges", Json::array()}}},
+                 {"normalizer", (*j)["norm"]}};
+      auto impl = tok::impl_from_json(tn, "normalizer " + (*j)["norm"].dump());
+      ASSERT_TRUE(impl.ok()) << impl.status().to_string();
+      ++norms;
+      const Json& ts = (*j)["texts"];
+      for (size_t k = 0; k < ts.size(); ++k) {
+        const std::string got = (*impl)->normalize(ts[k].get<std::string>());
+        const std::string want = (*j)["out"][k].get<std::string>();
+        if (got != want && bad++ < 8)
+          ADD_FAILURE() << (*j)["norm"].dump() << "\n text " << Json(ts[k]).dump() << "\n hf   " << Json(want).dump()
+                        << "\n ours " << Json(got).dump();
+      }
+      continue;
+    }
     Json tj = {{"model", {{"type", "BPE"}, {"vocab", {{"a", 0}}}, {"merges", Json::array()}}},
                {"pre_tokenizer", (*j)["pre"]}};
     auto impl = tok::impl_from_json(tj, "spec " + (*j)["pre"].dump());
@@ -70,6 +86,7 @@ TEST(SplitRegexLive, MatchesHfPreTokenizers) {
   std::printf("%d specs, %d texts; %d random patterns run, %d refused by name (seed %ld)\n", specs, texts, random_run,
               refused, seed);
   EXPECT_GT(specs, 190);
+  EXPECT_EQ(norms, 15);
   EXPECT_GE(random_run, 2 * refused) << "too many random patterns refused: " << refused << " vs " << random_run << " run";
   EXPECT_EQ(bad, 0) << bad << " of " << texts << " texts differ (seed " << seed << ")";
 }

@@ -14,6 +14,10 @@ Tables (all sorted by code point, for binary search):
   kFold        {cp, fold}    simple case folding where it changes the code point: casefold() when it is one
                              code point, else lower() when that is (the S entries of CaseFolding.txt)
   kMultiFold   {cp, a, b, c} code points whose full case fold is 2-3 code points (c = 0 for two)
+  kKDecomp     {cp, off, len} full compatibility decomposition (NFKD of the code point) where it differs
+                             from the canonical one (Hangul syllables excluded); data in kKDecompData
+  kLower       {cp, off, len} lowercase mapping where it changes the code point (str.lower of the one
+                             code point: full mappings, no context); data in kLowerData
 Usage: python3 tools/tok/gen_unicode_tables.py > src/data/detail/unicode_tables.inc
 """
 import sys
@@ -111,6 +115,29 @@ def main():
         if len(f) == 1 and f != ch:
             w("{0x%X,0x%X},\n" % (cp, ord(f)))
     w("};\n")
+    kdec, kdata = [], []
+    lower, ldata = [], []
+    for cp in range(MAXCP):
+        if is_hangul_syllable(cp) or 0xD800 <= cp <= 0xDFFF:
+            continue
+        ch = chr(cp)
+        k = ud.normalize("NFKD", ch)
+        if k != ud.normalize("NFD", ch):
+            kdec.append((cp, len(kdata), len(k)))
+            kdata.extend(ord(c) for c in k)
+        lo = ch.lower()
+        if lo != ch:
+            lower.append((cp, len(ldata), len(lo)))
+            ldata.extend(ord(c) for c in lo)
+    for name, entries, data in (("kKDecomp", kdec, kdata), ("kLower", lower, ldata)):
+        w("static const DecompEntry %s[] = {\n" % name)
+        for cp, off, n in entries:
+            w("{0x%X,%d,%d},\n" % (cp, off, n))
+        w("};\n")
+        w("static const uint32_t %sData[] = {\n" % name)
+        for i in range(0, len(data), 12):
+            w(",".join("0x%X" % x for x in data[i:i + 12]) + ",\n")
+        w("};\n")
     w("static const MultiFoldEntry kMultiFold[] = {\n")
     for cp in range(MAXCP):
         if 0xD800 <= cp <= 0xDFFF:

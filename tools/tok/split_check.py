@@ -5,7 +5,8 @@ HF `tokenizers` pre-tokenizes random strings; one JSONL line per spec on stdout:
 Specs are what tokenizer.json files hold (DeepSeek-V3 / R1-distill, GPT-4o o200k, the four
 families' patterns run through the general matcher, and patterns that exercise every supported
 construct), each under several behaviors, plus 60 random patterns a run (random_pattern); a spec
-HF refuses is written as {"pre", "hf_error"} and must be refused by us too.
+HF refuses is written as {"pre", "hf_error"} and must be refused by us too. Normalizers (NFD, NFKC,
+Lowercase, Strip, StripAccents, Replace with a Regex, ...) come first as {"norm", "texts", "out"}.
 Used by tests/data/split_regex_live_test.cc.
 Usage: split_check.py SEED COUNT"""
 import json
@@ -98,6 +99,20 @@ def random_pattern(rng, depth=0):
     return "|".join(alts)
 
 
+NORMALIZERS = [{"type": t} for t in ("NFC", "NFD", "NFKC", "NFKD", "Lowercase", "StripAccents")] + [
+    {"type": "Strip", "strip_left": True, "strip_right": True},
+    {"type": "Strip", "strip_left": False, "strip_right": True},
+    {"type": "Strip", "strip_left": True, "strip_right": False},
+    {"type": "Sequence", "normalizers": [{"type": "NFD"}, {"type": "StripAccents"}, {"type": "Lowercase"}]},
+    {"type": "Sequence", "normalizers": [{"type": "NFKC"}, {"type": "Lowercase"}]},
+    {"type": "Replace", "pattern": {"Regex": r"\s+"}, "content": " "},
+    {"type": "Replace", "pattern": {"Regex": r"\p{Zs}|\t"}, "content": "\u2581"},
+    {"type": "Replace", "pattern": {"Regex": r"[0-9]{2,}|x+?"}, "content": "<n>"},
+    {"type": "Replace", "pattern": {"String": "  "}, "content": " "},
+]
+COMPAT = "ﬁ ﬂ ½ ² ㎏ Ａｂ ｶﾞ ① ℌ ǅ ß ẞ İ ΣσςΣ Å Ω K ﬀ ᾈ ǰ ŉ \u00a0x\u3000y \u0345 é"
+
+
 def hf_pre(spec):
     """The spec as a tokenizers pre-tokenizer, built from its JSON as tokenizer.json is read."""
     from tokenizers import Tokenizer
@@ -110,6 +125,13 @@ def main():
     rng = random.Random(seed)
     extra = ["abcbcd x yz aa ab", "ſ's 'S 'ſ K k", "\r\n\r\n  \n", "12 345 6789 ab12 x1", "中文字 ひらがな カタカナ"]
     random_specs = [split(random_pattern(rng), rng.choice(BEHAVIORS), rng.random() < 0.3) for _ in range(60)]
+    for spec in NORMALIZERS:
+        from tokenizers import Tokenizer
+        tj = {"version": "1.0", "model": {"type": "BPE", "vocab": {}, "merges": []}, "normalizer": spec}
+        norm = Tokenizer.from_str(json.dumps(tj)).normalizer
+        texts = [COMPAT, " \t lead and trail \n "] + [tok_common.random_string(rng, with_specials=False) for _ in range(count)] + [""]
+        rec = {"norm": spec, "texts": texts, "out": [norm.normalize_str(t) for t in texts]}
+        sys.stdout.write(json.dumps(rec, ensure_ascii=False) + "\n")
     fixed = specs()
     n_fixed = len(fixed)
     for k, spec in enumerate(fixed + random_specs):

@@ -103,6 +103,43 @@ void metaspace(const PreStep& st, bool at_start, std::string& p, std::vector<std
   if (begin < v.size()) out->push_back(v.substr(begin));
 }
 
+// HF's Replace normalizer with a Regex: every match (onig's find_iter) becomes `content`.
+std::string replace_regex(const std::string& s, const SplitPattern& re, const std::string& content) {
+  std::vector<size_t> offs;
+  const std::vector<uint32_t> cps = utf8_decode(s, &offs);
+  std::string r;
+  size_t done = 0;
+  for (auto [a, b] : re.find_all(cps)) {
+    r.append(s, done, offs[a] - done);
+    r += content;
+    done = offs[b];
+  }
+  r.append(s, done, std::string::npos);
+  return r;
+}
+
+// HF's Strip normalizer: White_Space code points off either end.
+std::string strip_space(const std::string& s, bool left, bool right) {
+  std::vector<size_t> offs;
+  const std::vector<uint32_t> cps = utf8_decode(s, &offs);
+  size_t a = 0, b = cps.size();
+  while (left && a < b && is_space(cps[a])) ++a;
+  while (right && b > a && is_space(cps[b - 1])) --b;
+  return s.substr(offs[a], offs[b] - offs[a]);
+}
+
+// HF's StripAccents: combining marks dropped (run it after NFD / NFKD to take accents off).
+std::string strip_marks(const std::string& s) {
+  std::vector<size_t> offs;
+  const std::vector<uint32_t> cps = utf8_decode(s, &offs);
+  std::string r;
+  for (size_t i = 0; i < cps.size(); ++i) {
+    const Gc g = general_category(cps[i]);
+    if (g != Gc::kMn && g != Gc::kMc && g != Gc::kMe) r.append(s, offs[i], offs[i + 1] - offs[i]);
+  }
+  return r;
+}
+
 }  // namespace
 
 std::string TokenizerImpl::normalize(std::string_view s) const {
@@ -112,8 +149,14 @@ std::string TokenizerImpl::normalize(std::string_view s) const {
   for (const NormStep& n : norm) {
     switch (n.kind) {
       case NormStep::Kind::kNfc: r = tok::nfc(r); break;
+      case NormStep::Kind::kNfd: r = tok::nfd(r); break;
+      case NormStep::Kind::kNfkd: r = tok::nfkd(r); break;
+      case NormStep::Kind::kNfkc: r = tok::nfkc(r); break;
+      case NormStep::Kind::kLowercase: r = tok::lowercase(r); break;
       case NormStep::Kind::kPrepend: if (!r.empty()) r = n.text + r; break;
-      case NormStep::Kind::kReplace: r = replace_all(r, n.text, n.content); break;
+      case NormStep::Kind::kReplace: r = n.regex ? replace_regex(r, *n.regex, n.content) : replace_all(r, n.text, n.content); break;
+      case NormStep::Kind::kStrip: r = strip_space(r, n.left, n.right); break;
+      case NormStep::Kind::kStripAccents: r = strip_marks(r); break;
     }
   }
   return r;

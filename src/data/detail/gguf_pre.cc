@@ -92,7 +92,7 @@ Status gguf_pre_tokenizer(const std::string& name, TokenizerImpl* t, const std::
   for (const Recipe& r : recipes())
     for (const char* n : r.names)
       if (name == n) {
-        if (r.nfc) t->norm.push_back({NormStep::Kind::kNfc, "", ""});
+        if (r.nfc) t->norm.push_back(norm_step(NormStep::Kind::kNfc));
         t->ignore_merges = r.ignore_merges;
         return parse_pre_tokenizer(r.pre, t, what + " (tokenizer.ggml.pre '" + name + "')");
       }

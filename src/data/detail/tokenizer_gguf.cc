@@ -124,8 +124,8 @@ StatusOr<std::shared_ptr<TokenizerImpl>> spm_from_gguf(const GgufTokenizerParts&
       return Corruption(Str() << kWhat << ": tokenizer.ggml.tokens[" << i << "] '" << s << "' has type 6 (byte) but is not <0xXX>");
   }
   RETURN_IF_ERROR(add_score_merges(p, t.get()));
-  if (p.add_space_prefix) t->norm.push_back({NormStep::Kind::kPrepend, kSpace, ""});
-  t->norm.push_back({NormStep::Kind::kReplace, " ", kSpace});
+  if (p.add_space_prefix) t->norm.push_back(norm_step(NormStep::Kind::kPrepend, kSpace));
+  t->norm.push_back(norm_step(NormStep::Kind::kReplace, " ", kSpace));
   t->decoders.push_back({DecStep::Kind::kReplace, kSpace, " ", 0, 0, false});
   t->decoders.push_back({DecStep::Kind::kByteFallback, "", "", 0, 0, false});
   t->decoders.push_back({DecStep::Kind::kFuse, "", "", 0, 0, false});

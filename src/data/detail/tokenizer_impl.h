@@ -33,11 +33,20 @@ struct AddedToken {
 // One normalizer, applied in order to the text between added tokens (and to the content of
 // `normalized` added tokens, as HF does).
 struct NormStep {
-  enum class Kind { kNfc, kPrepend, kReplace };
+  enum class Kind { kNfc, kPrepend, kReplace, kNfd, kNfkd, kNfkc, kLowercase, kStrip, kStripAccents };
   Kind kind = Kind::kNfc;
   std::string text;     // kPrepend: what is prepended (only to non-empty text); kReplace: the pattern
   std::string content;  // kReplace: the replacement of every non-overlapping occurrence, left to right
+  std::shared_ptr<const SplitPattern> regex;  // kReplace with a Regex pattern (else `text` is literal)
+  bool left = true, right = true;             // kStrip: which ends lose their whitespace
 };
+inline NormStep norm_step(NormStep::Kind kind, std::string text = "", std::string content = "") {
+  NormStep n;
+  n.kind = kind;
+  n.text = std::move(text);
+  n.content = std::move(content);
+  return n;
+}
 
 enum class PrependScheme { kAlways, kFirst, kNever };
 

@@ -40,20 +40,42 @@ Status parse_normalizer(const Json& j, TokenizerImpl* t, const std::string& what
   if (j.is_null()) return Status::OK();
   std::string type = type_of(j);
   NormStep n;
-  if (type == "NFC") {
-    n.kind = NormStep::Kind::kNfc;
-  } else if (type == "Prepend") {
+  static const std::pair<const char*, NormStep::Kind> kPlain[] = {
+      {"NFC", NormStep::Kind::kNfc},   {"NFD", NormStep::Kind::kNfd},
+      {"NFKC", NormStep::Kind::kNfkc}, {"NFKD", NormStep::Kind::kNfkd},
+      {"Lowercase", NormStep::Kind::kLowercase}, {"StripAccents", NormStep::Kind::kStripAccents}};
+  for (const auto& [name, kind] : kPlain)
+    if (type == name) {
+      n.kind = kind;
+      t->norm.push_back(std::move(n));
+      return Status::OK();
+    }
+  if (type == "Prepend") {
     n.kind = NormStep::Kind::kPrepend;
     ASSIGN_OR_RETURN(n.text, str_field(j, "prepend", "normalizer Prepend", what));
   } else if (type == "Replace") {
     n.kind = NormStep::Kind::kReplace;
-    ASSIGN_OR_RETURN(n.text, replace_pattern(j, "normalizer Replace", what));
+    const Json& p = j.contains("pattern") ? j["pattern"] : Json();
+    if (p.is_object() && p.contains("Regex") && p["Regex"].is_string()) {
+      ASSIGN_OR_RETURN(n.regex, SplitPattern::compile(p["Regex"].get<std::string>()), what + ": normalizer Replace");
+    } else {
+      ASSIGN_OR_RETURN(n.text, replace_pattern(j, "normalizer Replace", what));
+    }
     ASSIGN_OR_RETURN(n.content, str_field(j, "content", "normalizer Replace", what));
+  } else if (type == "Strip") {
+    n.kind = NormStep::Kind::kStrip;
+    for (const char* key : {"strip_left", "strip_right"})
+      if (j.contains(key) && !j[key].is_boolean())
+        return Corruption(Str() << what << ": normalizer Strip: '" << key << "' is not a bool");
+    n.left = flag(j, "strip_left", true);
+    n.right = flag(j, "strip_right", true);
   } else if (type == "Sequence" && j.contains("normalizers") && j["normalizers"].is_array()) {
     for (const Json& m : j["normalizers"]) RETURN_IF_ERROR(parse_normalizer(m, t, what));
     return Status::OK();
   } else {
-    return Unimplemented(Str() << what << ": normalizer '" << type << "' (supported: NFC, Prepend, Replace, Sequence)");
+    return Unimplemented(Str() << what << ": normalizer '" << type
+                               << "' (supported: NFC, NFD, NFKC, NFKD, Lowercase, Strip, StripAccents, Prepend, "
+                                  "Replace, Sequence)");
   }
   t->norm.push_back(std::move(n));
   return Status::OK();

@@ -60,6 +60,22 @@ void decompose(uint32_t cp, std::vector<uint32_t>* out) {
   }
 }
 
+// A DecompEntry table's mapping of cp, appended to out; false if cp has none there.
+template <size_t N, size_t M>
+bool table_map(const DecompEntry (&t)[N], const uint32_t (&data)[M], uint32_t cp, std::vector<uint32_t>* out) {
+  const DecompEntry* end = t + N;
+  const DecompEntry* it = std::lower_bound(t, end, cp, [](const DecompEntry& e, uint32_t v) { return e.cp < v; });
+  if (it == end || it->cp != cp) return false;
+  out->insert(out->end(), data + it->off, data + it->off + it->len);
+  return true;
+}
+
+// Full decomposition, compatibility mappings included when `compat` (NFKD of one code point).
+void decompose_any(uint32_t cp, bool compat, std::vector<uint32_t>* out) {
+  if (compat && table_map(kKDecomp, kKDecompData, cp, out)) return;
+  decompose(cp, out);
+}
+
 // Returns the primary composite of (a, b) or 0.
 uint32_t compose_pair(uint32_t a, uint32_t b) {
   if (a >= kLBase && a < kLBase + kLCount && b >= kVBase && b < kVBase + kVCount)
@@ -213,11 +229,12 @@ bool utf8_valid(std::string_view s) {
 
 namespace {
 
-// NFC of a region that starts at a starter and ends before an unflagged char.
-void nfc_region(const std::vector<uint32_t>& cps, std::string* r) {
-  // 1. Full canonical decomposition.
+// NFC (or NFKC / NFD / NFKD) of a region that starts at a starter and ends before an unflagged
+// char (for nfc(); the other forms pass the whole text).
+void normalize_region(const std::vector<uint32_t>& cps, bool compat, bool compose, std::string* r) {
+  // 1. Full canonical (or compatibility) decomposition.
   std::vector<uint32_t> d;
-  for (uint32_t cp : cps) decompose(cp, &d);
+  for (uint32_t cp : cps) decompose_any(cp, compat, &d);
   // 2. Canonical ordering: stable sort of each run of non-starters by combining class.
   for (size_t i = 0; i < d.size();) {
     if (ccc(d[i]) == 0) { ++i; continue; }
@@ -225,6 +242,10 @@ void nfc_region(const std::vector<uint32_t>& cps, std::string* r) {
     while (j < d.size() && ccc(d[j]) != 0) ++j;
     std::stable_sort(d.begin() + i, d.begin() + j, [](uint32_t a, uint32_t b) { return ccc(a) < ccc(b); });
     i = j;
+  }
+  if (!compose) {
+    for (uint32_t cp : d) utf8_append(cp, r);
+    return;
   }
   // 3. Canonical composition: each char composes with the last starter unless blocked.
   std::vector<uint32_t> out;
@@ -268,12 +289,41 @@ std::string nfc(std::string_view s) {
     while (end < cps.size() && (cps[end] >= 0x300 && range_lookup(kNfcFlag, cps[end]))) ++end;
     r.append(s.substr(offs[done], offs[start] - offs[done]));
     region.assign(cps.begin() + start, cps.begin() + end);
-    nfc_region(region, &r);
+    normalize_region(region, false, true, &r);
     done = end;
     last_safe = end;
     i = end;
   }
   r.append(s.substr(offs[done]));
+  return r;
+}
+
+static std::string normalize_form(std::string_view s, bool compat, bool compose) {
+  if (std::all_of(s.begin(), s.end(), [](char c) { return static_cast<uint8_t>(c) < 0x80; })) return std::string(s);
+  std::string r;
+  r.reserve(s.size());
+  normalize_region(utf8_decode(s), compat, compose, &r);
+  return r;
+}
+
+std::string nfd(std::string_view s) { return normalize_form(s, false, false); }
+std::string nfkd(std::string_view s) { return normalize_form(s, true, false); }
+std::string nfkc(std::string_view s) { return normalize_form(s, true, true); }
+
+std::string lowercase(std::string_view s) {
+  std::string r;
+  r.reserve(s.size());
+  std::vector<uint32_t> m;
+  for (uint32_t cp : utf8_decode(s)) {
+    m.clear();
+    if (cp < 0x80) {
+      r.push_back(static_cast<char>(cp >= 'A' && cp <= 'Z' ? cp + 32 : cp));
+    } else if (table_map(kLower, kLowerData, cp, &m)) {
+      for (uint32_t c : m) utf8_append(c, &r);
+    } else {
+      utf8_append(cp, &r);
+    }
+  }
   return r;
 }
 

@@ -49,6 +49,12 @@ bool utf8_valid(std::string_view s);
 
 // Unicode Normalization Form C. Pure ASCII input is returned unchanged without table lookups.
 std::string nfc(std::string_view s);
+// Forms D, KD and KC (HF's NFD / NFKD / NFKC normalizers), and Rust's per-character
+// char::to_lowercase (HF's Lowercase normalizer: full mappings, no final-sigma context).
+std::string nfd(std::string_view s);
+std::string nfkd(std::string_view s);
+std::string nfkc(std::string_view s);
+std::string lowercase(std::string_view s);
 
 }  // namespace st::tok
 
