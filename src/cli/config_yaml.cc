@@ -73,7 +73,8 @@ const std::vector<Field>& fields() {
       {"lora_target_modules", &C::lora_target_modules},
       {"lora_model_dir", &C::lora_model_dir, {}, StrKind::kPath},
       {"learning_rate", &C::learning_rate, {}, StrKind::kPlain, 0, kInf, true},
-      {"lr_scheduler", &C::lr_scheduler, {"constant", "linear", "cosine"}},
+      {"lr_scheduler", &C::lr_scheduler, {"constant", "constant_with_warmup", "linear", "cosine", "cosine_with_restarts",
+                                          "cosine_with_min_lr", "polynomial", "inverse_sqrt"}},
       {"loss_normalization", &C::loss_normalization, {"window", "micro_batch"}},
       {"warmup_steps", &C::warmup_steps, {}, StrKind::kPlain, 0},
       {"warmup_ratio", &C::warmup_ratio, {}, StrKind::kPlain, 0, 1, false, true},
@@ -504,8 +505,39 @@ Status unknown_key(const std::string& key, const std::string& where) {
   return InvalidArgument(Str() << where << ": unknown key '" << key << "'" << hint);
 }
 
+// lr_scheduler_kwargs: HF's scheduler_specific_kwargs as a mapping of numbers (train/lr_schedule.h
+// checks which apply to the chosen scheduler).
+Status apply_lr_kwargs(const Input& in, TrainConfig& cfg) {
+  const std::string key = "lr_scheduler_kwargs";
+  if (!in.node) return bad(in, key, "a mapping: set it in the YAML file");
+  if (in.node->IsNull()) return Status::OK();
+  if (!in.node->IsMap()) return bad(in, key, "expected a mapping such as {num_cycles: 2}");
+  for (const auto& kv : *in.node) {
+    const std::string k = kv.first.as<std::string>();
+    const std::string where = mark_str(in.what, kv.second.Mark());
+    if (!kv.second.IsScalar()) return InvalidArgument(Str() << where << ": " << key << "." << k << ": expected a number");
+    const std::string text = kv.second.as<std::string>();
+    const std::optional<double> v = parse_real(text);
+    if (!v || *v < 0) return InvalidArgument(Str() << where << ": " << key << "." << k << ": expected a number >= 0, got '" << text << "'");
+    if (k == "num_cycles") cfg.lr_num_cycles = *v;
+    else if (k == "lr_end") cfg.lr_end = *v;
+    else if (k == "power") cfg.lr_power = *v;
+    else if (k == "min_lr") cfg.min_lr = *v;
+    else if (k == "min_lr_rate") cfg.cosine_min_lr_ratio = *v;
+    else if (k == "timescale") {
+      if (*v != std::floor(*v) || *v > 1e15) return InvalidArgument(Str() << where << ": " << key << ".timescale: expected a whole number");
+      cfg.lr_timescale = static_cast<int64_t>(*v);
+    } else {
+      return InvalidArgument(Str() << where << ": " << key << ": unknown kwarg '" << k
+                                   << "' (num_cycles, lr_end, power, timescale, min_lr, min_lr_rate)");
+    }
+  }
+  return Status::OK();
+}
+
 Status apply_input(const std::string& key, const Input& in, TrainConfig& cfg) {
   Status st;
+  if (key == "lr_scheduler_kwargs") return apply_lr_kwargs(in, cfg);
   if (check_variant_key(key, in, &st)) return st;
   const Field* f = find_field(canonical_key(key));
   if (!f) {
@@ -628,6 +660,13 @@ std::string train_config_to_yaml(const TrainConfig& cfg) {
         },
         f.member);
   }
+  const std::pair<const char*, double> kwargs[] = {{"num_cycles", cfg.lr_num_cycles}, {"lr_end", cfg.lr_end},
+                                                   {"power", cfg.lr_power}, {"min_lr", cfg.min_lr},
+                                                   {"timescale", static_cast<double>(cfg.lr_timescale)}};
+  out << YAML::Key << "lr_scheduler_kwargs" << YAML::Value << YAML::Flow << YAML::BeginMap;
+  for (const auto& [k, v] : kwargs)
+    if (v >= 0) out << YAML::Key << k << YAML::Value << v;
+  out << YAML::EndMap;
   out << YAML::EndMap;
   return std::string(out.c_str()) + "\n";
 }
@@ -635,6 +674,7 @@ std::string train_config_to_yaml(const TrainConfig& cfg) {
 std::vector<std::string> train_config_keys() {
   std::vector<std::string> out;
   for (const Field& f : fields()) out.push_back(f.name);
+  out.push_back("lr_scheduler_kwargs");
   return out;
 }
 

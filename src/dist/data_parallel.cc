@@ -160,11 +160,7 @@ StatusOr<std::unique_ptr<DataParallelTrainer>> DataParallelTrainer::create(
     t->reps_.push_back(std::move(r));
   }
   if (!t->reps_.empty()) t->base_model_name_ = t->reps_[0]->parts.base_model_name;
-  ASSIGN_OR_RETURN(t->sched_.kind, parse_lr_kind(tc.lr_scheduler));
-  t->sched_.base_lr = tc.learning_rate;
-  t->sched_.min_lr_ratio = tc.cosine_min_lr_ratio;
-  t->sched_.warmup_steps = tc.warmup_steps;
-  t->sched_.total_steps = std::max<int64_t>(tc.max_steps, 1);
+  ASSIGN_OR_RETURN(t->sched_, lr_schedule_from(tc));
   t->pool_ = std::make_unique<Pool>(static_cast<int>(t->reps_.size()), o.on_thread_start);
   return t;
 }

@@ -209,6 +209,12 @@ Json config_fingerprint(const TrainConfig& tc, const ModelConfig& mc, DType act_
   j["learning_rate"] = tc.learning_rate;
   j["lr_scheduler"] = tc.lr_scheduler;
   if (tc.cosine_min_lr_ratio > 0) j["cosine_min_lr_ratio"] = tc.cosine_min_lr_ratio;
+  // lr_scheduler_kwargs, only where set: earlier checkpoints resume.
+  if (tc.lr_num_cycles >= 0) j["lr_num_cycles"] = tc.lr_num_cycles;
+  if (tc.lr_end >= 0) j["lr_end"] = tc.lr_end;
+  if (tc.lr_power >= 0) j["lr_power"] = tc.lr_power;
+  if (tc.lr_timescale >= 0) j["lr_timescale"] = tc.lr_timescale;
+  if (tc.min_lr >= 0) j["min_lr"] = tc.min_lr;
   j["warmup_steps"] = tc.warmup_steps;
   j["weight_decay"] = tc.weight_decay;
   j["adam_beta1"] = tc.adam_beta1;

@@ -60,7 +60,16 @@ struct TrainConfig {
   std::string lora_model_dir;       // continue from an existing PEFT adapter
   // optimisation
   double learning_rate = 2e-4;
-  std::string lr_scheduler = "cosine";  // constant | linear | cosine
+  // constant | constant_with_warmup | linear | cosine | cosine_with_restarts | cosine_with_min_lr |
+  // polynomial | inverse_sqrt (HF's names; train/lr_schedule.h)
+  std::string lr_scheduler = "cosine";
+  // HF's scheduler_specific_kwargs (YAML `lr_scheduler_kwargs: {num_cycles: 2, ...}`); a negative
+  // value means the scheduler's own default.
+  double lr_num_cycles = -1;   // cosine (0.5), cosine_with_restarts (1), cosine_with_min_lr (0.5)
+  double lr_end = -1;          // polynomial (1e-7)
+  double lr_power = -1;        // polynomial (1.0)
+  int64_t lr_timescale = -1;   // inverse_sqrt (warmup_steps, or 10000 without warmup)
+  double min_lr = -1;          // cosine_with_min_lr: the floor as an LR (else cosine_min_lr_ratio)
   int64_t warmup_steps = 0;
   double warmup_ratio = 0.0;        // HF's: warmup_steps = ceil(total steps x ratio) (not with warmup_steps)
   double cosine_min_lr_ratio = 0.0; // axolotl's: the cosine decays to this fraction of learning_rate

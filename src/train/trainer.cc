@@ -83,8 +83,7 @@ Status check_trainer_config(const TrainConfig& tc) {
                                  << "' is not supported (window, micro_batch)");
   if (tc.max_steps < 0 || tc.num_epochs < 0) return InvalidArgument("max_steps / num_epochs must be >= 0");
   if (tc.warmup_ratio > 0 && tc.warmup_steps > 0) return InvalidArgument("set warmup_steps or warmup_ratio, not both");
-  if (tc.cosine_min_lr_ratio > 0 && tc.lr_scheduler != "cosine")
-    return InvalidArgument(Str() << "cosine_min_lr_ratio needs lr_scheduler: cosine (got " << tc.lr_scheduler << ")");
+  RETURN_IF_ERROR(lr_schedule_from(tc).status());  // the scheduler and its kwargs
   if (tc.evals_per_epoch > 0 && tc.eval_steps > 0) return InvalidArgument("set eval_steps or evals_per_epoch, not both");
   if (tc.saves_per_epoch > 0 && tc.save_steps > 0) return InvalidArgument("set save_steps or saves_per_epoch, not both");
   return Status::OK();
@@ -123,11 +122,7 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::create(const TrainConfig& tc, Backen
   AdamWConfig ac{.beta1 = tc.adam_beta1, .beta2 = tc.adam_beta2, .eps = tc.adam_epsilon,
                  .weight_decay = tc.weight_decay, .max_grad_norm = tc.max_grad_norm};
   ASSIGN_OR_RETURN(t->opt_, Optimizer::create(be, &t->model_->lora(), ac));
-  ASSIGN_OR_RETURN(t->sched_.kind, parse_lr_kind(tc.lr_scheduler));
-  t->sched_.base_lr = tc.learning_rate;
-  t->sched_.min_lr_ratio = tc.cosine_min_lr_ratio;
-  t->sched_.warmup_steps = tc.warmup_steps;
-  t->sched_.total_steps = std::max<int64_t>(tc.max_steps, 1);
+  ASSIGN_OR_RETURN(t->sched_, lr_schedule_from(tc));
   t->parts_ = std::move(parts);
   return t;
 }

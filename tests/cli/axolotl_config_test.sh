@@ -113,7 +113,7 @@ refuse() {  # refuse NAME LINE PATTERN: LINE replaces its key's line, or special
 }
 refuse neftune "neftune_noise_alpha: 5" "key 'neftune_noise_alpha' = '5': NEFTune noise"
 refuse loraplus "loraplus_lr_ratio: 16" "LoRA+"
-refuse minlr_linear "lr_scheduler: linear" "cosine_min_lr_ratio needs lr_scheduler: cosine"
+refuse minlr_linear "lr_scheduler: linear" "cosine_min_lr_ratio (min_lr_rate) needs lr_scheduler cosine"
 refuse modules "lora_modules_to_save: [embed_tokens, lm_head]" "modules_to_save"
 refuse grouped "group_by_length2: x" "unknown key 'group_by_length2'"
 refuse fp16 "fp16: true" "float16 training is not supported"

@@ -107,6 +107,25 @@ peft_type: LORA
   EXPECT_DOUBLE_EQ(c.adam_beta2, 0.999);
 }
 
+TEST(ConfigYaml, LrSchedulerKwargs) {  // HF's scheduler_specific_kwargs, as axolotl passes them
+  auto c = parse_train_config_yaml(
+      "lr_scheduler: cosine_with_restarts\nlr_scheduler_kwargs:\n  num_cycles: 3\n", "cfg.yaml", "/base");
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ(c->lr_scheduler, "cosine_with_restarts");
+  EXPECT_DOUBLE_EQ(c->lr_num_cycles, 3);
+  EXPECT_NE(train_config_to_yaml(*c).find("lr_scheduler_kwargs: {num_cycles: 3}"), std::string::npos)
+      << train_config_to_yaml(*c);
+  auto p = parse_train_config_yaml("lr_scheduler: polynomial\nlr_scheduler_kwargs: {lr_end: 1e-6, power: 2}\n",
+                                   "cfg.yaml", "/base");
+  ASSERT_TRUE(p.ok()) << p.status().to_string();
+  EXPECT_DOUBLE_EQ(p->lr_end, 1e-6);
+  EXPECT_DOUBLE_EQ(p->lr_power, 2);
+  auto m = parse_train_config_yaml("lr_scheduler: cosine_with_min_lr\nlr_scheduler_kwargs: {min_lr_rate: 0.1}\n",
+                                   "cfg.yaml", "/base");
+  ASSERT_TRUE(m.ok()) << m.status().to_string();
+  EXPECT_DOUBLE_EQ(m->cosine_min_lr_ratio, 0.1);
+}
+
 TEST(ConfigYaml, ModulesCommaFormAndAllLinear) {
   auto r = parse("lora_target_modules: 'q_proj, v_proj,down_proj'\n");
   ASSERT_TRUE(r.ok()) << r.status().to_string();
@@ -148,7 +167,10 @@ TEST(ConfigYaml, UnknownKeySuggestsClosest) {
 TEST(ConfigYaml, BadValuesNameTheKey) {
   EXPECT_HAS(error_of("dtype: float8\n"), "cfg.yaml:1:1: key 'dtype': 'float8' is not one of: bfloat16, float32");
   EXPECT_HAS(error_of("x: 1\n", StatusCode::kInvalidArgument), "unknown key 'x'");
-  EXPECT_HAS(error_of("seed: 1\nlr_scheduler: foo\n"), "cfg.yaml:2:1: key 'lr_scheduler': 'foo' is not one of: constant, linear, cosine");
+  EXPECT_HAS(error_of("seed: 1\nlr_scheduler: foo\n"), "cfg.yaml:2:1: key 'lr_scheduler': 'foo' is not one of: constant, constant_with_warmup, linear, cosine");
+  EXPECT_HAS(error_of("lr_scheduler_kwargs: {num_cycles: 2, cycles: 3}\n"), "lr_scheduler_kwargs: unknown kwarg 'cycles'");
+  EXPECT_HAS(error_of("lr_scheduler_kwargs: {lr_end: abc}\n"), "lr_scheduler_kwargs.lr_end: expected a number >= 0, got 'abc'");
+  EXPECT_HAS(error_of("lr_scheduler_kwargs: 3\n"), "key 'lr_scheduler_kwargs': expected a mapping");
   EXPECT_HAS(error_of("lora_r: -4\n"), "key 'lora_r': must be in [1, 65536], got -4");
   EXPECT_HAS(error_of("stream: xyz\n"), "key 'stream': 'xyz' is not one of: off, ram, disk");
   EXPECT_HAS(error_of("learning_rate: fast\n"), "key 'learning_rate': expected a number, got 'fast'");
