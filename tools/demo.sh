@@ -37,4 +37,5 @@ for f in out/demo/adapter_model.safetensors out/demo/adapter_config.json out/dem
          out/demo/loss_curve.svg out/demo/loss_curve.png; do
   if [[ -e "$f" ]]; then echo "output:     $PWD/$f"; fi
 done
+echo "to run it in llama.cpp / ollama: $bin merge --model $gguf --adapter out/demo --out out/demo/merged.gguf"
 echo "demo: done in $((SECONDS - t0)) s"

@@ -16,12 +16,15 @@ constexpr const char* kUsage =
     "usage: streamtune merge --model M --adapter DIR --out DIR [options]\n"
     "\n"
     "Writes W' = W + (alpha/r) * B.A for every LoRA-adapted projection as a Hugging Face checkpoint\n"
-    "(config.json, model.safetensors or shards + index, tokenizer files copied from an HF base).\n"
+    "(config.json, model.safetensors or shards + index, tokenizer files copied from an HF base), or,\n"
+    "for a .gguf base and an --out ending in .gguf, as one GGUF file for llama.cpp: metadata and every\n"
+    "untouched tensor copied as they are (quantized stays quantized), the merged projections in --dtype.\n"
     "\n"
     "  --model M              base model: HF checkpoint directory or .gguf file\n"
     "  --adapter DIR          PEFT adapter directory\n"
-    "  --out DIR              output directory (written atomically)\n"
-    "  --dtype D              output dtype: bfloat16 | float16 | float32 (default: the base's; GGUF: bfloat16)\n"
+    "  --out DIR|F.gguf       output directory, or a .gguf file (written atomically)\n"
+    "  --dtype D              output dtype: bfloat16 | float16 | float32 (default: the base's; GGUF base:\n"
+    "                         bfloat16; .gguf output: float16 for the merged projections)\n"
     "  --max-shard-size S     largest safetensors file, e.g. 2GB (default)\n"
     "  --force                replace an existing --out directory\n";
 

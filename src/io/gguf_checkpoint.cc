@@ -159,8 +159,7 @@ Status GgufCheckpoint::read_tensor_as(const std::string& hf_name, const std::vec
     const uint64_t row_bytes = t->nbytes / static_cast<uint64_t>(rows);
     const size_t out_row = static_cast<size_t>(inner) * dtype_size(dst_dtype);
     for (int64_t r = 0; r < rows && s.ok(); ++r) {
-      int64_t h = r / D, a = (r % D) / (D / 2), i = r % (D / 2);
-      int64_t g = h * D + 2 * i + a;
+      const int64_t g = gguf_row_of_hf_row(r, D);
       s = dequantize_to(t->type, src + static_cast<uint64_t>(g) * row_bytes, inner, dst_dtype,
                         static_cast<uint8_t*>(dst) + static_cast<size_t>(r) * out_row);
     }

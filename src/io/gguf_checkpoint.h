@@ -61,6 +61,13 @@ StatusOr<std::string> hf_to_gguf_name(const std::string& hf_name);
 // ModelConfig from the metadata (and tensor presence) of an opened file; errors name the file and key.
 StatusOr<ModelConfig> gguf_model_config(const GgufFile& f);
 
+// The GGUF row that holds HF row `r` of a q/k tensor whose rows llama.cpp's converter permuted
+// (head_dim D): HF row h*D + a*D/2 + i sits at GGUF row h*D + 2*i + a.
+inline int64_t gguf_row_of_hf_row(int64_t r, int64_t D) {
+  const int64_t h = r / D, a = (r % D) / (D / 2), i = r % (D / 2);
+  return h * D + 2 * i + a;
+}
+
 class GgufCheckpoint {
  public:
   static StatusOr<GgufCheckpoint> open(const std::string& path);
@@ -88,10 +95,12 @@ class GgufCheckpoint {
 
   StatusOr<GgufTokenizerData> tokenizer() const { return read_gguf_tokenizer(file_); }
 
+  // Heads whose rows the converter permuted for this tensor (0: not permuted; Note [q/k
+  // un-permutation]): a writer must permute them back (gguf_row_of_hf_row).
+  int64_t permuted_heads(const std::string& hf_name) const;
+
  private:
   Status check_tensors() const;
-  // Heads whose rows the converter permuted for this tensor (0: not permuted).
-  int64_t permuted_heads(const std::string& hf_name) const;
 
   GgufFile file_;
   ModelConfig config_;

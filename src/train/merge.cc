@@ -12,6 +12,8 @@
 #include "core/json.h"
 #include "io/hf_config.h"
 #include "io/safetensors.h"
+#include "io/gguf_checkpoint.h"
+#include "io/gguf_write.h"
 #include "model/load.h"
 #include "model/lora.h"
 
@@ -179,6 +181,71 @@ Status write_all(MergeCtx& m, const std::string& tmp, const std::vector<OutTenso
   return write_side_files(*m.src, tmp, ts);
 }
 
+// Note [GGUF merge]: a GGUF base merged into a GGUF: every metadata key (tokenizer, chat
+// template, hyper-parameters) copied as it is, every tensor the adapter does not touch copied byte
+// for byte in its own type (a Q4_K base stays Q4_K there), and each adapted projection written in
+// `dtype` (F16 unless asked otherwise), merged in f32 in HF row order and put back in GGUF row
+// order (llama's permuted q/k rows). llama.cpp loads mixed tensor types; `llama-quantize` can
+// requantize the result.
+Status write_gguf_merge(const std::string& model_path, const MergeCtx& m, DType dtype, const std::string& out,
+                        int64_t expect, MergeResult* r, int64_t* merged) {
+  ASSIGN_OR_RETURN(GgufCheckpoint ck, GgufCheckpoint::open(model_path));
+  const GgufFile& f = ck.file();
+  std::vector<std::pair<std::string, GgufValue>> kv;
+  for (const std::string& k : f.keys()) kv.emplace_back(k, *f.find(k));
+  const GgmlType out_type = dtype == DType::kF32 ? GgmlType::kF32 : dtype == DType::kF16 ? GgmlType::kF16 : GgmlType::kBF16;
+  const int layers = static_cast<int>(ck.config().num_layers);
+  std::vector<GgufOutTensor> ts;
+  std::vector<std::string> hf(f.tensors().size());
+  std::vector<std::optional<std::pair<int, LoraTarget>>> sites(f.tensors().size());
+  for (size_t i = 0; i < f.tensors().size(); ++i) {
+    const GgufTensorInfo& t = f.tensors()[i];
+    if (auto h = gguf_to_hf_name(t.name); h.ok()) hf[i] = *h;
+    sites[i] = hf[i].empty() ? std::nullopt : lora_site(hf[i], *m.lc, layers);
+    GgufOutTensor o{t.name, t.type, t.ne, t.nbytes};
+    if (sites[i]) {
+      o.type = out_type;
+      ASSIGN_OR_RETURN(o.nbytes, ggml_nbytes(out_type, t.ne));
+    }
+    ts.push_back(std::move(o));
+  }
+  const int64_t planned = std::count_if(sites.begin(), sites.end(), [](const auto& x) { return x.has_value(); });
+  if (planned != expect)  // before anything is written: an existing --out stays as it was
+    return InvalidArgument(Str() << "merge: " << model_path << " has " << planned
+                                 << " of the adapter's projections, the adapter has " << expect);
+  auto fill = [&](size_t i, std::vector<uint8_t>* buf) -> Status {
+    const GgufTensorInfo& t = f.tensors()[i];
+    if (!sites[i]) {
+      buf->assign(f.data(t), f.data(t) + t.nbytes);
+      return Status::OK();
+    }
+    const auto [in, outd] = lora_target_dims(ck.config(), sites[i]->second);
+    std::vector<float> w(static_cast<size_t>(in * outd));
+    RETURN_IF_ERROR(ck.read_tensor_as(hf[i], {outd, in}, DType::kF32, w.data()));
+    const float* p = m.params->data();
+    add_delta(w.data(), p + m.lora->offset_a(sites[i]->first, sites[i]->second),
+              p + m.lora->offset_b(sites[i]->first, sites[i]->second), outd, in, m.lc->r, m.lc->scaling());
+    if (m.lc->dora) scale_rows_dora(w.data(), p + m.lora->offset_mag(sites[i]->first, sites[i]->second), outd, in);
+    if (const int64_t heads = ck.permuted_heads(hf[i]); heads > 0) {
+      const int64_t D = ck.config().head_dim;
+      std::vector<float> g(w.size());
+      for (int64_t row = 0; row < outd; ++row)
+        std::copy_n(w.data() + row * in, in, g.data() + gguf_row_of_hf_row(row, D) * in);
+      w.swap(g);
+    }
+    buf->resize(ts[i].nbytes);
+    convert_elements(buf->data(), dtype, w.data(), DType::kF32, w.size());
+    ++*merged;
+    return Status::OK();
+  };
+  RETURN_IF_ERROR(write_gguf(out, kv, f.alignment(), ts, fill));
+  for (const GgufOutTensor& t : ts) r->bytes += t.nbytes;
+  r->files.push_back(path_basename(out));
+  return Status::OK();
+}
+
+bool gguf_out(const std::string& path) { return path.size() > 5 && path.compare(path.size() - 5, 5, ".gguf") == 0; }
+
 }  // namespace
 
 StatusOr<MergeResult> merge_lora(const std::string& model_path, const std::string& adapter_dir,
@@ -193,6 +260,18 @@ StatusOr<MergeResult> merge_lora(const std::string& model_path, const std::strin
   ASSIGN_OR_RETURN(std::unique_ptr<Lora> lora, Lora::create(cpu.get(), src->config(), lc));
   RETURN_IF_ERROR(lora->load_peft(adapter_dir), "merge: adapter " << adapter_dir);
   const std::vector<float> params = lora->params_to_host();
+  if (gguf_out(out_dir)) {
+    if (!src->is_gguf())
+      return InvalidArgument(Str() << "merge: a .gguf output needs a .gguf base (" << model_path
+                                   << " is an HF checkpoint: merge to a directory, then convert it with llama.cpp's "
+                                      "convert_hf_to_gguf.py)");
+    MergeCtx m{src.get(), &lc, lora.get(), &params};
+    MergeResult r;
+    int64_t expect = 0;
+    for (bool b : lc.targets) expect += b ? src->config().num_layers : 0;
+    RETURN_IF_ERROR(write_gguf_merge(model_path, m, opts.dtype.value_or(DType::kF16), out_dir, expect, &r, &r.merged));
+    return r;
+  }
   ASSIGN_OR_RETURN(std::vector<OutTensor> ts, list_outputs(*src, opts));
 
   const std::string tmp = out_dir + ".tmp-" + std::to_string(::getpid());

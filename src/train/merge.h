@@ -1,6 +1,7 @@
 // Merging a LoRA adapter into its base model: W' = W + scaling * B·A for every adapted projection,
 // written as a plain HF checkpoint (config.json, model.safetensors or shards + index, tokenizer
-// files copied from an HF base) that needs no adapter to load.
+// files copied from an HF base) that needs no adapter to load -- or, for a GGUF base and an output
+// path ending in .gguf, as one GGUF file for llama.cpp (merge.cc Note [GGUF merge]).
 #pragma once
 
 #include <cstdint>
@@ -14,7 +15,8 @@
 namespace st {
 
 struct MergeOptions {
-  // Output dtype; unset: each tensor keeps the base's dtype (GGUF bases: bf16).
+  // Output dtype; unset: each tensor keeps the base's dtype (GGUF bases: bf16; a .gguf output:
+  // the merged projections in f16, every other tensor in its own type).
   std::optional<DType> dtype;
   uint64_t max_shard_bytes = 2000000000ull;  // per safetensors file (one larger tensor gets its own)
   bool overwrite = false;                    // replace an existing out_dir
