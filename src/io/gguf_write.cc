@@ -1,5 +1,7 @@
 #include "io/gguf_write.h"
 
+#include "io/detail/gguf_value.h"
+
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -9,16 +11,6 @@
 
 namespace st {
 namespace {
-
-size_t scalar_size(GgufValueType t) {
-  switch (t) {
-    case GgufValueType::kU8: case GgufValueType::kI8: case GgufValueType::kBool: return 1;
-    case GgufValueType::kU16: case GgufValueType::kI16: return 2;
-    case GgufValueType::kU32: case GgufValueType::kI32: case GgufValueType::kF32: return 4;
-    case GgufValueType::kU64: case GgufValueType::kI64: case GgufValueType::kF64: return 8;
-    default: return 0;
-  }
-}
 
 // Little-endian serialization into a growing buffer (the header is small next to the tensors).
 struct Out {
@@ -51,7 +43,7 @@ Status put_value(Out& o, const std::string& key, const GgufValue& v) {
         for (std::string_view s : v.strings) o.str(s);
         return Status::OK();
       }
-      const size_t es = scalar_size(v.elem_type);
+      const size_t es = detail::gguf_scalar_size(v.elem_type);
       if (es == 0 || (v.count > 0 && v.raw == nullptr))
         return InvalidArgument(Str() << "gguf write: key '" << key << "': array of unsupported element type");
       o.raw(v.raw, static_cast<size_t>(v.count) * es);
@@ -59,7 +51,7 @@ Status put_value(Out& o, const std::string& key, const GgufValue& v) {
     }
     default: break;
   }
-  const size_t n = scalar_size(v.type);
+  const size_t n = detail::gguf_scalar_size(v.type);
   if (n == 0) return InvalidArgument(Str() << "gguf write: key '" << key << "': unsupported value type");
   const bool is_signed = v.type == GgufValueType::kI8 || v.type == GgufValueType::kI16 ||
                          v.type == GgufValueType::kI32 || v.type == GgufValueType::kI64;

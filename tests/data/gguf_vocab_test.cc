@@ -13,19 +13,15 @@
 
 #include "data/model_tokenizer.h"
 #include "data/tokenizer.h"
+#include "../run_command.h"
 
 namespace st {
 namespace {
 
 std::string fetch_dir() {
-  const std::string cmd = std::string("bash ") + ST_SOURCE_DIR + "/tools/tok/fetch_llama_vocabs.sh";
-  FILE* p = popen(cmd.c_str(), "r");
-  if (p == nullptr) return "";
-  std::string out;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  if (pclose(p) != 0) return "";
+  int rc = -1;
+  std::string out = run_command(std::string("bash ") + ST_SOURCE_DIR + "/tools/tok/fetch_llama_vocabs.sh", &rc);
+  if (rc != 0) return "";
   while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
   return out;
 }

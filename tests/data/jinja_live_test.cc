@@ -12,20 +12,10 @@
 
 #include "core/json.h"
 #include "data/jinja.h"
+#include "../run_command.h"
 
 namespace st {
 namespace {
-
-std::string run(const std::string& cmd, int* rc) {
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return "";
-  std::string out;
-  char buf[65536];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  *rc = pclose(p);
-  return out;
-}
 
 TEST(JinjaLive, MatchesJinja2) {
   const std::string root = ST_SOURCE_DIR;
@@ -33,7 +23,7 @@ TEST(JinjaLive, MatchesJinja2) {
   const char* fixed = std::getenv("JINJA_LIVE_SEED");
   const long seed = fixed ? std::atol(fixed) : std::chrono::system_clock::now().time_since_epoch().count() % 1000000;
   int rc = -1;
-  const std::string out = run("python3 " + root + "/tools/jinja/jinja_oracle.py " + std::to_string(seed) + " 400 2>&1", &rc);
+  const std::string out = run_command("python3 " + root + "/tools/jinja/jinja_oracle.py " + std::to_string(seed) + " 400 2>&1", &rc);
   ASSERT_EQ(rc, 0) << "jinja_oracle.py failed (python3 with jinja2 is required; run tools/install_deps.sh):\n"
                    << out.substr(0, 2000);
   int cases = 0, templates = 0, bad = 0, errors = 0;

@@ -11,26 +11,16 @@
 
 #include "core/json.h"
 #include "data/detail/tokenizer_json.h"
+#include "../run_command.h"
 
 namespace st {
 namespace {
-
-std::string run(const std::string& cmd, int* rc) {
-  FILE* p = popen(cmd.c_str(), "r");
-  if (p == nullptr) return "";
-  std::string out;
-  char buf[65536];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  *rc = pclose(p);
-  return out;
-}
 
 TEST(SplitRegexLive, MatchesHfPreTokenizers) {
   const std::string root = ST_SOURCE_DIR;
   const long seed = std::chrono::system_clock::now().time_since_epoch().count() % 1000000;
   int rc = -1;
-  const std::string out = run("python3 " + root + "/tools/tok/split_check.py " + std::to_string(seed) + " 60 2>&1", &rc);
+  const std::string out = run_command("python3 " + root + "/tools/tok/split_check.py " + std::to_string(seed) + " 60 2>&1", &rc);
   ASSERT_EQ(rc, 0) << "split_check.py failed (python3 with the `tokenizers` package is required; run "
                       "tools/install_deps.sh):\n" << out.substr(0, 2000);
   int specs = 0, texts = 0, bad = 0, refused = 0, random_run = 0, norms = 0;

@@ -13,6 +13,7 @@
 #include "data/detail/unicode.h"
 #include "data/model_tokenizer.h"
 #include "data/tokenizer.h"
+#include "../run_command.h"
 
 namespace st {
 namespace {
@@ -21,13 +22,8 @@ TEST(TokenizerLive, MatchesHfOnRandomStrings) {
   const std::string root = ST_SOURCE_DIR;
   const long seed = std::chrono::system_clock::now().time_since_epoch().count() % 1000000;
   std::string cmd = "python3 " + root + "/tools/tok/live_check.py " + std::to_string(seed) + " 400 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  ASSERT_NE(p, nullptr) << "cannot run " << cmd;
-  std::string out;
-  char buf[65536];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  int rc = pclose(p);
+  int rc = -1;
+  const std::string out = run_command(cmd, &rc);
   ASSERT_EQ(rc, 0) << "live_check.py failed (python3 with the `tokenizers` and `sentencepiece` packages is "
                       "required; run tools/install_deps.sh):\n" << out.substr(0, 2000);
 

@@ -12,6 +12,7 @@
 #include "core/file.h"
 #include "io/gguf_checkpoint.h"
 #include "io/safetensors.h"
+#include "../run_command.h"
 #include "merge_test_util.h"
 #include "model/init_model.h"
 #include "model/presets.h"
@@ -80,12 +81,9 @@ TEST_P(MergeGguf, EqualsTheHfMergeTensorForTensor) {
   const std::string cmd = "python3 -c \"import gguf,sys; a=gguf.GGUFReader(sys.argv[1]); b=gguf.GGUFReader(sys.argv[2]); "
                           "assert [t.name for t in a.tensors]==[t.name for t in b.tensors]; print(len(a.tensors))\" " +
                           out + " " + base + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  ASSERT_NE(p, nullptr);
-  char buf[4096] = {0};
-  const size_t got = fread(buf, 1, sizeof buf - 1, p);
-  buf[got] = 0;
-  EXPECT_EQ(pclose(p), 0) << "python gguf reader: " << buf;
+  int rc = -1;
+  const std::string said = run_command(cmd, &rc);
+  EXPECT_EQ(rc, 0) << "python gguf reader: " << said;
   for (const auto& d : {adapter, out, hf}) fs::remove_all(d);
 }
 
