@@ -16,7 +16,8 @@ constexpr const char* kUsage =
     "usage: streamtune merge --model M --adapter DIR --out DIR [options]\n"
     "\n"
     "Writes W' = W + (alpha/r) * B.A for every LoRA-adapted projection as a Hugging Face checkpoint\n"
-    "(config.json, model.safetensors or shards + index, tokenizer files copied from an HF base), or,\n"
+    "(config.json, model.safetensors or shards + index, tokenizer files copied from an HF base or\n"
+    "written from a GGUF base's vocabulary), or,\n"
     "for a .gguf base and an --out ending in .gguf, as one GGUF file for llama.cpp: metadata and every\n"
     "untouched tensor copied as they are (quantized stays quantized), the merged projections in --dtype.\n"
     "\n"
@@ -66,6 +67,7 @@ int cmd_merge(int argc, char** argv) {
     std::fprintf(stderr, "streamtune: error: %s\n", r.status().message().c_str());
     return r.status().code() == StatusCode::kInvalidArgument ? 2 : 1;
   }
+  for (const std::string& n : r->notes) std::printf("note: %s\n", n.c_str());
   std::printf("merged %lld projections into %s: %zu file(s), %.3f GB\n", static_cast<long long>(r->merged),
               a->get("out").c_str(), r->files.size(), static_cast<double>(r->bytes) / 1e9);
   return 0;

@@ -1,13 +1,14 @@
 #include "data/model_tokenizer.h"
 
 #include "core/file.h"
+#include "data/detail/tokenizer_json.h"
 #include "io/gguf_checkpoint.h"
 
 namespace st {
 
-StatusOr<Tokenizer> gguf_file_tokenizer(const GgufFile& file, int32_t* eot_id) {
-  if (eot_id) *eot_id = -1;
-  ASSIGN_OR_RETURN(GgufTokenizerData d, read_gguf_tokenizer(file));  // errors name the file
+namespace {
+
+GgufTokenizerParts parts_of(GgufTokenizerData d) {
   GgufTokenizerParts p;
   p.model = d.model;
   p.tokens = std::move(d.tokens);
@@ -21,9 +22,23 @@ StatusOr<Tokenizer> gguf_file_tokenizer(const GgufFile& file, int32_t* eot_id) {
   p.add_bos = d.add_bos;
   p.add_space_prefix = d.add_space_prefix;
   p.chat_template = d.chat_template;
-  ASSIGN_OR_RETURN(Tokenizer t, Tokenizer::from_gguf_parts(p), file.path());
-  if (eot_id) *eot_id = d.eot_id;
+  return p;
+}
+
+}  // namespace
+
+StatusOr<Tokenizer> gguf_file_tokenizer(const GgufFile& file, int32_t* eot_id) {
+  if (eot_id) *eot_id = -1;
+  ASSIGN_OR_RETURN(GgufTokenizerData d, read_gguf_tokenizer(file));  // errors name the file
+  const int32_t eot = d.eot_id;
+  ASSIGN_OR_RETURN(Tokenizer t, Tokenizer::from_gguf_parts(parts_of(std::move(d))), file.path());
+  if (eot_id) *eot_id = eot;
   return t;
+}
+
+StatusOr<HfTokenizerFiles> gguf_hf_tokenizer_files(const GgufFile& file) {
+  ASSIGN_OR_RETURN(GgufTokenizerData d, read_gguf_tokenizer(file));
+  return tok::export_hf_tokenizer(parts_of(std::move(d)), file.path());
 }
 
 StatusOr<Tokenizer> load_model_tokenizer(const std::string& model_path, int32_t* eot_id) {

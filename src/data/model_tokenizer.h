@@ -18,4 +18,8 @@ StatusOr<Tokenizer> load_model_tokenizer(const std::string& model_path, int32_t*
 // The tokenizer of an opened GGUF file (only its metadata is read); as load_model_tokenizer.
 StatusOr<Tokenizer> gguf_file_tokenizer(const GgufFile& file, int32_t* eot_id = nullptr);
 
+// tokenizer.json + tokenizer_config.json for an opened GGUF file's vocabulary, as the HF tokenizer
+// it was converted from has them (data/detail/tokenizer_export.cc); for `merge` of a GGUF base.
+StatusOr<HfTokenizerFiles> gguf_hf_tokenizer_files(const GgufFile& file);
+
 }  // namespace st

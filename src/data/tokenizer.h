@@ -68,8 +68,9 @@ struct GgufTokenizerParts {
   std::vector<int32_t> token_types;     // tokenizer.ggml.token_type (1 normal, 2 unknown, 3 control,
                                         // 4 user-defined, 5 unused, 6 byte); empty = all normal
                                         // ("gpt2" only: "llama" requires them)
-  std::string pre;                      // tokenizer.ggml.pre ("gpt2"): "llama-bpe"/"llama3", "qwen2",
-                                        // "smollm", "gpt2", "tekken"; other values -> Unimplemented
+  std::string pre;                      // tokenizer.ggml.pre ("gpt2"): a name data/detail/gguf_pre.cc
+                                        // knows ("llama-bpe", "qwen2", "deepseek-llm", ...), else
+                                        // Unimplemented
   int32_t bos_id = -1;                  // tokenizer.ggml.bos_token_id (-1 = none)
   int32_t eos_id = -1;                  // tokenizer.ggml.eos_token_id
   int32_t pad_id = -1;                  // tokenizer.ggml.padding_token_id
@@ -78,6 +79,11 @@ struct GgufTokenizerParts {
   std::string model = "gpt2";           // tokenizer.ggml.model: "gpt2" | "llama"; else Unimplemented
   std::vector<float> scores;            // tokenizer.ggml.scores ("llama": one finite score per token)
   bool add_space_prefix = true;         // tokenizer.ggml.add_space_prefix ("llama")
+};
+
+// The two HF tokenizer files a model directory holds (model_tokenizer.h gguf_hf_tokenizer_files).
+struct HfTokenizerFiles {
+  std::string tokenizer_json, tokenizer_config_json;
 };
 
 class Tokenizer {

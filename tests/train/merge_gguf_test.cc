@@ -1,4 +1,6 @@
-// merge_lora with a GGUF base and a .gguf output (merge.cc Note [GGUF merge]). Oracles: the same
+// merge_lora with a GGUF base and a .gguf output (merge.cc Note [GGUF merge]), and the tokenizer
+// files an HF-directory merge of a GGUF base gets (their HF parity on real vocabularies is
+// gguf_vocab_test's ExportedTokenizerJsonEncodesAsHf). Oracles: the same
 // merge written as an HF checkpoint in the same dtype -- every tensor read back from the GGUF
 // (dequantized, q/k un-permuted) equals it bit for bit; the untouched tensors keep their
 // quantized types and bytes; the metadata is the base's; and the `gguf` Python package (the
@@ -10,6 +12,7 @@
 #include <filesystem>
 
 #include "core/file.h"
+#include "data/model_tokenizer.h"
 #include "io/gguf_checkpoint.h"
 #include "io/safetensors.h"
 #include "../run_command.h"
@@ -42,6 +45,13 @@ TEST_P(MergeGguf, EqualsTheHfMergeTensorForTensor) {
     EXPECT_EQ(r->merged, 5 * bck->config().num_layers);
     EXPECT_EQ(r->files, std::vector<std::string>{fs::path(out).filename().string()});
     ASSERT_TRUE(merge_lora(base, adapter, hf, o).ok());
+    // The HF merge of a GGUF base carries tokenizer files written from its vocabulary.
+    auto ht = load_model_tokenizer(hf), gt = load_model_tokenizer(base);
+    ASSERT_TRUE(ht.ok()) << ht.status().to_string();
+    ASSERT_TRUE(gt.ok()) << gt.status().to_string();
+    EXPECT_TRUE(fs::exists(hf + "/tokenizer_config.json"));
+    for (const char* text : {"hello world", "ab ba  c\n", ""})
+      EXPECT_EQ(ht->encode(text, AddSpecial::kYes), gt->encode(text, AddSpecial::kYes)) << text;
 
     auto g = GgufCheckpoint::open(out);
     ASSERT_TRUE(g.ok()) << g.status().to_string();

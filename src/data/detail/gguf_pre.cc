@@ -88,16 +88,19 @@ std::vector<std::string> gguf_pre_names() {
   return v;
 }
 
-Status gguf_pre_tokenizer(const std::string& name, TokenizerImpl* t, const std::string& what) {
+StatusOr<GgufPreRecipe> gguf_pre_recipe(const std::string& name, const std::string& what) {
   for (const Recipe& r : recipes())
     for (const char* n : r.names)
-      if (name == n) {
-        if (r.nfc) t->norm.push_back(norm_step(NormStep::Kind::kNfc));
-        t->ignore_merges = r.ignore_merges;
-        return parse_pre_tokenizer(r.pre, t, what + " (tokenizer.ggml.pre '" + name + "')");
-      }
+      if (name == n) return GgufPreRecipe{r.pre, r.nfc, r.ignore_merges};
   return Unimplemented(Str() << what << ": tokenizer.ggml.pre '" << name
                              << "' (not one of the names whose HF pre-tokenizer is known here)");
+}
+
+Status gguf_pre_tokenizer(const std::string& name, TokenizerImpl* t, const std::string& what) {
+  ASSIGN_OR_RETURN(GgufPreRecipe r, gguf_pre_recipe(name, what));
+  if (r.nfc) t->norm.push_back(norm_step(NormStep::Kind::kNfc));
+  t->ignore_merges = r.ignore_merges;
+  return parse_pre_tokenizer(r.pre, t, what + " (tokenizer.ggml.pre '" + name + "')");
 }
 
 }  // namespace st::tok
