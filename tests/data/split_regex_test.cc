@@ -3,6 +3,7 @@
 // exotic patterns is split_regex_live_test's job.
 #include <gtest/gtest.h>
 
+#include <random>
 #include <string>
 #include <utility>
 #include <vector>
@@ -126,6 +127,36 @@ TEST(SplitRegex, HostilePatternsStayPolynomial) {
   auto big = SplitPattern::compile("a{1000}{1000}");
   ASSERT_FALSE(big.ok());  // expands past the instruction limit: refused, not run
   EXPECT_EQ(big.status().code(), StatusCode::kUnimplemented);
+}
+
+// Hostile input: random strings over the syntax's own alphabet either compile or are refused with
+// InvalidArgument / Unimplemented; what compiles runs on a text without crashing or looping, and
+// its matches are ordered, in range and never overlapping.
+TEST(SplitRegex, GarbagePatternsAreRefusedOrRunSafely) {
+  const std::string alphabet = "()[]{}|*+?\\^$.-,:=!<>#aZ09pPdswhbAzk&_i{}^";
+  std::mt19937 rng(7);
+  const std::vector<uint32_t> text = utf8_decode("ab  Zz09_\n.-k(a)[b]{1,2} \xC3\xA9\xE4\xB8\xAD!");
+  int compiled = 0;
+  for (int it = 0; it < 20000; ++it) {
+    std::string p;
+    const int len = 1 + static_cast<int>(rng() % 12);
+    for (int k = 0; k < len; ++k) p += alphabet[rng() % alphabet.size()];
+    auto re = SplitPattern::compile(p);
+    if (!re.ok()) {
+      const StatusCode c = re.status().code();
+      ASSERT_TRUE(c == StatusCode::kInvalidArgument || c == StatusCode::kUnimplemented) << p << ": " << re.status().to_string();
+      continue;
+    }
+    ++compiled;
+    size_t last = 0;
+    for (auto [a, b] : (*re)->find_all(text)) {
+      ASSERT_LE(a, b) << p;
+      ASSERT_LE(b, text.size()) << p;
+      ASSERT_GE(a, last) << p;
+      last = b;
+    }
+  }
+  EXPECT_GT(compiled, 2000);
 }
 
 }  // namespace
