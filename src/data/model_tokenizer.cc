@@ -38,7 +38,11 @@ StatusOr<Tokenizer> gguf_file_tokenizer(const GgufFile& file, int32_t* eot_id) {
 
 StatusOr<HfTokenizerFiles> gguf_hf_tokenizer_files(const GgufFile& file) {
   ASSIGN_OR_RETURN(GgufTokenizerData d, read_gguf_tokenizer(file));
-  return tok::export_hf_tokenizer(parts_of(std::move(d)), file.path());
+  const GgufTokenizerParts p = parts_of(std::move(d));
+  // The vocabulary must load as ours first: duplicates, bad merges and missing byte pieces are
+  // refused there by name, so the files never hold a vocabulary that silently lost an entry.
+  RETURN_IF_ERROR(Tokenizer::from_gguf_parts(p).status(), file.path());
+  return tok::export_hf_tokenizer(p, file.path());
 }
 
 StatusOr<Tokenizer> load_model_tokenizer(const std::string& model_path, int32_t* eot_id) {
