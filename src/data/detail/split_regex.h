@@ -1,6 +1,8 @@
 // The general split regex: a tokenizer.json `Split` pattern (or a GGUF pre-tokenizer's) compiled
 // as HF `tokenizers` compiles it -- Oniguruma's syntax and Unicode semantics -- and run by a
-// backtracking matcher over code points (Note [split regex]).
+// backtracking matcher over code points (Note [split regex]). Files: split_regex_parse.cc (pattern
+// -> syntax tree, split_regex_ast.h), split_regex_compile.cc (tree -> program, split_regex_impl.h),
+// split_regex_match.cc (the matcher).
 //
 // Note [split regex]
 // HF tokenizers hands a Split's pattern to Oniguruma and takes its matches from onig's find_iter.
