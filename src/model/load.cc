@@ -54,6 +54,7 @@ class GgufModelSource : public ModelSource {
   bool has(const std::string& name) const override { return g_.has(name); }
   bool is_gguf() const override { return true; }
   std::string hf_dir() const override { return ""; }
+  const GgufCheckpoint* gguf() const override { return &g_; }
   std::vector<std::string> tensor_names() const override { return g_.tensor_names(); }
   StatusOr<std::pair<std::vector<int64_t>, DType>> info(const std::string& name) const override {
     ASSIGN_OR_RETURN(auto shape, g_.shape(name));

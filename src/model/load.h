@@ -14,6 +14,7 @@
 #include "backend/backend.h"
 #include "core/dtype.h"
 #include "core/status.h"
+#include "io/gguf_checkpoint.h"
 #include "io/hf_config.h"
 #include "model/resident_source.h"
 #include "model/weights.h"
@@ -30,6 +31,7 @@ class ModelSource {
   virtual bool has(const std::string& hf_name) const = 0;
   virtual bool is_gguf() const = 0;
   virtual std::string hf_dir() const = 0;        // the HF directory ("" for GGUF)
+  virtual const GgufCheckpoint* gguf() const { return nullptr; }  // the opened GGUF file, if one
   virtual std::vector<std::string> tensor_names() const = 0;  // HF names
   // Shape and stored dtype of a tensor (GGUF: quantised types report kBF16, the merge dtype).
   virtual StatusOr<std::pair<std::vector<int64_t>, DType>> info(const std::string& hf_name) const = 0;

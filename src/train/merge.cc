@@ -136,9 +136,8 @@ Status write_index(const std::string& dir, const std::vector<OutTensor>& ts,
 // A GGUF base has no tokenizer files to copy: they are written from its vocabulary, as the HF
 // tokenizer it was converted from has them (data/detail/tokenizer_export.cc). A vocabulary we
 // cannot express is a note, not a failed merge: the weights are what was asked for.
-Status write_gguf_tokenizer(const std::string& model_path, const std::string& dir, MergeResult* r) {
-  ASSIGN_OR_RETURN(GgufFile f, GgufFile::open(model_path));
-  StatusOr<HfTokenizerFiles> t = gguf_hf_tokenizer_files(f);
+Status write_gguf_tokenizer(const GgufCheckpoint& ck, const std::string& dir, MergeResult* r) {
+  StatusOr<HfTokenizerFiles> t = gguf_hf_tokenizer_files(ck.file());
   if (!t.ok()) {
     r->notes.push_back("no tokenizer files written: " + t.status().message());
     return Status::OK();
@@ -147,13 +146,13 @@ Status write_gguf_tokenizer(const std::string& model_path, const std::string& di
   return write_file_atomic(path_join(dir, "tokenizer_config.json"), t->tokenizer_config_json);
 }
 
-Status write_side_files(const ModelSource& src, const std::string& model_path, const std::string& dir,
-                        const std::vector<OutTensor>& ts, MergeResult* r) {
+Status write_side_files(const ModelSource& src, const std::string& dir, const std::vector<OutTensor>& ts,
+                        MergeResult* r) {
   ModelConfig c = src.config();
   DType d0 = ts.empty() ? DType::kBF16 : ts.front().dtype;
   c.torch_dtype = d0 == DType::kF32 ? "float32" : d0 == DType::kF16 ? "float16" : "bfloat16";
   RETURN_IF_ERROR(write_file_atomic(path_join(dir, "config.json"), hf_config_to_json(c).dump(2) + "\n"));
-  if (src.is_gguf()) return write_gguf_tokenizer(model_path, dir, r);
+  if (src.gguf()) return write_gguf_tokenizer(*src.gguf(), dir, r);
   for (const char* f : kTokenizerFiles) {
     const std::string from = path_join(src.hf_dir(), f);
     std::error_code ec;
@@ -177,8 +176,8 @@ StatusOr<std::vector<OutTensor>> list_outputs(const ModelSource& src, const Merg
   return ts;
 }
 
-Status write_all(MergeCtx& m, const std::string& model_path, const std::string& tmp, const std::vector<OutTensor>& ts,
-                 const MergeOptions& o, MergeResult* r) {
+Status write_all(MergeCtx& m, const std::string& tmp, const std::vector<OutTensor>& ts, const MergeOptions& o,
+                 MergeResult* r) {
   const auto shards = plan_shards(ts, o.max_shard_bytes);
   for (size_t s = 0; s < shards.size(); ++s) {
     std::vector<std::vector<char>> bufs(shards[s].size());
@@ -194,7 +193,7 @@ Status write_all(MergeCtx& m, const std::string& model_path, const std::string& 
     r->files.push_back(name);
   }
   if (shards.size() > 1) RETURN_IF_ERROR(write_index(tmp, ts, shards, r->bytes));
-  return write_side_files(*m.src, model_path, tmp, ts, r);
+  return write_side_files(*m.src, tmp, ts, r);
 }
 
 // Note [GGUF merge]: a GGUF base merged into a GGUF: every metadata key (tokenizer, chat
@@ -203,9 +202,8 @@ Status write_all(MergeCtx& m, const std::string& model_path, const std::string& 
 // `dtype` (F16 unless asked otherwise), merged in f32 in HF row order and put back in GGUF row
 // order (llama's permuted q/k rows). llama.cpp loads mixed tensor types; `llama-quantize` can
 // requantize the result.
-Status write_gguf_merge(const std::string& model_path, const MergeCtx& m, DType dtype, const std::string& out,
+Status write_gguf_merge(const GgufCheckpoint& ck, const MergeCtx& m, DType dtype, const std::string& out,
                         int64_t expect, MergeResult* r, int64_t* merged) {
-  ASSIGN_OR_RETURN(GgufCheckpoint ck, GgufCheckpoint::open(model_path));
   const GgufFile& f = ck.file();
   std::vector<std::pair<std::string, GgufValue>> kv;
   for (const std::string& k : f.keys()) kv.emplace_back(k, *f.find(k));
@@ -227,7 +225,7 @@ Status write_gguf_merge(const std::string& model_path, const MergeCtx& m, DType 
   }
   const int64_t planned = std::count_if(sites.begin(), sites.end(), [](const auto& x) { return x.has_value(); });
   if (planned != expect)  // before anything is written: an existing --out stays as it was
-    return InvalidArgument(Str() << "merge: " << model_path << " has " << planned
+    return InvalidArgument(Str() << "merge: " << ck.path() << " has " << planned
                                  << " of the adapter's projections, the adapter has " << expect);
   auto fill = [&](size_t i, std::vector<uint8_t>* buf) -> Status {
     const GgufTensorInfo& t = f.tensors()[i];
@@ -277,7 +275,7 @@ StatusOr<MergeResult> merge_lora(const std::string& model_path, const std::strin
   RETURN_IF_ERROR(lora->load_peft(adapter_dir), "merge: adapter " << adapter_dir);
   const std::vector<float> params = lora->params_to_host();
   if (gguf_out(out_dir)) {
-    if (!src->is_gguf())
+    if (!src->gguf())
       return InvalidArgument(Str() << "merge: a .gguf output needs a .gguf base (" << model_path
                                    << " is an HF checkpoint: merge to a directory, then convert it with llama.cpp's "
                                       "convert_hf_to_gguf.py)");
@@ -285,7 +283,7 @@ StatusOr<MergeResult> merge_lora(const std::string& model_path, const std::strin
     MergeResult r;
     int64_t expect = 0;
     for (bool b : lc.targets) expect += b ? src->config().num_layers : 0;
-    RETURN_IF_ERROR(write_gguf_merge(model_path, m, opts.dtype.value_or(DType::kF16), out_dir, expect, &r, &r.merged));
+    RETURN_IF_ERROR(write_gguf_merge(*src->gguf(), m, opts.dtype.value_or(DType::kF16), out_dir, expect, &r, &r.merged));
     return r;
   }
   ASSIGN_OR_RETURN(std::vector<OutTensor> ts, list_outputs(*src, opts));
@@ -295,7 +293,7 @@ StatusOr<MergeResult> merge_lora(const std::string& model_path, const std::strin
   RETURN_IF_ERROR(make_dirs(tmp));
   MergeCtx m{src.get(), &lc, lora.get(), &params};
   MergeResult r;
-  Status st = write_all(m, model_path, tmp, ts, opts, &r);
+  Status st = write_all(m, tmp, ts, opts, &r);
   if (!st.ok()) {
     fs::remove_all(tmp, ec);
     return st;

@@ -113,11 +113,11 @@ NORMALIZERS = [{"type": t} for t in ("NFC", "NFD", "NFKC", "NFKD", "Lowercase", 
 COMPAT = "ﬁ ﬂ ½ ² ㎏ Ａｂ ｶﾞ ① ℌ ǅ ß ẞ İ ΣσςΣ Å Ω K ﬀ ᾈ ǰ ŉ \u00a0x\u3000y \u0345 é"
 
 
-def hf_pre(spec):
-    """The spec as a tokenizers pre-tokenizer, built from its JSON as tokenizer.json is read."""
+def hf_component(key, spec):
+    """`spec` as tokenizers builds it from a tokenizer.json's `key` (pre_tokenizer / normalizer)."""
     from tokenizers import Tokenizer
-    tj = {"version": "1.0", "model": {"type": "BPE", "vocab": {}, "merges": []}, "pre_tokenizer": spec}
-    return Tokenizer.from_str(json.dumps(tj)).pre_tokenizer
+    tj = {"version": "1.0", "model": {"type": "BPE", "vocab": {}, "merges": []}, key: spec}
+    return getattr(Tokenizer.from_str(json.dumps(tj)), key)
 
 
 def main():
@@ -126,9 +126,7 @@ def main():
     extra = ["abcbcd x yz aa ab", "ſ's 'S 'ſ K k", "\r\n\r\n  \n", "12 345 6789 ab12 x1", "中文字 ひらがな カタカナ"]
     random_specs = [split(random_pattern(rng), rng.choice(BEHAVIORS), rng.random() < 0.3) for _ in range(60)]
     for spec in NORMALIZERS:
-        from tokenizers import Tokenizer
-        tj = {"version": "1.0", "model": {"type": "BPE", "vocab": {}, "merges": []}, "normalizer": spec}
-        norm = Tokenizer.from_str(json.dumps(tj)).normalizer
+        norm = hf_component("normalizer", spec)
         texts = [COMPAT, " \t lead and trail \n "] + [tok_common.random_string(rng, with_specials=False) for _ in range(count)] + [""]
         rec = {"norm": spec, "texts": texts, "out": [norm.normalize_str(t) for t in texts]}
         sys.stdout.write(json.dumps(rec, ensure_ascii=False) + "\n")
@@ -136,7 +134,7 @@ def main():
     n_fixed = len(fixed)
     for k, spec in enumerate(fixed + random_specs):
         try:
-            pre = hf_pre(spec)
+            pre = hf_component("pre_tokenizer", spec)
         except Exception as e:  # HF refuses the pattern: so must we
             sys.stdout.write(json.dumps({"pre": spec, "hf_error": str(e)}, ensure_ascii=False) + "\n")
             continue

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <utility>
 #include <vector>
 
@@ -31,7 +32,7 @@ struct CharClass {
 // The text as the matcher sees it: code points with their general category, whitespace flag and
 // simple case fold computed once.
 struct Subject {
-  std::vector<uint32_t> cp;
+  std::span<const uint32_t> cp;  // the caller's code points (not copied)
   std::vector<Gc> gc;
   std::vector<uint8_t> space;
   size_t n() const { return cp.size(); }

@@ -209,7 +209,7 @@ class Matcher {
 
 std::vector<std::pair<size_t, size_t>> SplitPattern::find_all(const std::vector<uint32_t>& cps) const {
   rx::Subject s;
-  s.cp = cps;
+  s.cp = cps;  // a view: cps outlives the search
   s.gc.resize(cps.size());
   s.space.resize(cps.size());
   for (size_t i = 0; i < cps.size(); ++i) {

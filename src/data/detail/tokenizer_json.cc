@@ -163,11 +163,9 @@ Status parse_pre(const Json& j, TokenizerImpl* t, const std::string& what) {
     return add_general_split(R"([\p{P}!-/:-@\[-`{-~])", b, false, t, what);
   }
   if (type == "Whitespace") {
-    // HF runs \w+|[^\w\s]+ on Rust's regex crate, whose \w is Alphabetic, marks, Nd, Pc and the
-    // joiners: beyond Oniguruma's \w it takes U+200C/D and the circled / squared Latin letters (So),
-    // and leaves out No.
-    const std::string w = R"(\p{L}\p{M}\p{Nd}\p{Nl}\p{Pc}\x{200C}\x{200D}\x{24B6}-\x{24E9}\x{1F130}-\x{1F149})"
-                          R"(\x{1F150}-\x{1F169}\x{1F170}-\x{1F189})";
+    // HF runs \w+|[^\w\s]+ on Rust's regex crate, whose \w is the Unicode Word property plus the
+    // joiners U+200C/D: Oniguruma's \w inside brackets (is_word, bare = false) and those two.
+    const std::string w = R"(\w\x{200C}\x{200D})";
     return add_general_split("[" + w + "]+|[^" + w + "\\s]+", SplitBehavior::kRemoved, true, t, what);
   }
   if (type == "WhitespaceSplit") return add_general_split(R"(\s)", SplitBehavior::kRemoved, false, t, what);
