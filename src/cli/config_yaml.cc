@@ -38,6 +38,7 @@ struct Field {
   double lo = -std::numeric_limits<double>::infinity();  // numbers: inclusive bounds
   double hi = std::numeric_limits<double>::infinity();
   bool lo_open = false, hi_open = false;  // exclusive bound
+  bool null_unset = false;                // numbers: a null value (`key:` alone) keeps the default
 };
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
@@ -83,6 +84,7 @@ const std::vector<Field>& fields() {
       {"saves_per_epoch", &C::saves_per_epoch, {}, StrKind::kPlain, 0},
       {"lora_target_linear", &C::lora_target_linear},
       {"weight_decay", &C::weight_decay, {}, StrKind::kPlain, 0},
+      {"loraplus_lr_ratio", &C::loraplus_lr_ratio, {}, StrKind::kPlain, 0, kInf, false, false, true},
       {"adam_beta1", &C::adam_beta1, {}, StrKind::kPlain, 0, 1, false, true},
       {"adam_beta2", &C::adam_beta2, {}, StrKind::kPlain, 0, 1, false, true},
       {"adam_epsilon", &C::adam_epsilon, {}, StrKind::kPlain, 0, kInf, true},
@@ -273,6 +275,7 @@ Status set_field(const Input& in, const Field& f, TrainConfig& cfg) {
           dst = *v;
           return Status::OK();
         } else if constexpr (std::is_same_v<T, double>) {
+          if (is_null(in) && f.null_unset) return Status::OK();
           auto v = parse_real(in.scalar);
           if (!v || is_null(in)) return bad(in, f.name, Str() << "expected a number, got '" << in.scalar << "'");
           RETURN_IF_ERROR(check_range(in, f, *v));

@@ -29,6 +29,9 @@ const std::vector<std::string> kNoEffect = {
     "flash_attn_fuse_qkv", "flash_attn_fuse_mlp", "liger_rope", "liger_rms_norm", "liger_glu_activation",
     "liger_layer_norm", "liger_fused_linear_cross_entropy", "liger_cross_entropy", "cut_cross_entropy",
     "unsloth_lora_mlp", "unsloth_lora_qkv", "unsloth_lora_o", "tf32", "torch_compile", "torch_compile_backend",
+    // LoRA+'s learning rate for adapters on the embeddings, which are not built here (LoRA targets
+    // the linears; loraplus_lr_ratio is ours: train/optimizer.h Note [LoRA+])
+    "loraplus_lr_embedding",
     // memory tactics the planner owns (stream/planner.h): recompute never changes the bits
     "gradient_checkpointing", "gradient_checkpointing_kwargs", "activation_offloading",
     // launchers and distribution (this engine: devices: N)
@@ -45,8 +48,6 @@ struct Refused {
 };
 const Refused kRefusedUnlessEmpty[] = {
     {"neftune_noise_alpha", "NEFTune noise on the embeddings is not supported"},
-    {"loraplus_lr_ratio", "LoRA+ (a separate learning rate for B) is not supported"},
-    {"loraplus_lr_embedding", "LoRA+ is not supported"},
     {"lora_modules_to_save", "training whole modules beside the adapter (modules_to_save) is not supported"},
     {"peft_layers_to_transform", "LoRA on a subset of the layers is not supported"},
     {"unfrozen_parameters", "training base parameters is not supported (LoRA only)"},

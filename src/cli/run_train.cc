@@ -54,6 +54,9 @@ void print_banner(const TrainConfig& cfg, const Backend& be, const BaseWeights& 
               100.0 * static_cast<double>(trainable) / static_cast<double>(total), lc.dora ? "DoRA" : "LoRA",
               static_cast<long long>(lc.r), lc.alpha,
               lc.rslora ? (Str() << " rsLoRA (scale alpha/sqrt(r) = " << lc.scaling() << ")").str().c_str() : "");
+  if (cfg.loraplus_lr_ratio > 0)
+    std::printf("  LoRA+      B%s at learning_rate x %g, A at learning_rate\n", lc.dora ? " and the magnitudes" : "",
+                cfg.loraplus_lr_ratio);
   int64_t windowed = 0;
   for (int64_t l = 0; l < mc.num_layers; ++l) windowed += mc.attention_window(l) > 0 ? 1 : 0;
   if (windowed > 0)

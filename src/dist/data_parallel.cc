@@ -119,8 +119,7 @@ StatusOr<std::unique_ptr<DataParallelTrainer>> DataParallelTrainer::create(
   t->window_size_ = tc.gradient_accumulation_steps * t->world_;
   ASSIGN_OR_RETURN(LoraConfig lc, lora_config_from(tc));
   ASSIGN_OR_RETURN(BaseQuant quant, base_quant_from(tc));
-  AdamWConfig ac{.beta1 = tc.adam_beta1, .beta2 = tc.adam_beta2, .eps = tc.adam_epsilon,
-                 .weight_decay = tc.weight_decay, .max_grad_norm = tc.max_grad_norm};
+  const AdamWConfig ac = adamw_config_from(tc);
   for (size_t i = 0; i < backends.size(); ++i) {
     auto r = std::make_unique<Replica>();
     r->be = backends[i];

@@ -217,6 +217,7 @@ Json config_fingerprint(const TrainConfig& tc, const ModelConfig& mc, DType act_
   if (tc.min_lr >= 0) j["min_lr"] = tc.min_lr;
   j["warmup_steps"] = tc.warmup_steps;
   j["weight_decay"] = tc.weight_decay;
+  if (tc.loraplus_lr_ratio > 0) j["loraplus_lr_ratio"] = tc.loraplus_lr_ratio;  // only when set: earlier checkpoints resume
   j["adam_beta1"] = tc.adam_beta1;
   j["adam_beta2"] = tc.adam_beta2;
   j["adam_epsilon"] = tc.adam_epsilon;

@@ -74,6 +74,9 @@ struct TrainConfig {
   double warmup_ratio = 0.0;        // HF's: warmup_steps = ceil(total steps x ratio) (not with warmup_steps)
   double cosine_min_lr_ratio = 0.0; // axolotl's: the cosine decays to this fraction of learning_rate
   double weight_decay = 0.0;
+  // LoRA+ (axolotl / PEFT loraplus_lr_ratio): B and DoRA's magnitudes at learning_rate x this,
+  // A at learning_rate (train/optimizer.h Note [LoRA+]); 0 = off.
+  double loraplus_lr_ratio = 0.0;
   double adam_beta1 = 0.9;
   double adam_beta2 = 0.999;
   double adam_epsilon = 1e-8;

@@ -119,9 +119,7 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::create(const TrainConfig& tc, Backen
     t->model_->lora().init(tc.seed);
     RETURN_IF_ERROR(t->model_->init_dora_magnitudes(*t->layers_));
   }
-  AdamWConfig ac{.beta1 = tc.adam_beta1, .beta2 = tc.adam_beta2, .eps = tc.adam_epsilon,
-                 .weight_decay = tc.weight_decay, .max_grad_norm = tc.max_grad_norm};
-  ASSIGN_OR_RETURN(t->opt_, Optimizer::create(be, &t->model_->lora(), ac));
+  ASSIGN_OR_RETURN(t->opt_, Optimizer::create(be, &t->model_->lora(), adamw_config_from(tc)));
   ASSIGN_OR_RETURN(t->sched_, lr_schedule_from(tc));
   t->parts_ = std::move(parts);
   return t;

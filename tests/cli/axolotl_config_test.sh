@@ -112,7 +112,7 @@ refuse() {  # refuse NAME LINE PATTERN: LINE replaces its key's line, or special
   echo "refused $1: $(grep -m1 error "$w/$1.log" | cut -c1-160)"
 }
 refuse neftune "neftune_noise_alpha: 5" "key 'neftune_noise_alpha' = '5': NEFTune noise"
-refuse loraplus "loraplus_lr_ratio: 16" "LoRA+"
+refuse loraplus "loraplus_lr_ratio: -16" "key 'loraplus_lr_ratio': must be >= 0, got -16"
 refuse minlr_linear "lr_scheduler: linear" "cosine_min_lr_ratio (min_lr_rate) needs lr_scheduler cosine"
 refuse modules "lora_modules_to_save: [embed_tokens, lm_head]" "modules_to_save"
 refuse grouped "group_by_length2: x" "unknown key 'group_by_length2'"

@@ -253,6 +253,26 @@ TEST(ConfigYaml, RsLoraUnderItsNames) {
   EXPECT_TRUE(c.use_rslora);
 }
 
+// LoRA+ (train/optimizer.h Note [LoRA+]) under axolotl's keys: a ratio > 0 turns it on, a null
+// or 0 leaves it off, loraplus_lr_embedding is noted as having no effect (no embedding adapters).
+TEST(ConfigYaml, LoraPlus) {
+  auto a = parse("loraplus_lr_ratio: 16\nloraplus_lr_embedding: 1.0e-6\n");
+  ASSERT_TRUE(a.ok()) << a.status().to_string();
+  EXPECT_DOUBLE_EQ(a->loraplus_lr_ratio, 16.0);
+  ASSERT_EQ(a->notes.size(), 1u);
+  EXPECT_HAS(a->notes[0], "loraplus_lr_embedding");
+  for (const char* off : {"loraplus_lr_ratio:\nloraplus_lr_embedding:\n", "loraplus_lr_ratio: 0\n", "lora_r: 8\n"}) {
+    auto b = parse(off);
+    ASSERT_TRUE(b.ok()) << off << b.status().to_string();
+    EXPECT_EQ(b->loraplus_lr_ratio, 0.0) << off;
+  }
+  EXPECT_HAS(error_of("loraplus_lr_ratio: -2\n"), "key 'loraplus_lr_ratio'");
+  EXPECT_HAS(error_of("loraplus_lr_ratio: sixteen\n"), "key 'loraplus_lr_ratio': expected a number");
+  TrainConfig c;
+  ASSERT_TRUE(apply_train_override(c, "--loraplus_lr_ratio=8").ok());
+  EXPECT_DOUBLE_EQ(c.loraplus_lr_ratio, 8.0);
+}
+
 TEST(ConfigYaml, Overrides) {
   TrainConfig c;
   ASSERT_TRUE(apply_train_override(c, "--learning_rate=1e-3").ok());

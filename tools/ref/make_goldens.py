@@ -88,7 +88,18 @@ MODELS = {
         "rms_norm_eps": 1e-6, "tie_word_embeddings": False, "use_sliding_window": False,
         "bos_token_id": 1, "eos_token_id": 2, "initializer_range": 0.05, "rope_theta": 1000000.0,
     }, ALL_LINEAR, 1006, {"use_dora": True}),
+    # LoRA+ (PEFT's create_loraplus_optimizer: B and every 1-D parameter at lr x ratio, A at lr), with
+    # DoRA so that the magnitudes' group is exercised too; the qwen2_dora model under another seed.
+    "qwen2_loraplus": ("qwen2", {
+        "architectures": ["Qwen2ForCausalLM"],
+        "vocab_size": 256, "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+        "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 256,
+        "rms_norm_eps": 1e-6, "tie_word_embeddings": False, "use_sliding_window": False,
+        "bos_token_id": 1, "eos_token_id": 2, "initializer_range": 0.05, "rope_theta": 1000000.0,
+    }, ALL_LINEAR, 1007, {"use_dora": True, "loraplus_lr_ratio": 16.0}),
 }
+# Keys of a fixture's extras that configure the optimizer, not the LoraConfig.
+OPTIMIZER_KEYS = ("loraplus_lr_ratio",)
 
 ROW_LENGTHS = [13, 17, 9, 11, 15, 7]
 LABELLED_ROW = 3  # this row carries explicit labels with -100 on its first 4 targets
@@ -242,8 +253,9 @@ def build(name, out_root):
         for r in rows:
             f.write(json.dumps(r) + "\n")
 
+    lora_extra = {k: v for k, v in extra.items() if k not in OPTIMIZER_KEYS}
     lcfg = LoraConfig(r=TRAIN["lora_r"], lora_alpha=TRAIN["lora_alpha"], lora_dropout=TRAIN["lora_dropout"],
-                      target_modules=list(targets), bias="none", task_type="CAUSAL_LM", **extra)
+                      target_modules=list(targets), bias="none", task_type="CAUSAL_LM", **lora_extra)
     torch.manual_seed(seed + 2)
     pm = get_peft_model(model, lcfg)
     g = torch.Generator().manual_seed(seed + 3)
@@ -276,7 +288,7 @@ def build(name, out_root):
     save_file(expected, os.path.join(out, "expected.safetensors"), metadata={"format": "pt"})
 
     window_facts = sliding_window_facts(model_dir, cfg_dict, ids0) if "sliding_window" in cfg_dict else None
-    trace = train(pm, params, rows)
+    trace = train(pm, params, rows, extra.get("loraplus_lr_ratio"))
     final = {k: v.detach().clone().contiguous() for k, v in get_peft_model_state_dict(pm).items()}
     save_file(final, os.path.join(out, "final_adapter.safetensors"), metadata={"format": "pt"})
     trace.update({
@@ -298,11 +310,31 @@ def build(name, out_root):
     log(name, "loss0", loss0.item(), "steps", [round(s["loss"], 6) for s in trace["steps"]])
 
 
-def train(pm, params, rows):
+def make_optimizer(pm, ps, loraplus_lr_ratio):
+    kw = dict(lr=TRAIN["learning_rate"], betas=(TRAIN["adam_beta1"], TRAIN["adam_beta2"]), eps=TRAIN["adam_epsilon"],
+              weight_decay=TRAIN["weight_decay"], foreach=False)
+    if not loraplus_lr_ratio:
+        return torch.optim.AdamW(ps, **kw), None
+    import inspect
+    from peft.optimizers import create_loraplus_optimizer
+    if "optimizer_kwargs" in inspect.signature(create_loraplus_optimizer).parameters:
+        opt = create_loraplus_optimizer(model=pm, optimizer_cls=torch.optim.AdamW, optimizer_kwargs=kw,
+                                        loraplus_lr_ratio=loraplus_lr_ratio)
+    else:  # PEFT 0.21: the optimizer's kwargs inline; the groups' weight decay is loraplus_weight_decay
+        # (default 0): given as weight_decay, every group decays as axolotl's LoRA+ does
+        opt = create_loraplus_optimizer(model=pm, optimizer_cls=torch.optim.AdamW, loraplus_lr_ratio=loraplus_lr_ratio,
+                                        loraplus_weight_decay=kw["weight_decay"], **kw)
+    names = {id(p): n for n, p in pm.named_parameters()}
+    groups = [{"lr": g["lr"], "weight_decay": g["weight_decay"], "params": sorted(names[id(p)] for p in g["params"])}
+              for g in opt.param_groups if g["params"]]
+    log("loraplus groups:", [(g["lr"], len(g["params"])) for g in groups])
+    return opt, groups
+
+
+def train(pm, params, rows, loraplus_lr_ratio=None):
     pm.train()
     ps = [p for _, p in params]
-    opt = torch.optim.AdamW(ps, lr=TRAIN["learning_rate"], betas=(TRAIN["adam_beta1"], TRAIN["adam_beta2"]),
-                            eps=TRAIN["adam_epsilon"], weight_decay=TRAIN["weight_decay"], foreach=False)
+    opt, groups = make_optimizer(pm, ps, loraplus_lr_ratio)
     accum = TRAIN["gradient_accumulation_steps"]
     steps, k = [], 0
     for step in range(TRAIN["max_steps"]):
@@ -321,7 +353,10 @@ def train(pm, params, rows):
         steps.append({"step": step + 1, "loss": sum(micro) / len(micro), "micro_losses": micro,
                       "rows": used, "grad_norm": gn.item(), "learning_rate": TRAIN["learning_rate"]})
     pm.eval()
-    return {"steps": steps}
+    out = {"steps": steps}
+    if groups is not None:
+        out["optimizer_groups"] = groups
+    return out
 
 
 def main():
