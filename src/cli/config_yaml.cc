@@ -26,7 +26,7 @@ namespace {
 
 using Member = std::variant<std::string TrainConfig::*, int64_t TrainConfig::*, uint64_t TrainConfig::*,
                             double TrainConfig::*, bool TrainConfig::*, std::vector<DatasetSpec> TrainConfig::*,
-                            std::vector<std::string> TrainConfig::*>;
+                            std::vector<std::string> TrainConfig::*, std::vector<int64_t> TrainConfig::*>;
 
 enum class StrKind { kPlain, kPath, kByteSize };
 
@@ -72,6 +72,7 @@ const std::vector<Field>& fields() {
       {"use_rslora", &C::use_rslora},
       {"use_dora", &C::use_dora},
       {"lora_target_modules", &C::lora_target_modules},
+      {"peft_layers_to_transform", &C::peft_layers_to_transform},
       {"lora_model_dir", &C::lora_model_dir, {}, StrKind::kPath},
       {"learning_rate", &C::learning_rate, {}, StrKind::kPlain, 0, kInf, true},
       {"lr_scheduler", &C::lr_scheduler, {"constant", "constant_with_warmup", "linear", "cosine", "cosine_with_restarts",
@@ -117,6 +118,7 @@ const std::vector<Field>& fields() {
 std::string canonical_key(const std::string& key) {
   if (key == "peft_use_rslora" || key == "lora_use_rslora") return "use_rslora";
   if (key == "peft_use_dora" || key == "lora_use_dora") return "use_dora";
+  if (key == "layers_to_transform") return "peft_layers_to_transform";  // PEFT's name
   return key;
 }
 
@@ -246,12 +248,14 @@ Status set_string(const Input& in, const Field& f, std::string& dst) {
 
 Status set_datasets(const Input& in, const Field& f, std::vector<DatasetSpec>& dst);
 Status set_modules(const Input& in, const Field& f, std::vector<std::string>& dst);
+Status set_indices(const Input& in, const Field& f, std::vector<int64_t>& dst);
 
 bool is_null(const Input& in) { return in.node && in.node->IsNull(); }
 
 Status set_field(const Input& in, const Field& f, TrainConfig& cfg) {
   const bool list_field = std::holds_alternative<std::vector<DatasetSpec> TrainConfig::*>(f.member) ||
-                          std::holds_alternative<std::vector<std::string> TrainConfig::*>(f.member);
+                          std::holds_alternative<std::vector<std::string> TrainConfig::*>(f.member) ||
+                          std::holds_alternative<std::vector<int64_t> TrainConfig::*>(f.member);
   if (in.node && !list_field && !in.node->IsScalar() && !in.node->IsNull()) {
     return bad(in, f.name, "expected a single value, got a list or mapping");
   }
@@ -269,6 +273,8 @@ Status set_field(const Input& in, const Field& f, TrainConfig& cfg) {
           return set_datasets(in, f, dst);
         } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
           return set_modules(in, f, dst);
+        } else if constexpr (std::is_same_v<T, std::vector<int64_t>>) {
+          return set_indices(in, f, dst);
         } else if constexpr (std::is_same_v<T, bool>) {
           auto v = parse_bool(in.scalar);
           if (!v || is_null(in)) return bad(in, f.name, Str() << "expected true or false, got '" << in.scalar << "'");
@@ -402,6 +408,40 @@ Status set_datasets(const Input& in, const Field& f, std::vector<DatasetSpec>& d
     DatasetSpec ds;
     RETURN_IF_ERROR(set_one_dataset(in, item, f.name, ds));
     dst.push_back(std::move(ds));
+  }
+  return Status::OK();
+}
+
+// A list of indices ([0, 2, 5]), one index (PEFT takes an int), a comma form ("0,2,5"), or null /
+// [] (none listed). Each a whole number >= 0, listed once.
+Status set_indices(const Input& in, const Field& f, std::vector<int64_t>& dst) {
+  std::vector<std::string> items;
+  if (in.node && in.node->IsSequence()) {
+    for (const auto& item : *in.node) {
+      if (!item.IsScalar()) return bad(in, f.name, "expected a list of layer indices such as [0, 1, 2]");
+      items.push_back(item.Scalar());
+    }
+  } else if (!is_null(in) && (!in.node || in.node->IsScalar())) {
+    std::string cur;
+    for (char ch : in.scalar + ",") {
+      if (ch == ',') {
+        if (!cur.empty()) items.push_back(cur);
+        cur.clear();
+      } else if (!std::isspace(static_cast<unsigned char>(ch))) {
+        cur += ch;
+      }
+    }
+  } else if (!is_null(in)) {
+    return bad(in, f.name, "expected a list of layer indices such as [0, 1, 2]");
+  }
+  dst.clear();
+  for (const std::string& s : items) {
+    auto v = parse_integer<int64_t>(s);
+    if (!v || *v < 0 || *v > (int64_t{1} << 20))
+      return bad(in, f.name, Str() << "expected layer indices >= 0, got '" << s << "'");
+    if (std::find(dst.begin(), dst.end(), *v) != dst.end())
+      return bad(in, f.name, Str() << "layer " << *v << " is listed twice");
+    dst.push_back(*v);
   }
   return Status::OK();
 }
@@ -647,7 +687,7 @@ std::string train_config_to_yaml(const TrainConfig& cfg) {
               out << YAML::EndMap;
             }
             out << YAML::EndSeq;
-          } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
+          } else if constexpr (std::is_same_v<T, std::vector<std::string>> || std::is_same_v<T, std::vector<int64_t>>) {
             out << YAML::Flow << v;
           } else if constexpr (std::is_same_v<T, double>) {
             char buf[64];

@@ -49,7 +49,6 @@ struct Refused {
 const Refused kRefusedUnlessEmpty[] = {
     {"neftune_noise_alpha", "NEFTune noise on the embeddings is not supported"},
     {"lora_modules_to_save", "training whole modules beside the adapter (modules_to_save) is not supported"},
-    {"peft_layers_to_transform", "LoRA on a subset of the layers is not supported"},
     {"unfrozen_parameters", "training base parameters is not supported (LoRA only)"},
     {"cosine_constant_lr_ratio", "this cosine variant is not supported (constant, linear, cosine)"},
     {"lr_quadratic_warmup", "a quadratic warmup is not supported"},

@@ -39,7 +39,7 @@ int64_t trainable_params(const ModelConfig& mc, const LoraConfig& lc) {
     auto [in, out] = lora_target_dims(mc, static_cast<LoraTarget>(t));
     n += lc.r * (in + out) + (lc.dora ? out : 0);
   }
-  return n * mc.num_layers;
+  return n * lc.adapted_layers(mc.num_layers);
 }
 
 void print_banner(const TrainConfig& cfg, const Backend& be, const BaseWeights& bw, const TrainData& td,
@@ -54,6 +54,12 @@ void print_banner(const TrainConfig& cfg, const Backend& be, const BaseWeights& 
               100.0 * static_cast<double>(trainable) / static_cast<double>(total), lc.dora ? "DoRA" : "LoRA",
               static_cast<long long>(lc.r), lc.alpha,
               lc.rslora ? (Str() << " rsLoRA (scale alpha/sqrt(r) = " << lc.scaling() << ")").str().c_str() : "");
+  if (!lc.layers.empty()) {
+    Str list;
+    for (size_t i = 0; i < lc.layers.size(); ++i) list << (i ? ", " : "") << lc.layers[i];
+    std::printf("  layers     the adapter on %zu of %lld layers (peft_layers_to_transform): %s\n", lc.layers.size(),
+                static_cast<long long>(mc.num_layers), list.str().c_str());
+  }
   if (cfg.loraplus_lr_ratio > 0)
     std::printf("  LoRA+      B%s at learning_rate x %g, A at learning_rate\n", lc.dora ? " and the magnitudes" : "",
                 cfg.loraplus_lr_ratio);

@@ -98,6 +98,13 @@ std::string peft_magnitude_name(int layer, LoraTarget t) {
 StatusOr<std::unique_ptr<Lora>> Lora::create(Backend* be, const ModelConfig& mc, const LoraConfig& lc) {
   if (lc.r <= 0 || lc.r > kMaxLoraRank)
     return InvalidArgument(Str() << "lora_r must be in [1, " << kMaxLoraRank << "], got " << lc.r);
+  for (size_t i = 0; i < lc.layers.size(); ++i) {
+    if (lc.layers[i] < 0 || lc.layers[i] >= mc.num_layers)
+      return InvalidArgument(Str() << "layers_to_transform: layer " << lc.layers[i] << " is not one of the model's "
+                                   << mc.num_layers << " layers (0-" << mc.num_layers - 1 << ")");
+    if (i > 0 && lc.layers[i] <= lc.layers[i - 1])
+      return InvalidArgument("layers_to_transform: the layers must be listed once each, in ascending order");
+  }
   std::unique_ptr<Lora> lora(new Lora(be, mc, lc));
   const int L = static_cast<int>(mc.num_layers);
   lora->off_.assign(static_cast<size_t>(L) * kNumLoraTargets, {-1, -1});
@@ -105,7 +112,7 @@ StatusOr<std::unique_ptr<Lora>> Lora::create(Backend* be, const ModelConfig& mc,
   int64_t cur = 0;
   for (int l = 0; l < L; ++l) {
     for (int t = 0; t < kNumLoraTargets; ++t) {
-      if (!lc.targets[t]) continue;
+      if (!lc.targets[t] || !lc.on_layer(l)) continue;
       auto [in, out] = lora_target_dims(mc, static_cast<LoraTarget>(t));
       auto& o = lora->off_[lora->idx(l, static_cast<LoraTarget>(t))];
       o.first = cur;

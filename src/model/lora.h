@@ -11,6 +11,7 @@
 // so it does not reproduce torch's numbers; goldens load their initial adapter instead.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdint>
@@ -41,6 +42,13 @@ struct LoraConfig {
   // DoRA (PEFT use_dora, Liu et al. 2024): each target also learns a magnitude vector m [out]; the
   // output is (m / ||W + s B A||_row) * (x W^T + s x A^T B^T) + bias (model/layer.cc Note [DoRA]).
   bool dora = false;
+  // PEFT layers_to_transform (axolotl peft_layers_to_transform): the decoder layers that carry the
+  // adapter, ascending and distinct; empty = every layer. A layer without it runs its linears plain.
+  std::vector<int64_t> layers;
+  bool on_layer(int64_t l) const { return layers.empty() || std::binary_search(layers.begin(), layers.end(), l); }
+  int64_t adapted_layers(int64_t num_layers) const {
+    return layers.empty() ? num_layers : static_cast<int64_t>(layers.size());
+  }
   float scaling() const {
     const double rank = static_cast<double>(r);
     return static_cast<float>(alpha / (rslora ? std::sqrt(rank) : rank));

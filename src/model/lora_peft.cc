@@ -1,4 +1,5 @@
 // PEFT adapter files (formats.md §3): adapter_config.json + adapter_model.safetensors.
+#include <algorithm>
 #include <cmath>
 
 #include "core/file.h"
@@ -56,6 +57,37 @@ StatusOr<std::vector<std::string>> target_list(const Json& j, const std::string&
   return out;
 }
 
+// layers_to_transform (PEFT: an int or a list of layer indices; null = every layer), found in the
+// module names by layers_pattern -- null (PEFT's default: the number after the module list's name)
+// or "layers" / ["layers"], which is what the HF causal-LM layouts call it. Sorted, distinct.
+StatusOr<std::vector<int64_t>> layers_to_transform(const Json& j, const std::string& what) {
+  std::vector<int64_t> out;
+  if (!j.contains("layers_to_transform") || j["layers_to_transform"].is_null()) return out;
+  const Json& v = j["layers_to_transform"];
+  auto take = [&](const Json& e) -> Status {
+    if (!e.is_number_integer() || e.get<int64_t>() < 0)
+      return InvalidArgument(Str() << what << ": layers_to_transform must hold layer indices >= 0, got " << e.dump());
+    out.push_back(e.get<int64_t>());
+    return Status::OK();
+  };
+  if (v.is_array()) {
+    for (const Json& e : v) RETURN_IF_ERROR(take(e));
+  } else {
+    RETURN_IF_ERROR(take(v));
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  if (j.contains("layers_pattern") && !j["layers_pattern"].is_null()) {
+    const Json& p = j["layers_pattern"];
+    const bool ok = (p.is_string() && p.get<std::string>() == "layers") ||
+                    (p.is_array() && p.size() == 1 && p[0].is_string() && p[0].get<std::string>() == "layers");
+    if (!ok)
+      return Unimplemented(Str() << what << ": layers_pattern " << p.dump()
+                                 << " is not supported (null or \"layers\": the decoder layers of model.layers.N)");
+  }
+  return out;
+}
+
 Status validate_variant(const Json& j, const std::string& what) {
   if (!j.contains("peft_type") || !j["peft_type"].is_string())
     return InvalidArgument(Str() << what << ": peft_type is missing");
@@ -66,8 +98,8 @@ Status validate_variant(const Json& j, const std::string& what) {
   RETURN_IF_ERROR(check_init(j, what));
   if (j.contains("bias") && j["bias"].is_string() && j["bias"].get<std::string>() != "none")
     return Unimplemented(Str() << what << ": bias=\"" << j["bias"].get<std::string>() << "\" is not supported");
-  for (const char* k : {"modules_to_save", "rank_pattern", "alpha_pattern", "layers_to_transform",
-                        "layer_replication", "trainable_token_indices", "target_parameters"})
+  for (const char* k : {"modules_to_save", "rank_pattern", "alpha_pattern", "layer_replication",
+                        "trainable_token_indices", "target_parameters"})
     RETURN_IF_ERROR(check_null_or_empty(j, k, what));
   if (j.contains("task_type") && j["task_type"].is_string() && j["task_type"].get<std::string>() != "CAUSAL_LM")
     return Unimplemented(Str() << what << ": task_type \"" << j["task_type"].get<std::string>()
@@ -102,6 +134,7 @@ StatusOr<LoraConfig> read_peft_config(const std::string& dir) {
   ASSIGN_OR_RETURN(auto names, target_list(j, path));
   ASSIGN_OR_RETURN(auto targets, parse_lora_targets(names), path);
   for (LoraTarget t : targets) lc.targets[static_cast<int>(t)] = true;
+  ASSIGN_OR_RETURN(lc.layers, layers_to_transform(j, path));
   return lc;
 }
 
@@ -137,7 +170,12 @@ Status Lora::save_peft(const std::string& dir, const std::string& base_model_nam
   c["inference_mode"] = true;
   c["init_lora_weights"] = true;
   c["layers_pattern"] = nullptr;
-  c["layers_to_transform"] = nullptr;
+  if (lc_.layers.empty()) {
+    c["layers_to_transform"] = nullptr;
+  } else {
+    c["layers_to_transform"] = OrderedJson::array();
+    for (int64_t l : lc_.layers) c["layers_to_transform"].push_back(l);
+  }
   if (lc_.alpha == std::floor(lc_.alpha) && std::fabs(lc_.alpha) < 1e15)
     c["lora_alpha"] = static_cast<int64_t>(lc_.alpha);
   else
@@ -174,6 +212,16 @@ Status Lora::load_peft(const std::string& dir) {
     if (got.targets[t] != lc_.targets[t])
       return InvalidArgument(Str() << what << ": adapter targets differ from lora_target_modules at "
                                    << lora_target_name(static_cast<LoraTarget>(t)));
+  if (got.layers != lc_.layers) {
+    auto list = [](const std::vector<int64_t>& v) {
+      if (v.empty()) return std::string("every layer");
+      Str s;
+      for (size_t i = 0; i < v.size(); ++i) s << (i ? "," : "") << v[i];
+      return s.str();
+    };
+    return InvalidArgument(Str() << what << ": adapter layers_to_transform (" << list(got.layers)
+                                 << ") differs from the run's (" << list(lc_.layers) << ")");
+  }
 
   const std::string st_path = path_join(dir, "adapter_model.safetensors");
   ASSIGN_OR_RETURN(SafetensorsFile f, SafetensorsFile::open(st_path));
@@ -214,7 +262,7 @@ Status Lora::load_peft(const std::string& dir) {
       for (int l = 0; l < static_cast<int>(mc_.num_layers) && !known; ++l)
         for (int t = 0; t < kNumLoraTargets && !known; ++t) {
           const auto tt = static_cast<LoraTarget>(t);
-          known = lc_.targets[t] && (ti.name == peft_tensor_name(l, tt, false) || ti.name == peft_tensor_name(l, tt, true) ||
+          known = lc_.targets[t] && lc_.on_layer(l) && (ti.name == peft_tensor_name(l, tt, false) || ti.name == peft_tensor_name(l, tt, true) ||
                                      (lc_.dora && (ti.name == peft_magnitude_name(l, tt) ||
                                                    ti.name == peft_magnitude_name(l, tt) + ".weight")));
         }

@@ -22,7 +22,7 @@ uint64_t lora_bytes(const ModelConfig& c, const LoraConfig& lc) {
     auto up = [](uint64_t n) { return (n + kLoraAlignFloats - 1) / kLoraAlignFloats * kLoraAlignFloats; };
     floats += up(static_cast<uint64_t>(lc.r * in)) + up(static_cast<uint64_t>(lc.r * out));
   }
-  return 4 /* params, grads, m, v */ * 4 /* f32 */ * floats * static_cast<uint64_t>(c.num_layers);
+  return 4 /* params, grads, m, v */ * 4 /* f32 */ * floats * static_cast<uint64_t>(lc.adapted_layers(c.num_layers));
 }
 
 struct Shape {

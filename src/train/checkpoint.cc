@@ -196,6 +196,7 @@ Json config_fingerprint(const TrainConfig& tc, const ModelConfig& mc, DType act_
     for (LoraTarget t : *parsed) targets.push_back(lora_target_name(t));
   std::sort(targets.begin(), targets.end());
   j["lora_target_modules"] = targets;
+  if (!tc.peft_layers_to_transform.empty()) j["peft_layers_to_transform"] = tc.peft_layers_to_transform;  // only when set
   j["dtype"] = tc.dtype;
   j["compute_dtype"] = dtype_name(act_dtype);
   j["sequence_len"] = tc.sequence_len;

@@ -39,7 +39,7 @@ std::optional<std::pair<int, LoraTarget>> lora_site(const std::string& name, con
     if (name.compare(0, pre.size(), pre) != 0) continue;
     for (int t = 0; t < kNumLoraTargets; ++t) {
       const auto tg = static_cast<LoraTarget>(t);
-      if (lc.has(tg) && name == pre + lora_target_module(tg) + ".weight") return std::make_pair(l, tg);
+      if (lc.has(tg) && lc.on_layer(l) && name == pre + lora_target_module(tg) + ".weight") return std::make_pair(l, tg);
     }
     return std::nullopt;
   }
@@ -282,7 +282,7 @@ StatusOr<MergeResult> merge_lora(const std::string& model_path, const std::strin
     MergeCtx m{src.get(), &lc, lora.get(), &params};
     MergeResult r;
     int64_t expect = 0;
-    for (bool b : lc.targets) expect += b ? src->config().num_layers : 0;
+    for (bool b : lc.targets) expect += b ? lc.adapted_layers(src->config().num_layers) : 0;
     RETURN_IF_ERROR(write_gguf_merge(*src->gguf(), m, opts.dtype.value_or(DType::kF16), out_dir, expect, &r, &r.merged));
     return r;
   }
@@ -300,7 +300,7 @@ StatusOr<MergeResult> merge_lora(const std::string& model_path, const std::strin
   }
   r.merged = m.merged;
   int64_t expect = 0;
-  for (bool b : lc.targets) expect += b ? src->config().num_layers : 0;
+  for (bool b : lc.targets) expect += b ? lc.adapted_layers(src->config().num_layers) : 0;
   if (r.merged != expect) {
     fs::remove_all(tmp, ec);
     return InvalidArgument(Str() << "merge: merged " << r.merged << " projections, the adapter has " << expect);

@@ -55,6 +55,9 @@ struct TrainConfig {
   double lora_dropout = 0.0;
   bool use_rslora = false;          // rsLoRA: scale alpha / sqrt(r) (PEFT use_rslora; axolotl peft_use_rslora)
   bool use_dora = false;            // DoRA: a learned magnitude per output row (PEFT use_dora; axolotl peft_use_dora)
+  // The decoder layers that carry the adapter (axolotl peft_layers_to_transform, PEFT
+  // layers_to_transform); empty = every layer.
+  std::vector<int64_t> peft_layers_to_transform;
   std::vector<std::string> lora_target_modules = {"q_proj", "v_proj"};
   bool lora_target_linear = false;  // axolotl's: every linear layer as well (all-linear)
   std::string lora_model_dir;       // continue from an existing PEFT adapter

@@ -53,6 +53,9 @@ StatusOr<LoraConfig> lora_config_from(const TrainConfig& tc) {
   ASSIGN_OR_RETURN(auto targets, parse_lora_targets(tc.lora_target_modules), "lora_target_modules");
   for (LoraTarget t : targets) lc.targets[static_cast<int>(t)] = true;
   if (tc.lora_target_linear) lc.targets.fill(true);
+  lc.layers = tc.peft_layers_to_transform;
+  std::sort(lc.layers.begin(), lc.layers.end());
+  lc.layers.erase(std::unique(lc.layers.begin(), lc.layers.end()), lc.layers.end());
   return lc;
 }
 

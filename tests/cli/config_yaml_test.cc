@@ -273,6 +273,25 @@ TEST(ConfigYaml, LoraPlus) {
   EXPECT_DOUBLE_EQ(c.loraplus_lr_ratio, 8.0);
 }
 
+// axolotl's peft_layers_to_transform (PEFT's layers_to_transform): a list, one index, a comma form.
+TEST(ConfigYaml, LayersToTransform) {
+  auto a = parse("peft_layers_to_transform: [0, 2, 5]\n");
+  ASSERT_TRUE(a.ok()) << a.status().to_string();
+  EXPECT_EQ(a->peft_layers_to_transform, (std::vector<int64_t>{0, 2, 5}));
+  auto b = parse("layers_to_transform: 3\n");
+  ASSERT_TRUE(b.ok()) << b.status().to_string();
+  EXPECT_EQ(b->peft_layers_to_transform, std::vector<int64_t>{3});
+  auto c = parse("peft_layers_to_transform:\n");
+  ASSERT_TRUE(c.ok());
+  EXPECT_TRUE(c->peft_layers_to_transform.empty());
+  EXPECT_HAS(error_of("peft_layers_to_transform: [1, x]\n"), "key 'peft_layers_to_transform': expected layer indices");
+  EXPECT_HAS(error_of("peft_layers_to_transform: [1, 1]\n"), "layer 1 is listed twice");
+  EXPECT_HAS(error_of("peft_layers_to_transform: [-1]\n"), "expected layer indices >= 0");
+  TrainConfig o;
+  ASSERT_TRUE(apply_train_override(o, "--peft_layers_to_transform=4,6").ok());
+  EXPECT_EQ(o.peft_layers_to_transform, (std::vector<int64_t>{4, 6}));
+}
+
 TEST(ConfigYaml, Overrides) {
   TrainConfig c;
   ASSERT_TRUE(apply_train_override(c, "--learning_rate=1e-3").ok());

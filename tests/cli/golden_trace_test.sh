@@ -6,7 +6,7 @@ bin=$(realpath "$1")
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 export OMP_WAIT_POLICY=passive
-for fx in llama_gqa qwen2_tied qwen3_qknorm mistral_swa qwen2_swa qwen2_dora qwen2_loraplus; do
+for fx in llama_gqa qwen2_tied qwen3_qknorm mistral_swa qwen2_swa qwen2_dora qwen2_loraplus llama_layers; do
   line=$(python3 tools/gpu/golden_trace.py "$bin" tests/fixtures/$fx "$work/$fx" cpu float32)
   echo "$line"
   python3 -c "import json,sys; r=json.loads(sys.argv[1]); sys.exit(0 if r.get('ok') and r['max_rel_loss_err'] < 1e-5 else 1)" "$line"

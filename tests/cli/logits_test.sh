@@ -11,7 +11,7 @@ T=$(mktemp -d /tmp/st_cli_logits_XXXXXX)
 trap 'rm -rf "$T"' EXIT
 fail=0
 
-for fx in llama_gqa qwen2_tied qwen3_qknorm mistral_swa qwen2_swa qwen2_dora; do
+for fx in llama_gqa qwen2_tied qwen3_qknorm mistral_swa qwen2_swa qwen2_dora llama_layers; do
   D="tests/fixtures/$fx"
   ids=$(python3 -c "import json,sys; print(','.join(map(str, json.loads(open(sys.argv[1]).readline())['input_ids'])))" "$D/data.jsonl")
   out=$("$BIN" logits --model "$D/model" --adapter "$D/adapter" --ids "$ids" --out "$T/$fx.st" --device cpu 2>&1) ||

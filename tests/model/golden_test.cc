@@ -160,7 +160,7 @@ void check_first_grads(const std::string& name, double dropout = -1) {
   for (int l = 0; l < r.cfg.num_layers; ++l)
     for (int t = 0; t < kNumLoraTargets; ++t) {
       auto tt = static_cast<LoraTarget>(t);
-      if (!lora.config().has(tt)) continue;
+      if (!lora.config().has(tt) || !lora.config().on_layer(l)) continue;  // llama_layers: layers 0 and 2
       auto [in, out] = lora_target_dims(r.cfg, tt);
       const int64_t rr = lora.config().r;
       for (int is_b = 0; is_b < 2; ++is_b) {
@@ -195,7 +195,7 @@ TEST_P(Golden, FirstMicroBatchGradsMatchHf) { check_first_grads(GetParam()); }
 TEST(GoldenDoraDropout, TinyDropoutMatchesHf) { check_first_grads("qwen2_dora", 1e-9); }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, Golden, ::testing::Values("llama_gqa", "qwen2_tied", "qwen3_qknorm", "mistral_swa", "qwen2_swa",
-                                                             "qwen2_dora"));
+                                                             "qwen2_dora", "llama_layers"));
 
 }  // namespace
 }  // namespace st

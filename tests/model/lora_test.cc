@@ -167,6 +167,66 @@ TEST(Lora, RefusesUnsupportedVariantsByName) {
   expect_refused("r", 3, "rank");
 }
 
+// PEFT's layers_to_transform: only the listed layers get A and B (the others' pairs are absent), the
+// list round-trips through adapter_config.json (tensors of those layers only), PEFT's int form reads
+// as one layer, and mismatches, a layer past the model, an unknown layers_pattern and a tensor of
+// a layer without the adapter are refused by name.
+TEST(Lora, LayersToTransform) {
+  auto be = cpu();
+  LoraConfig lc = all_targets(2);
+  lc.layers = {1};
+  auto lora = Lora::create(be.get(), tiny(), lc);
+  ASSERT_TRUE(lora.ok()) << lora.status().to_string();
+  EXPECT_FALSE((*lora)->layer(0)[LoraTarget::kQ].present());
+  EXPECT_TRUE((*lora)->layer(1)[LoraTarget::kQ].present());
+  EXPECT_EQ((*lora)->offset_a(0, LoraTarget::kDown), -1);
+  (*lora)->init(3);
+  const std::string d = temp_dir("layers");
+  ASSERT_TRUE((*lora)->save_peft(d, "x").ok());
+  auto j = read_json_file(d + "/adapter_config.json");
+  ASSERT_TRUE(j.ok());
+  EXPECT_EQ((*j)["layers_to_transform"], Json::array({1}));
+  auto back = read_peft_config(d);
+  ASSERT_TRUE(back.ok()) << back.status().to_string();
+  EXPECT_EQ(back->layers, std::vector<int64_t>{1});
+  auto again = Lora::create(be.get(), tiny(), *back);
+  ASSERT_TRUE(again.ok());
+  ASSERT_TRUE((*again)->load_peft(d).ok());
+  EXPECT_EQ((*again)->params_to_host(), (*lora)->params_to_host());
+
+  auto every = Lora::create(be.get(), tiny(), all_targets(2));  // a run over every layer
+  Status s = (*every)->load_peft(d);
+  EXPECT_NE(s.message().find("layers_to_transform (1) differs from the run's (every layer)"), std::string::npos)
+      << s.to_string();
+  (*j)["layers_to_transform"] = 1;  // PEFT's int form
+  ASSERT_TRUE(write_file_atomic(d + "/adapter_config.json", j->dump()).ok());
+  EXPECT_TRUE((*again)->load_peft(d).ok());
+  (*j)["layers_pattern"] = "h";
+  ASSERT_TRUE(write_file_atomic(d + "/adapter_config.json", j->dump()).ok());
+  s = (*again)->load_peft(d);
+  EXPECT_EQ(s.code(), StatusCode::kUnimplemented) << s.to_string();
+  EXPECT_NE(s.message().find("layers_pattern"), std::string::npos);
+  (*j)["layers_pattern"] = Json::array({"layers"});
+  (*j)["layers_to_transform"] = Json::array({-1});
+  ASSERT_TRUE(write_file_atomic(d + "/adapter_config.json", j->dump()).ok());
+  EXPECT_NE((*again)->load_peft(d).message().find("layer indices >= 0"), std::string::npos);
+  // An adapter over every layer loaded as one over layer 1: layer 0's tensors are not its own.
+  const std::string all_dir = temp_dir("layers_all");
+  ASSERT_TRUE((*every)->save_peft(all_dir, "x").ok());
+  auto cfg = read_json_file(all_dir + "/adapter_config.json");
+  (*cfg)["layers_to_transform"] = Json::array({1});
+  ASSERT_TRUE(write_file_atomic(all_dir + "/adapter_config.json", cfg->dump()).ok());
+  s = (*again)->load_peft(all_dir);
+  EXPECT_EQ(s.code(), StatusCode::kUnimplemented) << s.to_string();
+  EXPECT_NE(s.message().find("unexpected tensor 'base_model.model.model.layers.0."), std::string::npos) << s.to_string();
+
+  LoraConfig past = all_targets(2);
+  past.layers = {0, 2};  // tiny() has 2 layers
+  auto bad = Lora::create(be.get(), tiny(), past);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("layer 2 is not one of the model's 2 layers"), std::string::npos);
+}
+
 // rsLoRA: scaling alpha / sqrt(r) (PEFT's use_rslora); the flag round-trips through
 // adapter_config.json, and an adapter saved with it does not load into a plain-LoRA run.
 TEST(Lora, RsLoraScalesBySqrtRankAndRoundTrips) {

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <random>
 
@@ -122,6 +123,28 @@ TEST_P(MergeTest, MergedLogitsEqualBasePlusAdapter) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Presets, MergeTest, ::testing::Values("tiny-llama", "tiny-qwen3"));
+
+// PEFT's layers_to_transform (the llama_layers golden: all seven linears on layers 0 and 2 of
+// three): only those 14 projections change, and the merged model is the base + adapter.
+TEST(Merge, AdapterOnSomeLayers) {
+  const std::string fx = std::string(ST_SOURCE_DIR) + "/tests/fixtures/llama_layers", out = tmp("layers");
+  auto r = merge_lora(fx + "/model", fx + "/adapter", out, {});
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->merged, 14);
+  const std::vector<int32_t> ids = {1, 200, 33, 7, 45, 12, 9, 30};
+  const std::vector<float> want = logits(fx + "/model", fx + "/adapter", ids), got = logits(out, "", ids);
+  EXPECT_LT(rel_err(got, want), 1e-5);
+  EXPECT_GT(rel_err(logits(fx + "/model", "", ids), want), 1e-3);
+  auto merged = SafetensorsFile::open(out + "/model.safetensors");
+  auto base = SafetensorsFile::open(fx + "/model/model.safetensors");
+  ASSERT_TRUE(merged.ok() && base.ok());
+  for (const char* name : {"model.layers.1.self_attn.q_proj.weight", "model.layers.1.mlp.down_proj.weight"}) {
+    const TensorInfo *a = merged->find(name), *b = base->find(name);
+    ASSERT_TRUE(a && b) << name;
+    EXPECT_EQ(std::memcmp(merged->data(*a), base->data(*b), b->nbytes), 0) << name << " (layer 1 has no adapter)";
+  }
+  fs::remove_all(out);
+}
 
 TEST(Merge, MissingAdapterIsAnError) {
   auto r = merge_lora("/nonexistent/model", "/nonexistent/adapter", tmp("never"), {});

@@ -48,6 +48,7 @@ TrainConfig golden_config(const Json& c, const std::string& dir, const std::stri
   tc.lora_target_modules = c["lora_target_modules"].get<std::vector<std::string>>();
   if (c.contains("use_dora")) tc.use_dora = c["use_dora"].get<bool>();
   if (c.contains("loraplus_lr_ratio")) tc.loraplus_lr_ratio = c["loraplus_lr_ratio"].get<double>();
+  if (c.contains("layers_to_transform")) tc.peft_layers_to_transform = c["layers_to_transform"].get<std::vector<int64_t>>();
   tc.lora_model_dir = dir + "/adapter";
   tc.output_dir = out;
   tc.sequence_len = 256;
@@ -152,7 +153,7 @@ TEST(TraceWindow, FirstStepLossIsWindowTokenMean) {
 // qwen2_loraplus: DoRA trained with LoRA+ (PEFT's create_loraplus_optimizer, ratio 16): B and the
 // magnitudes at 16 x lr (train/optimizer.h Note [LoRA+]).
 INSTANTIATE_TEST_SUITE_P(Fixtures, Trace, ::testing::Values("llama_gqa", "qwen2_tied", "qwen3_qknorm", "mistral_swa", "qwen2_swa",
-                                                            "qwen2_loraplus"));
+                                                            "qwen2_loraplus", "llama_layers"));
 
 }  // namespace
 }  // namespace st

@@ -28,6 +28,8 @@ for k in ["learning_rate", "lr_scheduler", "warmup_steps", "weight_decay", "adam
 cfg["lora_target_modules"] = c["lora_target_modules"]
 if c.get("use_dora"):
     cfg["use_dora"] = True
+if c.get("layers_to_transform"):
+    cfg["peft_layers_to_transform"] = [str(l) for l in c["layers_to_transform"]]
 if c.get("loraplus_lr_ratio"):
     cfg["loraplus_lr_ratio"] = c["loraplus_lr_ratio"]
 # GOLDEN_DROPOUT=p overrides lora_dropout (1e-9: the dropout code paths with every element kept).

@@ -97,6 +97,15 @@ MODELS = {
         "rms_norm_eps": 1e-6, "tie_word_embeddings": False, "use_sliding_window": False,
         "bos_token_id": 1, "eos_token_id": 2, "initializer_range": 0.05, "rope_theta": 1000000.0,
     }, ALL_LINEAR, 1007, {"use_dora": True, "loraplus_lr_ratio": 16.0}),
+    # layers_to_transform: the adapter on layers 0 and 2 of three (layer 1's linears run plain), PEFT
+    # finding the index in the module names by its default pattern.
+    "llama_layers": ("llama", {
+        "architectures": ["LlamaForCausalLM"],
+        "vocab_size": 256, "hidden_size": 64, "intermediate_size": 160, "num_hidden_layers": 3,
+        "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 256,
+        "rms_norm_eps": 1e-5, "tie_word_embeddings": False, "attention_bias": False,
+        "bos_token_id": 1, "eos_token_id": 2, "initializer_range": 0.05, "rope_theta": 500000.0,
+    }, ALL_LINEAR, 1008, {"layers_to_transform": [0, 2]}),
 }
 # Keys of a fixture's extras that configure the optimizer, not the LoraConfig.
 OPTIMIZER_KEYS = ("loraplus_lr_ratio",)
