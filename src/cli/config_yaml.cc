@@ -412,28 +412,35 @@ Status set_datasets(const Input& in, const Field& f, std::vector<DatasetSpec>& d
   return Status::OK();
 }
 
+// The items of a list value: a YAML sequence of scalars, or one scalar in the comma form ("a, b");
+// false when the value is neither (a mapping, a nested list, null).
+bool list_items(const Input& in, std::vector<std::string>* items) {
+  items->clear();
+  if (in.node && in.node->IsSequence()) {
+    for (const auto& item : *in.node) {
+      if (!item.IsScalar()) return false;
+      items->push_back(item.Scalar());
+    }
+    return true;
+  }
+  if (in.node && !in.node->IsScalar()) return false;
+  std::string cur;
+  for (char ch : in.scalar + ",") {
+    if (ch == ',') {
+      if (!cur.empty()) items->push_back(cur);
+      cur.clear();
+    } else if (!std::isspace(static_cast<unsigned char>(ch))) {
+      cur += ch;
+    }
+  }
+  return true;
+}
+
 // A list of indices ([0, 2, 5]), one index (PEFT takes an int), a comma form ("0,2,5"), or null /
 // [] (none listed). Each a whole number >= 0, listed once.
 Status set_indices(const Input& in, const Field& f, std::vector<int64_t>& dst) {
   std::vector<std::string> items;
-  if (in.node && in.node->IsSequence()) {
-    for (const auto& item : *in.node) {
-      if (!item.IsScalar()) return bad(in, f.name, "expected a list of layer indices such as [0, 1, 2]");
-      items.push_back(item.Scalar());
-    }
-  } else if (!is_null(in) && (!in.node || in.node->IsScalar())) {
-    std::string cur;
-    for (char ch : in.scalar + ",") {
-      if (ch == ',') {
-        if (!cur.empty()) items.push_back(cur);
-        cur.clear();
-      } else if (!std::isspace(static_cast<unsigned char>(ch))) {
-        cur += ch;
-      }
-    }
-  } else if (!is_null(in)) {
-    return bad(in, f.name, "expected a list of layer indices such as [0, 1, 2]");
-  }
+  if (!is_null(in) && !list_items(in, &items)) return bad(in, f.name, "expected a list of layer indices such as [0, 1, 2]");
   dst.clear();
   for (const std::string& s : items) {
     auto v = parse_integer<int64_t>(s);
@@ -448,24 +455,7 @@ Status set_indices(const Input& in, const Field& f, std::vector<int64_t>& dst) {
 
 Status set_modules(const Input& in, const Field& f, std::vector<std::string>& dst) {
   std::vector<std::string> names;
-  if (in.node && in.node->IsSequence()) {
-    for (const auto& item : *in.node) {
-      if (!item.IsScalar()) return bad(in, f.name, "expected a list of module names");
-      names.push_back(item.Scalar());
-    }
-  } else if (!in.node || in.node->IsScalar()) {  // comma form: "q_proj,v_proj"
-    std::string cur;
-    for (char ch : in.scalar + ",") {
-      if (ch == ',') {
-        if (!cur.empty()) names.push_back(cur);
-        cur.clear();
-      } else if (!std::isspace(static_cast<unsigned char>(ch))) {
-        cur += ch;
-      }
-    }
-  } else {
-    return bad(in, f.name, "expected a list of module names or a comma-separated string");
-  }
+  if (!list_items(in, &names)) return bad(in, f.name, "expected a list of module names or a comma-separated string");
   dst.clear();
   for (const std::string& n : names) {
     if (n == "all-linear" || n == "all_linear") {

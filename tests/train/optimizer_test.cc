@@ -1,5 +1,6 @@
 // The optimizer step over the LoRA arena: LoRA+ (train/optimizer.h Note [LoRA+]).
 #include "train/optimizer.h"
+#include "model/presets.h"
 
 #include <gtest/gtest.h>
 
@@ -10,16 +11,11 @@
 namespace st {
 namespace {
 
+// The tiny-llama preset (2 layers, H 64): two layers of adapters, A and B of different widths.
 ModelConfig small_model() {
-  ModelConfig c;
-  c.vocab_size = 50;
-  c.hidden_size = 24;
-  c.intermediate_size = 40;
-  c.num_layers = 3;
-  c.num_heads = 4;
-  c.num_kv_heads = 2;
-  c.head_dim = 8;
-  return c;
+  auto c = model_preset("tiny-llama");
+  CHECK_OK(c.status());
+  return *c;
 }
 
 // Random values over the whole section (CPU backend: its memory is the host's).
