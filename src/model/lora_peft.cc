@@ -71,6 +71,8 @@ StatusOr<std::vector<int64_t>> layers_to_transform(const Json& j, const std::str
     return Status::OK();
   };
   if (v.is_array()) {
+    if (v.empty())  // PEFT: an adapter on no layer at all
+      return InvalidArgument(Str() << what << ": layers_to_transform is an empty list (the adapter on no layer)");
     for (const Json& e : v) RETURN_IF_ERROR(take(e));
   } else {
     RETURN_IF_ERROR(take(v));

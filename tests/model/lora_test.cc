@@ -207,6 +207,9 @@ TEST(Lora, LayersToTransform) {
   EXPECT_EQ(s.code(), StatusCode::kUnimplemented) << s.to_string();
   EXPECT_NE(s.message().find("layers_pattern"), std::string::npos);
   (*j)["layers_pattern"] = Json::array({"layers"});
+  (*j)["layers_to_transform"] = Json::array();
+  ASSERT_TRUE(write_file_atomic(d + "/adapter_config.json", j->dump()).ok());
+  EXPECT_NE((*again)->load_peft(d).message().find("empty list"), std::string::npos);
   (*j)["layers_to_transform"] = Json::array({-1});
   ASSERT_TRUE(write_file_atomic(d + "/adapter_config.json", j->dump()).ok());
   EXPECT_NE((*again)->load_peft(d).message().find("layer indices >= 0"), std::string::npos);
