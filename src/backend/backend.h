@@ -350,6 +350,9 @@ class Backend {
   // kept elements are scaled by 1/(1-p). The same (seed, p, shape) gives the same mask on every
   // backend, so backward re-derives it instead of storing it. y may alias x.
   virtual void dropout(Tensor y, Tensor x, float p, DropoutSeed seed) = 0;
+  // NEFTune (model/model.cc Note [NEFTune]): x[i] = rnd(x[i] + rnd(v_i * magnitude)), in place, with
+  // v_i = uniform_noise_unit(seed.get(), i) in [-1, 1) (dropout_rng.h): the same bits on every backend.
+  virtual void add_uniform_noise(Tensor x, float magnitude, DropoutSeed seed) = 0;
 
   // AdamW (torch semantics, decoupled weight decay) on f32 param/grad/m/v [N], step t >= 1:
   //   p -= lr*wd*p; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g²;

@@ -52,6 +52,9 @@ ST_HD inline void dropout_keep2(uint64_t seed, uint64_t i, float p, bool* k0, bo
   *k1 = dropout_uniform_of(h, true) >= p;
 }
 
+// NEFTune's noise for element i: u(seed, i) mapped onto [-mag, mag) (2u - 1 is exact in f32).
+ST_HD inline float uniform_noise_unit(uint64_t seed, uint64_t i) { return 2.0f * dropout_uniform(seed, i) - 1.0f; }
+
 ST_HD inline float dropout_scale(float p) { return p >= 1.0f ? 0.0f : (p <= 0.0f ? 1.0f : 1.0f / (1.0f - p)); }
 
 // y for element i: x scaled if kept, 0 if dropped.

@@ -86,6 +86,7 @@ const std::vector<Field>& fields() {
       {"lora_target_linear", &C::lora_target_linear},
       {"weight_decay", &C::weight_decay, {}, StrKind::kPlain, 0},
       {"loraplus_lr_ratio", &C::loraplus_lr_ratio, {}, StrKind::kPlain, 0, kInf, false, false, true},
+      {"neftune_noise_alpha", &C::neftune_noise_alpha, {}, StrKind::kPlain, 0, kInf, false, false, true},
       {"adam_beta1", &C::adam_beta1, {}, StrKind::kPlain, 0, 1, false, true},
       {"adam_beta2", &C::adam_beta2, {}, StrKind::kPlain, 0, 1, false, true},
       {"adam_epsilon", &C::adam_epsilon, {}, StrKind::kPlain, 0, kInf, true},

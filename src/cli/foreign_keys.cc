@@ -47,7 +47,6 @@ struct Refused {
   const char* what;
 };
 const Refused kRefusedUnlessEmpty[] = {
-    {"neftune_noise_alpha", "NEFTune noise on the embeddings is not supported"},
     {"lora_modules_to_save", "training whole modules beside the adapter (modules_to_save) is not supported"},
     {"unfrozen_parameters", "training base parameters is not supported (LoRA only)"},
     {"cosine_constant_lr_ratio", "this cosine variant is not supported (constant, linear, cosine)"},

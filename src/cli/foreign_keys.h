@@ -7,8 +7,8 @@
 //     and the banner lists them so the user sees they did nothing;
 //   * what we do anyway, or a mapping onto our keys (bf16 -> dtype, optimizer: adamw_torch,
 //     save_strategy: epoch -> saves_per_epoch 1, ...): applied;
-//   * a change to the training we do not build (group_by_length: true, neftune_noise_alpha,
-//     lora_modules_to_save, new special tokens, ...): refused by name.
+//   * a change to the training we do not build (group_by_length: true, lora_modules_to_save, new
+//     special tokens, ...): refused by name.
 // A key outside the table stays an unknown key (a typo of ours gets its suggestion).
 #pragma once
 

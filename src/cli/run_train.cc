@@ -60,6 +60,9 @@ void print_banner(const TrainConfig& cfg, const Backend& be, const BaseWeights& 
     std::printf("  layers     the adapter on %zu of %lld layers (peft_layers_to_transform): %s\n", lc.layers.size(),
                 static_cast<long long>(mc.num_layers), list.str().c_str());
   }
+  if (cfg.neftune_noise_alpha > 0)
+    std::printf("  NEFTune    noise alpha %g on the embeddings of training forwards (magnitude alpha / sqrt(T x %lld))\n",
+                cfg.neftune_noise_alpha, static_cast<long long>(mc.hidden_size));
   if (cfg.loraplus_lr_ratio > 0)
     std::printf("  LoRA+      B%s at learning_rate x %g, A at learning_rate\n", lc.dora ? " and the magnitudes" : "",
                 cfg.loraplus_lr_ratio);

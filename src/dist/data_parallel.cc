@@ -138,7 +138,8 @@ StatusOr<std::unique_ptr<DataParallelTrainer>> DataParallelTrainer::create(
                     .fused_attention_batch = tc.micro_batch_size,
                     .fused_attention_seq = tc.sequence_len,
                     .launch_plan_bytes = r->parts.launch_plan_bytes,
-                    .micro_batch_slots = r->parts.micro_batch_slots};
+                    .micro_batch_slots = r->parts.micro_batch_slots,
+                    .neftune_alpha = tc.neftune_noise_alpha};
     ASSIGN_OR_RETURN(r->model, Model::create(r->parts.model, r->be, lc, mo), who);
     RETURN_IF_ERROR(r->parts.load_extras(*r->model), who << ": loading embedding / final norm / lm_head");
     ASSIGN_OR_RETURN(r->layers, r->parts.make_layers(r->be, r->model->layer_layout()), who << ": base layers");

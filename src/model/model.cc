@@ -1,6 +1,7 @@
 #include "model/model.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -417,12 +418,29 @@ void gather_rows(char* out, const char* table, const int32_t* ids, int64_t n, si
 }
 }  // namespace
 
-void Model::embed(const Batch& b, uint64_t micro) {
+// Note [NEFTune]: NEFTune (Jain et al. 2023; transformers' neftune_noise_alpha) adds uniform noise
+// in [-m, m), m = alpha / sqrt(T x hidden), to the embeddings of every training forward (never to
+// evaluation, logits or generation). HF's T is the batch's sequence dimension, here the
+// micro-batch's row length. The noise is the dropout RNG's uniform (dropout_rng.h) under a seed of
+// (seed, micro-batch counter) -- not torch's generator, so not HF's numbers: its distribution.
+// Layer 0 keeps its noisy input as its checkpoint, so a recompute sees the same input, and the
+// resident and streamed runs the same bits.
+static uint64_t neftune_seed(uint64_t seed, uint64_t micro) {
+  return mix64(mix64(seed ^ 0x9ef7u) ^ mix64(micro * 0x10001ull + 0xffffull));
+}
+
+void Model::embed(const Batch& b, uint64_t micro, bool train) {
   upload(b, micro);
   Slot& a = a_->slots[cur_];
+  auto noise = [&] {
+    if (!train || opts_.neftune_alpha <= 0) return;
+    const double mag = opts_.neftune_alpha / std::sqrt(static_cast<double>(a.seq) * static_cast<double>(cfg_.hidden_size));
+    be_->add_uniform_noise(rows_of(a.ckpt[0], a.n), static_cast<float>(mag), neftune_seed(opts_.seed, micro));
+  };
   if (!opts_.host_extras) {
     ExtrasWeights ew = extras_weights_view(extras_layout_, extras_, cfg_.tie_word_embeddings);
     be_->embedding(rows_of(a.ckpt[0], a.n), ew.embed, a.ids.ptr<int32_t>());
+    noise();
     return;
   }
   // Note [host extras]: gather on the host, one copy up; upload() synchronised compute, so the
@@ -432,6 +450,7 @@ void Model::embed(const Batch& b, uint64_t micro) {
   char* staging = static_cast<char*>(host_staging_);
   gather_rows(staging, static_cast<const char*>(hw.embed.data), b.input_ids.data(), a.n, row);
   be_->copy_h2d(a.ckpt[0].data, staging, static_cast<size_t>(a.n) * row, StreamId::kCompute);
+  noise();
 }
 
 // The lm_head row of each head row's (shifted) label, for the head's gradient; ignored labels
@@ -588,7 +607,7 @@ StatusOr<std::vector<double>> Model::forward_backward(const std::vector<const Ba
     Slot& a = a_->slots[cur_];
     if (v.phase == Phase::kForward) {
       if (v.layer == 0) {
-        embed(b, first_micro + static_cast<uint64_t>(v.micro_batch));
+        embed(b, first_micro + static_cast<uint64_t>(v.micro_batch), /*train=*/true);
         gather_label_rows();
         be_->memset_zero(a.loss.data, sizeof(float), StreamId::kCompute);
       }

@@ -90,6 +90,8 @@ struct ModelOptions {
   // The head works on the trained positions only (model/head.h Note [trained rows]); false: on
   // every position (also with STREAMTUNE_HEAD_ROWS=all in the environment, for A/B timing).
   bool head_trained_rows = true;
+  // NEFTune (model.cc Note [NEFTune]): uniform noise on the embeddings of training forwards; 0 = off.
+  double neftune_alpha = 0.0;
 };
 
 // Every byte of the activation arena for these options (the planner's "activations" term).
@@ -161,7 +163,7 @@ class Model {
   Status validate(const Batch& b) const;
   void upload(const Batch& b, uint64_t micro);
   void upload_document_spans(const Batch& b);
-  void embed(const Batch& b, uint64_t micro);
+  void embed(const Batch& b, uint64_t micro, bool train = false);
   void gather_label_rows();
   LayerCtx layer_ctx(int l, bool train) const;
   Tensor final_norm() const;

@@ -80,6 +80,9 @@ struct TrainConfig {
   // LoRA+ (axolotl / PEFT loraplus_lr_ratio): B and DoRA's magnitudes at learning_rate x this,
   // A at learning_rate (train/optimizer.h Note [LoRA+]); 0 = off.
   double loraplus_lr_ratio = 0.0;
+  // NEFTune (transformers / axolotl neftune_noise_alpha): uniform noise of magnitude
+  // alpha / sqrt(T x hidden) on the embeddings of training forwards (model/model.cc Note [NEFTune]); 0 = off.
+  double neftune_noise_alpha = 0.0;
   double adam_beta1 = 0.9;
   double adam_beta2 = 0.999;
   double adam_epsilon = 1e-8;

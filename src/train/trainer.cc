@@ -112,7 +112,8 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::create(const TrainConfig& tc, Backen
                   .fused_attention_batch = tc.micro_batch_size,
                   .fused_attention_seq = tc.sequence_len,
                   .launch_plan_bytes = parts.launch_plan_bytes,
-                  .micro_batch_slots = parts.micro_batch_slots};
+                  .micro_batch_slots = parts.micro_batch_slots,
+                  .neftune_alpha = tc.neftune_noise_alpha};
   ASSIGN_OR_RETURN(t->model_, Model::create(parts.model, be, lc, mo));
   RETURN_IF_ERROR(parts.load_extras(*t->model_), "loading embedding / final norm / lm_head");
   ASSIGN_OR_RETURN(t->layers_, parts.make_layers(be, t->model_->layer_layout()), "preparing base layers");

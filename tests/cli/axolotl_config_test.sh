@@ -111,7 +111,7 @@ refuse() {  # refuse NAME LINE PATTERN: LINE replaces its key's line, or special
   grep -q "$3" "$w/$1.log" || { echo "$1: expected /$3/"; cat "$w/$1.log"; exit 1; }
   echo "refused $1: $(grep -m1 error "$w/$1.log" | cut -c1-160)"
 }
-refuse neftune "neftune_noise_alpha: 5" "key 'neftune_noise_alpha' = '5': NEFTune noise"
+refuse neftune "neftune_noise_alpha: -5" "key 'neftune_noise_alpha': must be >= 0, got -5"
 refuse loraplus "loraplus_lr_ratio: -16" "key 'loraplus_lr_ratio': must be >= 0, got -16"
 refuse minlr_linear "lr_scheduler: linear" "cosine_min_lr_ratio (min_lr_rate) needs lr_scheduler cosine"
 refuse modules "lora_modules_to_save: [embed_tokens, lm_head]" "modules_to_save"

@@ -217,7 +217,7 @@ TEST(ConfigYaml, ForeignKeysAreNotedMappedOrRefused) {  // cli/foreign_keys.h No
   EXPECT_HAS(error_of("fp16: true\n", kU), "key 'fp16' = 'true': float16 training is not supported");
   EXPECT_HAS(error_of("optimizer: lion_8bit\n", kU), "only AdamW is supported");
   EXPECT_TRUE(parse("optimizer:\n").ok());  // axolotl's default: AdamW
-  EXPECT_HAS(error_of("neftune_noise_alpha: 5\n", kU), "NEFTune");
+  EXPECT_HAS(error_of("lora_modules_to_save: [lm_head]\n", kU), "modules_to_save");
   EXPECT_HAS(error_of("special_tokens:\n  pad_token: \"<pad>\"\n", kU), "key 'special_tokens': adding");
   EXPECT_HAS(error_of("group_by_length: true\n", kU), "reorders the data");
   EXPECT_HAS(error_of("save_strategy: best\n", kU), "only steps, epoch and no");
@@ -274,6 +274,17 @@ TEST(ConfigYaml, LoraPlus) {
 }
 
 // axolotl's peft_layers_to_transform (PEFT's layers_to_transform): a list, one index, a comma form.
+// NEFTune under transformers' / axolotl's key: a number >= 0 (0 and null: off).
+TEST(ConfigYaml, Neftune) {
+  auto a = parse("neftune_noise_alpha: 5\n");
+  ASSERT_TRUE(a.ok()) << a.status().to_string();
+  EXPECT_DOUBLE_EQ(a->neftune_noise_alpha, 5.0);
+  auto b = parse("neftune_noise_alpha:\n");
+  ASSERT_TRUE(b.ok()) << b.status().to_string();
+  EXPECT_EQ(b->neftune_noise_alpha, 0.0);
+  EXPECT_HAS(error_of("neftune_noise_alpha: -1\n"), "key 'neftune_noise_alpha'");
+}
+
 TEST(ConfigYaml, LayersToTransform) {
   auto a = parse("peft_layers_to_transform: [0, 2, 5]\n");
   ASSERT_TRUE(a.ok()) << a.status().to_string();

@@ -120,6 +120,9 @@ class CpuBackend : public Backend {
     cpu::ce_finish(dx, loss_sum, acc, m, s, target, w_label, labels, grad_scale);
   }
   void dropout(Tensor y, Tensor x, float p, DropoutSeed seed) override { cpu::dropout(y, x, p, seed.get()); }
+  void add_uniform_noise(Tensor x, float magnitude, DropoutSeed seed) override {
+    cpu::add_uniform_noise(x, magnitude, seed.get());
+  }
   void adamw(Tensor param, Tensor grad, Tensor m, Tensor v, const AdamW& h) override {
     cpu::adamw(param, grad, m, v, h);
   }

@@ -562,6 +562,12 @@ class CudaBackend final : public Backend {
     CHECK(y.numel() == x.numel(), "dropout: numel");
     launch_dropout(y, x, p, seed, compute());
   }
+  void add_uniform_noise(Tensor x, float magnitude, DropoutSeed seed) override {
+    bind();
+    ProfScope prof(compute(), "add_uniform_noise", [&] { return shp(x); });
+    CHECK(x.dtype == DType::kF32 || x.dtype == DType::kBF16, "add_uniform_noise: f32 or bf16");
+    launch_uniform_noise(x, magnitude, seed, compute());
+  }
   void adamw(Tensor param, Tensor grad, Tensor m, Tensor v, const AdamW& h) override {
     bind();
     ProfScope prof(compute(), "adamw", [&] { return shp(param); });

@@ -78,6 +78,15 @@ __global__ void dropout_kernel(void* y, DType yt, const void* x, DType xt, float
   }
 }
 
+// Note [NEFTune]: the product and the sum rounded one by one (no fma), as the CPU does.
+__global__ void uniform_noise_kernel(void* x, DType xt, float mag, DropoutSeed seed_arg, int64_t n) {
+  const uint64_t seed = seed_arg.get();
+  ST_GRID_STRIDE(i, n) {
+    const float noise = __fmul_rn(uniform_noise_unit(seed, static_cast<uint64_t>(i)), mag);
+    st_elem(x, xt, i, __fadd_rn(ld(x, xt, i), noise));
+  }
+}
+
 __global__ void adamw_kernel(float* p, const float* g, float* m, float* v, float lr, float b1, float b2,
                              float eps, float wd, float bc1, float bc2, int64_t n) {
   ST_GRID_STRIDE(i, n) {
@@ -390,6 +399,13 @@ void launch_dropout(Tensor y, Tensor x, float p, DropoutSeed seed, cudaStream_t 
   const int64_t n = y.numel();
   if (n == 0) return;
   dropout_kernel<<<grid_for((n + 1) / 2, kThreads), kThreads, 0, s>>>(y.data, y.dtype, x.data, x.dtype, p, seed, n);
+  CUDA_CHECK_LAUNCH();
+}
+
+void launch_uniform_noise(Tensor x, float magnitude, DropoutSeed seed, cudaStream_t s) {
+  const int64_t n = x.numel();
+  if (n == 0) return;
+  uniform_noise_kernel<<<grid_for(n, kThreads), kThreads, 0, s>>>(x.data, x.dtype, magnitude, seed, n);
   CUDA_CHECK_LAUNCH();
 }
 

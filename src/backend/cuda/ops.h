@@ -19,6 +19,7 @@ void launch_embedding(Tensor out, Tensor table, const int32_t* ids, cudaStream_t
 void launch_swiglu(Tensor h, Tensor gate, Tensor up, cudaStream_t s);
 void launch_swiglu_backward(Tensor dgate, Tensor dup, Tensor dh, Tensor gate, Tensor up, cudaStream_t s);
 void launch_dropout(Tensor y, Tensor x, float p, DropoutSeed seed, cudaStream_t s);
+void launch_uniform_noise(Tensor x, float magnitude, DropoutSeed seed, cudaStream_t s);
 void launch_adamw(Tensor param, Tensor grad, Tensor m, Tensor v, const Backend::AdamW& h, cudaStream_t s);
 void launch_rope(Tensor x, const int32_t* positions, Tensor inv_freq, bool inverse, cudaStream_t s);
 // out[j][i] = starts[i] * mult[j] for i < n, j < 3 (out[j] = out + j * stride): a ragged

@@ -2,6 +2,8 @@
 // AdamW in double, the dropout RNG definition, bit equality across thread counts.
 #include <omp.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "backend/dropout_rng.h"
@@ -195,6 +197,34 @@ TEST(CpuOps, DropoutMaskFractionScaleAndRepeatability) {
   const uint64_t stored = 1234 ^ 0xFEEDull;
   be->dropout(view(y2, {n}), view(x, {n}), p, DropoutSeed(0xFEEDull, &stored));
   EXPECT_EQ(std::memcmp(y1.data(), y2.data(), n * 4), 0);
+}
+
+// NEFTune's noise (model/model.cc Note [NEFTune]): x + v*m with v = 2u - 1 from the dropout RNG,
+// so |noise| <= m, mean ~0, a quarter of the values in each quarter of [-m, m); repeatable per seed.
+TEST(CpuOps, UniformNoiseBoundedCenteredAndRepeatable) {
+  auto be = cpu_backend();
+  const int64_t n = 200000;
+  const float m = 0.25f;
+  std::vector<float> x(n, 1.0f), y(n, 1.0f);
+  be->add_uniform_noise(view(x, {n}), m, 77);
+  be->add_uniform_noise(view(y, {n}), m, 77);
+  EXPECT_EQ(std::memcmp(x.data(), y.data(), n * 4), 0);
+  double sum = 0;
+  int64_t quarter[4] = {0, 0, 0, 0};
+  for (int64_t i = 0; i < n; ++i) {
+    const float d = x[i] - 1.0f;
+    ASSERT_LE(std::fabs(d), m * (1 + 1e-6f)) << i;
+    EXPECT_EQ(x[i], 1.0f + uniform_noise_unit(77, static_cast<uint64_t>(i)) * m);
+    sum += d;
+    ++quarter[std::min(3, static_cast<int>((d + m) / (0.5f * m)))];
+  }
+  EXPECT_NEAR(sum / n, 0.0, 0.002);
+  for (int64_t q : quarter) EXPECT_NEAR(double(q) / n, 0.25, 0.005);
+  be->add_uniform_noise(view(y, {n}), m, 78);  // another seed, other noise
+  EXPECT_NE(std::memcmp(x.data(), y.data(), n * 4), 0);
+  std::vector<uint16_t> b(n, f32_to_bf16(1.0f));  // bf16: rounded once, after the f32 sum
+  be->add_uniform_noise(bview(b, {n}), m, 77);
+  for (int64_t i = 0; i < 1000; ++i) EXPECT_EQ(b[i], f32_to_bf16(x[i])) << i;
 }
 
 // Same inputs, 1 vs 2 OpenMP threads: identical bits.

@@ -144,6 +144,11 @@ TEST(CudaOps, ElementwiseMatchCpu) {
           G().dropout(yd.gpu(), x.gpu(), p, 1234567ull + rows);
           EXPECT_TWIN_CLOSE(yd, limit_for(t, 1e-5, 1e-14), "dropout p=" + std::to_string(p) + " " + w);
         }
+        // NEFTune's noise (model/model.cc Note [NEFTune]): the CPU's bits exactly.
+        Twin nx(t, {rows, cols}, rng);
+        C().add_uniform_noise(nx.cpu(), 0.17f, 99ull + cols);
+        G().add_uniform_noise(nx.gpu(), 0.17f, 99ull + cols);
+        EXPECT_TWIN_CLOSE(nx, 0.0, "add_uniform_noise " + w);
       }
 }
 

@@ -131,6 +131,16 @@ void dropout(Tensor y, Tensor x, float p, uint64_t seed) {
     store_elem(y.data, y.dtype, i, dropout_apply(seed, static_cast<uint64_t>(i), p, load_elem(x.data, x.dtype, i)));
 }
 
+void add_uniform_noise(Tensor x, float magnitude, uint64_t seed) {
+  check_float(x, "add_uniform_noise x");
+  const int64_t n = x.numel();
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; ++i) {
+    volatile float noise = uniform_noise_unit(seed, static_cast<uint64_t>(i)) * magnitude;  // rounded: no fma
+    store_elem(x.data, x.dtype, i, load_elem(x.data, x.dtype, i) + noise);
+  }
+}
+
 // Mirrors torch.optim.AdamW's _single_tensor_adamw on f32 CPU tensors, operation by operation:
 // scalars are formed in double (Python floats) and cast to f32 when they meet a tensor; lerp_
 // follows ATen's vectorised fmadd form; addcmul/addcdiv evaluate (value*t1)*t2 and (value*t1)/t2.

@@ -102,6 +102,7 @@ void ce_chunk(Tensor logits, Tensor acc, Tensor m, Tensor s, Tensor target, cons
 void ce_finish(Tensor dx, Tensor loss_sum, Tensor acc, Tensor m, Tensor s, Tensor target, Tensor w_label,
                const int32_t* labels, float grad_scale);
 void dropout(Tensor y, Tensor x, float p, uint64_t seed);
+void add_uniform_noise(Tensor x, float magnitude, uint64_t seed);
 void adamw(Tensor param, Tensor grad, Tensor m, Tensor v, const Backend::AdamW& h);
 void sum_squares(Tensor out, Tensor x);
 
