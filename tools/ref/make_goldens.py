@@ -34,6 +34,15 @@ TRAIN = {
 
 ALL_LINEAR = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 
+# The untied Qwen2 of the DoRA and LoRA+ fixtures (q/k/v biases, no sliding window).
+QWEN2_UNTIED = {
+    "architectures": ["Qwen2ForCausalLM"],
+    "vocab_size": 256, "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+    "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 256,
+    "rms_norm_eps": 1e-6, "tie_word_embeddings": False, "use_sliding_window": False,
+    "bos_token_id": 1, "eos_token_id": 2, "initializer_range": 0.05, "rope_theta": 1000000.0,
+}
+
 # name -> (model_type, config.json-style dict, LoRA target modules, seed)
 MODELS = {
     "llama_gqa": ("llama", {
@@ -81,22 +90,10 @@ MODELS = {
     }, ["q_proj", "v_proj"], 1005),
     # DoRA (use_dora) on all seven linears of a Qwen2 (q/k/v biases, the residual adds of o/down):
     # the magnitudes are perturbed away from the row norms so that m matters.
-    "qwen2_dora": ("qwen2", {
-        "architectures": ["Qwen2ForCausalLM"],
-        "vocab_size": 256, "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
-        "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 256,
-        "rms_norm_eps": 1e-6, "tie_word_embeddings": False, "use_sliding_window": False,
-        "bos_token_id": 1, "eos_token_id": 2, "initializer_range": 0.05, "rope_theta": 1000000.0,
-    }, ALL_LINEAR, 1006, {"use_dora": True}),
+    "qwen2_dora": ("qwen2", dict(QWEN2_UNTIED), ALL_LINEAR, 1006, {"use_dora": True}),
     # LoRA+ (PEFT's create_loraplus_optimizer: B and every 1-D parameter at lr x ratio, A at lr), with
     # DoRA so that the magnitudes' group is exercised too; the qwen2_dora model under another seed.
-    "qwen2_loraplus": ("qwen2", {
-        "architectures": ["Qwen2ForCausalLM"],
-        "vocab_size": 256, "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
-        "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 256,
-        "rms_norm_eps": 1e-6, "tie_word_embeddings": False, "use_sliding_window": False,
-        "bos_token_id": 1, "eos_token_id": 2, "initializer_range": 0.05, "rope_theta": 1000000.0,
-    }, ALL_LINEAR, 1007, {"use_dora": True, "loraplus_lr_ratio": 16.0}),
+    "qwen2_loraplus": ("qwen2", dict(QWEN2_UNTIED), ALL_LINEAR, 1007, {"use_dora": True, "loraplus_lr_ratio": 16.0}),
     # layers_to_transform: the adapter on layers 0 and 2 of three (layer 1's linears run plain), PEFT
     # finding the index in the module names by its default pattern.
     "llama_layers": ("llama", {
