@@ -308,6 +308,10 @@ class Backend {
   // = code[nibble] * absmax[block] in f32, rounded once; codes U8 [out, in/2] (high nibble first),
   // absmax F32 [out*in/64]. Every backend gives the same bits (one f32 product, one rounding).
   virtual void dequant_nf4(Tensor w, Tensor codes, Tensor absmax) = 0;
+  // code12 base weights (core/code12.h, model/weights.h Note [code12 base layout]): w [out, in]
+  // (bf16) decoded losslessly from body U8 [out, in] and aux U8 [code12_aux_bytes(out*in)] (4-byte
+  // aligned). Every backend gives the bits of core/code12.h code12_decode.
+  virtual void decode_code12(Tensor w, Tensor body, Tensor aux) = 0;
 
   // h = silu(gate) * up, all [R,F].
   virtual void swiglu(Tensor h, Tensor gate, Tensor up) = 0;

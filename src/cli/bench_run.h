@@ -36,7 +36,7 @@ struct BenchOptions {
   std::string recompute = "auto";           // auto | full | attention | none (stream/planner.h)
   std::string device = "auto";
   std::string dtype = "auto"; // auto = bfloat16 on CUDA, float32 on CPU
-  BaseQuant quant = BaseQuant::kNone;  // --quant nf4: the QLoRA base (model/weights.h)
+  BaseQuant quant = BaseQuant::kNone;  // --quant nf4: the QLoRA base; code12: lossless (model/weights.h)
   int grad_accum = 1;                  // --grad-accum G: micro-batches a step
   std::string layer_major = "auto";    // --layer-major (stream/planner.h Note [layer-major plan])
   uint64_t seed = 0;
@@ -47,7 +47,7 @@ struct BenchOptions {
 // All figures of one run. Times in ms, rates per second, sizes in bytes.
 struct BenchResult {
   std::string model, device, dtype, stream;
-  std::string quant = "none";  // the base's linears: none | nf4
+  std::string quant = "none";  // the base's linears: none | nf4 | code12
   int grad_accum = 1, micro_batch_slots = 1;  // micro-batches a step; held at once (layer-major)
   int64_t seq = 0, batch = 0, tokens_per_step = 0, doc_len = 0, prompt_len = 0;
   int steps = 0, warmup = 0, lora_r = 0;

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "core/check.h"
+#include "core/code12.h"
 #include "model/presets.h"
 #include "model/weights.h"
 #include "store/disk_store.h"
@@ -78,8 +79,8 @@ StatusOr<std::unique_ptr<SyntheticStore>> SyntheticStore::create(Backend* be, co
                                                                  uint64_t seed, int threads, BaseQuant quant) {
   if (dtype != DType::kBF16 && dtype != DType::kF32)
     return InvalidArgument(Str() << "bench weights must be bfloat16 or float32, not " << dtype_name(dtype));
-  if (quant == BaseQuant::kNF4 && !nf4_layout_error(c).empty())
-    return InvalidArgument(Str() << source << ": " << nf4_layout_error(c));
+  if (const std::string why = base_layout_error(c, dtype, quant); !why.empty())
+    return InvalidArgument(Str() << source << ": " << why);
   StoreManifest m;
   m.config = c;
   m.dtype = dtype;
@@ -144,10 +145,39 @@ void SyntheticStore::fill(uint64_t seed, int threads) {
         std::fill_n(reinterpret_cast<float*>(blob + t.offset), t.nbytes / 4, 0.03125f);
     }
   }
+  if (m_.quant == BaseQuant::kCode12) code12_linears(seed, nt);
   const ExtrasLayout el = make_extras_layout(m_.config, dt);
   for (const LayerTensorSpec& t : el.tensors) {
     if (t.hf_suffix.find("norm") != std::string::npos) fill_ones(arena_ + extras_offset_ + t.offset, dt, t.nbytes / esz);
   }
+}
+
+// code12: each linear's random bf16 weights, coded (their 8 exponents never escape), layers in
+// parallel. The weights of layer l's tensor at blob offset o are seeded by (l, o).
+void SyntheticStore::code12_linears(uint64_t seed, int threads) {
+  const LayerLayout ll = make_layer_layout(m_.config, m_.dtype, m_.quant);
+  std::atomic<int> next{0};
+  auto work = [&] {
+    std::vector<uint16_t> w;
+    for (int l; (l = next.fetch_add(1)) < m_.num_layers;) {
+      char* blob = arena_ + static_cast<size_t>(l) * stride_;
+      for (size_t i = 0; i + 1 < ll.tensors.size(); ++i) {
+        const LayerTensorSpec& t = ll.tensors[i];
+        if (!t.quantized()) continue;
+        const int64_t n = t.quantized_shape[0] * t.quantized_shape[1];
+        w.resize(static_cast<size_t>(n));
+        fill_random_weights(w.data(), DType::kBF16, static_cast<size_t>(n), seed,
+                            (static_cast<uint64_t>(l) << 40) + t.offset);
+        const LayerTensorSpec& aux = ll.tensors[++i];
+        CHECK_OK(code12_encode(w.data(), n, reinterpret_cast<uint8_t*>(blob + t.offset),
+                               reinterpret_cast<uint8_t*>(blob + aux.offset), t.hf_suffix));
+      }
+    }
+  };
+  std::vector<std::thread> pool;
+  for (int i = 1; i < threads; ++i) pool.emplace_back(work);
+  work();
+  for (std::thread& t : pool) t.join();
 }
 
 SyntheticStore::~SyntheticStore() {

@@ -44,7 +44,7 @@ int run_shard(const std::vector<std::string>& args) {
   }
   o.dtype = *dt;
   if (!parse_base_quant(a->get("quant", "none"), &o.quant)) {
-    std::fprintf(stderr, "streamtune: error: --quant must be none or nf4\n");
+    std::fprintf(stderr, "streamtune: error: --quant must be none, nf4 or code12\n");
     return kExitUsage;
   }
   o.out_dir = a->get("out");
@@ -62,7 +62,7 @@ int run_shard(const std::vector<std::string>& args) {
   uint64_t bytes = m.layer_bytes * static_cast<uint64_t>(m.num_layers) + m.extras_bytes;
   std::printf("%s\nstore: %s\n  %d layers x %llu bytes + extras %llu bytes (%s, %.2f GB)%s\n", r->reason.c_str(),
               r->dir.c_str(), m.num_layers, static_cast<unsigned long long>(m.layer_bytes),
-              static_cast<unsigned long long>(m.extras_bytes), (std::string(dtype_name(m.dtype)) + (m.quant == BaseQuant::kNF4 ? ", nf4" : "")).c_str(), bytes / 1e9,
+              static_cast<unsigned long long>(m.extras_bytes), (std::string(dtype_name(m.dtype)) + (m.quant != BaseQuant::kNone ? std::string(", ") + base_quant_name(m.quant) : "")).c_str(), bytes / 1e9,
               r->reused ? "" : (" in " + std::to_string(secs).substr(0, 5) + " s").c_str());
   return kExitOk;
 }

@@ -26,10 +26,10 @@ struct Scratch {
   // scaled gradient in place; with dropout (Note [DoRA with dropout]) also w [N, max(in, out)] and
   // q [N, max_out].
   Tensor dora_v, dora_w, dora_q;
-  Tensor wq;            // NF4 base: a group's dequantized weights (Note [NF4 base]); else empty
+  Tensor wq;            // NF4 / code12 base: a group's decoded weights (Note [NF4 base]); else empty
 };
 
-// The dense-weight staging an NF4 base needs: the largest group of linears dequantized at once
+// The dense-weight staging a coded base needs: the largest group of linears dequantized at once
 // (q/k/v, o, gate/up or down), contiguous so gemm_pair still sees one strided batch.
 int64_t nf4_staging_elems(const ModelConfig& c) {
   const int64_t H = c.hidden_size, Q = c.q_dim(), KV = c.kv_dim(), F = c.intermediate_size;
@@ -128,12 +128,12 @@ void carve_backward(Carver& cv, Scratch* s, const ModelConfig& c, int64_t N, con
   }
 }
 
-// The staging goes last so that an NF4 base moves no other view.
+// The staging goes last so that a coded base moves no other view.
 Scratch carve(Carver& cv, const ModelConfig& c, int64_t N, const LoraConfig& lc, DType act, BaseQuant quant) {
   Scratch s;
   carve_forward(cv, &s, c, N, lc, act);
   carve_backward(cv, &s, c, N, lc, act);
-  if (quant == BaseQuant::kNF4) s.wq = cv.take(act, {nf4_staging_elems(c)});
+  if (quant != BaseQuant::kNone) s.wq = cv.take(act, {nf4_staging_elems(c)});
   return s;
 }
 
@@ -155,7 +155,7 @@ struct LinearArgs {
   const LoraPair* p;  // may be absent
   LoraTarget target;
   Tensor residual = Tensor();  // forward only: added in the GEMM epilogue (y = x W^T + residual + LoRA)
-  Tensor absmax = Tensor();    // NF4 base: W's block scales (Note [NF4 base])
+  Tensor aux = Tensor();       // NF4: W's block scales; code12: its exponent codes (weights.h)
   // Backward, DoRA: the forward's output y = (m / norm) v of a bias-free, residual-free linear,
   // kept or recomputed (Note [DoRA]); empty: v is formed again.
   Tensor out = Tensor();
@@ -193,7 +193,9 @@ struct GroupLinear {
 // gate/up: 2 F H elements), never the layer. The backward dequantizes again (a 4-bit read and a
 // 16-bit write per weight, small next to the GEMM that follows). Dequantization is exact and the
 // same on every backend, so an NF4 run is bit-identical to a run whose base is the dequantized
-// weights (tests/model/nf4_test.cc), streamed or resident.
+// weights (tests/model/nf4_test.cc), streamed or resident. A code12 base (weights.h Note [code12
+// base layout]) takes the same path: its decode is lossless, so the run has the bits of the bf16
+// base (tests/model/code12_test.cc).
 constexpr int kMaxGroup = 3;
 void dense_weights(const LayerCtx& ctx, const Scratch& s, std::initializer_list<GroupLinear> group,
                    Tensor (&w)[kMaxGroup]) {
@@ -202,14 +204,17 @@ void dense_weights(const LayerCtx& ctx, const Scratch& s, std::initializer_list<
   int i = 0;
   for (const GroupLinear& g : group) {
     const Tensor& a = g.a.w;
-    if (g.a.absmax.empty()) {
+    if (g.a.aux.empty()) {
       w[i++] = a;
       continue;
     }
-    const int64_t out = a.rows(), in = a.cols() * 2;
-    CHECK(used + out * in <= s.wq.numel(), "layer: NF4 staging too small");
+    // The second part says how W is stored: F32 block scales (NF4) or U8 exponent codes (code12).
+    const bool nf4 = g.a.aux.dtype == DType::kF32;
+    const int64_t out = a.rows(), in = nf4 ? a.cols() * 2 : a.cols();
+    CHECK(used + out * in <= s.wq.numel(), "layer: coded-base staging too small");
     w[i] = Tensor(static_cast<char*>(s.wq.data) + used * static_cast<int64_t>(dtype_size(ctx.act)), ctx.act, {out, in});
-    ctx.be->dequant_nf4(w[i++], a, g.a.absmax);
+    if (nf4) ctx.be->dequant_nf4(w[i++], a, g.a.aux);
+    else ctx.be->decode_code12(w[i++], a, g.a.aux);
     used += out * in;
   }
 }
@@ -527,7 +532,7 @@ Scratch carve_ctx(const LayerCtx& ctx, const LoraConfig& lc, const LayerWeights&
   const ModelConfig& c = *ctx.cfg;
   const int64_t N = ctx.tokens;
   Carver cv(ctx.scratch, ctx.scratch_bytes);
-  Scratch s = carve(cv, c, N, lc, ctx.act, w.nf4() ? BaseQuant::kNF4 : BaseQuant::kNone);
+  Scratch s = carve(cv, c, N, lc, ctx.act, w.quant);
   if (ctx.saved == nullptr) {
     CHECK(ctx.recompute == Recompute::kFull, "layer: recompute " << recompute_name(ctx.recompute) << " without a saved region");
     return s;
@@ -566,9 +571,9 @@ void attention_forward(const LayerCtx& ctx, const LayerWeights& w, const LoraLay
   const int64_t N = ctx.tokens, D = c.head_dim, NH = c.num_heads, KVH = c.num_kv_heads;
   be.rmsnorm(s.xn, s.rstd1, x, w.input_norm, eps);
   linears_forward(ctx, lora, s, s.xn,
-                  {{{w.q, w.q_bias, &lora[LoraTarget::kQ], LoraTarget::kQ, {}, w.q_absmax}, s.q},
-                   {{w.k, w.k_bias, &lora[LoraTarget::kK], LoraTarget::kK, {}, w.k_absmax}, s.k},
-                   {{w.v, w.v_bias, &lora[LoraTarget::kV], LoraTarget::kV, {}, w.v_absmax}, s.v}},
+                  {{{w.q, w.q_bias, &lora[LoraTarget::kQ], LoraTarget::kQ, {}, w.q_aux}, s.q},
+                   {{w.k, w.k_bias, &lora[LoraTarget::kK], LoraTarget::kK, {}, w.k_aux}, s.k},
+                   {{w.v, w.v_bias, &lora[LoraTarget::kV], LoraTarget::kV, {}, w.v_aux}, s.v}},
                   recompute);
   Tensor qa = s.q, ka = s.k;
   if (c.qk_norm) {
@@ -582,7 +587,7 @@ void attention_forward(const LayerCtx& ctx, const LayerWeights& w, const LoraLay
   if (run_attention)
     be.attention(heads(s.att, NH, D), lse, heads(qa, NH, D), heads(ka, KVH, D), heads(s.v, KVH, D), ctx.seq,
                  attention_shape(c, ctx.layer));
-  linears_forward(ctx, lora, s, s.att, {{{w.o, {}, &lora[LoraTarget::kO], LoraTarget::kO, x, w.o_absmax}, s.h}},
+  linears_forward(ctx, lora, s, s.att, {{{w.o, {}, &lora[LoraTarget::kO], LoraTarget::kO, x, w.o_aux}, s.h}},
                   recompute);  // h = x + ...
 }
 
@@ -593,8 +598,8 @@ void mlp_forward(const LayerCtx& ctx, const LayerWeights& w, const LoraLayer& lo
   Backend& be = *ctx.be;
   be.rmsnorm(s.hn, s.rstd2, s.h, w.post_norm, static_cast<float>(ctx.cfg->rms_norm_eps));
   linears_forward(ctx, lora, s, s.hn,
-                  {{{w.gate, {}, &lora[LoraTarget::kGate], LoraTarget::kGate, {}, w.gate_absmax}, s.g},
-                   {{w.up, {}, &lora[LoraTarget::kUp], LoraTarget::kUp, {}, w.up_absmax}, s.u}},
+                  {{{w.gate, {}, &lora[LoraTarget::kGate], LoraTarget::kGate, {}, w.gate_aux}, s.g},
+                   {{w.up, {}, &lora[LoraTarget::kUp], LoraTarget::kUp, {}, w.up_aux}, s.u}},
                   recompute);
   if (need_m) be.swiglu(s.m, s.g, s.u);
 }
@@ -643,15 +648,15 @@ void layer_forward(const LayerCtx& ctx, const LayerWeights& w, const LoraLayer& 
   attention_forward(ctx, w, lora, s, x);
   mlp_forward(ctx, w, lora, s);
   linears_forward(ctx, lora, s, s.m,
-                  {{{w.down, {}, &lora[LoraTarget::kDown], LoraTarget::kDown, s.h, w.down_absmax}, out}});  // out = h + ...
+                  {{{w.down, {}, &lora[LoraTarget::kDown], LoraTarget::kDown, s.h, w.down_aux}, out}});  // out = h + ...
 }
 
 void layer_dora_init(const LayerCtx& ctx, const LayerWeights& w, const LoraLayer& lora) {
   Carver cv(ctx.scratch, ctx.scratch_bytes);
-  const Scratch s = carve(cv, *ctx.cfg, ctx.tokens, lora_shape_of(lora), ctx.act, w.nf4() ? BaseQuant::kNF4 : BaseQuant::kNone);
+  const Scratch s = carve(cv, *ctx.cfg, ctx.tokens, lora_shape_of(lora), ctx.act, w.quant);
   const std::pair<Tensor, Tensor> weights[kNumLoraTargets] = {
-      {w.q, w.q_absmax},       {w.k, w.k_absmax},   {w.v, w.v_absmax},      {w.o, w.o_absmax},
-      {w.gate, w.gate_absmax}, {w.up, w.up_absmax}, {w.down, w.down_absmax}};
+      {w.q, w.q_aux},       {w.k, w.k_aux},   {w.v, w.v_aux},      {w.o, w.o_aux},
+      {w.gate, w.gate_aux}, {w.up, w.up_aux}, {w.down, w.down_aux}};
   for (int t = 0; t < kNumLoraTargets; ++t) {
     const LoraPair& p = lora.t[t];
     if (!p.dora()) continue;
@@ -678,15 +683,15 @@ void layer_backward(const LayerCtx& ctx, const LayerWeights& w, const LoraLayer&
   }
 
   // MLP. dg reuses m's memory (m is dead once down_proj's backward has read it).
-  linears_backward(ctx, lora, s, s.m, {{{w.down, {}, &lora[LoraTarget::kDown], LoraTarget::kDown, {}, w.down_absmax}, dout}}, s.dm,
+  linears_backward(ctx, lora, s, s.m, {{{w.down, {}, &lora[LoraTarget::kDown], LoraTarget::kDown, {}, w.down_aux}, dout}}, s.dm,
                    Accum::kOverwrite, /*dy_dead=*/false, /*t_current=*/!recompute || s.t_kept);
   be.side_join();  // down_proj's LoRA grads read m (Note [LoRA on the side stream])
   Tensor dg = s.m;
   be.swiglu_backward(dg, s.du, s.dm, s.g, s.u);
   Tensor dhn = s.dxn;
   linears_backward(ctx, lora, s, s.hn,
-                   {{{w.gate, {}, &lora[LoraTarget::kGate], LoraTarget::kGate, {}, w.gate_absmax, s.g}, dg},
-                    {{w.up, {}, &lora[LoraTarget::kUp], LoraTarget::kUp, {}, w.up_absmax, s.u}, s.du}},
+                   {{{w.gate, {}, &lora[LoraTarget::kGate], LoraTarget::kGate, {}, w.gate_aux, s.g}, dg},
+                    {{w.up, {}, &lora[LoraTarget::kUp], LoraTarget::kUp, {}, w.up_aux, s.u}, s.du}},
                    dhn, Accum::kOverwrite, /*dy_dead=*/true);
   be.side_join();    // gate/up's LoRA grads read hn
   Tensor dh = s.hn;  // hn is dead after gate/up backward
@@ -694,7 +699,7 @@ void layer_backward(const LayerCtx& ctx, const LayerWeights& w, const LoraLayer&
 
   // Attention.
   // o_proj's LoRA grads (side) read att and dh until the join at the end: nothing below writes them.
-  linears_backward(ctx, lora, s, s.att, {{{w.o, {}, &lora[LoraTarget::kO], LoraTarget::kO, {}, w.o_absmax}, dh}}, s.da,
+  linears_backward(ctx, lora, s, s.att, {{{w.o, {}, &lora[LoraTarget::kO], LoraTarget::kO, {}, w.o_aux}, dh}}, s.da,
                    Accum::kOverwrite, /*dy_dead=*/false);
   Tensor qa = c.qk_norm ? s.qn : s.q, ka = c.qk_norm ? s.kn : s.k;
   Tensor lse = s.lse.reshape({ctx.seq.batch, NH, ctx.seq.seq});
@@ -712,9 +717,9 @@ void layer_backward(const LayerCtx& ctx, const LayerWeights& w, const LoraLayer&
     dk = s.dk2;
   }
   linears_backward(ctx, lora, s, s.xn,
-                   {{{w.q, {}, &lora[LoraTarget::kQ], LoraTarget::kQ, {}, w.q_absmax}, dq},
-                    {{w.k, {}, &lora[LoraTarget::kK], LoraTarget::kK, {}, w.k_absmax}, dk},
-                    {{w.v, {}, &lora[LoraTarget::kV], LoraTarget::kV, {}, w.v_absmax}, s.dv}},
+                   {{{w.q, {}, &lora[LoraTarget::kQ], LoraTarget::kQ, {}, w.q_aux}, dq},
+                    {{w.k, {}, &lora[LoraTarget::kK], LoraTarget::kK, {}, w.k_aux}, dk},
+                    {{w.v, {}, &lora[LoraTarget::kV], LoraTarget::kV, {}, w.v_aux}, s.dv}},
                    dx.empty() ? Tensor() : s.dxn, Accum::kOverwrite, /*dy_dead=*/true);
   if (!dx.empty()) be.rmsnorm_backward_add(dx, s.dxn, x, w.input_norm, s.rstd1, dh);
   be.side_join();  // the q/k/v (and o) LoRA grads: a visit leaves nothing running on the side

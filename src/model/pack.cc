@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "core/check.h"
+#include "core/code12.h"
 #include "core/nf4.h"
 
 namespace st {
@@ -16,6 +17,7 @@ Status pack_layer_with(const TensorReader& read, const LayerLayout& layout, int 
   std::memset(host_blob, 0, layout.bytes);
   char* blob = static_cast<char*>(host_blob);
   std::vector<float> staged;
+  std::vector<uint16_t> bf16_staged;
   for (size_t i = 0; i < layout.tensors.size(); ++i) {
     const LayerTensorSpec& s = layout.tensors[i];
     const std::string name = layer_tensor_name(layer, s);
@@ -23,10 +25,20 @@ Status pack_layer_with(const TensorReader& read, const LayerLayout& layout, int 
       RETURN_IF_ERROR(read(name, s.shape, s.dtype, blob + s.offset));
       continue;
     }
+    const int64_t n = s.quantized_shape[0] * s.quantized_shape[1];
+    if (layout.quant == BaseQuant::kCode12) {
+      // code12: the body's spec is followed by its codes' (make_layer_layout); lossless from bf16.
+      CHECK(i + 1 < layout.tensors.size() && layout.tensors[i + 1].dtype == DType::kU8);
+      const LayerTensorSpec& aux = layout.tensors[++i];
+      bf16_staged.resize(static_cast<size_t>(n));
+      RETURN_IF_ERROR(read(name, s.quantized_shape, DType::kBF16, bf16_staged.data()));
+      RETURN_IF_ERROR(code12_encode(bf16_staged.data(), n, reinterpret_cast<uint8_t*>(blob + s.offset),
+                                    reinterpret_cast<uint8_t*>(blob + aux.offset), name));
+      continue;
+    }
     // NF4: the codes' spec is followed by its scales' (make_layer_layout).
     CHECK(i + 1 < layout.tensors.size() && layout.tensors[i + 1].dtype == DType::kF32);
     const LayerTensorSpec& scales = layout.tensors[++i];
-    const int64_t n = s.quantized_shape[0] * s.quantized_shape[1];
     staged.resize(static_cast<size_t>(n));
     RETURN_IF_ERROR(read(name, s.quantized_shape, DType::kF32, staged.data()));
     const int64_t bad = nf4_first_nonfinite(staged.data(), n);

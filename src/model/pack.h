@@ -18,7 +18,8 @@ using TensorReader =
 
 // The one packer behind pack_layer / pack_layer_from: zeroes the blob, reads every tensor in its
 // spec's dtype, and quantizes NF4 linears (Note [NF4 base layout]) from their f32 values -- a
-// NaN/inf weight is refused naming the tensor and element.
+// NaN/inf weight is refused naming the tensor and element -- or codes code12 linears (Note
+// [code12 base layout]) from their bf16 values, refusing a tensor code12 cannot hold.
 Status pack_layer_with(const TensorReader& read, const LayerLayout& layout, int layer, void* host_blob);
 
 // Full HF name of a layer tensor: "model.layers.<layer>.<hf_suffix>".

@@ -1,6 +1,7 @@
 #include "model/weights.h"
 
 #include "core/check.h"
+#include "core/code12.h"
 #include "core/nf4.h"
 
 namespace st {
@@ -41,10 +42,17 @@ const LayerTensorSpec* LayerLayout::find(LayerTensor id) const {
   return nullptr;
 }
 
-const char* base_quant_name(BaseQuant q) { return q == BaseQuant::kNF4 ? "nf4" : "none"; }
+const char* base_quant_name(BaseQuant q) {
+  switch (q) {
+    case BaseQuant::kNF4: return "nf4";
+    case BaseQuant::kCode12: return "code12";
+    case BaseQuant::kNone: break;
+  }
+  return "none";
+}
 
 bool parse_base_quant(const std::string& s, BaseQuant* out) {
-  for (BaseQuant q : {BaseQuant::kNone, BaseQuant::kNF4})
+  for (BaseQuant q : {BaseQuant::kNone, BaseQuant::kNF4, BaseQuant::kCode12})
     if (s == base_quant_name(q)) {
       *out = q;
       return true;
@@ -62,6 +70,13 @@ std::string nf4_layout_error(const ModelConfig& c) {
   return "";
 }
 
+std::string base_layout_error(const ModelConfig& c, DType dtype, BaseQuant quant) {
+  if (quant == BaseQuant::kNF4) return nf4_layout_error(c);
+  if (quant == BaseQuant::kCode12 && dtype != DType::kBF16)
+    return Str() << "a code12 base codes bfloat16 weights (this store is " << dtype_name(dtype) << ")";
+  return "";
+}
+
 // Blob order follows the LayerTensor enum; optional tensors are skipped when the config lacks them.
 // NF4: each linear's codes are followed by its scales (Note [NF4 base layout]).
 LayerLayout make_layer_layout(const ModelConfig& c, DType dtype, BaseQuant quant) {
@@ -73,18 +88,24 @@ LayerLayout make_layer_layout(const ModelConfig& c, DType dtype, BaseQuant quant
   auto add = [&](LayerTensor id, const char* name, std::vector<int64_t> shape) {
     add_spec(&l.tensors, &cur, id, name, std::move(shape), dtype);
   };
-  if (quant == BaseQuant::kNF4) CHECK(nf4_layout_error(c).empty(), nf4_layout_error(c));
-  auto linear = [&](LayerTensor id, LayerTensor absmax_id, const char* name, int64_t out, int64_t in) {
+  CHECK(base_layout_error(c, dtype, quant).empty(), base_layout_error(c, dtype, quant));
+  auto linear = [&](LayerTensor id, LayerTensor aux_id, const char* name, int64_t out, int64_t in) {
     if (quant == BaseQuant::kNone) return add(id, name, {out, in});
+    if (quant == BaseQuant::kCode12) {
+      add_spec(&l.tensors, &cur, id, name, {out, in}, DType::kU8);
+      l.tensors.back().quantized_shape = {out, in};
+      add_spec(&l.tensors, &cur, aux_id, std::string(name) + ".code12", {code12_aux_bytes(out * in)}, DType::kU8);
+      return;
+    }
     add_spec(&l.tensors, &cur, id, name, {out, in / 2}, DType::kU8);
     l.tensors.back().quantized_shape = {out, in};
-    add_spec(&l.tensors, &cur, absmax_id, std::string(name) + ".absmax", {out * in / kNf4Block}, DType::kF32);
+    add_spec(&l.tensors, &cur, aux_id, std::string(name) + ".absmax", {out * in / kNf4Block}, DType::kF32);
   };
   add(LayerTensor::kInputNorm, "input_layernorm.weight", {H});
-  linear(LayerTensor::kQ, LayerTensor::kQAbsmax, "self_attn.q_proj.weight", Q, H);
-  linear(LayerTensor::kK, LayerTensor::kKAbsmax, "self_attn.k_proj.weight", KV, H);
-  linear(LayerTensor::kV, LayerTensor::kVAbsmax, "self_attn.v_proj.weight", KV, H);
-  linear(LayerTensor::kO, LayerTensor::kOAbsmax, "self_attn.o_proj.weight", H, Q);
+  linear(LayerTensor::kQ, LayerTensor::kQAux, "self_attn.q_proj.weight", Q, H);
+  linear(LayerTensor::kK, LayerTensor::kKAux, "self_attn.k_proj.weight", KV, H);
+  linear(LayerTensor::kV, LayerTensor::kVAux, "self_attn.v_proj.weight", KV, H);
+  linear(LayerTensor::kO, LayerTensor::kOAux, "self_attn.o_proj.weight", H, Q);
   if (c.attention_bias) {
     add(LayerTensor::kQBias, "self_attn.q_proj.bias", {Q});
     add(LayerTensor::kKBias, "self_attn.k_proj.bias", {KV});
@@ -95,15 +116,16 @@ LayerLayout make_layer_layout(const ModelConfig& c, DType dtype, BaseQuant quant
     add(LayerTensor::kKNorm, "self_attn.k_norm.weight", {D});
   }
   add(LayerTensor::kPostNorm, "post_attention_layernorm.weight", {H});
-  linear(LayerTensor::kGate, LayerTensor::kGateAbsmax, "mlp.gate_proj.weight", F, H);
-  linear(LayerTensor::kUp, LayerTensor::kUpAbsmax, "mlp.up_proj.weight", F, H);
-  linear(LayerTensor::kDown, LayerTensor::kDownAbsmax, "mlp.down_proj.weight", H, F);
+  linear(LayerTensor::kGate, LayerTensor::kGateAux, "mlp.gate_proj.weight", F, H);
+  linear(LayerTensor::kUp, LayerTensor::kUpAux, "mlp.up_proj.weight", F, H);
+  linear(LayerTensor::kDown, LayerTensor::kDownAux, "mlp.down_proj.weight", H, F);
   l.bytes = cur;
   return l;
 }
 
 LayerWeights layer_weights_view(const LayerLayout& layout, void* blob) {
   LayerWeights w;
+  w.quant = layout.quant;
   for (const auto& s : layout.tensors) {
     Tensor t = view_of(s, blob);
     switch (s.id) {
@@ -121,13 +143,13 @@ LayerWeights layer_weights_view(const LayerLayout& layout, void* blob) {
       case LayerTensor::kGate: w.gate = t; break;
       case LayerTensor::kUp: w.up = t; break;
       case LayerTensor::kDown: w.down = t; break;
-      case LayerTensor::kQAbsmax: w.q_absmax = t; break;
-      case LayerTensor::kKAbsmax: w.k_absmax = t; break;
-      case LayerTensor::kVAbsmax: w.v_absmax = t; break;
-      case LayerTensor::kOAbsmax: w.o_absmax = t; break;
-      case LayerTensor::kGateAbsmax: w.gate_absmax = t; break;
-      case LayerTensor::kUpAbsmax: w.up_absmax = t; break;
-      case LayerTensor::kDownAbsmax: w.down_absmax = t; break;
+      case LayerTensor::kQAux: w.q_aux = t; break;
+      case LayerTensor::kKAux: w.k_aux = t; break;
+      case LayerTensor::kVAux: w.v_aux = t; break;
+      case LayerTensor::kOAux: w.o_aux = t; break;
+      case LayerTensor::kGateAux: w.gate_aux = t; break;
+      case LayerTensor::kUpAux: w.up_aux = t; break;
+      case LayerTensor::kDownAux: w.down_aux = t; break;
       case LayerTensor::kCount: break;
     }
   }

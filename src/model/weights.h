@@ -17,14 +17,15 @@ namespace st {
 // The tensors of a decoder layer; optional ones are absent unless the config has them.
 enum class LayerTensor {
   kInputNorm, kQ, kK, kV, kO, kQBias, kKBias, kVBias, kQNorm, kKNorm, kPostNorm, kGate, kUp, kDown,
-  // NF4 base only: each linear's block scales (Note [NF4 base layout]).
-  kQAbsmax, kKAbsmax, kVAbsmax, kOAbsmax, kGateAbsmax, kUpAbsmax, kDownAbsmax,
+  // Coded bases only: each linear's second part -- NF4 block scales (Note [NF4 base layout]) or
+  // code12 exponent codes (Note [code12 base layout]).
+  kQAux, kKAux, kVAux, kOAux, kGateAux, kUpAux, kDownAux,
   kCount
 };
 
 // How the seven linear weights (q, k, v, o, gate, up, down) of a layer blob are stored.
-enum class BaseQuant { kNone, kNF4 };
-const char* base_quant_name(BaseQuant q);  // "none" | "nf4"
+enum class BaseQuant { kNone, kNF4, kCode12 };
+const char* base_quant_name(BaseQuant q);  // "none" | "nf4" | "code12"
 bool parse_base_quant(const std::string& s, BaseQuant* out);
 
 // Note [NF4 base layout]: with BaseQuant::kNF4 each linear weight W [out, in] is stored as its NF4
@@ -32,6 +33,13 @@ bool parse_base_quant(const std::string& s, BaseQuant* out);
 // [out*in/64]; "...proj.weight.absmax", bnb's name). Norms and biases stay in the compute dtype.
 // The layer dequantizes a weight into its scratch right before the GEMMs that read it
 // (model/layer.cc Note [NF4 base]); the frozen base is the dequantized weights, exactly.
+//
+// Note [code12 base layout]: with BaseQuant::kCode12 (a bf16 layout only) each linear weight W
+// [out, in] is stored losslessly in ~12 bits a weight (core/code12.h): its sign+mantissa bytes
+// (U8 [out, in]; "...proj.weight") followed by its exponent codes and escapes (U8
+// [code12_aux_bytes(out*in)]; "...proj.weight.code12"). The layer decodes a group of linears into
+// the same staging as NF4 right before its GEMMs: the frozen base is the bf16 weights, bit for bit,
+// while a streamed layer moves ~24% fewer bytes.
 
 struct LayerTensorSpec {
   LayerTensor id;
@@ -60,6 +68,8 @@ struct LayerLayout {
 // span rows): callers check nf4_layout_error (why not, or "") first; make_layer_layout CHECKs it.
 LayerLayout make_layer_layout(const ModelConfig& c, DType dtype, BaseQuant quant = BaseQuant::kNone);
 std::string nf4_layout_error(const ModelConfig& c);
+// Why `quant` cannot store this model in `dtype` (nf4_layout_error; code12 needs bf16), or "".
+std::string base_layout_error(const ModelConfig& c, DType dtype, BaseQuant quant);
 
 // Views into one layer blob (device or host memory). Absent tensors are empty().
 struct LayerWeights {
@@ -69,10 +79,11 @@ struct LayerWeights {
   Tensor q_norm, k_norm;       // [D]                           (Qwen3)
   Tensor post_norm;            // [H]
   Tensor gate, up, down;       // gate/up [F, H], down [H, F]
-  // NF4 base (Note [NF4 base layout]): the seven linears above are U8 codes [out, in/2] and these
-  // their F32 block scales; empty otherwise.
-  Tensor q_absmax, k_absmax, v_absmax, o_absmax, gate_absmax, up_absmax, down_absmax;
-  bool nf4() const { return !q_absmax.empty(); }
+  // Coded bases: the seven linears above are U8 -- NF4 codes [out, in/2] (Note [NF4 base layout])
+  // or code12 sign+mantissa bytes [out, in] (Note [code12 base layout]) -- and these their second
+  // parts: F32 block scales or U8 exponent codes. Empty for a dense base.
+  Tensor q_aux, k_aux, v_aux, o_aux, gate_aux, up_aux, down_aux;
+  BaseQuant quant = BaseQuant::kNone;
 };
 
 LayerWeights layer_weights_view(const LayerLayout& layout, void* blob);

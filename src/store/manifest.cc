@@ -118,7 +118,7 @@ StatusOr<StoreManifest> manifest_from_json(const Json& j, const std::string& wha
   if (j.contains("quant")) {
     ASSIGN_OR_RETURN(std::string q, json_string(j, "quant", what));
     if (!parse_base_quant(q, &m.quant))
-      return Corruption(Str() << what << ": key 'quant': '" << q << "' (expected none or nf4)");
+      return Corruption(Str() << what << ": key 'quant': '" << q << "' (expected none, nf4 or code12)");
   }
   if (!j.contains("config")) return Corruption(what + ": missing key 'config'");
   ASSIGN_OR_RETURN(m.config, parse_hf_config(j["config"], what + " (config)"));
@@ -130,8 +130,8 @@ StatusOr<StoreManifest> manifest_from_json(const Json& j, const std::string& wha
   m.extras_bytes = static_cast<uint64_t>(eb);
   if (nl != m.config.num_layers)
     return Corruption(Str() << what << ": num_layers " << nl << " but the config has " << m.config.num_layers);
-  if (m.quant == BaseQuant::kNF4 && !nf4_layout_error(m.config).empty())
-    return Corruption(Str() << what << ": " << nf4_layout_error(m.config));
+  if (const std::string why = base_layout_error(m.config, m.dtype, m.quant); !why.empty())
+    return Corruption(Str() << what << ": " << why);
   uint64_t want_lb = make_layer_layout(m.config, m.dtype, m.quant).bytes;
   uint64_t want_eb = make_extras_layout(m.config, m.dtype).bytes;
   if (m.layer_bytes != want_lb || m.extras_bytes != want_eb)

@@ -205,15 +205,15 @@ std::string default_store_dir(const std::string& cache_dir, const std::string& f
 StatusOr<ShardResult> shard_model(const ModelSource& src, const ShardOptions& opts) {
   ASSIGN_OR_RETURN(std::string fp, source_fingerprint(src.files()), "fingerprinting " << src.describe());
   ShardResult r;
-  if (opts.quant == BaseQuant::kNF4 && !nf4_layout_error(src.config()).empty())
-    return InvalidArgument(Str() << src.describe() << ": " << nf4_layout_error(src.config()));
+  if (const std::string why = base_layout_error(src.config(), opts.dtype, opts.quant); !why.empty())
+    return InvalidArgument(Str() << src.describe() << ": " << why);
   r.dir = opts.out_dir.empty() ? default_store_dir(opts.cache_dir, fp, opts.dtype, opts.quant) : opts.out_dir;
   while (r.dir.size() > 1 && r.dir.back() == '/') r.dir.pop_back();
   r.reason = reuse_reason(r.dir, fp, opts.dtype, opts.quant, opts.force, &r.manifest);
   if (r.reason.empty()) {
     r.reused = true;
     r.reason = "reusing the up-to-date store (fingerprint " + fp + ", " + dtype_name(opts.dtype) +
-               (opts.quant == BaseQuant::kNF4 ? ", nf4" : "") + ")";
+               (opts.quant != BaseQuant::kNone ? std::string(", ") + base_quant_name(opts.quant) : "") + ")";
     return r;
   }
   RETURN_IF_ERROR(make_dirs(path_dirname(r.dir)));

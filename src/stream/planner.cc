@@ -312,7 +312,7 @@ std::string Plan::banner() const {
   Str b;
   b << "plan: stream " << tier << ", " << resident_layers.size() << " of " << num_layers << " layers resident, "
     << streamed_layers() << " streamed through " << num_slots << " buffer(s) of " << format_bytes(layer_bytes)
-    << (quant == BaseQuant::kNF4 ? " (NF4 base)" : "")
+    << (quant == BaseQuant::kNF4 ? " (NF4 base)" : quant == BaseQuant::kCode12 ? " (code12 base: lossless, ~12 bits a weight)" : "")
     << (host_extras ? ", embedding + lm_head in host memory (lm_head streamed in vocabulary chunks)" : "")
     << (recompute == Recompute::kAttention ? ", attention outputs kept for the backward"
         : recompute == Recompute::kNone    ? ", every layer's activations kept (no recompute)"

@@ -70,7 +70,7 @@ constexpr uint64_t kLaunchPlanBytesPerLayer = 2ull << 20;
 struct PlanInput {
   ModelConfig model;
   DType dtype = DType::kBF16;  // weights and activations
-  BaseQuant quant = BaseQuant::kNone;  // kNF4: NF4 layer blobs + the layer's dequantization staging
+  BaseQuant quant = BaseQuant::kNone;  // kNF4 / kCode12: coded layer blobs + the layer's decode staging
   int64_t micro_batch_size = 1;
   int64_t sequence_len = 2048;
   LoraConfig lora;
@@ -100,7 +100,7 @@ struct PlanTerm {
 
 struct Plan {
   std::string tier;                 // off | ram | disk
-  BaseQuant quant = BaseQuant::kNone;  // the layer blobs' linears (NF4: the QLoRA base)
+  BaseQuant quant = BaseQuant::kNone;  // the layer blobs' linears (NF4: the QLoRA base; code12: lossless)
   int num_slots = 0;                // pool slots (0 when nothing streams)
   std::vector<int> resident_layers; // sorted
   int num_layers = 0;

@@ -29,13 +29,19 @@ StatusOr<DType> training_act_dtype(const TrainConfig& tc, const Backend& be) {
   ASSIGN_OR_RETURN(DType d, dtype_from_user(tc.dtype), "dtype");
   if (d != DType::kF32 && d != DType::kBF16)
     return InvalidArgument(Str() << "dtype '" << tc.dtype << "' is not supported for training (bfloat16, float32)");
-  return be.kind() == DeviceKind::kCpu ? DType::kF32 : d;
+  const DType act = be.kind() == DeviceKind::kCpu ? DType::kF32 : d;
+  if (tc.stream_compress && act != DType::kBF16)
+    return InvalidArgument(Str() << "stream_compress: true codes bfloat16 weights, but this run computes in "
+                                 << dtype_name(act) << (be.kind() == DeviceKind::kCpu ? " (every CPU run does)" : ""));
+  return act;
 }
 
 StatusOr<BaseQuant> base_quant_from(const TrainConfig& tc) {
   if (tc.load_in_4bit && tc.adapter != "qlora")
     return InvalidArgument(Str() << "load_in_4bit: true needs adapter: qlora (got adapter: " << tc.adapter << ")");
-  if (tc.adapter == "lora") return BaseQuant::kNone;
+  if (tc.stream_compress && tc.adapter == "qlora")
+    return InvalidArgument("stream_compress: true codes a bfloat16 base; a QLoRA base is already 4-bit NF4");
+  if (tc.adapter == "lora") return tc.stream_compress ? BaseQuant::kCode12 : BaseQuant::kNone;
   if (tc.adapter == "qlora") return BaseQuant::kNF4;
   return Unimplemented(Str() << "adapter '" << tc.adapter << "' is not supported (lora, qlora)");
 }

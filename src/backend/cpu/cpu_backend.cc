@@ -104,6 +104,7 @@ class CpuBackend : public Backend {
     cpu::attention_backward(dq, dk, dv, dout, q, k, v, out, lse, L, s);
   }
   void dequant_nf4(Tensor w, Tensor codes, Tensor absmax) override { cpu::dequant_nf4(w, codes, absmax); }
+  void decode_code12(Tensor w, Tensor body, Tensor aux) override { cpu::decode_code12(w, body, aux); }
   void swiglu(Tensor h, Tensor gate, Tensor up) override { cpu::swiglu(h, gate, up); }
   void swiglu_backward(Tensor dgate, Tensor dup, Tensor dh, Tensor gate, Tensor up) override {
     cpu::swiglu_backward(dgate, dup, dh, gate, up);

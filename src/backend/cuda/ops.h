@@ -32,6 +32,8 @@ void launch_sum_squares(Tensor out, Tensor x, float* scratch, cudaStream_t s);
 
 // nf4.cu: w [out, in] f32/bf16 (numel % 64 == 0, 16-byte aligned), codes 4-byte aligned.
 void launch_dequant_nf4(Tensor w, Tensor codes, Tensor absmax, cudaStream_t s);
+// code12.cu
+void launch_decode_code12(Tensor w, Tensor body, Tensor aux, cudaStream_t s);
 
 // norm.cu
 // q and k [tokens, heads, D] (their own head counts) in one launch, the bits of launch_rope on

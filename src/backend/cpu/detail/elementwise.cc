@@ -6,6 +6,7 @@
 
 #include "backend/cpu/detail/kernels.h"
 #include "backend/dropout_rng.h"
+#include "core/code12.h"
 #include "core/nf4.h"
 
 namespace st::cpu {
@@ -87,6 +88,16 @@ void dequant_nf4(Tensor w, Tensor codes, Tensor absmax) {
 #pragma omp parallel for schedule(static)
   for (int64_t b = 0; b < n / kNf4Block; ++b)
     nf4_dequantize(static_cast<char*>(w.data) + b * kNf4Block * es, w.dtype, c + b * kNf4Block / 2, a + b, kNf4Block);
+}
+
+// One reference decode (core/code12.h) of the whole tensor: its escapes are in element order.
+void decode_code12(Tensor w, Tensor body, Tensor aux) {
+  const int64_t n = w.numel();
+  CHECK(w.dtype == DType::kBF16 && body.dtype == DType::kU8 && aux.dtype == DType::kU8 && body.numel() == n &&
+            aux.numel() == code12_aux_bytes(n),
+        "decode_code12: w " << shape_of(w) << " body " << shape_of(body) << " aux " << shape_of(aux));
+  code12_decode(static_cast<uint16_t*>(w.data), static_cast<const uint8_t*>(body.data),
+                static_cast<const uint8_t*>(aux.data), n);
 }
 
 void swiglu(Tensor h, Tensor gate, Tensor up) {

@@ -95,6 +95,7 @@ void attention_backward(Tensor dq, Tensor dk, Tensor dv, Tensor dout, Tensor q, 
                         Tensor lse, const SeqLayout& L, const AttnShape& s);
 void attention_kv(Tensor out, Tensor q, Tensor k_cache, Tensor v_cache, int64_t q_start, const AttnShape& s);
 void dequant_nf4(Tensor w, Tensor codes, Tensor absmax);
+void decode_code12(Tensor w, Tensor body, Tensor aux);
 void swiglu(Tensor h, Tensor gate, Tensor up);
 void swiglu_backward(Tensor dgate, Tensor dup, Tensor dh, Tensor gate, Tensor up);
 void cross_entropy(Tensor logits, Tensor loss_sum, const int32_t* labels, float grad_scale);

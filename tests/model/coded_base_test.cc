@@ -1,14 +1,16 @@
-// The QLoRA base (model/weights.h Note [NF4 base layout], model/layer.cc Note [NF4 base]): a model
-// whose linears are NF4 trains to the very bits of a dense model whose linears are the dequantized
-// NF4 weights -- losses and every LoRA gradient, two micro-batches, dropout, all targets, each
-// recompute mode. Also: the layout, the packer's refusal of non-finite weights, and the CPU
-// backend's dequant_nf4 against core/nf4.h.
+// Coded bases (model/weights.h, model/layer.cc Note [NF4 base]). The QLoRA base: a model whose
+// linears are NF4 trains to the very bits of a dense model whose linears are the dequantized NF4
+// weights -- losses and every LoRA gradient, two micro-batches, dropout, all targets, each
+// recompute mode. The code12 base: a bf16 model whose linears are code12-coded trains to the bits
+// of the same bf16 model stored dense. Also: the layouts, the packer's refusals (non-finite weights
+// for NF4, a tensor code12 cannot hold), and the CPU backend's decoders against core/.
 #include <cmath>
 #include <cstring>
 #include <vector>
 
 #include <gtest/gtest.h>
 
+#include "core/code12.h"
 #include "core/nf4.h"
 #include "io/safetensors.h"
 #include "model/model.h"
@@ -25,7 +27,7 @@ using test::StepResult;
 
 // One training step (two micro-batches) of the fixture model over `blobs` in `layout`.
 StepResult train_step(const std::string& fixture, const LayerLayout& layout, const std::vector<const void*>& blobs,
-                      Recompute mode) {
+                      Recompute mode, DType act = DType::kF32) {
   const std::string dir = test::fixture_model_dir(fixture);
   auto be = make_backend(DeviceKind::kCpu, {.num_threads = 2});
   CHECK_OK(be.status());
@@ -34,7 +36,7 @@ StepResult train_step(const std::string& fixture, const LayerLayout& layout, con
   CHECK_OK(mc.status());
   CHECK_OK(ck.status());
   auto m = Model::create(*mc, be->get(), test::all_targets_lora(),
-                         {.act_dtype = DType::kF32, .base_quant = layout.quant, .max_tokens = 16, .seed = 9,
+                         {.act_dtype = act, .base_quant = layout.quant, .max_tokens = 16, .seed = 9,
                           .recompute = mode});
   CHECK_OK(m.status());
   Model& model = **m;
@@ -179,6 +181,92 @@ TEST(Nf4Base, CpuBackendDequantMatchesTheReference) {
                        Tensor(absmax.data(), DType::kF32, {n / 64}));
     EXPECT_EQ(std::memcmp(want.data(), got.data(), want.size()), 0) << dtype_name(dt);
   }
+}
+
+TEST(Code12Base, LayoutCodesTheSevenLinearsInAboutTwelveBits) {
+  auto mc = load_hf_config(kFixtures + "qwen2_tied/model/config.json");
+  ASSERT_TRUE(mc.ok());
+  const LayerLayout dense = make_layer_layout(*mc, DType::kBF16);
+  const LayerLayout q = make_layer_layout(*mc, DType::kBF16, BaseQuant::kCode12);
+  int coded = 0;
+  for (size_t i = 0; i < q.tensors.size(); ++i) {
+    const LayerTensorSpec& s = q.tensors[i];
+    if (!s.quantized()) continue;
+    ++coded;
+    const int64_t n = s.quantized_shape[0] * s.quantized_shape[1];
+    EXPECT_EQ(s.dtype, DType::kU8);
+    EXPECT_EQ(static_cast<int64_t>(s.nbytes), n) << s.hf_suffix;
+    ASSERT_LT(i + 1, q.tensors.size());
+    EXPECT_EQ(q.tensors[i + 1].hf_suffix, s.hf_suffix + ".code12");
+    EXPECT_EQ(static_cast<int64_t>(q.tensors[i + 1].nbytes), code12_aux_bytes(n));
+  }
+  EXPECT_EQ(coded, 7);
+  EXPECT_TRUE(q.find(LayerTensor::kQBias) && q.find(LayerTensor::kQBias)->dtype == DType::kBF16);
+  EXPECT_LT(q.bytes, dense.bytes);
+  EXPECT_NE(base_layout_error(*mc, DType::kF32, BaseQuant::kCode12), "");  // bf16 only
+  EXPECT_EQ(base_layout_error(*mc, DType::kBF16, BaseQuant::kCode12), "");
+}
+
+TEST(Code12Base, TrainsToTheBitsOfTheDenseBf16Base) {
+  for (const char* fixture : {"llama_gqa", "qwen2_tied", "qwen3_qknorm", "mistral_swa"}) {
+    const Blobs coded = pack_all(fixture, DType::kBF16, BaseQuant::kCode12);
+    const Blobs dense = pack_all(fixture, DType::kBF16, BaseQuant::kNone);
+    const StepResult want = train_step(fixture, dense.layout, dense.ptrs(), Recompute::kFull, DType::kBF16);
+    bool any_grad = false;
+    for (float g : want.grads) any_grad = any_grad || g != 0.0f;
+    ASSERT_TRUE(any_grad) << fixture << ": no LoRA gradient, the comparison would prove nothing";
+    for (Recompute mode : {Recompute::kFull, Recompute::kNone}) {
+      const StepResult got = train_step(fixture, coded.layout, coded.ptrs(), mode, DType::kBF16);
+      EXPECT_EQ(got.losses, want.losses) << fixture << " " << recompute_name(mode);
+      ASSERT_EQ(got.grads.size(), want.grads.size());
+      EXPECT_EQ(std::memcmp(got.grads.data(), want.grads.data(), got.grads.size() * sizeof(float)), 0)
+          << fixture << " " << recompute_name(mode) << ": LoRA gradients differ from the dense base";
+    }
+    // The coded bytes are what the run reads: one flipped sign+mantissa byte of a layer's
+    // down_proj changes the losses.
+    Blobs bent = coded;
+    const LayerTensorSpec* down = bent.layout.find(LayerTensor::kDown);
+    ASSERT_NE(down, nullptr);
+    bent.host[0][down->offset + 5] ^= 0x40;
+    EXPECT_NE(train_step(fixture, bent.layout, bent.ptrs(), Recompute::kFull, DType::kBF16).losses, want.losses)
+        << fixture;
+  }
+}
+
+TEST(Code12Base, PackerRefusesATensorItCannotHoldNamingIt) {
+  auto mc = load_hf_config(kFixtures + "llama_gqa/model/config.json");
+  ASSERT_TRUE(mc.ok());
+  const LayerLayout layout = make_layer_layout(*mc, DType::kBF16, BaseQuant::kCode12);
+  std::vector<char> blob(layout.bytes);
+  TensorReader reader = [](const std::string& name, const std::vector<int64_t>& shape, DType dt, void* dst) {
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    EXPECT_EQ(dt, DType::kBF16);
+    uint16_t* h = static_cast<uint16_t*>(dst);
+    // Weights over 64 binades (49 in 64 outside any 15-entry table) in up_proj only.
+    const bool wide = name.find("up_proj") != std::string::npos;
+    for (int64_t i = 0; i < n; ++i) h[i] = wide ? static_cast<uint16_t>((60 + i % 64) << 7) : f32_to_bf16(0.01f);
+    return Status::OK();
+  };
+  Status s = pack_layer_with(reader, layout, 3, blob.data());
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("model.layers.3.mlp.up_proj.weight"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("cannot be coded"), std::string::npos) << s.message();
+}
+
+TEST(Code12Base, CpuBackendDecodeMatchesTheReference) {
+  auto be = make_backend(DeviceKind::kCpu, {.num_threads = 2});
+  ASSERT_TRUE(be.ok());
+  const int64_t out = 48, in = 40, n = out * in;
+  std::vector<uint16_t> w(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) w[i] = f32_to_bf16(0.03f * std::sin(0.37f * static_cast<float>(i)));
+  w[17] = 0x7F80;  // inf: an escape
+  std::vector<uint8_t> body(static_cast<size_t>(n)), aux(static_cast<size_t>(code12_aux_bytes(n)));
+  ASSERT_TRUE(code12_encode(w.data(), n, body.data(), aux.data(), "w").ok());
+  std::vector<uint16_t> got(static_cast<size_t>(n), 0);
+  (*be)->decode_code12(Tensor(got.data(), DType::kBF16, {out, in}), Tensor(body.data(), DType::kU8, {out, in}),
+                       Tensor(aux.data(), DType::kU8, {static_cast<int64_t>(aux.size())}));
+  EXPECT_EQ(got, w);
 }
 
 }  // namespace
