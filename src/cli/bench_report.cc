@@ -1,6 +1,7 @@
 // The report of `streamtune bench`: one JSON object (--json) or a human-readable block.
 #include <cmath>
 #include <cstdio>
+#include <iomanip>
 
 #include "cli/bench_run.h"
 #include "stream/planner.h"
@@ -59,6 +60,8 @@ Json bench_result_json(const BenchResult& r) {
   j["step_ms_min"] = round_to(r.step_ms_min, 3);
   j["loss_first"] = round_to(r.loss_first, 4);
   j["loss_last"] = round_to(r.loss_last, 4);
+  // Every digit: two runs that must train to the same bits (a coded base, a streamed plan) compare it.
+  j["loss_last_exact"] = Str() << std::setprecision(17) << r.loss_last;
   j["flops_per_step"] = r.model_flops;
   j["attn_flops_per_step"] = r.attn_flops;
   j["tflops"] = round_to(r.tflops, 6);

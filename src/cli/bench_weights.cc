@@ -129,10 +129,14 @@ void SyntheticStore::fill(uint64_t seed, int threads) {
       fill_random_weights(arena_ + first * esz, dt, n, seed, first);
     }
   };
-  std::vector<std::thread> pool;
-  for (int i = 1; i < nt; ++i) pool.emplace_back(work);
-  work();
-  for (std::thread& t : pool) t.join();
+  if (m_.quant == BaseQuant::kCode12) {
+    fill_code12_twin(seed, nt);
+  } else {
+    std::vector<std::thread> pool;
+    for (int i = 1; i < nt; ++i) pool.emplace_back(work);
+    work();
+    for (std::thread& t : pool) t.join();
+  }
 
   // NF4 codes keep their random bytes (every byte is two valid codes); the block scales get 2^-5,
   // the largest magnitude of the random bf16 weights.
@@ -145,31 +149,55 @@ void SyntheticStore::fill(uint64_t seed, int threads) {
         std::fill_n(reinterpret_cast<float*>(blob + t.offset), t.nbytes / 4, 0.03125f);
     }
   }
-  if (m_.quant == BaseQuant::kCode12) code12_linears(seed, nt);
   const ExtrasLayout el = make_extras_layout(m_.config, dt);
   for (const LayerTensorSpec& t : el.tensors) {
     if (t.hf_suffix.find("norm") != std::string::npos) fill_ones(arena_ + extras_offset_ + t.offset, dt, t.nbytes / esz);
   }
 }
 
-// code12: each linear's random bf16 weights, coded (their 8 exponents never escape), layers in
-// parallel. The weights of layer l's tensor at blob offset o are seeded by (l, o).
-void SyntheticStore::code12_linears(uint64_t seed, int threads) {
-  const LayerLayout ll = make_layer_layout(m_.config, m_.dtype, m_.quant);
+namespace {
+
+// Elements [first, first + n) of what the dense fill writes at those element offsets of its arena
+// (its chunks seed by their first element).
+void dense_fill_values(uint16_t* out, size_t first, size_t n, uint64_t seed) {
+  std::vector<uint16_t> chunk(kFillChunkElems);
+  for (size_t e = first; e < first + n;) {
+    const size_t k0 = e / kFillChunkElems * kFillChunkElems;
+    const size_t take = std::min(k0 + kFillChunkElems, first + n) - e;
+    fill_random_weights(chunk.data(), DType::kBF16, e - k0 + take, seed, k0);
+    std::memcpy(out + (e - first), chunk.data() + (e - k0), take * 2);
+    e += take;
+  }
+}
+
+}  // namespace
+
+// code12: the weights of the dense bf16 store of the same (preset, seed) -- each tensor takes the
+// values the dense fill gives its place in the dense arena -- with the linears coded (their 8
+// exponents never escape). So `bench --quant code12` trains on the very weights of `--quant none`
+// and must log the same losses. Layers in parallel.
+void SyntheticStore::fill_code12_twin(uint64_t seed, int threads) {
+  const LayerLayout dense = make_layer_layout(m_.config, DType::kBF16);
+  const LayerLayout coded = make_layer_layout(m_.config, DType::kBF16, BaseQuant::kCode12);
+  const size_t dense_stride = round_up(dense.bytes, kIoAlign);
   std::atomic<int> next{0};
   auto work = [&] {
     std::vector<uint16_t> w;
     for (int l; (l = next.fetch_add(1)) < m_.num_layers;) {
       char* blob = arena_ + static_cast<size_t>(l) * stride_;
-      for (size_t i = 0; i + 1 < ll.tensors.size(); ++i) {
-        const LayerTensorSpec& t = ll.tensors[i];
-        if (!t.quantized()) continue;
-        const int64_t n = t.quantized_shape[0] * t.quantized_shape[1];
-        w.resize(static_cast<size_t>(n));
-        fill_random_weights(w.data(), DType::kBF16, static_cast<size_t>(n), seed,
-                            (static_cast<uint64_t>(l) << 40) + t.offset);
-        const LayerTensorSpec& aux = ll.tensors[++i];
-        CHECK_OK(code12_encode(w.data(), n, reinterpret_cast<uint8_t*>(blob + t.offset),
+      for (size_t i = 0; i < coded.tensors.size(); ++i) {
+        const LayerTensorSpec& t = coded.tensors[i];
+        const LayerTensorSpec* d = dense.find(t.id);
+        CHECK(d != nullptr);
+        const size_t n = d->nbytes / 2;
+        w.resize(n);
+        dense_fill_values(w.data(), (static_cast<size_t>(l) * dense_stride + d->offset) / 2, n, seed);
+        if (!t.quantized()) {
+          std::memcpy(blob + t.offset, w.data(), t.nbytes);
+          continue;
+        }
+        const LayerTensorSpec& aux = coded.tensors[++i];
+        CHECK_OK(code12_encode(w.data(), static_cast<int64_t>(n), reinterpret_cast<uint8_t*>(blob + t.offset),
                                reinterpret_cast<uint8_t*>(blob + aux.offset), t.hf_suffix));
       }
     }
@@ -178,6 +206,8 @@ void SyntheticStore::code12_linears(uint64_t seed, int threads) {
   for (int i = 1; i < threads; ++i) pool.emplace_back(work);
   work();
   for (std::thread& t : pool) t.join();
+  dense_fill_values(reinterpret_cast<uint16_t*>(arena_ + extras_offset_), dense_stride * m_.num_layers / 2,
+                    m_.extras_bytes / 2, seed);
 }
 
 SyntheticStore::~SyntheticStore() {

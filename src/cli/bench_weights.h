@@ -42,7 +42,7 @@ class SyntheticStore : public LayerStore {
  private:
   SyntheticStore(Backend* be, StoreManifest m) : be_(be), m_(std::move(m)) {}
   void fill(uint64_t seed, int threads);
-  void code12_linears(uint64_t seed, int threads);
+  void fill_code12_twin(uint64_t seed, int threads);
 
   Backend* be_;
   StoreManifest m_;

@@ -29,6 +29,7 @@ StatusOr<DType> training_act_dtype(const TrainConfig& tc, const Backend& be) {
   ASSIGN_OR_RETURN(DType d, dtype_from_user(tc.dtype), "dtype");
   if (d != DType::kF32 && d != DType::kBF16)
     return InvalidArgument(Str() << "dtype '" << tc.dtype << "' is not supported for training (bfloat16, float32)");
+  RETURN_IF_ERROR(base_quant_from(tc).status());  // adapter / base refusals first
   const DType act = be.kind() == DeviceKind::kCpu ? DType::kF32 : d;
   if (tc.stream_compress && act != DType::kBF16)
     return InvalidArgument(Str() << "stream_compress: true codes bfloat16 weights, but this run computes in "
