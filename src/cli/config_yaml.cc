@@ -103,7 +103,7 @@ const std::vector<Field>& fields() {
       {"logging_steps", &C::logging_steps, {}, StrKind::kPlain, 1},
       {"stream", &C::stream, {"off", "ram", "disk"}},
       {"stream_buffers", &C::stream_buffers, {}, StrKind::kPlain, 2, 1024},
-      {"stream_compress", &C::stream_compress},
+      {"stream_compress", &C::stream_compress, {"auto", "true", "false"}},
       {"vram_budget", &C::vram_budget, {}, StrKind::kByteSize},
       {"cache_dir", &C::cache_dir, {}, StrKind::kPath},
       {"offload_embeddings", &C::offload_embeddings, {"auto", "true", "false"}},

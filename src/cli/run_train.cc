@@ -158,9 +158,13 @@ void print_outputs(const TrainConfig& cfg, const std::string& curve) {
   if (!curve.empty()) std::printf("curve      %s\n", curve.c_str());
 }
 
-Status train_and_report(const TrainConfig& cfg, bool* interrupted) {
-  ASSIGN_OR_RETURN(std::unique_ptr<Backend> be, backend_for(cfg.device), "device '" << cfg.device << "'");
-  ASSIGN_OR_RETURN(DType act, training_act_dtype(cfg, *be));
+Status train_and_report(const TrainConfig& given, bool* interrupted) {
+  ASSIGN_OR_RETURN(std::unique_ptr<Backend> be, backend_for(given.device), "device '" << given.device << "'");
+  ASSIGN_OR_RETURN(DType act, training_act_dtype(given, *be));
+  TrainConfig cfg = given;
+  std::string why;
+  ASSIGN_OR_RETURN(cfg.stream_compress, resolve_stream_compress(given, be.get(), act, &why));
+  if (!why.empty()) std::fprintf(stderr, "%s\n", why.c_str());
   ASSIGN_OR_RETURN(LoraConfig lc, lora_config_from(cfg));
   ASSIGN_OR_RETURN(BaseWeights bw, open_base_weights(cfg, be.get(), act));
   ASSIGN_OR_RETURN(TrainData td, load_train_data(cfg, bw.parts.model));
@@ -219,17 +223,15 @@ Status train_and_report(const TrainConfig& cfg, bool* interrupted) {
 
 }  // namespace
 
-Status plan_train(const TrainConfig& cfg) {
-  RETURN_IF_ERROR(check_stream_tier(cfg.stream));
-  ASSIGN_OR_RETURN(std::unique_ptr<Backend> be, backend_for(cfg.device), "device '" << cfg.device << "'");
-  ASSIGN_OR_RETURN(DType act, training_act_dtype(cfg, *be));
-  ModelConfig mc;
-  if (StatusOr<StoreManifest> m = open_store_manifest(cfg.base_model); m.ok()) {  // a layer store
-    mc = m->config;
-  } else {
-    ASSIGN_OR_RETURN(std::unique_ptr<ModelSource> src, open_model_source(cfg.base_model), "base_model");
-    mc = src->config();
-  }
+Status plan_train(const TrainConfig& given) {
+  RETURN_IF_ERROR(check_stream_tier(given.stream));
+  ASSIGN_OR_RETURN(std::unique_ptr<Backend> be, backend_for(given.device), "device '" << given.device << "'");
+  ASSIGN_OR_RETURN(DType act, training_act_dtype(given, *be));
+  TrainConfig cfg = given;
+  std::string why;
+  ASSIGN_OR_RETURN(cfg.stream_compress, resolve_stream_compress(given, be.get(), act, &why));
+  if (!why.empty()) std::fprintf(stderr, "%s\n", why.c_str());
+  ASSIGN_OR_RETURN(ModelConfig mc, base_model_config(cfg.base_model));
   ASSIGN_OR_RETURN(Plan plan, plan_for(cfg, be.get(), mc, act));
   std::printf("streamtune train --plan\n");
   std::printf("  model      %s (%s, %lld layers, hidden %lld, vocab %lld)\n", cfg.base_model.c_str(),

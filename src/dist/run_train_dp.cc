@@ -68,7 +68,8 @@ struct DpRun {
   ~DpRun() { trainer.reset(); }  // replicas (their LayerSources read the store) go before it
 };
 
-StatusOr<std::unique_ptr<DpRun>> setup_data_parallel(const TrainConfig& cfg, int n) {
+StatusOr<std::unique_ptr<DpRun>> setup_data_parallel(const TrainConfig& given, int n) {
+  TrainConfig cfg = given;
   if (n < 1) return InvalidArgument(Str() << "devices: " << n);
   RETURN_IF_ERROR(check_stream_tier(cfg.stream));
   ASSIGN_OR_RETURN(DeviceKind kind, device_kind_for(cfg.device));
@@ -84,6 +85,9 @@ StatusOr<std::unique_ptr<DpRun>> setup_data_parallel(const TrainConfig& cfg, int
     run->owned.push_back(std::move(be));
   }
   ASSIGN_OR_RETURN(DType act, training_act_dtype(cfg, *bes[0]));
+  std::string why;  // replicas are alike: one decision
+  ASSIGN_OR_RETURN(cfg.stream_compress, resolve_stream_compress(given, bes[0], act, &why));
+  if (!why.empty()) std::fprintf(stderr, "%s\n", why.c_str());
   ShardOptions so;
   so.dtype = act;
   ASSIGN_OR_RETURN(so.quant, base_quant_from(cfg));

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <vector>
 
+#include "model/load.h"
 #include "store/disk_store.h"
 #include "store/ram_store.h"
 #include "store/sharder.h"
@@ -111,6 +112,32 @@ TrainerParts streamed_parts(LayerStore* store, Backend* be, StreamedSourceOption
   };
   p.load_extras = [be, store](Model& m) { return load_extras_via(be, store, m); };
   return p;
+}
+
+StatusOr<ModelConfig> base_model_config(const std::string& path) {
+  if (StatusOr<StoreManifest> m = open_store_manifest(path); m.ok()) return m->config;  // a layer store
+  ASSIGN_OR_RETURN(std::unique_ptr<ModelSource> src, open_model_source(path), "base_model");
+  return src->config();
+}
+
+StatusOr<std::string> resolve_stream_compress(const TrainConfig& cfg, Backend* be, DType act, std::string* why) {
+  if (cfg.stream_compress != "auto") return cfg.stream_compress;
+  if (act != DType::kBF16 || cfg.adapter != "lora" || cfg.stream == "off") return std::string("false");
+  ASSIGN_OR_RETURN(ModelConfig mc, base_model_config(cfg.base_model));
+  TrainConfig dense = cfg;
+  dense.stream_compress = "false";
+  StatusOr<Plan> planned = plan_for(dense, be, mc, act);
+  if (!planned.ok()) {  // the dense base does not fit: the smaller code12 slots may (else its plan says why)
+    if (why) *why = "stream_compress: auto -> true: the dense base does not fit the device memory; the code12 base's layers are ~24% smaller";
+    return std::string("true");
+  }
+  const Plan& p = *planned;
+  if (p.streamed_layers() == 0) return std::string("false");
+  if (why)
+    *why = Str() << "stream_compress: auto -> true: the plan streams " << p.streamed_layers() << " of " << p.num_layers
+                 << " layers, which move ~24% fewer bytes from a code12 base (lossless; stream_compress: false "
+                    "keeps the dense store)";
+  return std::string("true");
 }
 
 StatusOr<BaseWeights> open_base_weights(const TrainConfig& cfg, Backend* be, DType act) {

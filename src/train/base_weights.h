@@ -31,6 +31,17 @@ struct BaseWeights {
 // device memory and returns parts whose LayerSource follows the plan. Progress goes to stderr.
 StatusOr<BaseWeights> open_base_weights(const TrainConfig& cfg, Backend* be, DType act);
 
+// Note [stream_compress auto]: the default `stream_compress: auto` turns the code12 base on when it
+// can hold the run (bfloat16 compute, adapter lora, a streaming tier) and the plan for the dense
+// base streams at least one layer: streamed layers then move ~24% fewer bytes (18-30% faster
+// link-bound steps: bench/RESULTS.md session 17). A run whose layers all stay resident keeps the
+// dense base, which decodes nothing (code12 costs a resident step 9-22%). The bits are the same
+// either way. Returns "true" or "false" ("true"/"false" in cfg pass through); `why` (may be null)
+// says what decided auto.
+StatusOr<std::string> resolve_stream_compress(const TrainConfig& cfg, Backend* be, DType act, std::string* why);
+// The ModelConfig of base_model: a layer store's manifest, else the checkpoint's (open_model_source).
+StatusOr<ModelConfig> base_model_config(const std::string& path);
+
 // The pieces of open_base_weights that the data-parallel run (dist/) assembles per replica.
 
 // `device`: cpu | cuda | auto (CUDA when available); InvalidArgument naming the value otherwise.

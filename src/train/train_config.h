@@ -110,8 +110,9 @@ struct TrainConfig {
   int64_t stream_buffers = 2;
   // Store the base's seven linears losslessly in ~12 bits a weight (core/code12.h; bf16 runs): a
   // streamed layer moves ~24% fewer bytes, host RAM holds ~24% less, the bits are the same; each
-  // layer visit decodes its weights first (a cost resident layers pay too).
-  bool stream_compress = false;
+  // layer visit decodes its weights first (a cost resident layers pay too). auto | true | false;
+  // auto: on when the plan streams layers (train/base_weights.h Note [stream_compress auto]).
+  std::string stream_compress = "auto";
   std::string vram_budget;          // "" = auto (free device memory minus a margin); "4GiB", bytes
   std::string cache_dir;            // "" = $XDG_CACHE_HOME/streamtune or ~/.cache/streamtune
   // Embedding table + lm_head in host memory, the lm_head streamed in vocabulary chunks

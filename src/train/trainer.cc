@@ -31,7 +31,7 @@ StatusOr<DType> training_act_dtype(const TrainConfig& tc, const Backend& be) {
     return InvalidArgument(Str() << "dtype '" << tc.dtype << "' is not supported for training (bfloat16, float32)");
   RETURN_IF_ERROR(base_quant_from(tc).status());  // adapter / base refusals first
   const DType act = be.kind() == DeviceKind::kCpu ? DType::kF32 : d;
-  if (tc.stream_compress && act != DType::kBF16)
+  if (tc.stream_compress == "true" && act != DType::kBF16)
     return InvalidArgument(Str() << "stream_compress: true codes bfloat16 weights, but this run computes in "
                                  << dtype_name(act) << (be.kind() == DeviceKind::kCpu ? " (every CPU run does)" : ""));
   return act;
@@ -40,9 +40,10 @@ StatusOr<DType> training_act_dtype(const TrainConfig& tc, const Backend& be) {
 StatusOr<BaseQuant> base_quant_from(const TrainConfig& tc) {
   if (tc.load_in_4bit && tc.adapter != "qlora")
     return InvalidArgument(Str() << "load_in_4bit: true needs adapter: qlora (got adapter: " << tc.adapter << ")");
-  if (tc.stream_compress && tc.adapter == "qlora")
+  const bool code12 = tc.stream_compress == "true";  // "auto" is resolved before (resolve_stream_compress)
+  if (code12 && tc.adapter == "qlora")
     return InvalidArgument("stream_compress: true codes a bfloat16 base; a QLoRA base is already 4-bit NF4");
-  if (tc.adapter == "lora") return tc.stream_compress ? BaseQuant::kCode12 : BaseQuant::kNone;
+  if (tc.adapter == "lora") return code12 ? BaseQuant::kCode12 : BaseQuant::kNone;
   if (tc.adapter == "qlora") return BaseQuant::kNF4;
   return Unimplemented(Str() << "adapter '" << tc.adapter << "' is not supported (lora, qlora)");
 }
