@@ -193,9 +193,9 @@ struct GroupLinear {
 // gate/up: 2 F H elements), never the layer. The backward dequantizes again (a 4-bit read and a
 // 16-bit write per weight, small next to the GEMM that follows). Dequantization is exact and the
 // same on every backend, so an NF4 run is bit-identical to a run whose base is the dequantized
-// weights (tests/model/nf4_test.cc), streamed or resident. A code12 base (weights.h Note [code12
-// base layout]) takes the same path: its decode is lossless, so the run has the bits of the bf16
-// base (tests/model/code12_test.cc).
+// weights, streamed or resident. A code12 base (weights.h Note [code12 base layout]) takes the same
+// path: its decode is lossless, so the run has the bits of the dense bf16 base. Both:
+// tests/model/coded_base_test.cc.
 constexpr int kMaxGroup = 3;
 void dense_weights(const LayerCtx& ctx, const Scratch& s, std::initializer_list<GroupLinear> group,
                    Tensor (&w)[kMaxGroup]) {
