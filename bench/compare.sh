@@ -21,6 +21,9 @@
 #              after it is skipped and reported as such, so what ran still comes back.
 #   STEPS / WARMUP  timed / warm-up steps for every runner (default 5 / 2).
 #   RESIDENT / STREAMED  rows, "name:seq" separated by spaces (defaults below: the speed issue's).
+#   STREAMED_CODE12  streamed rows run again with a code12 base (--quant code12: lossless, ~24%
+#              fewer bytes to stream; what `train` does by default when layers stream), into
+#              streamtune.jsonl as mode "streamed code12"; default none.
 #   FULL       resident rows run again with --recompute full (per-layer checkpointing, the peer's
 #              setting; the default rows take the planner's choice, which on a big GPU keeps every
 #              activation), into streamtune_full.jsonl; default none.
@@ -100,6 +103,7 @@ run_st() {  # name seq stream [out.jsonl [extra bench flags...]]
 : >"$OUT/streamtune.jsonl"
 for row in $RESIDENT; do run_st "${row%%:*}" "${row##*:}" off; done
 for row in $STREAMED; do run_st "${row%%:*}" "${row##*:}" ram; done
+for row in ${STREAMED_CODE12:-}; do run_st "${row%%:*}" "${row##*:}" ram streamtune.jsonl --quant code12; done
 : >"$OUT/streamtune_full.jsonl"
 for row in ${FULL:-}; do run_st "${row%%:*}" "${row##*:}" off streamtune_full.jsonl --recompute full; done
 : >"$OUT/streamtune_own_attention.jsonl"

@@ -63,6 +63,8 @@ def main(d):
     out = []
     for r in st:
         mode = "resident" if r.get("stream") == "off" else "streamed"
+        if r.get("quant", "none") != "none":  # a coded base (bench --quant): its own row, the same peer
+            mode += " " + r["quant"]
         peer = (peft if mode == "resident" else tsb).get((r["model"], r["seq"]), {})
         ok, pok = "error" not in r, "error" not in peer and "tok_s" in peer
         row = dict(model=r["model"], seq=r["seq"], mode=mode,

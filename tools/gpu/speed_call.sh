@@ -17,7 +17,7 @@ for t in $([ -z "${SKIP_TESTS:-}" ] && ls .devbin/backend_cuda_*_gputest); do
   grep -E '^\[  FAILED|Failure' "$OUT/test_$n.log" | head -5
 done
 BIN=$PWD/.devbin/streamtune OUT=$OUT/cmp DEADLINE_S=${DEADLINE_S:-420} FULL=${FULL:-} ATTN=${ATTN:-} OWN_ATTN=${OWN_ATTN:-} \
-  PEER_NOCKPT=${PEER_NOCKPT:-} bash bench/compare.sh
+  PEER_NOCKPT=${PEER_NOCKPT:-} STREAMED_CODE12=${STREAMED_CODE12-"qwen2.5-1.5b:2048 qwen2.5-3b:2048"} bash bench/compare.sh
 python3 - "$OUT/cmp" <<'PY'
 import json, os, sys
 d = sys.argv[1]
@@ -34,8 +34,8 @@ for r in st:
     if r["stream"] == "off" or base_row is None:
         continue
     base, floor = base_row["step_ms"], r.get("transfer_floor_ms") or 0
-    print("streamed %s@%d: step %.1f ms, resident %.1f ms, floor %.1f ms (%.2f GB at %.1f GB/s) -> %.3f x max" % (
-        r["model"], r["seq"], r["step_ms"], base, floor, r["bytes_streamed_per_step"] / 1e9, r["h2d_pinned_gbps"] or 0,
+    print("streamed %s@%d%s: step %.1f ms, resident %.1f ms, floor %.1f ms (%.2f GB at %.1f GB/s) -> %.3f x max" % (
+        r["model"], r["seq"], "" if r.get("quant", "none") == "none" else " (" + r["quant"] + " base)", r["step_ms"], base, floor, r["bytes_streamed_per_step"] / 1e9, r["h2d_pinned_gbps"] or 0,
         r["step_ms"] / max(base, floor)))
 for f in ("streamtune_full.jsonl", "streamtune_attention.jsonl"):
     for r in load(f):
