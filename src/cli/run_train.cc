@@ -161,12 +161,10 @@ void print_outputs(const TrainConfig& cfg, const std::string& curve) {
 Status train_and_report(const TrainConfig& given, bool* interrupted) {
   ASSIGN_OR_RETURN(std::unique_ptr<Backend> be, backend_for(given.device), "device '" << given.device << "'");
   ASSIGN_OR_RETURN(DType act, training_act_dtype(given, *be));
+  ASSIGN_OR_RETURN(LoraConfig lc, lora_config_from(given));
+  ASSIGN_OR_RETURN(BaseWeights bw, open_base_weights(given, be.get(), act));
   TrainConfig cfg = given;
-  std::string why;
-  ASSIGN_OR_RETURN(cfg.stream_compress, resolve_stream_compress(given, be.get(), act, &why));
-  if (!why.empty()) std::fprintf(stderr, "%s\n", why.c_str());
-  ASSIGN_OR_RETURN(LoraConfig lc, lora_config_from(cfg));
-  ASSIGN_OR_RETURN(BaseWeights bw, open_base_weights(cfg, be.get(), act));
+  cfg.stream_compress = bw.stream_compress;  // auto, resolved
   ASSIGN_OR_RETURN(TrainData td, load_train_data(cfg, bw.parts.model));
   print_banner(cfg, *be, bw, td, lc);
 

@@ -41,7 +41,7 @@ Status code12_encode(const uint16_t* src, int64_t n, uint8_t* body, uint8_t* aux
   if (escapes > cap)
     return InvalidArgument(Str() << what << ": " << escapes << " of " << n
                                  << " weights have exponents outside the 15 most common ones; code12 holds at most "
-                                 << cap << " (one in " << kCode12EscapeEvery << "), so this tensor cannot be coded");
+                                 << cap << " (one in " << kCode12EscapeEvery << "), so this tensor " << kCode12Refusal);
   const uint32_t e32 = static_cast<uint32_t>(escapes);
   std::memcpy(aux + 16, &e32, 4);
   uint8_t* codes = aux + kCode12HeaderBytes;

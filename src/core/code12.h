@@ -37,6 +37,8 @@
 namespace st {
 
 constexpr int kCode12Escape = 15;
+// In the message of every refusal of code12_encode (callers that fall back to a dense base look for it).
+constexpr const char* kCode12Refusal = "cannot be coded";
 constexpr int64_t kCode12HeaderBytes = 32;
 constexpr int64_t kCode12EscapeEvery = 256;  // capacity: one escape per this many elements
 

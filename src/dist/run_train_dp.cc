@@ -85,15 +85,8 @@ StatusOr<std::unique_ptr<DpRun>> setup_data_parallel(const TrainConfig& given, i
     run->owned.push_back(std::move(be));
   }
   ASSIGN_OR_RETURN(DType act, training_act_dtype(cfg, *bes[0]));
-  std::string why;  // replicas are alike: one decision
-  ASSIGN_OR_RETURN(cfg.stream_compress, resolve_stream_compress(given, bes[0], act, &why));
-  if (!why.empty()) std::fprintf(stderr, "%s\n", why.c_str());
-  ShardOptions so;
-  so.dtype = act;
-  ASSIGN_OR_RETURN(so.quant, base_quant_from(cfg));
-  so.cache_dir = cfg.cache_dir;
-  ASSIGN_OR_RETURN(ShardResult sr, shard_model_path(cfg.base_model, so), "preparing the layer store for "
-                                                                            << cfg.base_model);
+  // Replicas are alike: one store, one stream_compress decision.
+  ASSIGN_OR_RETURN(ShardResult sr, shard_base_model(given, bes[0], act, &cfg.stream_compress));
   run->model = sr.manifest.config;
   ASSIGN_OR_RETURN(Plan plan, plan_for(cfg, bes[0], run->model, act));  // replicas are alike: one plan
   const StreamedSourceOptions opts = streamed_options(cfg, plan, run->model);

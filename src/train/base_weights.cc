@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <vector>
 
+#include "core/code12.h"
 #include "model/load.h"
 #include "store/disk_store.h"
 #include "store/ram_store.h"
@@ -140,8 +141,12 @@ StatusOr<std::string> resolve_stream_compress(const TrainConfig& cfg, Backend* b
   return std::string("true");
 }
 
-StatusOr<BaseWeights> open_base_weights(const TrainConfig& cfg, Backend* be, DType act) {
-  RETURN_IF_ERROR(check_stream_tier(cfg.stream));
+StatusOr<ShardResult> shard_base_model(const TrainConfig& given, Backend* be, DType act, std::string* stream_compress) {
+  std::string why;
+  ASSIGN_OR_RETURN(*stream_compress, resolve_stream_compress(given, be, act, &why));
+  if (!why.empty()) std::fprintf(stderr, "%s\n", why.c_str());
+  TrainConfig cfg = given;
+  cfg.stream_compress = *stream_compress;
   ShardOptions so;
   so.dtype = act;
   ASSIGN_OR_RETURN(so.quant, base_quant_from(cfg));
@@ -154,9 +159,24 @@ StatusOr<BaseWeights> open_base_weights(const TrainConfig& cfg, Backend* be, DTy
       std::fprintf(stderr, "sharding: %d/%d %s\n", done, total, what.c_str());
     }
   };
-  ASSIGN_OR_RETURN(ShardResult sr, shard_model_path(cfg.base_model, so), "preparing the layer store for "
-                                                                            << cfg.base_model);
+  StatusOr<ShardResult> sr = shard_model_path(cfg.base_model, so);
+  if (!sr.ok() && so.quant == BaseQuant::kCode12 && given.stream_compress == "auto" &&
+      sr.status().message().find(kCode12Refusal) != std::string::npos) {
+    std::fprintf(stderr, "stream_compress: auto -> false: %s\n", sr.status().message().c_str());
+    *stream_compress = "false";
+    so.quant = BaseQuant::kNone;
+    sr = shard_model_path(cfg.base_model, so);
+  }
+  RETURN_IF_ERROR(sr.status(), "preparing the layer store for " << cfg.base_model);
+  return sr;
+}
+
+StatusOr<BaseWeights> open_base_weights(const TrainConfig& given, Backend* be, DType act) {
+  RETURN_IF_ERROR(check_stream_tier(given.stream));
   BaseWeights bw;
+  ASSIGN_OR_RETURN(ShardResult sr, shard_base_model(given, be, act, &bw.stream_compress));
+  TrainConfig cfg = given;
+  cfg.stream_compress = bw.stream_compress;
   bw.store_dir = sr.dir;
   bw.store_reused = sr.reused;
   bw.store_reason = sr.reason;

@@ -11,6 +11,7 @@
 
 #include "backend/backend.h"
 #include "store/layer_store.h"
+#include "store/sharder.h"
 #include "stream/planner.h"
 #include "stream/streamed_layer_source.h"
 #include "train/train_config.h"
@@ -23,13 +24,21 @@ struct BaseWeights {
   std::string store_dir;
   bool store_reused = false;
   std::string store_reason;
+  std::string stream_compress;  // what the run uses: "true" | "false" (shard_base_model)
   Plan plan;
   TrainerParts parts;
 };
 
-// Shards (or reuses) the store for cfg.base_model in `act` dtype, opens the tier, plans the
-// device memory and returns parts whose LayerSource follows the plan. Progress goes to stderr.
+// Shards (or reuses) the store for cfg.base_model in `act` dtype (shard_base_model), opens the
+// tier, plans the device memory and returns parts whose LayerSource follows the plan. The caller
+// trains with cfg.stream_compress = the result's. Progress goes to stderr.
 StatusOr<BaseWeights> open_base_weights(const TrainConfig& cfg, Backend* be, DType act);
+
+// The store for this run: resolves stream_compress (Note [stream_compress auto]; what decided auto
+// goes to stderr) into *stream_compress, then shards or reuses. When auto chose code12 and a tensor
+// cannot be coded (core/code12.h: too many exponents outside the table), it says so and uses the
+// dense base instead; an explicit `true` fails naming the tensor.
+StatusOr<ShardResult> shard_base_model(const TrainConfig& cfg, Backend* be, DType act, std::string* stream_compress);
 
 // Note [stream_compress auto]: the default `stream_compress: auto` turns the code12 base on when it
 // can hold the run (bfloat16 compute, adapter lora, a streaming tier) and the plan for the dense

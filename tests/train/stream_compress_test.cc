@@ -1,13 +1,16 @@
 // stream_compress: auto (train/base_weights.h Note [stream_compress auto]) turns the code12 base
-// on exactly when it can hold the run and the dense plan streams layers; explicit values pass
-// through. The decision is taken with a bfloat16 run on the CPU backend's planner (a CPU training
+// on exactly when it can hold the run and the dense plan streams layers, and falls back to the
+// dense store when a tensor cannot be coded; explicit values pass through (true then fails). The decision is taken with a bfloat16 run on the CPU backend's planner (a CPU training
 // run itself computes in float32 and so never codes its base).
 #include <filesystem>
+#include <fstream>
 
 #include <gtest/gtest.h>
 
+#include "io/safetensors.h"
 #include "model/init_model.h"
 #include "model/presets.h"
+#include "core/code12.h"
 #include "train/base_weights.h"
 #include "train/train_config.h"
 
@@ -72,6 +75,59 @@ TEST(StreamCompress, AutoCodesTheBaseWhenThePlanStreamsLayers) {
     e.stream_compress = v;
     EXPECT_EQ(decide(e, DType::kBF16), v);
   }
+}
+
+// The 8-layer model with layer 2's up_proj rewritten to bf16 weights over 64 binades (49 in 64
+// outside any 15-entry exponent table): a tensor code12 cannot hold.
+const std::string& uncodable_model() {
+  static const std::string dir = [] {
+    const std::string d = (std::filesystem::temp_directory_path() / "st_stream_compress_wide").string();
+    auto c = model_preset("tiny-llama");
+    CHECK_OK(c.status());
+    c->num_layers = 8;
+    InitModelOptions io;
+    io.overwrite = true;
+    io.dtype = DType::kBF16;
+    CHECK_OK(init_model(*c, d, io).status());
+    const std::string file = d + "/model.safetensors";
+    auto st = SafetensorsFile::open(file);
+    CHECK_OK(st.status());
+    const TensorInfo* t = st->find("model.layers.2.mlp.up_proj.weight");
+    CHECK(t != nullptr && t->dtype == DType::kBF16);
+    std::vector<uint16_t> wide(static_cast<size_t>(t->numel()));
+    for (size_t i = 0; i < wide.size(); ++i) wide[i] = static_cast<uint16_t>((60 + i % 64) << 7);
+    std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(st->data_start() + t->offset));
+    f.write(reinterpret_cast<const char*>(wide.data()), static_cast<std::streamsize>(wide.size() * 2));
+    CHECK(f.good());
+    return d;
+  }();
+  return dir;
+}
+
+TEST(StreamCompress, AutoFallsBackToTheDenseBaseWhenATensorCannotBeCoded) {
+  auto be = make_backend(DeviceKind::kCpu, {.num_threads = 1});
+  ASSERT_TRUE(be.ok());
+  TrainConfig c = config("ram", "800KiB");
+  c.base_model = uncodable_model();
+  c.cache_dir = (std::filesystem::temp_directory_path() / "st_stream_compress_cache").string();
+  std::filesystem::remove_all(c.cache_dir);  // no store from an earlier run to reuse
+  std::string used;
+  StatusOr<ShardResult> sr = shard_base_model(c, be->get(), DType::kBF16, &used);
+  ASSERT_TRUE(sr.ok()) << sr.status().to_string();
+  EXPECT_EQ(used, "false");
+  EXPECT_EQ(sr->manifest.quant, BaseQuant::kNone);
+  c.stream_compress = "true";
+  sr = shard_base_model(c, be->get(), DType::kBF16, &used);
+  ASSERT_FALSE(sr.ok());
+  EXPECT_NE(sr.status().message().find("model.layers.2.mlp.up_proj.weight"), std::string::npos) << sr.status().message();
+  EXPECT_NE(sr.status().message().find(kCode12Refusal), std::string::npos) << sr.status().message();
+  c.base_model = eight_layer_model();  // a codable model: auto codes it
+  c.stream_compress = "auto";
+  sr = shard_base_model(c, be->get(), DType::kBF16, &used);
+  ASSERT_TRUE(sr.ok()) << sr.status().to_string();
+  EXPECT_EQ(used, "true");
+  EXPECT_EQ(sr->manifest.quant, BaseQuant::kCode12);
 }
 
 }  // namespace
