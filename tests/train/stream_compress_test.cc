@@ -17,18 +17,22 @@
 namespace st {
 namespace {
 
-// tiny-llama with 8 layers (a 2-layer model is never streamed: two buffers hold it whole).
+// tiny-llama with 8 layers (a 2-layer model is never streamed: two buffers hold it whole), bf16,
+// in the temp directory `name`.
+std::string write_eight_layer_model(const char* name) {
+  const std::string d = (std::filesystem::temp_directory_path() / name).string();
+  auto c = model_preset("tiny-llama");
+  CHECK_OK(c.status());
+  c->num_layers = 8;
+  InitModelOptions io;
+  io.overwrite = true;
+  io.dtype = DType::kBF16;
+  CHECK_OK(init_model(*c, d, io).status());
+  return d;
+}
+
 const std::string& eight_layer_model() {
-  static const std::string dir = [] {
-    const std::string d = (std::filesystem::temp_directory_path() / "st_stream_compress_test").string();
-    auto c = model_preset("tiny-llama");
-    CHECK_OK(c.status());
-    c->num_layers = 8;
-    InitModelOptions io;
-    io.overwrite = true;
-    CHECK_OK(init_model(*c, d, io).status());
-    return d;
-  }();
+  static const std::string dir = write_eight_layer_model("st_stream_compress_test");
   return dir;
 }
 
@@ -81,14 +85,7 @@ TEST(StreamCompress, AutoCodesTheBaseWhenThePlanStreamsLayers) {
 // outside any 15-entry exponent table): a tensor code12 cannot hold.
 const std::string& uncodable_model() {
   static const std::string dir = [] {
-    const std::string d = (std::filesystem::temp_directory_path() / "st_stream_compress_wide").string();
-    auto c = model_preset("tiny-llama");
-    CHECK_OK(c.status());
-    c->num_layers = 8;
-    InitModelOptions io;
-    io.overwrite = true;
-    io.dtype = DType::kBF16;
-    CHECK_OK(init_model(*c, d, io).status());
+    const std::string d = write_eight_layer_model("st_stream_compress_wide");
     const std::string file = d + "/model.safetensors";
     auto st = SafetensorsFile::open(file);
     CHECK_OK(st.status());

@@ -2,8 +2,10 @@
 // their sign+mantissa bytes and 4-bit exponent codes -- the bits of the CPU reference
 // (core/code12.cc code12_decode), escapes included.
 //
-// Memory-bound (1.5 bytes read, 2 written a weight): each thread turns 8 body bytes and one
-// 32-bit word of codes into 16 bytes of bf16. The 16-entry exponent table sits in shared memory.
+// Memory-bound (1.5 bytes read, 2 written a weight) once the integer work is lean: each thread
+// turns 8 body bytes and one 32-bit word of codes into 16 bytes of bf16, two elements a 32-bit op
+// (their bytes spread into 16-bit lanes by one byte permute) unless a code is the escape. The
+// 16-entry exponent table sits in shared memory.
 // Escapes (~0.01% of real weights) take the lower-bound search every decoder runs, in global
 // memory; they are too rare to be worth staging. Shapes or pointers the vector path cannot take
 // (n % 8 != 0, misaligned) run one element a thread.
@@ -59,14 +61,23 @@ __global__ void code12_vec_kernel(uint4* __restrict__ w, Code12Args a) {
     const uint2 b = body[g];
     const uint32_t c = codes[g];
     uint32_t out[4];
+    if ((c & (c >> 1) & (c >> 2) & (c >> 3) & 0x11111111u) == 0) {  // no code 15: two lanes at a time
 #pragma unroll
-    for (int k = 0; k < 4; ++k) {  // elements 2k, 2k + 1 of the group
-      const uint32_t bw = k < 2 ? b.x : b.y;
-      const uint32_t b0 = (bw >> (16 * (k % 2))) & 0xFF, b1 = (bw >> (16 * (k % 2) + 8)) & 0xFF;
-      const uint32_t c0 = (c >> (8 * k)) & 0xF, c1 = (c >> (8 * k + 4)) & 0xF;
-      const uint16_t v0 = decode_one(a, table, 8 * g + 2 * k, b0, c0);
-      const uint16_t v1 = decode_one(a, table, 8 * g + 2 * k + 1, b1, c1);
-      out[k] = static_cast<uint32_t>(v0) | (static_cast<uint32_t>(v1) << 16);
+      for (int k = 0; k < 4; ++k) {  // elements 2k, 2k + 1: their body bytes low in two 16-bit lanes
+        const uint32_t t = __byte_perm(k < 2 ? b.x : b.y, 0, k % 2 == 0 ? 0x4140 : 0x4342);
+        const uint32_t e = table[(c >> (8 * k)) & 0xF] | (static_cast<uint32_t>(table[(c >> (8 * k + 4)) & 0xF]) << 16);
+        out[k] = ((t & 0x00800080u) << 8) | (e << 7) | (t & 0x007F007Fu);
+      }
+    } else {  // an escape among the eight (~1 group in 1,000 of real weights)
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        const uint32_t bw = k < 2 ? b.x : b.y;
+        const uint32_t b0 = (bw >> (16 * (k % 2))) & 0xFF, b1 = (bw >> (16 * (k % 2) + 8)) & 0xFF;
+        const uint32_t c0 = (c >> (8 * k)) & 0xF, c1 = (c >> (8 * k + 4)) & 0xF;
+        const uint16_t v0 = decode_one(a, table, 8 * g + 2 * k, b0, c0);
+        const uint16_t v1 = decode_one(a, table, 8 * g + 2 * k + 1, b1, c1);
+        out[k] = static_cast<uint32_t>(v0) | (static_cast<uint32_t>(v1) << 16);
+      }
     }
     w[g] = make_uint4(out[0], out[1], out[2], out[3]);
   }
