@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Data parallel on 2 GPUs through NCCL (one device call on nvidia-h200-x2; binaries from .devbin):
 # the same tiny run with devices: 1 and devices: 2 (gradient_accumulation_steps per device halved,
-# so both see the same 4-micro-batch window); losses side by side.
+# so both see the same 4-micro-batch window); losses side by side. Then devices: 2 with layers
+# streamed from RAM (300 MiB a GPU) on the dense and on the code12 base (stream_compress false /
+# true): the same losses and adapter bytes.
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 [ -f .devbin/pack.tar.xz ] && tar xJf .devbin/pack.tar.xz -C .devbin
@@ -37,4 +39,12 @@ for n in 1 2; do
   echo "devices=$n accumulation=$acc rc=$? $(grep -m1 -iE 'replica|devices|nccl' $W/o$n.log)"
   python3 -c "import json; print(' '.join('%.6f' % json.loads(l)['loss'] for l in open('$W/o$n/metrics.jsonl') if '\"loss\"' in l))"
   tail -2 $W/o$n.log
+done
+for sc in false true; do
+  d=$W/s_$sc
+  timeout 120 $B train $W/c.yaml --devices=2 --gradient_accumulation_steps=2 --vram_budget=300MiB --stream_compress=$sc \
+    --output_dir=$d >$d.log 2>&1
+  echo "devices=2 streamed stream_compress=$sc rc=$? $(grep -m1 '^plan:' $d.log | cut -c1-120)"
+  echo "  losses $(python3 -c "import json; print(' '.join(repr(json.loads(l)['loss']) for l in open('$d/metrics.jsonl') if '\"loss\"' in l))") adapter $(md5sum < $d/adapter_model.safetensors | cut -c1-16)"
+  tail -1 $d.log
 done
