@@ -70,6 +70,10 @@ std::string nf4_layout_error(const ModelConfig& c) {
   return "";
 }
 
+LayerLayout resident_layer_layout(const ModelConfig& c, DType dtype, BaseQuant quant) {
+  return make_layer_layout(c, dtype, quant == BaseQuant::kCode12 ? BaseQuant::kNone : quant);
+}
+
 std::string base_layout_error(const ModelConfig& c, DType dtype, BaseQuant quant) {
   if (quant == BaseQuant::kNF4) return nf4_layout_error(c);
   if (quant == BaseQuant::kCode12 && dtype != DType::kBF16)

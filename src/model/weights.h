@@ -68,6 +68,9 @@ struct LayerLayout {
 // span rows): callers check nf4_layout_error (why not, or "") first; make_layer_layout CHECKs it.
 LayerLayout make_layer_layout(const ModelConfig& c, DType dtype, BaseQuant quant = BaseQuant::kNone);
 std::string nf4_layout_error(const ModelConfig& c);
+// The layout a layer kept resident on the device has: the dense twin of a code12 layout (decoded
+// once when loaded: stream/streamed_layer_source.h Note [resident code12 layers]), else `quant`'s.
+LayerLayout resident_layer_layout(const ModelConfig& c, DType dtype, BaseQuant quant);
 // Why `quant` cannot store this model in `dtype` (nf4_layout_error; code12 needs bf16), or "".
 std::string base_layout_error(const ModelConfig& c, DType dtype, BaseQuant quant);
 

@@ -65,13 +65,15 @@ uint64_t fused_attention_extra(const PlanInput& in, int64_t tokens, uint64_t wor
 std::vector<PlanTerm> plan_terms(const PlanInput& in, const Shape& s) {
   const ModelConfig& c = in.model;
   const uint64_t lb = make_layer_layout(c, in.dtype, in.quant).bytes;
+  const uint64_t rb = resident_layer_layout(c, in.dtype, in.quant).bytes;  // Note [resident code12 layers]
   const ModelOptions mo = model_options(in, s);
   const char* extras_name = s.host_extras ? "final norm + lm_head chunk buffers"
                             : c.tie_word_embeddings ? "embedding + final norm"
                                                     : "embedding + final norm + lm_head";
   std::vector<PlanTerm> t = {
-      {"resident layers", lb * static_cast<uint64_t>(s.resident)},
-      {"pool slots", lb * static_cast<uint64_t>(s.slots)},
+      {"resident layers", rb * static_cast<uint64_t>(s.resident)},
+      // A coded resident layer is decoded through one staging blob: a pool slot serves when any.
+      {"pool slots", lb * static_cast<uint64_t>(std::max(s.slots, rb != lb && s.resident > 0 ? 1 : 0))},
       // The Model's own functions are the single source of truth for its device bytes.
       {extras_name, model_device_extras_bytes(c, mo)},
       {"activations + scratch (model arena)", model_arena_bytes(c, in.lora, mo)},

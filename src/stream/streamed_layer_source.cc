@@ -13,7 +13,9 @@ StatusOr<std::unique_ptr<StreamedLayerSource>> StreamedLayerSource::create(Backe
   const StoreManifest& m = store->manifest();
   LayerLayout layout = make_layer_layout(m.config, m.dtype, m.quant);
   CHECK(layout.bytes == m.layer_bytes, "store layout disagrees with make_layer_layout");
-  std::unique_ptr<StreamedLayerSource> src(new StreamedLayerSource(be, store, std::move(layout)));
+  LayerLayout resident_layout = resident_layer_layout(m.config, m.dtype, m.quant);
+  std::unique_ptr<StreamedLayerSource> src(
+      new StreamedLayerSource(be, store, std::move(layout), std::move(resident_layout)));
   src->resident_index_.assign(m.num_layers, -1);
   std::vector<int> resident;
   for (int l : opts.resident_layers) {
@@ -37,11 +39,42 @@ StatusOr<std::unique_ptr<StreamedLayerSource>> StreamedLayerSource::create(Backe
 
 Status StreamedLayerSource::load_resident(const std::vector<int>& layers) {
   if (layers.empty()) return Status::OK();
-  size_t lb = layout_.bytes;
+  const size_t lb = resident_layout_.bytes;
   ASSIGN_OR_RETURN(resident_, be_->alloc(lb * layers.size()), "resident layers (" << layers.size() << " x " << lb << " bytes)");
-  for (size_t i = 0; i < layers.size(); ++i)
-    RETURN_IF_ERROR(store_->load_layer(layers[i], static_cast<char*>(resident_) + i * lb));
-  be_->sync_stream(StreamId::kH2D);
+  if (resident_layout_.quant == layout_.quant) {
+    for (size_t i = 0; i < layers.size(); ++i)
+      RETURN_IF_ERROR(store_->load_layer(layers[i], static_cast<char*>(resident_) + i * lb));
+    be_->sync_stream(StreamId::kH2D);
+    return Status::OK();
+  }
+  // Coded store, dense residents: each blob through one staging buffer, decoded into place.
+  ASSIGN_OR_RETURN(void* staging, be_->alloc(layout_.bytes), "staging a coded resident layer (" << layout_.bytes << " bytes)");
+  Status st;
+  for (size_t i = 0; i < layers.size() && st.ok(); ++i) {
+    st = store_->load_layer(layers[i], staging);
+    be_->sync_stream(StreamId::kH2D);  // the decode runs on the compute stream
+    if (st.ok()) st = decode_resident(staging, static_cast<char*>(resident_) + i * lb);
+    be_->sync_stream(StreamId::kCompute);  // before the next load overwrites the staging
+  }
+  be_->free(staging);
+  return st;
+}
+
+// One coded blob into its dense twin: code12 linears decoded, every other tensor copied.
+Status StreamedLayerSource::decode_resident(void* coded, void* dense) {
+  const LayerWeights c = layer_weights_view(layout_, coded);
+  const LayerWeights d = layer_weights_view(resident_layout_, dense);
+  const std::pair<const Tensor*, const Tensor*> linears[] = {
+      {&c.q, &d.q}, {&c.k, &d.k}, {&c.v, &d.v}, {&c.o, &d.o}, {&c.gate, &d.gate}, {&c.up, &d.up}, {&c.down, &d.down}};
+  const Tensor* aux[] = {&c.q_aux, &c.k_aux, &c.v_aux, &c.o_aux, &c.gate_aux, &c.up_aux, &c.down_aux};
+  for (size_t i = 0; i < std::size(linears); ++i) be_->decode_code12(*linears[i].second, *linears[i].first, *aux[i]);
+  for (const LayerTensorSpec& s : resident_layout_.tensors) {
+    const LayerTensorSpec* from = layout_.find(s.id);
+    if (from == nullptr || from->quantized()) continue;
+    CHECK(from->nbytes == s.nbytes, "resident decode: " << s.hf_suffix << " changed size");
+    be_->copy_d2d(static_cast<char*>(dense) + s.offset, static_cast<char*>(coded) + from->offset, s.nbytes,
+                  StreamId::kCompute);
+  }
   return Status::OK();
 }
 
@@ -65,7 +98,8 @@ void StreamedLayerSource::begin_step(const std::vector<int>& visits) {
 
 LayerWeights StreamedLayerSource::acquire(int layer) {
   if (resident_index_[layer] >= 0)
-    return layer_weights_view(layout_, static_cast<char*>(resident_) + resident_index_[layer] * layout_.bytes);
+    return layer_weights_view(resident_layout_,
+                              static_cast<char*>(resident_) + resident_index_[layer] * resident_layout_.bytes);
   StatusOr<void*> p = prefetcher_->acquire(layer);
   if (p.ok()) return layer_weights_view(layout_, *p);
   if (error_.ok()) error_ = p.status();

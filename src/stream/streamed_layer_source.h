@@ -4,6 +4,13 @@
 // from it; the rest go through a LayerBufferPool + Prefetcher. Same bytes, same views, same
 // kernels as ResidentLayerSource: losses must be bit-identical (design.md §1).
 //
+// Note [resident code12 layers]: with a code12 store (model/weights.h Note [code12 base layout])
+// the resident layers are decoded once, at construction, into the dense bf16 layout: their visits
+// then decode nothing (a resident visit would otherwise pay ~3.5 bytes of device traffic a weight,
+// 8-18% of a resident step: bench/RESULTS.md session 17), while streamed layers keep moving the
+// coded bytes. The decode is lossless, so the views hold the same weights either way; the planner
+// counts resident layers at their dense size (stream/planner.h).
+//
 // Errors: LayerSource::acquire cannot return a Status. A failed load (IOError/Corruption naming
 // the file) is sticky: acquire then returns views of the slot (stale bytes), nothing blocks, and
 // status() / end_step_status() report the error. The trainer must check status() after
@@ -45,13 +52,15 @@ class StreamedLayerSource : public LayerSource {
   bool is_resident(int layer) const { return resident_index_[layer] >= 0; }
 
  private:
-  StreamedLayerSource(Backend* be, LayerStore* store, LayerLayout layout)
-      : be_(be), store_(store), layout_(std::move(layout)) {}
+  StreamedLayerSource(Backend* be, LayerStore* store, LayerLayout layout, LayerLayout resident_layout)
+      : be_(be), store_(store), layout_(std::move(layout)), resident_layout_(std::move(resident_layout)) {}
   Status load_resident(const std::vector<int>& layers);
+  Status decode_resident(void* coded, void* dense);
 
   Backend* be_;
   LayerStore* store_;
-  LayerLayout layout_;
+  LayerLayout layout_;           // the store's blobs (pool slots)
+  LayerLayout resident_layout_;  // the resident buffer's: layout_, or its dense twin (Note [resident code12 layers])
   std::vector<int> resident_index_;  // per layer: index into the resident buffer, or -1
   void* resident_ = nullptr;
   std::unique_ptr<LayerBufferPool> pool_;

@@ -42,10 +42,11 @@ StatusOr<ShardResult> shard_base_model(const TrainConfig& cfg, Backend* be, DTyp
 
 // Note [stream_compress auto]: the default `stream_compress: auto` turns the code12 base on when it
 // can hold the run (bfloat16 compute, adapter lora, a streaming tier) and the plan for the dense
-// base streams at least one layer: streamed layers then move ~24% fewer bytes (18-30% faster
-// link-bound steps: bench/RESULTS.md session 17). A run whose layers all stay resident keeps the
-// dense base, which decodes nothing (code12 costs a resident step 9-22%). The bits are the same
-// either way. Returns "true" or "false" ("true"/"false" in cfg pass through); `why` (may be null)
+// base streams at least one layer (or does not fit): streamed layers then move ~24% fewer bytes
+// (8-30% faster link-bound steps: bench/RESULTS.md session 17) and decode on each visit; resident
+// layers are decoded once when loaded (stream/streamed_layer_source.h Note [resident code12
+// layers]), so only streamed visits pay the decode. A run whose layers all stay resident keeps the
+// dense store (nothing to gain). The bits are the same either way. Returns "true" or "false" ("true"/"false" in cfg pass through); `why` (may be null)
 // says what decided auto.
 StatusOr<std::string> resolve_stream_compress(const TrainConfig& cfg, Backend* be, DType act, std::string* why);
 // The ModelConfig of base_model: a layer store's manifest, else the checkpoint's (open_model_source).

@@ -131,6 +131,32 @@ TEST(Planner, TermsAndResidentCount) {
   EXPECT_NE(some->banner().find("5 of 24 layers resident"), std::string::npos) << some->banner();
 }
 
+// Note [resident code12 layers]: a code12 plan counts its resident layers dense (decoded once) and
+// its pool slots coded; with layers resident and none streamed, one coded staging blob.
+TEST(Planner, Code12CountsResidentLayersDenseAndSlotsCoded) {
+  PlanInput in = qwen_input(1ull << 40);
+  in.offload_embeddings = "false";
+  in.quant = BaseQuant::kCode12;
+  in.recompute = "full";  // a fixed activation term: the budget below moves layers, not recompute
+  const ModelConfig& c = in.model;
+  const uint64_t dense = make_layer_layout(c, DType::kBF16).bytes;
+  const uint64_t coded = make_layer_layout(c, DType::kBF16, BaseQuant::kCode12).bytes;
+  ASSERT_LT(coded * 100, dense * 80);
+  StatusOr<Plan> all = make_plan(in);
+  ASSERT_TRUE(all.ok()) << all.status().to_string();
+  EXPECT_EQ(all->num_slots, 0);
+  EXPECT_EQ(term(*all, "resident layers"), dense * static_cast<uint64_t>(c.num_layers));
+  EXPECT_EQ(term(*all, "pool slots"), coded);  // the decode staging
+  in.vram_budget = all->vram_total - dense * 10;  // some layers must stream
+  StatusOr<Plan> some = make_plan(in);
+  ASSERT_TRUE(some.ok()) << some.status().to_string();
+  ASSERT_GT(some->num_slots, 0);
+  ASSERT_GT(some->resident_layers.size(), 0u);
+  EXPECT_EQ(term(*some, "resident layers"), dense * some->resident_layers.size());
+  EXPECT_EQ(term(*some, "pool slots"), coded * static_cast<uint64_t>(some->num_slots));
+  EXPECT_EQ(some->layer_bytes, coded);
+}
+
 // Note [recompute plan]: auto takes the least recompute that fits once every layer is resident;
 // an explicit mode is planned as asked or refused with a fix.
 TEST(Planner, RecomputeFollowsSpareMemory) {

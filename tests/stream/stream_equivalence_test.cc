@@ -2,7 +2,8 @@
 // -> chunked head + CE -> layers in reverse with recompute) run through ResidentLayerSource and
 // through StreamedLayerSource over a RamStore / DiskStore with 2, 3 and L buffers and with some
 // layers resident gives the same loss bits and the same LoRA gradient/parameter bits, over two
-// optimizer steps. Also: a read error on the disk tier surfaces as an error naming the file,
+// optimizer steps; so does a code12 store (bf16), whose resident layers are decoded once into the
+// dense layout and whose streamed ones each visit. Also: a read error on the disk tier surfaces as an error naming the file,
 // without hanging the step. One OpenMP thread: spinning OpenMP workers would starve the copy
 // thread on a small loaded CI machine (the test is about bits, not speed).
 #include <gtest/gtest.h>
@@ -56,7 +57,7 @@ class Equivalence : public ::testing::Test {
   static void TearDownTestSuite() { delete dir_; }
 
   // Two accumulation windows of two micro-batches, an AdamW update between them.
-  RunResult run_steps(Backend* be, LayerSource& src) {
+  RunResult run_steps(Backend* be, LayerSource& src, DType act = DType::kF32) {
     LoraConfig lc;
     lc.r = 4;
     lc.alpha = 8;
@@ -64,7 +65,8 @@ class Equivalence : public ::testing::Test {
     lc.targets[static_cast<int>(LoraTarget::kV)] = true;
     lc.targets[static_cast<int>(LoraTarget::kDown)] = true;
     ModelOptions mo;
-    mo.act_dtype = DType::kF32;
+    mo.act_dtype = act;
+    mo.base_quant = act == DType::kBF16 ? BaseQuant::kCode12 : BaseQuant::kNone;
     mo.max_tokens = kSeq;
     auto model = Model::create(cfg_, be, lc, mo).value();
     Checkpoint ck = Checkpoint::open(dir_->sub("model")).value();
@@ -146,6 +148,36 @@ TEST_F(Equivalence, StreamedEqualsResidentBitForBit) {
     EXPECT_EQ(s.loads + s.reuse_hits, s.visits) << what;
     if (c.slots >= streamed) EXPECT_EQ(s.loads, streamed) << what;  // everything fits: loaded once
     else EXPECT_GT(s.reuse_hits, 0) << what;                         // the turn reuses slots
+  }
+}
+
+TEST_F(Equivalence, Code12StoreEqualsTheDenseBf16BaseResidentOrStreamed) {
+  auto be = make_backend(DeviceKind::kCpu, {.device_index = 0, .num_threads = 1}).value();
+  Checkpoint ck = Checkpoint::open(dir_->sub("model")).value();
+  auto dense = ResidentLayerSource::from_checkpoint(be.get(), cfg_, make_layer_layout(cfg_, DType::kBF16), ck).value();
+  const RunResult ref = run_steps(be.get(), *dense, DType::kBF16);
+  ShardOptions so;
+  so.dtype = DType::kBF16;
+  so.quant = BaseQuant::kCode12;
+  so.out_dir = dir_->sub("store_code12");
+  CHECK_OK(shard_model_path(dir_->sub("model"), so).status());
+  auto ram = RamStore::open(so.out_dir, be.get()).value();
+  auto disk = DiskStore::open(so.out_dir, be.get()).value();
+  for (auto [store, resident] : std::vector<std::pair<LayerStore*, std::vector<int>>>{
+           {ram.get(), {}}, {ram.get(), {1, 2}}, {disk.get(), {0}}, {ram.get(), {0, 1, 2, 3}}}) {
+    StreamedSourceOptions o;
+    o.resident_layers = resident;
+    auto src = StreamedLayerSource::create(be.get(), store, o).value();
+    const std::string what = Str() << "code12 " << store->tier() << " resident " << resident.size();
+    for (int l : resident) {  // Note [resident code12 layers]: decoded once, the dense layout
+      LayerWeights w = src->acquire(l);
+      EXPECT_EQ(w.quant, BaseQuant::kNone) << what;
+      EXPECT_EQ(w.q.dtype, DType::kBF16) << what;
+      src->release(l);
+    }
+    RunResult r = run_steps(be.get(), *src, DType::kBF16);
+    ASSERT_TRUE(src->status().ok()) << what << ": " << src->status().to_string();
+    expect_identical(ref, r, what);
   }
 }
 
