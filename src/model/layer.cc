@@ -29,9 +29,9 @@ struct Scratch {
   Tensor wq;            // NF4 / code12 base: a group's decoded weights (Note [NF4 base]); else empty
 };
 
-// The dense-weight staging a coded base needs: the largest group of linears dequantized at once
+// The dense-weight staging a coded base needs: the largest group of linears decoded at once
 // (q/k/v, o, gate/up or down), contiguous so gemm_pair still sees one strided batch.
-int64_t nf4_staging_elems(const ModelConfig& c) {
+int64_t coded_staging_elems(const ModelConfig& c) {
   const int64_t H = c.hidden_size, Q = c.q_dim(), KV = c.kv_dim(), F = c.intermediate_size;
   return std::max({(Q + 2 * KV) * H, H * Q, 2 * F * H});
 }
@@ -133,7 +133,7 @@ Scratch carve(Carver& cv, const ModelConfig& c, int64_t N, const LoraConfig& lc,
   Scratch s;
   carve_forward(cv, &s, c, N, lc, act);
   carve_backward(cv, &s, c, N, lc, act);
-  if (quant != BaseQuant::kNone) s.wq = cv.take(act, {nf4_staging_elems(c)});
+  if (quant != BaseQuant::kNone) s.wq = cv.take(act, {coded_staging_elems(c)});
   return s;
 }
 

@@ -53,7 +53,7 @@ Status StreamedLayerSource::load_resident(const std::vector<int>& layers) {
   for (size_t i = 0; i < layers.size() && st.ok(); ++i) {
     st = store_->load_layer(layers[i], staging);
     be_->sync_stream(StreamId::kH2D);  // the decode runs on the compute stream
-    if (st.ok()) st = decode_resident(staging, static_cast<char*>(resident_) + i * lb);
+    if (st.ok()) decode_resident(staging, static_cast<char*>(resident_) + i * lb);
     be_->sync_stream(StreamId::kCompute);  // before the next load overwrites the staging
   }
   be_->free(staging);
@@ -61,7 +61,7 @@ Status StreamedLayerSource::load_resident(const std::vector<int>& layers) {
 }
 
 // One coded blob into its dense twin: code12 linears decoded, every other tensor copied.
-Status StreamedLayerSource::decode_resident(void* coded, void* dense) {
+void StreamedLayerSource::decode_resident(void* coded, void* dense) {
   const LayerWeights c = layer_weights_view(layout_, coded);
   const LayerWeights d = layer_weights_view(resident_layout_, dense);
   const std::pair<const Tensor*, const Tensor*> linears[] = {
@@ -75,7 +75,6 @@ Status StreamedLayerSource::decode_resident(void* coded, void* dense) {
     be_->copy_d2d(static_cast<char*>(dense) + s.offset, static_cast<char*>(coded) + from->offset, s.nbytes,
                   StreamId::kCompute);
   }
-  return Status::OK();
 }
 
 StreamedLayerSource::~StreamedLayerSource() {

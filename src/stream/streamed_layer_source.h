@@ -55,7 +55,7 @@ class StreamedLayerSource : public LayerSource {
   StreamedLayerSource(Backend* be, LayerStore* store, LayerLayout layout, LayerLayout resident_layout)
       : be_(be), store_(store), layout_(std::move(layout)), resident_layout_(std::move(resident_layout)) {}
   Status load_resident(const std::vector<int>& layers);
-  Status decode_resident(void* coded, void* dense);
+  void decode_resident(void* coded, void* dense);  // enqueued on compute
 
   Backend* be_;
   LayerStore* store_;
