@@ -53,6 +53,28 @@ TEST(Code12, RoundTripsWeightLikeTensorsOfAnySize) {
   }
 }
 
+TEST(Code12, BigTensorsCodeOnSeveralThreadsWithEscapesInOrder) {
+  const int64_t n = (int64_t{1} << 22) + 1234;  // past the threading threshold, not a round size
+  std::vector<uint16_t> v = normal_bf16(n, 0.02f, 9);
+  for (int64_t k = 0; k < 200; ++k) v[static_cast<size_t>(k * (n / 200) + (k % 3))] = 0x7F80;  // escapes in every chunk
+  v.back() = 0xFFC0;
+  const Coded c = encode(v);
+  ASSERT_TRUE(c.status.ok()) << c.status.to_string();
+  EXPECT_EQ(decode(c, n), v);
+  EXPECT_GE(code12_escapes(c.aux.data(), n), 201);
+  // The escapes' indices are strictly increasing: the decoders' search relies on it.
+  const uint8_t* idx = c.aux.data() + code12_idx_offset(n);
+  uint32_t prev = 0;
+  for (int64_t j = 0; j < code12_escapes(c.aux.data(), n); ++j) {
+    uint32_t i32;
+    std::memcpy(&i32, idx + 4 * j, 4);
+    if (j > 0) {
+      ASSERT_GT(i32, prev) << "escape " << j;
+    }
+    prev = i32;
+  }
+}
+
 TEST(Code12, SizeIsTwelveBitsAndTheEscapeRoom) {
   const int64_t n = 896 * 4864;  // Qwen2.5-0.5B's gate_proj
   const double bits = 8.0 * static_cast<double>(n + code12_aux_bytes(n)) / static_cast<double>(n);
