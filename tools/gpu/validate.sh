@@ -201,6 +201,7 @@ Y
       --output_dir=$W/cs_$tool >"$OUT/sanitizer_$tool.log" 2>&1
     say "compute-sanitizer $tool rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|Error:' "$OUT/sanitizer_$tool.log" | head -3 | tr '\n' ' ')"
   done
+  bash tools/gpu/code12_sanitizer.sh $B $W/t6.yaml "$CS" | tee -a "$OUT/summary.txt"
 fi
 
 # 6. PEFT round trip.
