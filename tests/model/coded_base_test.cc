@@ -6,6 +6,7 @@
 // for NF4, a tensor code12 cannot hold), and the CPU backend's decoders against core/.
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -142,14 +143,24 @@ TEST(Nf4Base, TrainsToTheBitsOfItsDequantizedTwin) {
   }
 }
 
-TEST(Nf4Base, PackerRefusesNonFiniteWeightsNamingTheTensor) {
+// Packs layer 3 of the llama_gqa fixture in `quant` from a reader that fills every tensor of n
+// elements with fill(name, n, dtype, dst); the packer's verdict.
+Status pack_layer3(BaseQuant quant, const std::function<void(const std::string&, int64_t, DType, void*)>& fill) {
   auto mc = load_hf_config(kFixtures + "llama_gqa/model/config.json");
-  ASSERT_TRUE(mc.ok());
-  const LayerLayout layout = make_layer_layout(*mc, DType::kBF16, BaseQuant::kNF4);
+  CHECK_OK(mc.status());
+  const LayerLayout layout = make_layer_layout(*mc, DType::kBF16, quant);
   std::vector<char> blob(layout.bytes);
-  TensorReader reader = [](const std::string& name, const std::vector<int64_t>& shape, DType dt, void* dst) {
+  TensorReader reader = [&](const std::string& name, const std::vector<int64_t>& shape, DType dt, void* dst) {
     int64_t n = 1;
     for (int64_t d : shape) n *= d;
+    fill(name, n, dt, dst);
+    return Status::OK();
+  };
+  return pack_layer_with(reader, layout, 3, blob.data());
+}
+
+TEST(Nf4Base, PackerRefusesNonFiniteWeightsNamingTheTensor) {
+  Status s = pack_layer3(BaseQuant::kNF4, [](const std::string& name, int64_t n, DType dt, void* dst) {
     if (dt == DType::kF32) {
       float* f = static_cast<float*>(dst);
       for (int64_t i = 0; i < n; ++i) f[i] = 0.01f;
@@ -157,9 +168,7 @@ TEST(Nf4Base, PackerRefusesNonFiniteWeightsNamingTheTensor) {
     } else {
       std::memset(dst, 0, static_cast<size_t>(n) * dtype_size(dt));
     }
-    return Status::OK();
-  };
-  Status s = pack_layer_with(reader, layout, 3, blob.data());
+  });
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.message().find("model.layers.3.mlp.up_proj.weight"), std::string::npos) << s.message();
   EXPECT_NE(s.message().find("element 70"), std::string::npos) << s.message();
@@ -234,21 +243,13 @@ TEST(Code12Base, TrainsToTheBitsOfTheDenseBf16Base) {
 }
 
 TEST(Code12Base, PackerRefusesATensorItCannotHoldNamingIt) {
-  auto mc = load_hf_config(kFixtures + "llama_gqa/model/config.json");
-  ASSERT_TRUE(mc.ok());
-  const LayerLayout layout = make_layer_layout(*mc, DType::kBF16, BaseQuant::kCode12);
-  std::vector<char> blob(layout.bytes);
-  TensorReader reader = [](const std::string& name, const std::vector<int64_t>& shape, DType dt, void* dst) {
-    int64_t n = 1;
-    for (int64_t d : shape) n *= d;
+  Status s = pack_layer3(BaseQuant::kCode12, [](const std::string& name, int64_t n, DType dt, void* dst) {
     EXPECT_EQ(dt, DType::kBF16);
     uint16_t* h = static_cast<uint16_t*>(dst);
     // Weights over 64 binades (49 in 64 outside any 15-entry table) in up_proj only.
     const bool wide = name.find("up_proj") != std::string::npos;
     for (int64_t i = 0; i < n; ++i) h[i] = wide ? static_cast<uint16_t>((60 + i % 64) << 7) : f32_to_bf16(0.01f);
-    return Status::OK();
-  };
-  Status s = pack_layer_with(reader, layout, 3, blob.data());
+  });
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.message().find("model.layers.3.mlp.up_proj.weight"), std::string::npos) << s.message();
   EXPECT_NE(s.message().find("cannot be coded"), std::string::npos) << s.message();
