@@ -99,6 +99,10 @@ __global__ void code12_scalar_kernel(uint16_t* __restrict__ w, Code12Args a) {
 
 void launch_decode_code12(Tensor w, Tensor body, Tensor aux, cudaStream_t s) {
   const int64_t n = w.numel();
+  CHECK(w.dtype == DType::kBF16 && body.dtype == DType::kU8 && aux.dtype == DType::kU8 && body.numel() == n &&
+            aux.numel() == code12_aux_bytes(n),
+        "decode_code12: w " << w.shape_str() << " body " << body.shape_str() << " aux " << aux.shape_str());
+  CHECK(reinterpret_cast<uintptr_t>(aux.data) % 4 == 0, "decode_code12: misaligned aux");
   if (n == 0) return;
   const auto* ab = static_cast<const uint8_t*>(aux.data);
   Code12Args a{static_cast<const uint8_t*>(body.data), ab,
