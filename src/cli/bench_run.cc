@@ -97,6 +97,7 @@ struct Residency {
   bool host_extras = false;
   Recompute recompute = Recompute::kFull;
   uint64_t fused_attention = 0;  // bytes granted to the fused (cuDNN) attention; 0: own kernels
+  uint64_t fused_whole = 0;      // its whole workspace (more than the grant: the chunked backward)
   uint64_t launch_plans = 0;     // bytes granted to layer launch plans (Note [launch plan memory])
   int mb_slots = 1;              // micro-batches held at once (model/model.h Note [layer-major accumulation])
 };
@@ -130,6 +131,7 @@ StatusOr<Residency> decide_residency(const BenchOptions& o, Backend* be, const M
   if (dm.known) in.device_free_bytes = dm.free;
   const int L = static_cast<int>(c.num_layers);
   Residency res;
+  res.fused_whole = in.fused_attention_workspace;
   if (o.stream == "off" && o.offload_embeddings == "true")
     return InvalidArgument("--offload-embeddings true needs --stream ram or disk");
   if (o.stream != "off" && o.vram_budget.empty()) {
@@ -246,8 +248,9 @@ StatusOr<BenchResult> run_bench(const BenchOptions& o) {
   // Packed documents run on cuDNN as ragged spans (attention_cudnn.cc Note [ragged documents])
   // where the plan grants cuDNN at all (a shape needing more workspace keeps the own kernels).
   r.attention = res.fused_attention == 0 ? (o.doc_len > 0 ? "own kernels (packed documents)" : "own kernels")
-                : o.doc_len > 0      ? "fused (cuDNN, documents as ragged spans)"
-                                     : "fused (cuDNN)";
+                : o.doc_len > 0                        ? "fused (cuDNN, documents as ragged spans)"
+                : res.fused_attention < res.fused_whole ? "fused (cuDNN, backward in query chunks)"
+                                                        : "fused (cuDNN)";
   r.host_extras = res.host_extras;
   r.recompute = recompute_name(res.recompute);
   ASSIGN_OR_RETURN(std::unique_ptr<Model> model, Model::create(c, be.get(), lc, mo));

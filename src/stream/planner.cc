@@ -179,15 +179,16 @@ uint64_t step_bytes(const PlanInput& in, const Shape& s) {
 
 // The most-resident shape that fits with the given extras placement; false if even the minimal
 // one (every layer streamed) does not.
-bool best_shape(const PlanInput& in, uint64_t budget, bool host_extras, Recompute r, Shape* out, int mb_slots = 1) {
+bool best_shape(const PlanInput& in, uint64_t budget, bool host_extras, Recompute r, uint64_t attention, Shape* out,
+                int mb_slots = 1) {
   const int L = static_cast<int>(in.model.num_layers);
   const int64_t tokens = in.micro_batch_size * in.sequence_len;
   if (in.tier == "off") {
-    *out = Shape{tokens, 0, L, false, r};
+    *out = Shape{tokens, 0, L, false, r, attention};
     return total(plan_terms(in, *out)) <= budget;
   }
   for (int k = L; k >= 0; --k) {
-    Shape t{tokens, std::min(in.num_slots, L - k), k, host_extras, r};
+    Shape t{tokens, std::min(in.num_slots, L - k), k, host_extras, r, attention};
     t.mb_slots = mb_slots;
     if (total(plan_terms(in, t)) <= budget) {
       *out = t;
@@ -195,6 +196,41 @@ bool best_shape(const PlanInput& in, uint64_t budget, bool host_extras, Recomput
     }
   }
   return false;
+}
+
+// The residency of a plan that reserves `attention` bytes of fused attention workspace: the extras
+// placement (Note [host extras plan]) and the micro-batches held at once (Note [layer-major plan])
+// with the most resident layers that fit. *fits = false when even the smallest shape does not.
+Status residency(const PlanInput& in, uint64_t budget, Recompute forced, uint64_t attention, Shape* out, bool* fits) {
+  const int L = static_cast<int>(in.model.num_layers);
+  const bool stream = in.tier != "off";
+  Shape dev{}, host{};
+  const bool dev_ok = in.offload_embeddings != "true" && best_shape(in, budget, false, forced, attention, &dev);
+  const bool host_ok =
+      stream && in.offload_embeddings != "false" && best_shape(in, budget, true, forced, attention, &host);
+  *fits = dev_ok || host_ok;
+  if (!*fits) return Status::OK();
+  Shape s = dev_ok ? dev : host;
+  if (dev_ok && host_ok && in.offload_embeddings == "auto" && streamed_bytes(in, host) < streamed_bytes(in, dev))
+    s = host;
+  const int G = static_cast<int>(std::clamp<int64_t>(in.gradient_accumulation_steps, 1, 1 << 20));
+  if (stream && s.resident < L && G > 1 && in.layer_major != "false") {
+    Shape best = s;
+    for (int k = in.layer_major == "true" ? G : 2; k <= G; ++k) {
+      Shape t;
+      if (!best_shape(in, budget, s.host_extras, forced, attention, &t, k)) break;  // more slots fit even less
+      if (in.layer_major == "true" || step_bytes(in, t) < step_bytes(in, best)) best = t;
+    }
+    if (in.layer_major == "true" && best.mb_slots != G)
+      return ResourceExhausted(Str() << "layer_major: true needs " << G << " micro-batches' activations ("
+                                     << format_bytes(static_cast<uint64_t>(G) *
+                                                     model_slot_bytes(in.model, in.lora, model_options(in, s)))
+                                     << ") beside the pool, more than vram_budget " << format_bytes(budget)
+                                     << " allows; use layer_major: auto");
+    s = best;
+  }
+  *out = s;
+  return Status::OK();
 }
 
 }  // namespace
@@ -219,11 +255,20 @@ StatusOr<Plan> make_plan(const PlanInput& in) {
     return InvalidArgument("recompute must be auto, full, attention or none (got '" + in.recompute + "')");
   const uint64_t budget = default_budget(in);
   const bool stream = in.tier != "off";
-  // Note [host extras plan]
-  Shape dev{}, host{};
-  const bool dev_ok = in.offload_embeddings != "true" && best_shape(in, budget, false, forced, &dev);
-  const bool host_ok = stream && in.offload_embeddings != "false" && best_shape(in, budget, true, forced, &host);
-  if (!dev_ok && !host_ok) {
+  // Note [fused attention plan]: the workspace comes before any resident layer -- the whole one,
+  // else the chunked one, else none (the own kernels): the first that fits beside the smallest plan.
+  std::vector<uint64_t> workspaces;
+  if (in.fused_attention_workspace > 0) workspaces.push_back(in.fused_attention_workspace);
+  if (in.fused_attention_min_workspace > 0 && in.fused_attention_min_workspace < in.fused_attention_workspace)
+    workspaces.push_back(in.fused_attention_min_workspace);
+  workspaces.push_back(0);
+  Shape s{};
+  bool fits = false;
+  for (uint64_t ws : workspaces) {
+    RETURN_IF_ERROR(residency(in, budget, forced, ws, &s, &fits));
+    if (fits) break;
+  }
+  if (!fits) {
     const int64_t tokens = in.micro_batch_size * in.sequence_len;
     Shape min{tokens, stream ? std::min(in.num_slots, L) : 0, stream ? 0 : L, stream && in.offload_embeddings != "false",
               forced};
@@ -235,37 +280,6 @@ StatusOr<Plan> make_plan(const PlanInput& in) {
       if (total(plan_terms(in, dev_min)) < total(plan_terms(in, min))) min = dev_min;
     }
     return refuse(in, min, budget);
-  }
-  Shape s = dev_ok ? dev : host;
-  if (dev_ok && host_ok && in.offload_embeddings == "auto" && streamed_bytes(in, host) < streamed_bytes(in, dev))
-    s = host;
-  // Note [layer-major plan]
-  const int G = static_cast<int>(std::clamp<int64_t>(in.gradient_accumulation_steps, 1, 1 << 20));
-  if (stream && s.resident < L && G > 1 && in.layer_major != "false") {
-    Shape best = s;
-    for (int k = in.layer_major == "true" ? G : 2; k <= G; ++k) {
-      Shape t;
-      if (!best_shape(in, budget, s.host_extras, forced, &t, k)) break;  // more slots fit even less
-      if (in.layer_major == "true" || step_bytes(in, t) < step_bytes(in, best)) best = t;
-    }
-    if (in.layer_major == "true" && best.mb_slots != G)
-      return ResourceExhausted(Str() << "layer_major: true needs " << G << " micro-batches' activations ("
-                                     << format_bytes(static_cast<uint64_t>(G) *
-                                                     model_slot_bytes(c, in.lora, model_options(in, s)))
-                                     << ") beside the pool, more than vram_budget " << format_bytes(budget)
-                                     << " allows; use layer_major: auto");
-    s = best;
-  }
-  // Note [fused attention plan]: granted when free, or when it fits beside this residency; else
-  // the smaller workspace of the chunked backward when that fits.
-  for (uint64_t ws : {in.fused_attention_workspace, in.fused_attention_min_workspace}) {
-    if (ws == 0) continue;
-    Shape t = s;
-    t.fused_attention = ws;
-    if (total(plan_terms(in, t)) <= budget) {
-      s = t;
-      break;
-    }
   }
   // Note [launch plan memory]: what is left beside this residency, up to kLaunchPlanBytes, when
   // that is at least about one micro-batch shape's plans.
@@ -294,6 +308,7 @@ StatusOr<Plan> make_plan(const PlanInput& in) {
   p.host_extras = s.host_extras;
   p.recompute = s.recompute;
   p.fused_attention_allowance = s.fused_attention;
+  p.fused_attention_whole = in.fused_attention_workspace;
   p.launch_plan_bytes = s.launch_plan_bytes;
   p.micro_batch_slots = s.mb_slots;
   p.layer_bytes = lb;
@@ -319,11 +334,18 @@ std::string Plan::banner() const {
     << (recompute == Recompute::kAttention ? ", attention outputs kept for the backward"
         : recompute == Recompute::kNone    ? ", every layer's activations kept (no recompute)"
                                            : "")
-    << (fused_attention_allowance > 0 ? ", fused (cuDNN) attention" : "")
+    << (fused_attention_allowance == 0               ? ""
+        : fused_attention_allowance < fused_attention_whole ? ", fused (cuDNN) attention, backward in query chunks"
+                                                            : ", fused (cuDNN) attention")
     << (micro_batch_slots > 1
             ? ", layer-major over " + std::to_string(micro_batch_slots) + " micro-batches (each streamed layer loaded once for them)"
             : std::string())
     << "\n";
+  if (fused_attention_whole > 0 && fused_attention_allowance < fused_attention_whole)
+    b << "  note: cuDNN's whole attention workspace (" << format_bytes(fused_attention_whole)
+      << ") does not fit beside the smallest plan, so "
+      << (fused_attention_allowance > 0 ? "its backward runs in query chunks" : "attention runs on the own kernels")
+      << ": the bits differ from a run with room for it (a larger vram_budget or a shorter sequence_len)\n";
   b << "  device memory " << format_bytes(vram_total) << " of "
     << (budget >= UINT64_MAX / 4 ? std::string("unlimited") : format_bytes(budget)) << ":\n";
   for (const PlanTerm& t : vram) {

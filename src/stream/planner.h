@@ -22,14 +22,19 @@
 // a layer kept resident saves two copies per step, a kept intermediate saves only compute. An
 // explicit mode is planned as asked (fewer resident layers if need be) or refused.
 //
-// Note [fused attention plan]: a fused attention path (cuDNN SDPA on CUDA) whose workspace fits in
-// the attention scratch + spare workspace already counted is always granted. A larger one (1.1 GB
-// at Llama-3-8B x 4096 tokens: its deterministic backward keeps per-block dQ partials) is granted
-// when it fits beside the chosen residency, before memory goes to kept activations; a streaming
-// plan never gives up a resident layer for it. Granting it changes which kernels run, so two runs
-// are bit-identical only with the same grant: the banner says which. When the whole workspace does
-// not fit, the smaller one of the chunked backward (attention_cudnn.cc Note [chunked backward]:
-// long rows on small cards) is granted if it fits.
+// Note [fused attention plan]: a fused attention path (cuDNN SDPA on CUDA) runs other kernels than
+// the own ones, and its backward in query chunks (attention_cudnn.cc Note [chunked backward]) sums
+// in another order than the whole one: the path decides the bits. A streamed run must give the
+// bits of the all-resident run (design.md §1), so the path must not depend on how many layers fit:
+// its workspace is reserved before any layer is made resident -- the whole one (1.1 GB for
+// Llama-3-8B at 4096 tokens: its deterministic backward keeps dP), else the chunked one, else none,
+// the first that fits beside the smallest plan (every layer streamed). So every budget that holds
+// the smallest plan and the whole workspace -- the all-resident one included -- runs the same
+// kernels; a smaller one is told in the banner that its bits differ. The price is paid by
+// link-bound plans: the workspace displaces resident layers (3B at 2048 tokens: 151 MB, ~1 layer,
+// two loads a step). A compute-bound plan gains: at Qwen2.5-3B x 2048 in 5 GiB the own kernels'
+// step was ~10% longer (bench/RESULTS.md session 17 call 7), and the chunked backward runs
+// 1.4-1.8x the whole one's time (session 18 call 1).
 //
 // Note [layer-major plan]: with gradient accumulation (G micro-batches a step) a streaming plan
 // may hold s > 1 micro-batches' activations at once (model/model.h Note [layer-major
@@ -107,6 +112,7 @@ struct Plan {
   bool host_extras = false;         // embedding + lm_head in host memory, lm_head streamed
   Recompute recompute = Recompute::kFull;  // ModelOptions::recompute (Note [recompute plan])
   uint64_t fused_attention_allowance = 0;  // ModelOptions::fused_attention_allowance (0: not granted)
+  uint64_t fused_attention_whole = 0;      // PlanInput::fused_attention_workspace (the banner's note)
   uint64_t launch_plan_bytes = 0;          // ModelOptions::launch_plan_bytes (Note [launch plan memory])
   int micro_batch_slots = 1;               // ModelOptions::micro_batch_slots (Note [layer-major plan])
   uint64_t layer_bytes = 0;

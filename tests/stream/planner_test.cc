@@ -229,8 +229,10 @@ TEST(Planner, RecomputeFollowsSpareMemory) {
 }
 
 // Note [fused attention plan]: a workspace within the counted scratch is granted for free; a larger
-// one only when it fits beside the residency, never at the cost of a resident layer.
-TEST(Planner, FusedAttentionWorkspaceGrant) {
+// one is reserved before any layer is made resident (the kernels it picks decide the bits, which
+// must not depend on the budget), and left out -- with a note in the banner -- only when it does
+// not fit beside the smallest plan.
+TEST(Planner, FusedAttentionWorkspaceComesBeforeResidentLayers) {
   PlanInput in = qwen_input(1ull << 40);
   in.offload_embeddings = "false";
   in.recompute = "full";
@@ -238,51 +240,80 @@ TEST(Planner, FusedAttentionWorkspaceGrant) {
   ASSERT_TRUE(base.ok());
   EXPECT_EQ(base->fused_attention_allowance, 0u);
   EXPECT_EQ(term(*base, "fused attention workspace (cuDNN)"), 0u);
+  // What the all-resident plan needs (launch plans only take what is left: Note [launch plan memory]).
+  const uint64_t need = base->vram_total - term(*base, "launch plans (CUDA graphs)");
 
   in.fused_attention_workspace = 1ull << 20;  // inside attention scratch + 32 MiB: free
-  in.vram_budget = base->vram_total;
+  in.vram_budget = need;
   StatusOr<Plan> small = make_plan(in);
   ASSERT_TRUE(small.ok());
   EXPECT_EQ(small->fused_attention_allowance, 1ull << 20);
-  EXPECT_EQ(small->vram_total, base->vram_total);
+  EXPECT_EQ(small->vram_total, need);
+  EXPECT_EQ(small->resident_layers.size(), base->resident_layers.size());
   EXPECT_NE(small->banner().find("fused (cuDNN) attention"), std::string::npos) << small->banner();
 
-  const uint64_t big = 1ull << 30;  // needs ~1 GiB beyond the counted scratch
+  const uint64_t lb = make_layer_layout(in.model, DType::kBF16).bytes;
+  const uint64_t big = 3 * lb + (64ull << 20);  // ~3 layers beyond the counted scratch
   in.fused_attention_workspace = big;
-  StatusOr<Plan> tight = make_plan(in);  // the budget of the plan without it: not granted
+  StatusOr<Plan> tight = make_plan(in);  // the budget of the all-resident plan without it
   ASSERT_TRUE(tight.ok());
-  EXPECT_EQ(tight->fused_attention_allowance, 0u);
-  EXPECT_EQ(tight->resident_layers.size(), base->resident_layers.size());
-  in.vram_budget = base->vram_total + big;
+  EXPECT_EQ(tight->fused_attention_allowance, big);
+  EXPECT_LT(tight->resident_layers.size(), base->resident_layers.size()) << "no resident layer made room for it";
+  EXPECT_GT(tight->vram_total - term(*tight, "launch plans (CUDA graphs)") + lb, need)
+      << "one more layer would have fit beside it";
+  EXPECT_LE(tight->vram_total, in.vram_budget);
+  EXPECT_EQ(tight->banner().find("note:"), std::string::npos) << tight->banner();
+  in.vram_budget = need + big;
   StatusOr<Plan> roomy = make_plan(in);
   ASSERT_TRUE(roomy.ok());
   EXPECT_EQ(roomy->fused_attention_allowance, big);
+  EXPECT_EQ(roomy->resident_layers.size(), base->resident_layers.size());
   const uint64_t extra = term(*roomy, "fused attention workspace (cuDNN)");
   EXPECT_GT(extra, 0u);
   EXPECT_LT(extra, big);  // the part already counted is not counted twice
-  EXPECT_EQ(roomy->vram_total, base->vram_total + extra);
+  EXPECT_EQ(roomy->vram_total - term(*roomy, "launch plans (CUDA graphs)"), need + extra);
 
-  // Streaming: a resident layer is never given up for the workspace.
+  // Stream off: every layer must be resident, so a workspace that does not fit beside them is left
+  // out, and the banner says the bits differ from a run with room for it.
+  in.tier = "off";
+  in.vram_budget = need;
+  StatusOr<Plan> off = make_plan(in);
+  ASSERT_TRUE(off.ok()) << off.status().to_string();
+  EXPECT_EQ(off->fused_attention_allowance, 0u);
+  EXPECT_NE(off->banner().find("attention runs on the own kernels"), std::string::npos) << off->banner();
+
+  // Streaming in a budget where the smallest plan has no room for it either: the own kernels.
   in.tier = "ram";
-  const uint64_t lb = make_layer_layout(in.model, DType::kBF16).bytes;
-  in.vram_budget = base->vram_total - 6 * lb;
   in.fused_attention_workspace = 0;
-  StatusOr<Plan> s0 = make_plan(in);
-  in.fused_attention_workspace = 3 * lb + (64ull << 20);
-  StatusOr<Plan> s1 = make_plan(in);
-  ASSERT_TRUE(s0.ok() && s1.ok());
-  EXPECT_EQ(s0->resident_layers.size(), s1->resident_layers.size());
+  in.vram_budget = 1;
+  StatusOr<Plan> refused = make_plan(in);  // the smallest plan's size, from the refusal's search
+  ASSERT_FALSE(refused.ok());
+  in.vram_budget = need;
+  uint64_t lo = 0, hi = need;  // the smallest budget that plans, by bisection
+  while (lo + 1 < hi) {
+    const uint64_t mid = lo + (hi - lo) / 2;
+    in.vram_budget = mid;
+    (make_plan(in).ok() ? hi : lo) = mid;
+  }
+  in.vram_budget = hi;
+  in.fused_attention_workspace = big;
+  StatusOr<Plan> smallest = make_plan(in);
+  ASSERT_TRUE(smallest.ok()) << smallest.status().to_string();
+  EXPECT_EQ(smallest->resident_layers.size(), 0u);
+  EXPECT_EQ(smallest->fused_attention_allowance, 0u);
+  EXPECT_NE(smallest->banner().find("the bits differ"), std::string::npos) << smallest->banner();
 }
 
 // The chunked backward's smaller workspace (attention_cudnn.cc Note [chunked backward]) is granted
-// when the whole one does not fit but it does; the whole one when both fit.
+// when the whole one does not fit beside the smallest plan but it does; the whole one otherwise.
 TEST(Planner, FusedAttentionFallsBackToTheChunkedWorkspace) {
   PlanInput in = qwen_input(1ull << 40);
   in.offload_embeddings = "false";
   in.recompute = "full";
   StatusOr<Plan> base = make_plan(in);
   ASSERT_TRUE(base.ok());
-  const uint64_t whole = 4ull << 30, chunked = 256ull << 20;
+  const uint64_t need = base->vram_total - term(*base, "launch plans (CUDA graphs)");
+  const uint64_t whole = 40ull << 30, chunked = 256ull << 20;  // whole: more than the model itself
   in.fused_attention_workspace = whole;
   in.fused_attention_min_workspace = chunked;
   in.vram_budget = base->vram_total + (512ull << 20);  // room for the chunked one only
@@ -291,14 +322,18 @@ TEST(Planner, FusedAttentionFallsBackToTheChunkedWorkspace) {
   EXPECT_EQ(tight->fused_attention_allowance, chunked);
   EXPECT_EQ(tight->resident_layers.size(), base->resident_layers.size());
   EXPECT_LE(tight->vram_total, in.vram_budget);
+  EXPECT_NE(tight->banner().find("backward in query chunks"), std::string::npos) << tight->banner();
+  EXPECT_NE(tight->banner().find("its backward runs in query chunks"), std::string::npos) << tight->banner();
+  in.vram_budget = need;  // the chunked one still comes before resident layers
+  StatusOr<Plan> fewer = make_plan(in);
+  ASSERT_TRUE(fewer.ok());
+  EXPECT_EQ(fewer->fused_attention_allowance, chunked);
+  EXPECT_LT(fewer->resident_layers.size(), base->resident_layers.size());
   in.vram_budget = base->vram_total + whole;
   StatusOr<Plan> roomy = make_plan(in);
   ASSERT_TRUE(roomy.ok());
   EXPECT_EQ(roomy->fused_attention_allowance, whole);
-  in.vram_budget = base->vram_total;  // neither beyond the counted scratch
-  StatusOr<Plan> none = make_plan(in);
-  ASSERT_TRUE(none.ok());
-  EXPECT_EQ(none->fused_attention_allowance, 0u);
+  EXPECT_EQ(roomy->banner().find("note:"), std::string::npos) << roomy->banner();
 
   // make_plan_fused_fallback asks for the chunked figure only when the whole one is not granted,
   // and then plans as make_plan does with both known.

@@ -2,7 +2,7 @@
 // and vs the CPU reference: forward (out, lse) and backward (dq, dk, dv) at model-like GQA shapes;
 // bitwise run-to-run determinism of forward and backward; packed documents given by doc_ids alone
 // keep the own kernels, given as spans they run ragged on cuDNN; a timing printout (no assertion)
-// of cuDNN vs own at T=4096, NH=32, KVH=8, D=128.
+// of cuDNN (whole and chunked backward) vs own at T=4096, NH=32, KVH=8, D=128.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -477,6 +477,18 @@ void time_case(const Case& c) {
     EXPECT_TRUE(std::isfinite(f) && std::isfinite(b));
   }
   cuda::cudnn_attention_enabled() = true;
+  // The backward in query chunks (Note [chunked backward]) when the shape has more than one chunk.
+  const uint64_t whole = gpu_backend().fused_attention_workspace(c.B, c.T, s);
+  const uint64_t chunked = gpu_backend().fused_attention_min_workspace(c.B, c.T, s);
+  if (chunked > 0 && chunked < whole) {
+    r.fwd(L, s);
+    gpu_backend().set_fused_attention_allowance(chunked);
+    const double b = time_ms(10, [&] { r.bwd(L, s); });
+    std::printf("%-6s %9s %9s %9.3f %9.1f   (workspace %.1f MiB chunked, %.1f MiB whole)\n", "chunkd", "", "", b,
+                2.5 * flops / (b * 1e9), chunked / 1048576.0, whole / 1048576.0);
+    gpu_backend().set_fused_attention_allowance(0);
+    EXPECT_TRUE(std::isfinite(b));
+  }
   std::fflush(stdout);
 }
 
