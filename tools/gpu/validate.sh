@@ -4,7 +4,8 @@
 #   1. parity tests of every op (CUDA vs CPU reference)          -> $OUT/test_*.log
 #   2. golden HF+PEFT traces on the GPU (f32 and bf16)             -> golden.jsonl
 #   3. streamed == resident bit for bit on the GPU (off/ram/disk, 2/3 buffers, k resident)
-#   4. Qwen2.5-7B at seq 2048 and Qwen2.5-14B streamed within 4 GiB; Llama-3-8B at 4096 in 4 GiB
+#   4. Qwen2.5-7B at seq 2048 and Qwen2.5-14B streamed within 4 GiB; Llama-3-8B at 4096 in 4 GiB;
+#      4b. the attention path (and the bits) the same in every budget
 #   5. compute-sanitizer memcheck + racecheck on a small streamed run
 #   6. PEFT round trip (tools/ref/peft_compat.sh)
 set -uo pipefail
@@ -158,6 +159,22 @@ for row in "qwen2.5-7b 2048" "qwen2.5-14b 2048" "llama3-8b 4096"; do
     >>"$OUT/big.jsonl" 2>>"$OUT/big.err"
   say "big $1 seq $2 rc=$? $(tail -1 "$OUT/big.jsonl" | python3 -c "import json,sys; r=json.loads(sys.stdin.read()); g=lambda k: round((r.get(k) or 0)/2**30,3); print({'tok_s': r.get('tok_s'), 'step_ms': r.get('step_ms'), 'planned_GiB': g('vram_planned_bytes'), 'allocated_GiB': g('vram_allocated_bytes'), 'peak_above_context_GiB': round(((r.get('vram_peak_used_bytes') or 0)-(r.get('vram_baseline_used_bytes') or 0))/2**30,3), 'resident': r.get('resident_layers'), 'slots': r.get('num_slots'), 'offload': r.get('offload_embeddings'), 'GB_per_step': round(r.get('bytes_streamed_per_step',0)/1e9,2), 'exposed_ms': r.get('exposed_copy_ms'), 'xfer_floor_ms': r.get('transfer_floor_ms')})" 2>&1)"
 done
+
+# 4b. the attention path does not depend on the budget (stream/planner.h Note [fused attention
+#     plan]): Qwen2.5-0.5B at 2048 tokens, where cuDNN's whole workspace (~119 MiB) is not free,
+#     resident and in budgets where it displaces resident layers: one loss_last_exact, cuDNN whole.
+: > "$OUT/attn_plan.jsonl"
+for budget in - 1GiB 800MiB; do
+  if [ "$budget" = - ]; then args="--stream off"; else args="--stream ram --vram-budget $budget"; fi
+  $B bench --preset qwen2.5-0.5b --seq 2048 --steps 3 --warmup 1 $args --device cuda --json \
+    >>"$OUT/attn_plan.jsonl" 2>>"$OUT/attn_plan.err"
+done
+say "attention plan: $(python3 -c "
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+print(' | '.join('%s resident %s: %s %s' % (r['stream'], r.get('resident_layers'), r.get('attention'), r.get('loss_last_exact')) for r in rows))
+ok = len(rows) == 3 and len({r.get('loss_last_exact') for r in rows}) == 1 and all(r.get('attention') == 'fused (cuDNN)' for r in rows)
+print('IDENTICAL' if ok else 'DIFFER')" "$OUT/attn_plan.jsonl" 2>&1)"
 
 # 5. compute-sanitizer on a small streamed run: a 6-layer random model, f32, a budget that leaves
 #    at most 3 layers resident (the rest stream through the pool), 3 steps.
