@@ -282,10 +282,10 @@ StatusOr<Plan> make_plan(const PlanInput& in) {
     return refuse(in, min, budget);
   }
   // Note [launch plan memory]: what is left beside this residency, up to kLaunchPlanBytes, when
-  // that is at least about one micro-batch shape's plans.
+  // that is at least kLaunchPlanBytesMin.
   if (in.device == DeviceKind::kCuda) {
-    const uint64_t used = total(plan_terms(in, s)), least = kLaunchPlanBytesPerLayer * static_cast<uint64_t>(L);
-    if (used < budget && budget - used >= least) s.launch_plan_bytes = std::min(kLaunchPlanBytes, budget - used);
+    const uint64_t used = total(plan_terms(in, s));
+    if (used < budget && budget - used >= kLaunchPlanBytesMin) s.launch_plan_bytes = std::min(kLaunchPlanBytes, budget - used);
   }
   // Note [recompute plan]: spare memory once every layer is resident buys less recomputation.
   if (auto_recompute && s.resident == L) {

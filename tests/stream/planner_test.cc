@@ -96,7 +96,7 @@ TEST(Planner, TermsAndResidentCount) {
   ASSERT_TRUE(min.ok()) << min.status().to_string();
   EXPECT_EQ(min->resident_layers.size(), 0u);
   EXPECT_EQ(min->launch_plan_bytes, 0u);
-  {  // what is left beside the residency goes to launch plans when it is at least 2 MiB a layer
+  {  // what is left beside the residency goes to launch plans when it is at least kLaunchPlanBytesMin
     PlanInput more = in;
     more.tier = "off";
     more.recompute = "full";
@@ -105,12 +105,14 @@ TEST(Planner, TermsAndResidentCount) {
     ASSERT_TRUE(big.ok());
     EXPECT_EQ(big->launch_plan_bytes, kLaunchPlanBytes);
     const uint64_t base = big->vram_total - kLaunchPlanBytes;
-    more.vram_budget = base + (48ull << 20);  // 24 layers x 2 MiB
+    more.vram_budget = base + (48ull << 20);
     StatusOr<Plan> p = make_plan(more);
     ASSERT_TRUE(p.ok());
     EXPECT_EQ(p->launch_plan_bytes, 48ull << 20);
     EXPECT_EQ(p->vram_total, more.vram_budget);
-    more.vram_budget -= 1;  // one byte short of a shape's plans: none
+    more.vram_budget = base + kLaunchPlanBytesMin;  // the floor: granted (a partial grant still pays)
+    EXPECT_EQ(make_plan(more)->launch_plan_bytes, kLaunchPlanBytesMin);
+    more.vram_budget -= 1;  // one byte short of the floor: none
     EXPECT_EQ(make_plan(more)->launch_plan_bytes, 0u);
   }
   EXPECT_EQ(min->num_slots, 2);
