@@ -6,6 +6,7 @@
 #include <random>
 
 #include "backend/backend.h"
+#include "backend/speed_probe.h"
 #include "cli/bench_device.h"
 #include "cli/bench_weights.h"
 #include "model/lora.h"
@@ -126,6 +127,11 @@ StatusOr<Residency> decide_residency(const BenchOptions& o, Backend* be, const M
   if (dt == DType::kBF16) in.fused_attention_workspace = fused_attention_workspace(be, o.batch, o.seq, c, o.doc_len > 0);
   if (!o.vram_budget.empty()) {
     ASSIGN_OR_RETURN(in.vram_budget, parse_byte_size(o.vram_budget), "--vram-budget");
+  }
+  if (in.device == DeviceKind::kCuda && o.stream != "off" && !o.vram_budget.empty() && o.offload_embeddings == "auto") {
+    const DeviceSpeed speed = probe_device_speed(be);  // Note [host extras plan]
+    in.link_gbps = speed.link_gbps;
+    in.gemm_tflops = speed.gemm_tflops;
   }
   DeviceMemory dm = device_memory(be);
   if (dm.known) in.device_free_bytes = dm.free;

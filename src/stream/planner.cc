@@ -177,6 +177,32 @@ uint64_t step_bytes(const PlanInput& in, const Shape& s) {
   return layer_load_bytes(in, s, true) * static_cast<uint64_t>(groups) + head_bytes(in, s, G);
 }
 
+// Note [host extras plan]: the estimated step (ms) of shape s from the measured speeds.
+constexpr double kComputeEfficiency = 0.75;  // a step's kernels against the probed 4096^3 GEMM
+double estimated_step_ms(const PlanInput& in, const Shape& s) {
+  const ModelConfig& c = in.model;
+  const double H = static_cast<double>(c.hidden_size), Q = static_cast<double>(c.q_dim()),
+               KV = static_cast<double>(c.kv_dim()), F = static_cast<double>(c.intermediate_size),
+               V = static_cast<double>(c.vocab_size), L = static_cast<double>(c.num_layers);
+  const double B = static_cast<double>(in.micro_batch_size), S = static_cast<double>(in.sequence_len), T = B * S;
+  const double G = static_cast<double>(std::max<int64_t>(1, in.gradient_accumulation_steps));
+  const double layer_params = H * Q + 2 * H * KV + Q * H + 3 * H * F;
+  // GEMM passes over the frozen weights: forward, the backward's input gradient, and the
+  // recompute's forward unless every activation is kept.
+  const double passes = s.recompute == Recompute::kNone ? 2 : 3;
+  const double attn_passes = s.recompute == Recompute::kFull ? 4.5 : 3.5;  // causal fwd = 1, bwd = 2.5
+  const double head_flops = 4 * T * V * H;  // logits and their input gradient
+  const double flops = G * (2 * T * layer_params * L * passes + head_flops +
+                            attn_passes * 2 * B * S * S * static_cast<double>(c.num_heads * c.head_dim) * L);
+  const double rate = in.gemm_tflops * 1e9 * kComputeEfficiency;  // flops per ms
+  const double link = in.link_gbps * 1e6;                         // bytes per ms
+  const double compute_ms = flops / rate;
+  const double loads_ms = static_cast<double>(step_bytes(in, s) - head_bytes(in, s, G)) / link;
+  double head_ms = 0;
+  if (s.host_extras) head_ms = G * std::max(0.0, V * H * static_cast<double>(dtype_size(in.dtype)) / link - head_flops / rate);
+  return std::max(compute_ms, loads_ms) + head_ms;
+}
+
 // The most-resident shape that fits with the given extras placement; false if even the minimal
 // one (every layer streamed) does not.
 bool best_shape(const PlanInput& in, uint64_t budget, bool host_extras, Recompute r, uint64_t attention, Shape* out,
@@ -211,8 +237,11 @@ Status residency(const PlanInput& in, uint64_t budget, Recompute forced, uint64_
   *fits = dev_ok || host_ok;
   if (!*fits) return Status::OK();
   Shape s = dev_ok ? dev : host;
-  if (dev_ok && host_ok && in.offload_embeddings == "auto" && streamed_bytes(in, host) < streamed_bytes(in, dev))
-    s = host;
+  if (dev_ok && host_ok && in.offload_embeddings == "auto") {
+    const bool timed = in.link_gbps > 0 && in.gemm_tflops > 0;  // Note [host extras plan]
+    if (timed ? estimated_step_ms(in, host) < estimated_step_ms(in, dev) : streamed_bytes(in, host) < streamed_bytes(in, dev))
+      s = host;
+  }
   const int G = static_cast<int>(std::clamp<int64_t>(in.gradient_accumulation_steps, 1, 1 << 20));
   if (stream && s.resident < L && G > 1 && in.layer_major != "false") {
     Shape best = s;

@@ -11,9 +11,17 @@
 // Note [host extras plan]: in a streaming plan the embedding and lm_head may stay in host memory
 // (model/model.h Note [host extras]): the embedding rows are gathered per batch and the lm_head
 // streams in vocabulary chunks "like a layer". offload_embeddings "auto" picks, of the two plans
-// (extras on the device / on the host), the one that fits and streams fewer bytes per step (the
-// lm_head costs its size once per micro-batch; every layer it displaces costs two loads); ties
-// and all-resident plans keep the extras on the device. The choice never changes the numerics.
+// (extras on the device / on the host) that fit, the one with the shorter estimated step when the
+// device's speeds are known (PlanInput::link_gbps, gemm_tflops), else the one that streams fewer
+// bytes (the lm_head costs its size once per micro-batch; every layer it displaces costs two
+// loads); ties and all-resident plans keep the extras on the device. The estimate: max(compute,
+// layer loads / link) -- loads overlap the layers' compute -- plus, with the lm_head on the host,
+// what its streaming adds to the head: nothing overlaps the head (the backward waits for it), and
+// below ~6k tokens a micro-batch its chunks load slower than they are used (an lm_head chunk is
+// V_c x H x 2 bytes for 4 T V_c H flops). Bytes alone picked the host for Qwen2.5-3B@2048 in 5-6 GiB
+// and 1.5B@2048 in 2.5 GiB, where the device was 4-8% faster (bench/RESULTS.md session 18 call 6).
+// Compute is counted as GEMM flops at 3/4 of the probed GEMM rate (a step's kernels run below a
+// square GEMM's). The choice never changes the numerics.
 //
 // Note [recompute plan]: recompute "auto" spends the memory left once every layer is resident on
 // less recomputation (model/layer.h Note [recompute]): first kNone (every intermediate the
@@ -97,6 +105,9 @@ struct PlanInput {
   // when the whole one does not fit (0: none).
   uint64_t fused_attention_workspace = 0;
   uint64_t fused_attention_min_workspace = 0;
+  // The device's measured speeds (backend/speed_probe.h; 0: unknown). With both, offload_embeddings
+  // "auto" picks by estimated step time instead of bytes (Note [host extras plan]).
+  double link_gbps = 0, gemm_tflops = 0;
 };
 
 struct PlanTerm {

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <vector>
 
+#include "backend/speed_probe.h"
 #include "core/code12.h"
 #include "model/load.h"
 #include "store/disk_store.h"
@@ -81,6 +82,12 @@ StatusOr<Plan> plan_for(const TrainConfig& cfg, Backend* be, const ModelConfig& 
     in.fused_attention_workspace = fused_attention_workspace(be, cfg.micro_batch_size, cfg.sequence_len, mc, packed);
   if (!cfg.vram_budget.empty()) {
     ASSIGN_OR_RETURN(in.vram_budget, parse_byte_size(cfg.vram_budget), "vram_budget");
+  }
+  // Note [host extras plan]: the extras' placement is timed when it is the planner's to choose.
+  if (in.device == DeviceKind::kCuda && cfg.stream != "off" && cfg.offload_embeddings == "auto") {
+    const DeviceSpeed speed = probe_device_speed(be);
+    in.link_gbps = speed.link_gbps;
+    in.gemm_tflops = speed.gemm_tflops;
   }
   uint64_t free_b = 0, total_b = 0;
   if (be->memory_info(&free_b, &total_b)) in.device_free_bytes = free_b;

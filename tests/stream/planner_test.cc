@@ -472,5 +472,51 @@ TEST(Planner, HostExtrasChoiceFollowsStreamedBytes) {
   EXPECT_EQ(make_plan(in).status().code(), StatusCode::kInvalidArgument);
 }
 
+// Note [host extras plan]: with the device's speeds known, auto picks by estimated step time. The
+// cases are the H200 rows of bench/RESULTS.md session 18 call 6 (code12 base, cuDNN's workspace as
+// measured there, link 55 GB/s, GEMM 750 TFLOP/s): bytes alone put the extras on the host in all
+// five; the device was faster for the compute-bound three (3B in 5 and 6 GiB, 1.5B in 2.5 GiB),
+// the host for the link-bound 7B in 8 GiB.
+TEST(Planner, HostExtrasChoiceFollowsEstimatedStepTime) {
+  struct Row {
+    const char* preset;
+    const char* budget;
+    uint64_t workspace;
+    bool host_faster;
+  };
+  for (const Row& r : {Row{"qwen2.5-3b", "5GiB", 151126272, false}, Row{"qwen2.5-3b", "6GiB", 151126272, false},
+                       Row{"qwen2.5-1.5b", "2500MiB", 113246208, false}, Row{"qwen2.5-7b", "8GiB", 264241152, true}}) {
+    PlanInput in = big_input(r.preset, 2048, r.budget);
+    in.quant = BaseQuant::kCode12;
+    in.fused_attention_workspace = r.workspace;
+    StatusOr<Plan> bytes = make_plan(in);
+    ASSERT_TRUE(bytes.ok()) << r.preset << " " << bytes.status().to_string();
+    EXPECT_TRUE(bytes->host_extras) << r.preset << " " << r.budget << ": fewer bytes with the extras on the host";
+    in.link_gbps = 55;
+    in.gemm_tflops = 750;
+    StatusOr<Plan> timed = make_plan(in);
+    ASSERT_TRUE(timed.ok());
+    EXPECT_EQ(timed->host_extras, r.host_faster) << r.preset << " " << r.budget << "\n" << timed->banner();
+    if (!r.host_faster) {
+      EXPECT_LT(timed->resident_layers.size(), bytes->resident_layers.size()) << r.preset;
+    }
+  }
+  // The same 3B plan on a card whose link is slow next to its GEMMs keeps the lm_head off the link's
+  // critical path; one whose GEMMs are slow next to its link (compute-bound: layer loads hide) too.
+  PlanInput in = big_input("qwen2.5-3b", 2048, "5GiB");
+  in.quant = BaseQuant::kCode12;
+  in.link_gbps = 25;
+  in.gemm_tflops = 150;
+  EXPECT_FALSE(make_plan(in)->host_extras);
+  // Very link-bound (a slow link, fast GEMMs, few layers resident): the host, as bytes say.
+  in.vram_budget = *parse_byte_size("3GiB");
+  in.link_gbps = 5;
+  in.gemm_tflops = 750;
+  StatusOr<Plan> slow_link = make_plan(in);
+  ASSERT_TRUE(slow_link.ok());
+  in.link_gbps = in.gemm_tflops = 0;
+  EXPECT_EQ(slow_link->host_extras, make_plan(in)->host_extras);
+}
+
 }  // namespace
 }  // namespace st
