@@ -238,7 +238,8 @@ Status residency(const PlanInput& in, uint64_t budget, Recompute forced, uint64_
   if (!*fits) return Status::OK();
   Shape s = dev_ok ? dev : host;
   if (dev_ok && host_ok && in.offload_embeddings == "auto") {
-    const bool timed = in.link_gbps > 0 && in.gemm_tflops > 0;  // Note [host extras plan]
+    // Note [host extras plan]: timed from RAM only (a disk tier's layers come at the disk's speed).
+    const bool timed = in.tier == "ram" && in.link_gbps > 0 && in.gemm_tflops > 0;
     if (timed ? estimated_step_ms(in, host) < estimated_step_ms(in, dev) : streamed_bytes(in, host) < streamed_bytes(in, dev))
       s = host;
   }

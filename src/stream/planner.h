@@ -12,7 +12,8 @@
 // (model/model.h Note [host extras]): the embedding rows are gathered per batch and the lm_head
 // streams in vocabulary chunks "like a layer". offload_embeddings "auto" picks, of the two plans
 // (extras on the device / on the host) that fit, the one with the shorter estimated step when the
-// device's speeds are known (PlanInput::link_gbps, gemm_tflops), else the one that streams fewer
+// device's speeds are known (PlanInput::link_gbps, gemm_tflops) and the layers stream from RAM (from
+// disk they come at the disk's speed, which the probe does not see), else the one that streams fewer
 // bytes (the lm_head costs its size once per micro-batch; every layer it displaces costs two
 // loads); ties and all-resident plans keep the extras on the device. The estimate: max(compute,
 // layer loads / link) -- loads overlap the layers' compute -- plus, with the lm_head on the host,

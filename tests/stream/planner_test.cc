@@ -501,8 +501,19 @@ TEST(Planner, HostExtrasChoiceFollowsEstimatedStepTime) {
       EXPECT_LT(timed->resident_layers.size(), bytes->resident_layers.size()) << r.preset;
     }
   }
-  // The same 3B plan on a card whose link is slow next to its GEMMs keeps the lm_head off the link's
-  // critical path; one whose GEMMs are slow next to its link (compute-bound: layer loads hide) too.
+  {  // From disk the layers come at the disk's speed, which the probe does not measure: bytes decide.
+    PlanInput d = big_input("qwen2.5-3b", 2048, "5GiB");
+    d.quant = BaseQuant::kCode12;
+    d.fused_attention_workspace = 151126272;
+    d.tier = "disk";
+    d.link_gbps = 55;
+    d.gemm_tflops = 750;
+    StatusOr<Plan> disk = make_plan(d);
+    ASSERT_TRUE(disk.ok());
+    EXPECT_TRUE(disk->host_extras);
+  }
+  // A consumer card (PCIe 4: ~25 GB/s, ~150 TFLOP/s) has fewer flops per byte of link than the H200,
+  // so the same 3B plan is more compute-bound there: the device too.
   PlanInput in = big_input("qwen2.5-3b", 2048, "5GiB");
   in.quant = BaseQuant::kCode12;
   in.link_gbps = 25;
