@@ -59,7 +59,7 @@
 // when that is at least kLaunchPlanBytesMin; ungranted, layer ops run one by one. A grant short of
 // every visit's plans still pays: the cache records plans until it is full and runs the rest op
 // by op (until session 18 the floor was 2 MiB a layer, and a 3B plan with 64 MiB left ran every
-// visit op by op, ~6% slower). The bits are the same either way.
+// visit op by op, ~2% slower: bench/RESULTS.md session 18 call 5). The bits are the same either way.
 #pragma once
 
 #include <cstdint>
