@@ -20,11 +20,10 @@ for v in "off - false" "off - true" "ram 300MiB true" "disk 300MiB true" "ram 30
   [ $rc -ne 0 ] && tail -3 $d.log
 done
 : > $OUT/rows.jsonl
+. tools/gpu/bench_rows.sh
 row() {  # MODEL SEQ STREAM QUANT [ARGS...]
   local m=$1 s=$2 st=$3 q=$4; shift 4
-  local line
-  line=$($B bench --preset $m --seq $s --stream $st --quant $q --steps ${STEPS:-5} --warmup 2 --device cuda --json "$@" 2>$W/err)
-  if [ -n "$line" ]; then echo "$line" >> $OUT/rows.jsonl; else echo "{\"model\":\"$m\",\"seq\":$s,\"error\":\"$(tail -c 200 $W/err | tr '\"\n' "' ")\"}" >> $OUT/rows.jsonl; fi
+  bench_row $OUT/rows.jsonl streamtune "" --preset $m --seq $s --stream $st --quant $q --steps ${STEPS:-5} --warmup 2 "$@"
 }
 for r in "qwen2.5-0.5b 2048" "qwen2.5-1.5b 2048" "qwen2.5-0.5b 512" "qwen2.5-3b 2048"; do
   set -- $r
@@ -35,16 +34,4 @@ for r in "qwen2.5-1.5b 2048" "qwen2.5-0.5b 512"; do
   set -- $r
   for q in none code12; do row $1 $2 off $q; done
 done
-python3 - $OUT/rows.jsonl <<'PY'
-import json, sys
-rows = [json.loads(l) for l in open(sys.argv[1])]
-for r in rows:
-    if "error" in r:
-        print("ERROR", r); continue
-    gb = r["bytes_streamed_per_step"] / 1e9
-    link = r.get("h2d_pinned_gbps") or 0
-    floor = 1e3 * gb / link if link else 0
-    print("%-13s %5d %-4s %-6s step %7.1f ms  tok/s %7.0f  streamed %6.2f GB  link %4.1f GB/s  floor %6.1f ms  loss %s  resident %s" % (
-        r["model"], r["seq"], r["stream"], r["quant"], r["step_ms"], r["tok_s"], gb, link, floor,
-        r.get("loss_last_exact"), r.get("resident_layers")))
-PY
+print_rows $OUT/rows.jsonl
