@@ -177,9 +177,9 @@ uint64_t step_bytes(const PlanInput& in, const Shape& s) {
   return layer_load_bytes(in, s, true) * static_cast<uint64_t>(groups) + head_bytes(in, s, G);
 }
 
-// Note [host extras plan]: the estimated step (ms) of shape s from the measured speeds.
+// Note [host extras plan]: the estimated step of shape s from the measured speeds.
 constexpr double kComputeEfficiency = 0.75;  // a step's kernels against the probed 4096^3 GEMM
-double estimated_step_ms(const PlanInput& in, const Shape& s) {
+StepEstimate estimate_step(const PlanInput& in, const Shape& s) {
   const ModelConfig& c = in.model;
   const double H = static_cast<double>(c.hidden_size), Q = static_cast<double>(c.q_dim()),
                KV = static_cast<double>(c.kv_dim()), F = static_cast<double>(c.intermediate_size),
@@ -196,11 +196,11 @@ double estimated_step_ms(const PlanInput& in, const Shape& s) {
                             attn_passes * 2 * B * S * S * static_cast<double>(c.num_heads * c.head_dim) * L);
   const double rate = in.gemm_tflops * 1e9 * kComputeEfficiency;  // flops per ms
   const double link = in.link_gbps * 1e6;                         // bytes per ms
-  const double compute_ms = flops / rate;
-  const double loads_ms = static_cast<double>(step_bytes(in, s) - head_bytes(in, s, G)) / link;
-  double head_ms = 0;
-  if (s.host_extras) head_ms = G * std::max(0.0, V * H * static_cast<double>(dtype_size(in.dtype)) / link - head_flops / rate);
-  return std::max(compute_ms, loads_ms) + head_ms;
+  StepEstimate e;
+  e.compute_ms = flops / rate;
+  e.loads_ms = static_cast<double>(step_bytes(in, s) - head_bytes(in, s, G)) / link;
+  if (s.host_extras) e.head_ms = G * std::max(0.0, V * H * static_cast<double>(dtype_size(in.dtype)) / link - head_flops / rate);
+  return e;
 }
 
 // The most-resident shape that fits with the given extras placement; false if even the minimal
@@ -240,7 +240,8 @@ Status residency(const PlanInput& in, uint64_t budget, Recompute forced, uint64_
   if (dev_ok && host_ok && in.offload_embeddings == "auto") {
     // Note [host extras plan]: timed from RAM only (a disk tier's layers come at the disk's speed).
     const bool timed = in.tier == "ram" && in.link_gbps > 0 && in.gemm_tflops > 0;
-    if (timed ? estimated_step_ms(in, host) < estimated_step_ms(in, dev) : streamed_bytes(in, host) < streamed_bytes(in, dev))
+    if (timed ? estimate_step(in, host).total_ms() < estimate_step(in, dev).total_ms()
+              : streamed_bytes(in, host) < streamed_bytes(in, dev))
       s = host;
   }
   const int G = static_cast<int>(std::clamp<int64_t>(in.gradient_accumulation_steps, 1, 1 << 20));
@@ -346,6 +347,10 @@ StatusOr<Plan> make_plan(const PlanInput& in) {
   p.vram = plan_terms(in, s);
   p.vram_total = total(p.vram);
   p.streamed_bytes_per_step = step_bytes(in, s);
+  if (in.tier == "ram" && s.resident < L && in.link_gbps > 0 && in.gemm_tflops > 0) {
+    p.estimate = estimate_step(in, s);
+    p.link_gbps = in.link_gbps;
+  }
   p.streamed_bytes_per_micro_batch =
       p.streamed_bytes_per_step / static_cast<uint64_t>(std::max<int64_t>(1, in.gradient_accumulation_steps));
   const uint64_t extras = make_extras_layout(c, in.dtype).bytes;
@@ -376,6 +381,18 @@ std::string Plan::banner() const {
       << ") does not fit beside the smallest plan, so "
       << (fused_attention_allowance > 0 ? "its backward runs in query chunks" : "attention runs on the own kernels")
       << ": the bits differ from a run with room for it (a larger vram_budget or a shorter sequence_len)\n";
+  if (estimate.compute_ms > 0) {  // Note [host extras plan]
+    char line[320];
+    const bool link_bound = estimate.loads_ms > estimate.compute_ms;
+    std::snprintf(line, sizeof(line),
+                  "  estimate: ~%.0f ms a step, %s (compute ~%.0f ms; layer loads ~%.0f ms at the probed %.0f GB/s%s)%s\n",
+                  estimate.total_ms(), link_bound ? "link-bound" : "compute-bound", estimate.compute_ms,
+                  estimate.loads_ms, link_gbps, link_bound ? "" : ", overlapping it",
+                  estimate.head_ms > 0.5 ? (", + ~" + std::to_string(static_cast<int>(estimate.head_ms + 0.5)) +
+                                            " ms of lm_head streaming at the head").c_str()
+                                         : "");
+    b << line;
+  }
   b << "  device memory " << format_bytes(vram_total) << " of "
     << (budget >= UINT64_MAX / 4 ? std::string("unlimited") : format_bytes(budget)) << ":\n";
   for (const PlanTerm& t : vram) {

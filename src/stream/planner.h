@@ -111,6 +111,13 @@ struct PlanInput {
   double link_gbps = 0, gemm_tflops = 0;
 };
 
+// A streaming plan's step, estimated from the device's probed speeds (Note [host extras plan]):
+// layer loads overlap the compute, the lm_head's streaming (host extras) does not.
+struct StepEstimate {
+  double compute_ms = 0, loads_ms = 0, head_ms = 0;  // all 0: not estimated
+  double total_ms() const { return (compute_ms > loads_ms ? compute_ms : loads_ms) + head_ms; }
+};
+
 struct PlanTerm {
   std::string name;
   uint64_t bytes = 0;
@@ -135,6 +142,8 @@ struct Plan {
   uint64_t host_bytes = 0;          // RAM-store arena or disk staging ring (+ host extras)
   uint64_t streamed_bytes_per_micro_batch = 0;  // layer loads (Belady) / micro_batch_slots + lm_head chunks
   uint64_t streamed_bytes_per_step = 0;         // for gradient_accumulation_steps micro-batches
+  StepEstimate estimate;  // streaming from RAM with the device's speeds known; else zeros
+  double link_gbps = 0;   // PlanInput::link_gbps (the estimate's)
   int streamed_layers() const { return num_layers - static_cast<int>(resident_layers.size()); }
   std::string banner() const;       // multi-line, for the run banner
 };

@@ -83,8 +83,8 @@ StatusOr<Plan> plan_for(const TrainConfig& cfg, Backend* be, const ModelConfig& 
   if (!cfg.vram_budget.empty()) {
     ASSIGN_OR_RETURN(in.vram_budget, parse_byte_size(cfg.vram_budget), "vram_budget");
   }
-  // Note [host extras plan]: the extras' placement is timed when it is the planner's to choose.
-  if (in.device == DeviceKind::kCuda && cfg.stream != "off" && cfg.offload_embeddings == "auto") {
+  // Note [host extras plan]: a streaming plan's extras placement and its estimate are timed.
+  if (in.device == DeviceKind::kCuda && cfg.stream != "off") {
     const DeviceSpeed speed = probe_device_speed(be);
     in.link_gbps = speed.link_gbps;
     in.gemm_tflops = speed.gemm_tflops;

@@ -500,6 +500,13 @@ TEST(Planner, HostExtrasChoiceFollowsEstimatedStepTime) {
     if (!r.host_faster) {
       EXPECT_LT(timed->resident_layers.size(), bytes->resident_layers.size()) << r.preset;
     }
+    // The banner says what bounds the step (the 3B and 1.5B rows measured compute-bound: exposed
+    // copy <= 7 ms of 46-77; the 7B row link-bound, its lm_head streamed).
+    EXPECT_EQ(bytes->banner().find("estimate:"), std::string::npos) << bytes->banner();
+    const std::string banner = timed->banner();
+    EXPECT_NE(banner.find(r.host_faster ? "link-bound" : "compute-bound"), std::string::npos) << banner;
+    EXPECT_EQ(banner.find("lm_head streaming") != std::string::npos, r.host_faster) << banner;
+    EXPECT_GT(timed->estimate.total_ms(), 0.0);
   }
   {  // From disk the layers come at the disk's speed, which the probe does not measure: bytes decide.
     PlanInput d = big_input("qwen2.5-3b", 2048, "5GiB");
