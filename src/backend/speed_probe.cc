@@ -12,15 +12,17 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double median_of(std::vector<double> v) {
+double median(std::vector<double> v) {
+  if (v.empty()) return 0.0;
   std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
+  const size_t h = v.size() / 2;
+  return v.size() % 2 ? v[h] : 0.5 * (v[h - 1] + v[h]);
 }
 
-// Seconds a call of `f` takes with the stream drained, median of `iters` after one warm-up.
+// Median seconds of `iters` calls of `f`, each with stream `st` drained, after `warmups` untimed.
 template <class F>
-double time_s(Backend* be, StreamId st, int iters, F f) {
-  f();
+double time_s(Backend* be, StreamId st, int warmups, int iters, F f) {
+  for (int i = 0; i < warmups; ++i) f();
   be->sync_stream(st);
   std::vector<double> s;
   for (int i = 0; i < iters; ++i) {
@@ -29,29 +31,58 @@ double time_s(Backend* be, StreamId st, int iters, F f) {
     be->sync_stream(st);
     s.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
   }
-  return median_of(s);
+  return median(s);
 }
 
-double link_gbps(Backend* be) {
-  constexpr size_t kBytes = size_t{64} << 20;
-  StatusOr<void*> host = be->alloc_host_pinned(kBytes);
-  if (!host.ok()) return 0;
-  std::memset(*host, 1, kBytes);
-  StatusOr<void*> dev = be->alloc(kBytes);
-  double gbps = 0;
-  if (dev.ok()) {
-    const double s = time_s(be, StreamId::kH2D, 5, [&] { be->copy_h2d(*dev, *host, kBytes, StreamId::kH2D); });
-    gbps = s > 0 ? static_cast<double>(kBytes) / s / 1e9 : 0;
-    be->free(*dev);
+}  // namespace
+
+StatusOr<double> measure_h2d_gbps(Backend* be, size_t bytes, int iters) {
+  ASSIGN_OR_RETURN(void* host, be->alloc_host_pinned(bytes), "pinned buffer for the link probe");
+  std::memset(host, 1, bytes);
+  StatusOr<void*> dev = be->alloc(bytes);
+  if (!dev.ok()) {
+    be->free_host_pinned(host);
+    return Status(dev.status().code(), "device buffer for the link probe: " + dev.status().message());
   }
-  be->free_host_pinned(*host);
-  return gbps;
+  const double s = time_s(be, StreamId::kH2D, 1, iters, [&] { be->copy_h2d(*dev, host, bytes, StreamId::kH2D); });
+  be->free(*dev);
+  be->free_host_pinned(host);
+  return static_cast<double>(bytes) / s / 1e9;
 }
 
-double gemm_tflops(Backend* be) {
+StatusOr<double> measure_gemm_tflops_from(Backend* be, const void* host, DType dtype, int64_t n, int iters) {
+  const size_t bytes = static_cast<size_t>(n * n) * dtype_size(dtype);
+  void* p[3] = {nullptr, nullptr, nullptr};
+  Status st;
+  for (void*& q : p) {
+    StatusOr<void*> a = be->alloc(bytes);
+    if (!a.ok()) {
+      st = Status(a.status().code(), "GEMM probe buffer (" + std::to_string(bytes) + " bytes): " + a.status().message());
+      break;
+    }
+    q = *a;
+  }
+  double s = 0;
+  if (st.ok()) {
+    be->copy_h2d(p[0], host, bytes, StreamId::kCompute);
+    be->copy_h2d(p[1], host, bytes, StreamId::kCompute);
+    Tensor a(p[0], dtype, {n, n}), b(p[1], dtype, {n, n}), c(p[2], dtype, {n, n});
+    GemmOpts o;
+    o.trans_b = Trans::kYes;  // the layer GEMMs' shape: x W^T
+    s = time_s(be, StreamId::kCompute, 2, iters, [&] { be->gemm(c, a, b, o); });
+  }
+  be->sync_all();
+  for (void* q : p)
+    if (q) be->free(q);
+  RETURN_IF_ERROR(st);
+  return 2.0 * static_cast<double>(n) * n * n / s / 1e12;
+}
+
+DeviceSpeed probe_device_speed(Backend* be) {
+  DeviceSpeed d;
+  if (be->kind() != DeviceKind::kCuda) return d;
   constexpr int64_t n = 4096;
-  const size_t elems = static_cast<size_t>(n * n), bytes = elems * 2;
-  std::vector<uint16_t> host(elems);
+  std::vector<uint16_t> host(static_cast<size_t>(n * n));
   uint64_t x = 0x9E3779B97F4A7C15ull;  // xorshift: values in [-1, 1) (random data: a GEMM's
   for (uint16_t& h : host) {           // power draw, hence its clock, depends on it)
     x ^= x << 13;
@@ -59,39 +90,9 @@ double gemm_tflops(Backend* be) {
     x ^= x << 17;
     h = f32_to_bf16(static_cast<float>(static_cast<int64_t>(x >> 40) - (int64_t{1} << 23)) / static_cast<float>(1 << 23));
   }
-  void* p[3] = {nullptr, nullptr, nullptr};
-  double tflops = 0;
-  bool ok = true;
-  for (void*& q : p) {
-    StatusOr<void*> a = be->alloc(bytes);
-    if (!a.ok()) {
-      ok = false;
-      break;
-    }
-    q = *a;
-  }
-  if (ok) {
-    be->copy_h2d(p[0], host.data(), bytes, StreamId::kCompute);
-    be->copy_h2d(p[1], host.data(), bytes, StreamId::kCompute);
-    Tensor a(p[0], DType::kBF16, {n, n}), b(p[1], DType::kBF16, {n, n}), c(p[2], DType::kBF16, {n, n});
-    GemmOpts o;
-    o.trans_b = Trans::kYes;  // x W^T, as the layers
-    const double s = time_s(be, StreamId::kCompute, 5, [&] { be->gemm(c, a, b, o); });
-    tflops = s > 0 ? 2.0 * static_cast<double>(n) * n * n / s / 1e12 : 0;
-  }
-  for (void* q : p)
-    if (q) be->free(q);
-  return tflops;
-}
-
-}  // namespace
-
-DeviceSpeed probe_device_speed(Backend* be) {
-  DeviceSpeed d;
-  if (be->kind() != DeviceKind::kCuda) return d;
-  d.link_gbps = link_gbps(be);
-  d.gemm_tflops = gemm_tflops(be);
-  if (d.link_gbps <= 0 || d.gemm_tflops <= 0) d = DeviceSpeed{};
+  StatusOr<double> link = measure_h2d_gbps(be, size_t{64} << 20, 5);
+  StatusOr<double> gemm = measure_gemm_tflops_from(be, host.data(), DType::kBF16, n, 5);
+  if (link.ok() && gemm.ok() && *link > 0 && *gemm > 0) d = DeviceSpeed{*link, *gemm};
   return d;
 }
 

@@ -1,9 +1,9 @@
 #include "cli/bench_device.h"
 
-#include <algorithm>
 #include <chrono>
-#include <cstring>
+#include <vector>
 
+#include "backend/speed_probe.h"
 #include "cli/bench_weights.h"
 #include "core/check.h"
 
@@ -12,78 +12,15 @@
 #endif
 
 namespace st {
-
 namespace {
-
 using Clock = std::chrono::steady_clock;
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0.0;
-  std::sort(v.begin(), v.end());
-  const size_t h = v.size() / 2;
-  return v.size() % 2 ? v[h] : 0.5 * (v[h - 1] + v[h]);
-}
-
-// Frees a list of backend allocations on scope exit.
-struct DeviceBuffers {
-  Backend* be;
-  std::vector<void*> ptrs;
-  ~DeviceBuffers() {
-    be->sync_all();
-    for (void* p : ptrs) be->free(p);
-  }
-};
-
 }  // namespace
 
 StatusOr<double> measure_gemm_tflops(Backend* be, int64_t n, DType dtype, int iters) {
   const size_t elems = static_cast<size_t>(n * n);
-  const size_t bytes = elems * dtype_size(dtype);
-  DeviceBuffers bufs{be, {}};
-  for (int i = 0; i < 3; ++i) {
-    ASSIGN_OR_RETURN(void* p, be->alloc(bytes), "GEMM ceiling buffer (" << bytes << " bytes)");
-    bufs.ptrs.push_back(p);
-  }
-  std::vector<char> host(bytes);
+  std::vector<char> host(elems * dtype_size(dtype));
   fill_random_weights(host.data(), dtype, elems, 7, 0);
-  be->copy_h2d(bufs.ptrs[0], host.data(), bytes, StreamId::kCompute);
-  be->copy_h2d(bufs.ptrs[1], host.data(), bytes, StreamId::kCompute);
-  be->sync_stream(StreamId::kCompute);
-  Tensor a(bufs.ptrs[0], dtype, {n, n}), b(bufs.ptrs[1], dtype, {n, n}), c(bufs.ptrs[2], dtype, {n, n});
-  GemmOpts o;
-  o.trans_b = Trans::kYes;  // the layer GEMMs' shape: x · Wᵀ
-  for (int i = 0; i < 2; ++i) be->gemm(c, a, b, o);
-  be->sync_stream(StreamId::kCompute);
-  std::vector<double> s;
-  for (int i = 0; i < iters; ++i) {
-    auto t0 = Clock::now();
-    be->gemm(c, a, b, o);
-    be->sync_stream(StreamId::kCompute);
-    s.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
-  }
-  return 2.0 * static_cast<double>(n) * n * n / median(s) / 1e12;
-}
-
-StatusOr<double> measure_h2d_gbps(Backend* be, size_t bytes, int iters) {
-  ASSIGN_OR_RETURN(void* host, be->alloc_host_pinned(bytes), "pinned buffer for the link probe");
-  std::memset(host, 1, bytes);
-  StatusOr<void*> dev = be->alloc(bytes);
-  if (!dev.ok()) {
-    be->free_host_pinned(host);
-    return Status(dev.status().code(), "device buffer for the link probe: " + dev.status().message());
-  }
-  be->copy_h2d(*dev, host, bytes, StreamId::kH2D);  // warm-up
-  be->sync_stream(StreamId::kH2D);
-  std::vector<double> s;
-  for (int i = 0; i < iters; ++i) {
-    auto t0 = Clock::now();
-    be->copy_h2d(*dev, host, bytes, StreamId::kH2D);
-    be->sync_stream(StreamId::kH2D);
-    s.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
-  }
-  be->free(*dev);
-  be->free_host_pinned(host);
-  return static_cast<double>(bytes) / median(s) / 1e9;
+  return measure_gemm_tflops_from(be, host.data(), dtype, n, iters);
 }
 
 DeviceMemory device_memory(Backend* be) {

@@ -9,15 +9,15 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/speed_probe.h"
 #include "model/weights.h"
 
 namespace st {
 
-// TFLOP/s of an n x n x n GEMM through Backend::gemm (inputs random, f32 accumulate), median of
-// `iters` timed runs after warm-up. dtype: bf16 on CUDA (the ceiling), the run's dtype on CPU.
+// TFLOP/s of an n x n x n GEMM (backend/speed_probe.h measure_gemm_tflops_from) on random weights
+// (fill_random_weights). dtype: bf16 on CUDA (the ceiling), the run's dtype on CPU. The link's
+// ceiling: measure_h2d_gbps (backend/speed_probe.h).
 StatusOr<double> measure_gemm_tflops(Backend* be, int64_t n, DType dtype, int iters);
-// GB/s (1e9) of one `bytes` host->device copy from pinned memory on the copy stream, median.
-StatusOr<double> measure_h2d_gbps(Backend* be, size_t bytes, int iters);
 
 // cudaMemGetInfo on CUDA builds with a CUDA backend; known = false otherwise.
 struct DeviceMemory {

@@ -227,10 +227,11 @@ Status plan_train(const TrainConfig& given) {
   ASSIGN_OR_RETURN(DType act, training_act_dtype(given, *be));
   TrainConfig cfg = given;
   std::string why;
-  ASSIGN_OR_RETURN(cfg.stream_compress, resolve_stream_compress(given, be.get(), act, &why));
+  const DeviceSpeed speed = planning_speed(given, be.get());
+  ASSIGN_OR_RETURN(cfg.stream_compress, resolve_stream_compress(given, be.get(), act, speed, &why));
   if (!why.empty()) std::fprintf(stderr, "%s\n", why.c_str());
   ASSIGN_OR_RETURN(ModelConfig mc, base_model_config(cfg.base_model));
-  ASSIGN_OR_RETURN(Plan plan, plan_for(cfg, be.get(), mc, act));
+  ASSIGN_OR_RETURN(Plan plan, plan_for(cfg, be.get(), mc, act, speed));
   std::printf("streamtune train --plan\n");
   std::printf("  model      %s (%s, %lld layers, hidden %lld, vocab %lld)\n", cfg.base_model.c_str(),
               arch_name(mc.arch), static_cast<long long>(mc.num_layers), static_cast<long long>(mc.hidden_size),

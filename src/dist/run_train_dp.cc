@@ -86,9 +86,10 @@ StatusOr<std::unique_ptr<DpRun>> setup_data_parallel(const TrainConfig& given, i
   }
   ASSIGN_OR_RETURN(DType act, training_act_dtype(cfg, *bes[0]));
   // Replicas are alike: one store, one stream_compress decision.
-  ASSIGN_OR_RETURN(ShardResult sr, shard_base_model(given, bes[0], act, &cfg.stream_compress));
+  const DeviceSpeed speed = planning_speed(given, bes[0]);
+  ASSIGN_OR_RETURN(ShardResult sr, shard_base_model(given, bes[0], act, speed, &cfg.stream_compress));
   run->model = sr.manifest.config;
-  ASSIGN_OR_RETURN(Plan plan, plan_for(cfg, bes[0], run->model, act));  // replicas are alike: one plan
+  ASSIGN_OR_RETURN(Plan plan, plan_for(cfg, bes[0], run->model, act, speed));  // replicas are alike: one plan
   const StreamedSourceOptions opts = streamed_options(cfg, plan, run->model);
   ReplicaPartsFactory parts;
   if (cfg.stream == "disk") {

@@ -6,7 +6,6 @@
 #include <cstdio>
 #include <vector>
 
-#include "backend/speed_probe.h"
 #include "core/code12.h"
 #include "model/load.h"
 #include "store/disk_store.h"
@@ -61,7 +60,12 @@ Status check_stream_tier(const std::string& stream) {
   return Status::OK();
 }
 
-StatusOr<Plan> plan_for(const TrainConfig& cfg, Backend* be, const ModelConfig& mc, DType act) {
+DeviceSpeed planning_speed(const TrainConfig& cfg, Backend* be) {
+  if (be->kind() != DeviceKind::kCuda || cfg.stream == "off") return DeviceSpeed{};
+  return probe_device_speed(be);
+}
+
+StatusOr<Plan> plan_for(const TrainConfig& cfg, Backend* be, const ModelConfig& mc, DType act, const DeviceSpeed& speed) {
   PlanInput in;
   in.model = mc;
   in.dtype = act;
@@ -83,12 +87,8 @@ StatusOr<Plan> plan_for(const TrainConfig& cfg, Backend* be, const ModelConfig& 
   if (!cfg.vram_budget.empty()) {
     ASSIGN_OR_RETURN(in.vram_budget, parse_byte_size(cfg.vram_budget), "vram_budget");
   }
-  // Note [host extras plan]: a streaming plan's extras placement and its estimate are timed.
-  if (in.device == DeviceKind::kCuda && cfg.stream != "off") {
-    const DeviceSpeed speed = probe_device_speed(be);
-    in.link_gbps = speed.link_gbps;
-    in.gemm_tflops = speed.gemm_tflops;
-  }
+  in.link_gbps = speed.link_gbps;  // Note [host extras plan]
+  in.gemm_tflops = speed.gemm_tflops;
   uint64_t free_b = 0, total_b = 0;
   if (be->memory_info(&free_b, &total_b)) in.device_free_bytes = free_b;
   return make_plan_fused_fallback(
@@ -128,13 +128,14 @@ StatusOr<ModelConfig> base_model_config(const std::string& path) {
   return src->config();
 }
 
-StatusOr<std::string> resolve_stream_compress(const TrainConfig& cfg, Backend* be, DType act, std::string* why) {
+StatusOr<std::string> resolve_stream_compress(const TrainConfig& cfg, Backend* be, DType act, const DeviceSpeed& speed,
+                                              std::string* why) {
   if (cfg.stream_compress != "auto") return cfg.stream_compress;
   if (act != DType::kBF16 || cfg.adapter != "lora" || cfg.stream == "off") return std::string("false");
   ASSIGN_OR_RETURN(ModelConfig mc, base_model_config(cfg.base_model));
   TrainConfig dense = cfg;
   dense.stream_compress = "false";
-  StatusOr<Plan> planned = plan_for(dense, be, mc, act);
+  StatusOr<Plan> planned = plan_for(dense, be, mc, act, speed);
   if (!planned.ok()) {  // the dense base does not fit: the smaller code12 slots may (else its plan says why)
     if (why) *why = "stream_compress: auto -> true: the dense base does not fit the device memory; the code12 base's layers are ~24% smaller";
     return std::string("true");
@@ -148,9 +149,10 @@ StatusOr<std::string> resolve_stream_compress(const TrainConfig& cfg, Backend* b
   return std::string("true");
 }
 
-StatusOr<ShardResult> shard_base_model(const TrainConfig& given, Backend* be, DType act, std::string* stream_compress) {
+StatusOr<ShardResult> shard_base_model(const TrainConfig& given, Backend* be, DType act, const DeviceSpeed& speed,
+                                       std::string* stream_compress) {
   std::string why;
-  ASSIGN_OR_RETURN(*stream_compress, resolve_stream_compress(given, be, act, &why));
+  ASSIGN_OR_RETURN(*stream_compress, resolve_stream_compress(given, be, act, speed, &why));
   if (!why.empty()) std::fprintf(stderr, "%s\n", why.c_str());
   TrainConfig cfg = given;
   cfg.stream_compress = *stream_compress;
@@ -181,14 +183,15 @@ StatusOr<ShardResult> shard_base_model(const TrainConfig& given, Backend* be, DT
 StatusOr<BaseWeights> open_base_weights(const TrainConfig& given, Backend* be, DType act) {
   RETURN_IF_ERROR(check_stream_tier(given.stream));
   BaseWeights bw;
-  ASSIGN_OR_RETURN(ShardResult sr, shard_base_model(given, be, act, &bw.stream_compress));
+  const DeviceSpeed speed = planning_speed(given, be);  // one probe for both plans below
+  ASSIGN_OR_RETURN(ShardResult sr, shard_base_model(given, be, act, speed, &bw.stream_compress));
   TrainConfig cfg = given;
   cfg.stream_compress = bw.stream_compress;
   bw.store_dir = sr.dir;
   bw.store_reused = sr.reused;
   bw.store_reason = sr.reason;
   const ModelConfig& mc = sr.manifest.config;
-  ASSIGN_OR_RETURN(bw.plan, plan_for(cfg, be, mc, act));
+  ASSIGN_OR_RETURN(bw.plan, plan_for(cfg, be, mc, act, speed));
   ASSIGN_OR_RETURN(bw.store, open_tier(cfg.stream, sr.dir, be));
 
   bw.parts = streamed_parts(bw.store.get(), be, streamed_options(cfg, bw.plan, mc), mc, cfg.base_model);

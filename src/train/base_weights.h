@@ -10,6 +10,7 @@
 #include <string>
 
 #include "backend/backend.h"
+#include "backend/speed_probe.h"
 #include "store/layer_store.h"
 #include "store/sharder.h"
 #include "stream/planner.h"
@@ -38,7 +39,8 @@ StatusOr<BaseWeights> open_base_weights(const TrainConfig& cfg, Backend* be, DTy
 // goes to stderr) into *stream_compress, then shards or reuses. When auto chose code12 and a tensor
 // cannot be coded (core/code12.h: too many exponents outside the table), it says so and uses the
 // dense base instead; an explicit `true` fails naming the tensor.
-StatusOr<ShardResult> shard_base_model(const TrainConfig& cfg, Backend* be, DType act, std::string* stream_compress);
+StatusOr<ShardResult> shard_base_model(const TrainConfig& cfg, Backend* be, DType act, const DeviceSpeed& speed,
+                                       std::string* stream_compress);
 
 // Note [stream_compress auto]: the default `stream_compress: auto` turns the code12 base on when it
 // can hold the run (bfloat16 compute, adapter lora, a streaming tier) and the plan for the dense
@@ -48,7 +50,8 @@ StatusOr<ShardResult> shard_base_model(const TrainConfig& cfg, Backend* be, DTyp
 // layers]), so only streamed visits pay the decode. A run whose layers all stay resident keeps the
 // dense store (nothing to gain). The bits are the same either way. Returns "true" or "false" ("true"/"false" in cfg pass through); `why` (may be null)
 // says what decided auto.
-StatusOr<std::string> resolve_stream_compress(const TrainConfig& cfg, Backend* be, DType act, std::string* why);
+StatusOr<std::string> resolve_stream_compress(const TrainConfig& cfg, Backend* be, DType act, const DeviceSpeed& speed,
+                                              std::string* why);
 // The ModelConfig of base_model: a layer store's manifest, else the checkpoint's (open_model_source).
 StatusOr<ModelConfig> base_model_config(const std::string& path);
 
@@ -58,8 +61,13 @@ StatusOr<ModelConfig> base_model_config(const std::string& path);
 StatusOr<DeviceKind> device_kind_for(const std::string& device);
 // InvalidArgument unless `stream` is off, ram or disk.
 Status check_stream_tier(const std::string& stream);
-// The Planner's answer for this run on `be` (its free memory, cfg's shapes, LoRA, tier, budget).
-StatusOr<Plan> plan_for(const TrainConfig& cfg, Backend* be, const ModelConfig& mc, DType act);
+// The device's speeds for this run's plans (stream/planner.h Note [host extras plan]): probed once
+// (backend/speed_probe.h) for a CUDA run that streams, unknown (zeros) otherwise. The run's plans
+// -- stream_compress auto's dense one and the run's own -- take the same figures.
+DeviceSpeed planning_speed(const TrainConfig& cfg, Backend* be);
+// The Planner's answer for this run on `be` (its free memory, cfg's shapes, LoRA, tier, budget,
+// `speed`).
+StatusOr<Plan> plan_for(const TrainConfig& cfg, Backend* be, const ModelConfig& mc, DType act, const DeviceSpeed& speed);
 // The plan's resident layers and pool slots; stream: off keeps every layer resident.
 StreamedSourceOptions streamed_options(const TrainConfig& cfg, const Plan& plan, const ModelConfig& mc);
 // Parts whose layers stream from `store` (not owned: it must outlive them) and whose extras

@@ -49,7 +49,7 @@ TrainConfig config(const std::string& stream, const std::string& budget) {
 std::string decide(const TrainConfig& c, DType act, std::string* why = nullptr) {
   auto be = make_backend(DeviceKind::kCpu, {.num_threads = 1});
   CHECK_OK(be.status());
-  StatusOr<std::string> r = resolve_stream_compress(c, be->get(), act, why);
+  StatusOr<std::string> r = resolve_stream_compress(c, be->get(), act, DeviceSpeed{}, why);
   EXPECT_TRUE(r.ok()) << r.status().to_string();
   return r.ok() ? *r : "error";
 }
@@ -110,18 +110,18 @@ TEST(StreamCompress, AutoFallsBackToTheDenseBaseWhenATensorCannotBeCoded) {
   c.cache_dir = (std::filesystem::temp_directory_path() / "st_stream_compress_cache").string();
   std::filesystem::remove_all(c.cache_dir);  // no store from an earlier run to reuse
   std::string used;
-  StatusOr<ShardResult> sr = shard_base_model(c, be->get(), DType::kBF16, &used);
+  StatusOr<ShardResult> sr = shard_base_model(c, be->get(), DType::kBF16, DeviceSpeed{}, &used);
   ASSERT_TRUE(sr.ok()) << sr.status().to_string();
   EXPECT_EQ(used, "false");
   EXPECT_EQ(sr->manifest.quant, BaseQuant::kNone);
   c.stream_compress = "true";
-  sr = shard_base_model(c, be->get(), DType::kBF16, &used);
+  sr = shard_base_model(c, be->get(), DType::kBF16, DeviceSpeed{}, &used);
   ASSERT_FALSE(sr.ok());
   EXPECT_NE(sr.status().message().find("model.layers.2.mlp.up_proj.weight"), std::string::npos) << sr.status().message();
   EXPECT_NE(sr.status().message().find(kCode12Refusal), std::string::npos) << sr.status().message();
   c.base_model = eight_layer_model();  // a codable model: auto codes it
   c.stream_compress = "auto";
-  sr = shard_base_model(c, be->get(), DType::kBF16, &used);
+  sr = shard_base_model(c, be->get(), DType::kBF16, DeviceSpeed{}, &used);
   ASSERT_TRUE(sr.ok()) << sr.status().to_string();
   EXPECT_EQ(used, "true");
   EXPECT_EQ(sr->manifest.quant, BaseQuant::kCode12);
