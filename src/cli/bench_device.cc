@@ -61,6 +61,11 @@ void ExposedCopyProbe::begin_step(const std::vector<int>& visits) {
   inner_->begin_step(visits);
 }
 
+void ExposedCopyProbe::begin_training_step(const std::vector<int>& visits, const std::vector<bool>& backward) {
+  CHECK(visits.size() <= before_.size(), "probe sized for " << before_.size() << " visits, step has " << visits.size());
+  inner_->begin_training_step(visits, backward);
+}
+
 LayerWeights ExposedCopyProbe::acquire(int layer) {
   const uint64_t i = published_.load();
   const size_t k = static_cast<size_t>(i % before_.size());

@@ -44,6 +44,8 @@ class ExposedCopyProbe : public LayerSource {
   ExposedCopyProbe& operator=(const ExposedCopyProbe&) = delete;
 
   void begin_step(const std::vector<int>& visits) override;
+  void begin_training_step(const std::vector<int>& visits, const std::vector<bool>& backward) override;
+  void lend_regions(const std::vector<LentRegion>& regions) override { inner_->lend_regions(regions); }
   LayerWeights acquire(int layer) override;
   void release(int layer) override { inner_->release(layer); }
   void end_step() override;  // waits until every pair of the step has been timed

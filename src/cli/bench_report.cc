@@ -73,6 +73,7 @@ Json bench_result_json(const BenchResult& r) {
   j["bytes_streamed_per_step"] = r.bytes_streamed_per_step;
   j["loads_per_step"] = r.loads_per_step;
   j["reuse_hits_per_step"] = r.reuse_hits_per_step;
+  j["lent_slots"] = r.lent_slots;
   j["plan_replays_per_step"] = r.plan_replays_per_step;
   j["eager_visits_per_step"] = r.eager_visits_per_step;
   j["stream_gbps"] = round_to(r.stream_gbps, 4);
@@ -105,6 +106,7 @@ std::string bench_result_text(const BenchResult& r) {
   line("device", r.device);
   line("layers resident", std::to_string(r.resident_layers) + " of " + std::to_string(r.layers) +
                               (r.num_slots ? ", " + std::to_string(r.num_slots) + " pool buffers" : "") +
+                              (r.lent_slots ? " + " + std::to_string(r.lent_slots) + " in lent activation memory" : "") +
                               (r.host_extras ? "; embedding + lm_head in host memory (lm_head streamed)" : "") +
                               "; recompute " + r.recompute + "; attention: " + r.attention +
                               (r.grad_accum > 1 ? "; " + std::to_string(r.grad_accum) + " micro-batches a step" +

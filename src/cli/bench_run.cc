@@ -350,6 +350,7 @@ StatusOr<BenchResult> run_bench(const BenchOptions& o) {
   r.bytes_streamed_per_step = static_cast<int64_t>((s1.bytes - s0.bytes + head1 - head0) / n);
   r.loads_per_step = static_cast<int64_t>((s1.loads - s0.loads) / n);
   r.reuse_hits_per_step = static_cast<int64_t>((s1.reuse_hits - s0.reuse_hits) / n);
+  r.lent_slots = src->lent_slots();
   r.plan_replays_per_step = static_cast<int64_t>((p1.replayed - p0.replayed) / n);
   r.eager_visits_per_step = static_cast<int64_t>((p1.eager - p0.eager) / n);
   r.stream_gbps = step_s > 0 ? r.bytes_streamed_per_step / step_s / 1e9 : 0;

@@ -74,6 +74,7 @@ struct BenchResult {
   double compute_fraction = -1;       // 1 - exposed / step
   double compute_floor_ms = -1, transfer_floor_ms = -1;  // FLOPs / ceiling, bytes / link
   int64_t reuse_hits_per_step = 0, loads_per_step = 0;
+  int64_t lent_slots = 0;  // pool slots over lent activation memory (stream/prefetcher.h)
   // Layer visits per timed step launched from recorded plans / op by op (model/launch_plans.h).
   int64_t plan_replays_per_step = 0, eager_visits_per_step = 0;
   uint64_t vram_planned = 0;          // the planner's total for this configuration

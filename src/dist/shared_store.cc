@@ -39,6 +39,10 @@ class ViewSource final : public LayerSource {
       : view_(std::move(view)), src_(std::move(src)) {}
   ~ViewSource() override { src_.reset(); }  // the prefetch thread stops before the view goes
   void begin_step(const std::vector<int>& visits) override { src_->begin_step(visits); }
+  void begin_training_step(const std::vector<int>& visits, const std::vector<bool>& backward) override {
+    src_->begin_training_step(visits, backward);
+  }
+  void lend_regions(const std::vector<LentRegion>& regions) override { src_->lend_regions(regions); }
   LayerWeights acquire(int layer) override { return src_->acquire(layer); }
   void release(int layer) override { src_->release(layer); }
   void end_step() override { src_->end_step(); }

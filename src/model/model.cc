@@ -596,7 +596,18 @@ StatusOr<std::vector<double>> Model::forward_backward(const std::vector<const Ba
   std::vector<double> losses(batches.size());
   std::vector<float> loss_host(1);
   const uint64_t first_micro = micro_counter_;
-  src.begin_step(sched.layers());
+  // With one arena slot, layer l's saved region is dead from its backward to its next forward: the
+  // source may hold layers there (stream/prefetcher.h Note [lent activation memory]).
+  if (slots == 1) {
+    std::vector<LentRegion> regions;
+    const Slot& a = a_->slots[0];
+    for (size_t l = 0; l < a.saved.size(); ++l)
+      regions.push_back({static_cast<int>(l), a.saved[l].data, a.saved[l].bytes()});
+    src.lend_regions(regions);
+  }
+  std::vector<bool> backward;
+  for (const Visit& v : sched.visits()) backward.push_back(v.phase == Phase::kBackward);
+  src.begin_training_step(sched.layers(), backward);
   const Visit* prev = nullptr;
   for (const Visit& v : sched.visits()) {
     const Batch& b = *batches[v.micro_batch];

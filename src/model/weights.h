@@ -113,10 +113,28 @@ ExtrasWeights extras_weights_view(const ExtrasLayout& layout, void* blob, bool t
 // the views -> release(layer). acquire makes the compute stream wait until the weights are
 // there (it does not block the host in steady state); release marks, on the compute stream,
 // that the kernels reading them are enqueued (the slot may be refilled once they finish).
+// Memory a training step lends the source between uses (stream/prefetcher.h Note [lent activation
+// memory]): layer `layer`'s saved region, dead from the end of each backward visit of the layer to
+// its next visit.
+struct LentRegion {
+  int layer = -1;
+  void* data = nullptr;
+  size_t bytes = 0;
+};
+
 class LayerSource {
  public:
   virtual ~LayerSource() = default;
   virtual void begin_step(const std::vector<int>& visits) = 0;
+  // A training step: backward[i] says visit i is its layer's backward (which frees the layer's lent
+  // region). Sources that borrow nothing ignore the flags.
+  virtual void begin_training_step(const std::vector<int>& visits, const std::vector<bool>& backward) {
+    (void)backward;
+    begin_step(visits);
+  }
+  // Offers these regions (between steps; the same set each call, so repeating it is free). A
+  // source may use any of them as layer buffers inside their windows, or none.
+  virtual void lend_regions(const std::vector<LentRegion>& regions) { (void)regions; }
   virtual LayerWeights acquire(int layer) = 0;
   virtual void release(int layer) = 0;
   virtual void end_step() = 0;

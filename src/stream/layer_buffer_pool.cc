@@ -25,7 +25,35 @@ StatusOr<std::unique_ptr<LayerBufferPool>> LayerBufferPool::create(Backend* be, 
 LayerBufferPool::~LayerBufferPool() {
   be_->sync_all();  // no copy or kernel may still touch a slot we free
   for (Slot& s : slots_)
-    if (s.data) be_->free(s.data);
+    if (s.data && !s.lent) be_->free(s.data);
+}
+
+int LayerBufferPool::add_lent_slot(void* data) {
+  std::lock_guard<std::mutex> lk(mu_);
+  Slot& slot = slots_.emplace_back();
+  slot.data = data;
+  slot.lent = true;
+  slot.ready = be_->create_event();
+  slot.free = be_->create_event();
+  return static_cast<int>(slots_.size()) - 1;
+}
+
+void LayerBufferPool::open_lent(int s) {
+  be_->record(*slots_[s].free, StreamId::kCompute);
+  std::lock_guard<std::mutex> lk(mu_);
+  Slot& slot = slots_[s];
+  CHECK(slot.lent && !slot.held, "open_lent of slot " << s);
+  slot.tag = SlotTag{-1, next_generation_++};
+  slot.published = slot.tag.generation;  // empty: nothing to wait for
+}
+
+void LayerBufferPool::close_lent(int s) {
+  std::lock_guard<std::mutex> lk(mu_);
+  Slot& slot = slots_[s];
+  CHECK(slot.lent && !slot.held && slot.published >= slot.tag.generation,
+        "lent slot " << s << " closed while compute holds it or a fill is in flight");
+  slot.tag = SlotTag{-1, next_generation_++};
+  slot.published = slot.tag.generation;
 }
 
 SlotTag LayerBufferPool::tag(int s) const {

@@ -14,8 +14,13 @@
 // across threads; the events order the device work. On the CPU backend copies are synchronous,
 // so the publish happens after the bytes are in place: the host wait is the real dependency.
 //
-// Thread safety: begin_fill/acquire/release from one (compute) thread; copy_wait_free and
-// finish_fill from one (copy) thread. Counters are read after the step.
+// Lent slots (stream/prefetcher.h Note [lent activation memory]): add_lent_slot adds a slot over
+// memory the pool does not own; open_lent(s) records its `free` event on kCompute (the region's
+// last reader was just enqueued there) and empties it; close_lent(s) empties it again when its
+// owner is about to write the region. The prefetcher decides when; the pool only keeps the tags.
+//
+// Thread safety: begin_fill/acquire/release/open_lent/close_lent from one (compute) thread;
+// copy_wait_free and finish_fill from one (copy) thread. Counters are read after the step.
 #pragma once
 
 #include <condition_variable>
@@ -43,6 +48,13 @@ class LayerBufferPool {
   LayerBufferPool(const LayerBufferPool&) = delete;
   LayerBufferPool& operator=(const LayerBufferPool&) = delete;
 
+  // A slot over `data` (at least slot_bytes(), not freed by the pool), closed: returns its index.
+  // Only while no copy is in flight (between steps): the slot table may move.
+  int add_lent_slot(void* data);
+  bool lent(int s) const { return slots_[s].lent; }
+  void open_lent(int s);   // compute thread: the region is free once kCompute reaches this point
+  void close_lent(int s);  // compute thread: the region's owner takes it back (slot must be idle)
+
   int num_slots() const { return static_cast<int>(slots_.size()); }
   size_t slot_bytes() const { return slot_bytes_; }
   void* data(int s) const { return slots_[s].data; }
@@ -68,6 +80,7 @@ class LayerBufferPool {
     uint64_t published = 0;  // generation of the last finished fill
     Status fill_status;
     bool held = false;
+    bool lent = false;  // memory owned by someone else (Note [lent activation memory])
     std::unique_ptr<Event> ready, free;
   };
   explicit LayerBufferPool(Backend* be) : be_(be) {}

@@ -6,14 +6,17 @@
 
 namespace st {
 
-int belady_victim(const std::vector<int>& slot_layers, const std::vector<int>& visits, size_t c, size_t p) {
+int belady_victim(const std::vector<int>& slot_layers, const std::vector<int>& visits, size_t c, size_t p,
+                  const std::vector<size_t>& horizon) {
   constexpr size_t kEmpty = std::numeric_limits<size_t>::max();
   constexpr size_t kNever = kEmpty - 1;
   int best = -1;
   size_t best_next = 0;
   for (size_t s = 0; s < slot_layers.size(); ++s) {
+    const size_t h = horizon.empty() ? kEmpty : horizon[s];
+    if (h <= p) continue;  // lost before the visit being issued
     size_t next = slot_layers[s] < 0 ? kEmpty : kNever;
-    for (size_t i = c; i < visits.size() && next == kNever; ++i)
+    for (size_t i = c; i < visits.size() && i < h && next == kNever; ++i)
       if (visits[i] == slot_layers[s]) next = i;
     if (next <= p) continue;  // needed before (or at) the visit being issued
     if (best < 0 || next > best_next) {
@@ -47,9 +50,28 @@ std::vector<int> Prefetcher::slot_layers() const {
   return v;
 }
 
-void Prefetcher::begin_step(const std::vector<int>& visits) {
+void Prefetcher::lend_slot(int slot, int layer) {
+  CHECK(c_ == visits_.size() && !held_, "lend_slot during a step");
+  CHECK(slot >= 0 && slot < pool_->num_slots() && pool_->lent(slot), "lend_slot: slot " << slot << " is not lent");
+  lent_layer_.resize(pool_->num_slots(), -1);
+  lent_open_.resize(pool_->num_slots(), false);
+  lent_layer_[slot] = layer;
+}
+
+size_t Prefetcher::horizon(int slot) const {
+  if (static_cast<size_t>(slot) >= lent_layer_.size() || lent_layer_[slot] < 0) return std::numeric_limits<size_t>::max();
+  if (!lent_open_[slot]) return 0;
+  size_t i = c_;
+  while (i < visits_.size() && visits_[i] != lent_layer_[slot]) ++i;
+  return i;  // the region's next visit closes it; none left in this step: open past its end
+}
+
+void Prefetcher::begin_step(const std::vector<int>& visits, const std::vector<bool>& backward) {
   CHECK(c_ == visits_.size() && !held_, "begin_step before the previous step was consumed");
+  CHECK(backward.empty() || backward.size() == visits.size(), "begin_step: one backward flag per visit");
   visits_ = visits;
+  backward_ = backward;
+  backward_.resize(visits.size(), false);
   visit_slot_.assign(visits.size(), -1);
   visit_tag_.assign(visits.size(), SlotTag{});
   c_ = p_ = 0;
@@ -61,15 +83,18 @@ void Prefetcher::pump() {
   while (p_ < visits_.size()) {
     int layer = visits_[p_];
     std::vector<int> occ = slot_layers();
+    std::vector<size_t> hz;
+    if (!lent_layer_.empty())
+      for (int s = 0; s < static_cast<int>(occ.size()); ++s) hz.push_back(horizon(s));
     int hit = -1;
     for (size_t s = 0; s < occ.size() && hit < 0; ++s)
-      if (occ[s] == layer) hit = static_cast<int>(s);
+      if (occ[s] == layer && (hz.empty() || hz[s] > p_)) hit = static_cast<int>(s);
     if (hit >= 0) {
       visit_slot_[p_] = hit;
       visit_tag_[p_] = pool_->tag(hit);
       ++stats_.reuse_hits;
     } else {
-      int victim = belady_victim(occ, visits_, c_, p_);
+      int victim = belady_victim(occ, visits_, c_, p_, hz);
       if (victim < 0) return;
       issue(victim, layer);
     }
@@ -131,6 +156,13 @@ StatusOr<void*> Prefetcher::acquire(int layer) {
         "acquire(" << layer << ") out of order: visit " << c_ << " expects layer "
                    << (c_ < visits_.size() ? visits_[c_] : -1));
   CHECK(c_ < p_, "visit " << c_ << " was never issued");
+  // This visit closes the lent regions of its layer (Note [lent activation memory]): no fill or hit
+  // went past the horizon, so they are idle.
+  for (size_t s = 0; s < lent_layer_.size(); ++s)
+    if (lent_open_[s] && lent_layer_[s] == layer) {
+      pool_->close_lent(static_cast<int>(s));
+      lent_open_[s] = false;
+    }
   held_ = true;
   ++stats_.visits;
   int s = visit_slot_[c_];
@@ -143,6 +175,12 @@ void Prefetcher::release(int layer) {
   CHECK(held_ && visits_[c_] == layer, "release(" << layer << ") without a matching acquire");
   pool_->release(visit_slot_[c_]);
   held_ = false;
+  if (backward_[c_])
+    for (size_t s = 0; s < lent_layer_.size(); ++s)
+      if (lent_layer_[s] == layer && !lent_open_[s]) {
+        pool_->open_lent(static_cast<int>(s));
+        lent_open_[s] = true;
+      }
   ++c_;
   pump();
 }

@@ -14,6 +14,22 @@
 // Slot contents persist across steps (frozen weights): layer 0 at the end of a backward is a
 // hit at the start of the next forward.
 //
+// Note [lent activation memory]
+// A training step's activation memory is not all live all the time: layer l's saved region
+// (model/layer.h Note [recompute]) is written by its forward and read by its backward, and is dead
+// from the end of that backward to the next forward of l. Where a region holds a layer blob, the
+// Model lends it (LayerSource::lend_regions) and the pool gains a "lent" slot over it, usable only
+// in that window: it opens when compute releases a backward visit of its layer (its `free` event is
+// recorded then, so copies wait for the backward's kernels) and closes at the next visit of that
+// layer (any visit: a forward-only step closes it too, which is merely conservative). A fill into a
+// lent slot is issued only for a visit before the slot's close, and a hit on it counts only before
+// it (Belady's horizon), so when the window closes the slot is idle and its bytes are given back.
+// In a training step the windows open one by one down the backward, so the prefetcher can run
+// further ahead there, and the layers the backward loaded last stay in the pool across the step
+// boundary -- the next forward finds them (a reuse hit), which takes link time out of the forward
+// where it is scarce (the backward does ~2x the forward's compute per load). Same bytes per visit,
+// same kernels: the bits do not change; peak memory does not either (the regions exist anyway).
+//
 // Copies run on a copy thread standing in for the copy stream (CopyMode::kThread: CPU runs get
 // real concurrency; disk reads never block compute's enqueue) or inline on the compute thread
 // (kInline: for debugging, and CUDA RAM tiers where enqueueing is cheap). A failed load is
@@ -33,8 +49,12 @@
 namespace st {
 
 // Belady victim for issuing visit p with compute at visit c (Note [prefetch rule]).
-// slot_layers[s] is slot s's layer (-1 empty). Returns the slot, or -1 if none may be evicted yet.
-int belady_victim(const std::vector<int>& slot_layers, const std::vector<int>& visits, size_t c, size_t p);
+// slot_layers[s] is slot s's layer (-1 empty). horizon (optional, one per slot): the visit at which
+// the slot's contents are lost (Note [lent activation memory]); a slot whose horizon is <= p cannot
+// take the fill, and a use at or past the horizon counts as never. Returns the slot, or -1 if none
+// may be evicted yet.
+int belady_victim(const std::vector<int>& slot_layers, const std::vector<int>& visits, size_t c, size_t p,
+                  const std::vector<size_t>& horizon = {});
 
 enum class CopyMode { kThread, kInline };
 
@@ -55,7 +75,12 @@ class Prefetcher {
   Prefetcher& operator=(const Prefetcher&) = delete;
 
   // `visits`: the streamed layers in the order compute will acquire them. Starts loading.
-  void begin_step(const std::vector<int>& visits);
+  // backward (optional, one per visit): the visit is its layer's training backward, after which the
+  // layer's lent region (if any) is free (Note [lent activation memory]).
+  void begin_step(const std::vector<int>& visits, const std::vector<bool>& backward = {});
+  // Pool slot `slot` (LayerBufferPool::add_lent_slot) is layer `layer`'s lent region; closed until a
+  // backward visit of `layer` is released. Between steps only.
+  void lend_slot(int slot, int layer);
   // The next visit must be `layer` (CHECK). Waits for its copy; returns the slot's device
   // pointer, or the (sticky) load error naming the file.
   StatusOr<void*> acquire(int layer);
@@ -76,6 +101,7 @@ class Prefetcher {
     SlotTag tag;
   };
   void pump();
+  size_t horizon(int slot) const;  // the visit at which the slot's contents are lost
   void issue(int slot, int layer);
   void run_job(const Job& j);
   void copy_loop();
@@ -87,6 +113,9 @@ class Prefetcher {
   std::vector<int> visits_;
   std::vector<int> visit_slot_;
   std::vector<SlotTag> visit_tag_;
+  std::vector<bool> backward_;       // per visit (Note [lent activation memory])
+  std::vector<int> lent_layer_;      // per pool slot: the layer whose region it is, or -1
+  std::vector<bool> lent_open_;      // per pool slot: the region is free for us now
   size_t c_ = 0, p_ = 0;
   bool held_ = false;
   PrefetchStats stats_;

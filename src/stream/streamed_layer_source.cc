@@ -86,13 +86,34 @@ StreamedLayerSource::~StreamedLayerSource() {
   }
 }
 
-void StreamedLayerSource::begin_step(const std::vector<int>& visits) {
+void StreamedLayerSource::begin_step(const std::vector<int>& visits) { begin_training_step(visits, {}); }
+
+void StreamedLayerSource::begin_training_step(const std::vector<int>& visits, const std::vector<bool>& backward) {
+  CHECK(backward.empty() || backward.size() == visits.size(), "begin_training_step: one flag per visit");
   std::vector<int> streamed;
-  for (int l : visits) {
+  std::vector<bool> streamed_backward;
+  for (size_t i = 0; i < visits.size(); ++i) {
+    const int l = visits[i];
     CHECK(l >= 0 && l < static_cast<int>(resident_index_.size()), "visit of layer " << l);
-    if (resident_index_[l] < 0) streamed.push_back(l);
+    if (resident_index_[l] >= 0) continue;
+    streamed.push_back(l);
+    streamed_backward.push_back(!backward.empty() && backward[i]);
   }
-  if (prefetcher_) prefetcher_->begin_step(streamed);
+  if (prefetcher_) prefetcher_->begin_step(streamed, streamed_backward);
+}
+
+void StreamedLayerSource::lend_regions(const std::vector<LentRegion>& regions) {
+  if (lent_ || !prefetcher_) return;
+  lent_ = true;
+  const char* env = std::getenv("STREAMTUNE_LEND_ACTIVATIONS");
+  if (env && std::strcmp(env, "0") == 0) return;
+  for (const LentRegion& r : regions) {
+    if (r.layer < 0 || r.layer >= static_cast<int>(resident_index_.size()) || resident_index_[r.layer] >= 0 ||
+        r.data == nullptr || r.bytes < pool_->slot_bytes())
+      continue;
+    prefetcher_->lend_slot(pool_->add_lent_slot(r.data), r.layer);
+    ++lent_slots_;
+  }
 }
 
 LayerWeights StreamedLayerSource::acquire(int layer) {

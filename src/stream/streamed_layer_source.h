@@ -41,6 +41,12 @@ class StreamedLayerSource : public LayerSource {
   ~StreamedLayerSource() override;
 
   void begin_step(const std::vector<int>& visits) override;
+  void begin_training_step(const std::vector<int>& visits, const std::vector<bool>& backward) override;
+  // Streamed layers' regions that hold a blob become lent pool slots (stream/prefetcher.h Note
+  // [lent activation memory]); once: later calls are no-ops. STREAMTUNE_LEND_ACTIVATIONS=0 in the
+  // environment declines every region (for A/B timing).
+  void lend_regions(const std::vector<LentRegion>& regions) override;
+  int lent_slots() const { return lent_slots_; }
   LayerWeights acquire(int layer) override;
   void release(int layer) override;
   void end_step() override;
@@ -65,6 +71,8 @@ class StreamedLayerSource : public LayerSource {
   void* resident_ = nullptr;
   std::unique_ptr<LayerBufferPool> pool_;
   std::unique_ptr<Prefetcher> prefetcher_;
+  bool lent_ = false;
+  int lent_slots_ = 0;
   Status error_;
 };
 
