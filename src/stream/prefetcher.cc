@@ -6,6 +6,10 @@
 
 namespace st {
 
+namespace {
+constexpr size_t kNearDemand = 2;  // Note [lent activation memory]
+}  // namespace
+
 int belady_victim(const std::vector<int>& slot_layers, const std::vector<int>& visits, size_t c, size_t p,
                   const std::vector<size_t>& horizon) {
   constexpr size_t kEmpty = std::numeric_limits<size_t>::max();
@@ -94,7 +98,17 @@ void Prefetcher::pump() {
       visit_tag_[p_] = pool_->tag(hit);
       ++stats_.reuse_hits;
     } else {
-      int victim = belady_victim(occ, visits_, c_, p_, hz);
+      int victim = -1;
+      if (hz.empty()) {
+        victim = belady_victim(occ, visits_, c_, p_);
+      } else {
+        // With lent slots (Note [lent activation memory]) every layer in the pool may be the next
+        // step's hit: ahead of compute, fill empty slots only; evict (Belady) only for the visits
+        // compute needs within kNearDemand, as a two-slot pool would.
+        for (size_t s = 0; s < occ.size() && victim < 0; ++s)
+          if (occ[s] < 0 && hz[s] > p_) victim = static_cast<int>(s);
+        if (victim < 0 && p_ <= c_ + kNearDemand) victim = belady_victim(occ, visits_, c_, p_, hz);
+      }
       if (victim < 0) return;
       issue(victim, layer);
     }
