@@ -1,5 +1,6 @@
 #include "stream/prefetcher.h"
 
+#include <cstdlib>
 #include <limits>
 
 #include "core/check.h"
@@ -7,7 +8,16 @@
 namespace st {
 
 namespace {
-constexpr size_t kNearDemand = 2;  // Note [lent activation memory]
+// Note [lent activation memory]: how far ahead of compute a lent-slot pool may evict (2, as a
+// two-slot pool runs); STREAMTUNE_LEND_DEPTH=N in the environment overrides it (A/B timing).
+size_t near_demand() {
+  static const size_t n = [] {
+    const char* e = std::getenv("STREAMTUNE_LEND_DEPTH");
+    const long v = e ? std::strtol(e, nullptr, 10) : 0;
+    return v >= 1 && v <= 64 ? static_cast<size_t>(v) : size_t{2};
+  }();
+  return n;
+}
 }  // namespace
 
 int belady_victim(const std::vector<int>& slot_layers, const std::vector<int>& visits, size_t c, size_t p,
@@ -104,10 +114,10 @@ void Prefetcher::pump() {
       } else {
         // With lent slots (Note [lent activation memory]) every layer in the pool may be the next
         // step's hit: ahead of compute, fill empty slots only; evict (Belady) only for the visits
-        // compute needs within kNearDemand, as a two-slot pool would.
+        // compute needs within near_demand() visits, as a two-slot pool would.
         for (size_t s = 0; s < occ.size() && victim < 0; ++s)
           if (occ[s] < 0 && hz[s] > p_) victim = static_cast<int>(s);
-        if (victim < 0 && p_ <= c_ + kNearDemand) victim = belady_victim(occ, visits_, c_, p_, hz);
+        if (victim < 0 && p_ <= c_ + near_demand()) victim = belady_victim(occ, visits_, c_, p_, hz);
       }
       if (victim < 0) return;
       issue(victim, layer);
