@@ -208,9 +208,11 @@ Status train_and_report(const TrainConfig& given, bool* interrupted) {
   print_outputs(cfg, cs.ok() ? curve : std::string());
   if (auto* ss = dynamic_cast<StreamedLayerSource*>(&trainer->layers())) {
     const PrefetchStats ps = ss->stats();
-    std::printf("streamed   %.3f GB in %lld layer loads (%lld visits served from the pool)\n",
-                static_cast<double>(ps.bytes) / 1e9, static_cast<long long>(ps.loads),
-                static_cast<long long>(ps.reuse_hits));
+    std::printf("streamed   %.3f GB in %lld layer loads (%lld visits served from the pool", static_cast<double>(ps.bytes) / 1e9,
+                static_cast<long long>(ps.loads), static_cast<long long>(ps.reuse_hits));
+    if (ss->lent_slots() > 0)  // stream/prefetcher.h Note [lent activation memory]
+      std::printf("; %d pool slots in lent activation memory", ss->lent_slots());
+    std::printf(")\n");
   }
   const LaunchPlanCache::Stats& lp = trainer->model().launch_plan_stats();
   if (be->plan_recorder())  // Note [layer launch plans]; nothing to say where ops run on the call

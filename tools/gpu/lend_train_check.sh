@@ -23,6 +23,6 @@ for v in "off auto - 1" "ram none ${BUDGET:-600MiB} 1" "ram none ${BUDGET:-600Mi
   rc=$?
   s=$(bit_sig $d)
   [ -z "$ref" ] && ref=$s
-  echo "train stream=$1 recompute=$2 budget=$3 lend=$4 rc=$rc sig=$s $([ "$s" = "$ref" ] && echo IDENTICAL || echo DIFFERENT) | $(grep -m1 '^plan:' $d.log) | $(grep -m1 'tok/s' $d.log | tail -c 160)"
+  echo "train stream=$1 recompute=$2 budget=$3 lend=$4 rc=$rc sig=$s $([ "$s" = "$ref" ] && echo IDENTICAL || echo DIFFERENT) | $(grep -m1 '^plan:' $d.log) | $(grep -m1 "^streamed " $d.log)"
   [ $rc -eq 0 ] || tail -5 $d.log
 done
