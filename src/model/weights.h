@@ -132,8 +132,9 @@ class LayerSource {
     (void)backward;
     begin_step(visits);
   }
-  // Offers these regions (between steps; the same set each call, so repeating it is free). A
-  // source may use any of them as layer buffers inside their windows, or none.
+  // Offers these regions (between steps; the same set each call, so repeating it is free; the
+  // memory must outlive the source). A source may use any of them as layer buffers inside their
+  // windows, or none.
   virtual void lend_regions(const std::vector<LentRegion>& regions) { (void)regions; }
   virtual LayerWeights acquire(int layer) = 0;
   virtual void release(int layer) = 0;

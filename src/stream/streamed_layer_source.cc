@@ -103,8 +103,17 @@ void StreamedLayerSource::begin_training_step(const std::vector<int>& visits, co
 }
 
 void StreamedLayerSource::lend_regions(const std::vector<LentRegion>& regions) {
-  if (lent_ || !prefetcher_) return;
+  if (lent_) {  // the pool holds these pointers: another set would leave it writing freed memory
+    bool same = regions.size() == offered_.size();
+    for (size_t i = 0; same && i < regions.size(); ++i)
+      same = regions[i].layer == offered_[i].layer && regions[i].data == offered_[i].data &&
+             regions[i].bytes == offered_[i].bytes;
+    CHECK(same, "lend_regions: a source borrows from one Model's arena for its whole life");
+    return;
+  }
   lent_ = true;
+  offered_ = regions;
+  if (!prefetcher_) return;
   const char* env = std::getenv("STREAMTUNE_LEND_ACTIVATIONS");
   if (env && std::strcmp(env, "0") == 0) return;
   for (const LentRegion& r : regions) {

@@ -43,8 +43,9 @@ class StreamedLayerSource : public LayerSource {
   void begin_step(const std::vector<int>& visits) override;
   void begin_training_step(const std::vector<int>& visits, const std::vector<bool>& backward) override;
   // Streamed layers' regions that hold a blob become lent pool slots (stream/prefetcher.h Note
-  // [lent activation memory]); once: later calls are no-ops. STREAMTUNE_LEND_ACTIVATIONS=0 in the
-  // environment declines every region (for A/B timing).
+  // [lent activation memory]); once: a later call must offer the same regions (CHECK), and the
+  // memory must outlive this source. STREAMTUNE_LEND_ACTIVATIONS=0 in the environment declines
+  // every region (for A/B timing).
   void lend_regions(const std::vector<LentRegion>& regions) override;
   int lent_slots() const { return lent_slots_; }
   LayerWeights acquire(int layer) override;
@@ -72,6 +73,7 @@ class StreamedLayerSource : public LayerSource {
   std::unique_ptr<LayerBufferPool> pool_;
   std::unique_ptr<Prefetcher> prefetcher_;
   bool lent_ = false;
+  std::vector<LentRegion> offered_;  // the first lend_regions call's (the only set allowed)
   int lent_slots_ = 0;
   Status error_;
 };

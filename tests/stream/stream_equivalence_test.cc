@@ -8,6 +8,7 @@
 // thread on a small loaded CI machine (the test is about bits, not speed).
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <cstring>
 
 #include "../store/store_test_util.h"
@@ -57,7 +58,8 @@ class Equivalence : public ::testing::Test {
   static void TearDownTestSuite() { delete dir_; }
 
   // Two accumulation windows of two micro-batches, an AdamW update between them.
-  RunResult run_steps(Backend* be, LayerSource& src, DType act = DType::kF32) {
+  RunResult run_steps(Backend* be, LayerSource& src, DType act = DType::kF32, Recompute rc = Recompute::kFull,
+                      int64_t max_tokens = kSeq) {
     LoraConfig lc;
     lc.r = 4;
     lc.alpha = 8;
@@ -67,7 +69,8 @@ class Equivalence : public ::testing::Test {
     ModelOptions mo;
     mo.act_dtype = act;
     mo.base_quant = act == DType::kBF16 ? BaseQuant::kCode12 : BaseQuant::kNone;
-    mo.max_tokens = kSeq;
+    mo.max_tokens = max_tokens;
+    mo.recompute = rc;
     auto model = Model::create(cfg_, be, lc, mo).value();
     Checkpoint ck = Checkpoint::open(dir_->sub("model")).value();
     CHECK_OK(model->load_extras(ck));
@@ -149,6 +152,45 @@ TEST_F(Equivalence, StreamedEqualsResidentBitForBit) {
     if (c.slots >= streamed) EXPECT_EQ(s.loads, streamed) << what;  // everything fits: loaded once
     else EXPECT_GT(s.reuse_hits, 0) << what;                         // the turn reuses slots
   }
+}
+
+// stream/prefetcher.h Note [lent activation memory]: with recompute none and an arena sized for
+// 256 tokens each layer's saved region holds a layer blob, so the pool borrows them; the bits stay
+// those of the resident run (and of kFull: recompute never changes the numerics), with fewer loads.
+TEST_F(Equivalence, LentActivationMemoryKeepsTheBits) {
+  auto be = make_backend(DeviceKind::kCpu, {.device_index = 0, .num_threads = 1}).value();
+  Checkpoint ck = Checkpoint::open(dir_->sub("model")).value();
+  auto resident = ResidentLayerSource::from_checkpoint(be.get(), cfg_, make_layer_layout(cfg_, DType::kF32), ck).value();
+  const RunResult ref = run_steps(be.get(), *resident);
+  const RunResult ref_none = run_steps(be.get(), *resident, DType::kF32, Recompute::kNone, 256);
+  expect_identical(ref, ref_none, "resident, recompute none");
+  auto ram = RamStore::open(dir_->sub("store"), be.get()).value();
+  auto disk = DiskStore::open(dir_->sub("store"), be.get()).value();
+  for (LayerStore* store : {static_cast<LayerStore*>(ram.get()), static_cast<LayerStore*>(disk.get())})
+    for (CopyMode mode : {CopyMode::kThread, CopyMode::kInline})
+      for (bool lend : {true, false}) {
+        const std::string what = Str() << store->tier() << (mode == CopyMode::kThread ? " thread" : " inline")
+                                       << (lend ? " lent" : " not lent");
+        if (!lend) setenv("STREAMTUNE_LEND_ACTIVATIONS", "0", 1);
+        StreamedSourceOptions o;
+        o.num_slots = 2;
+        o.resident_layers = store == disk.get() ? std::vector<int>{1} : std::vector<int>{};
+        o.copy_mode = mode;
+        auto src = StreamedLayerSource::create(be.get(), store, o).value();
+        RunResult r = run_steps(be.get(), *src, DType::kF32, Recompute::kNone, 256);
+        unsetenv("STREAMTUNE_LEND_ACTIVATIONS");
+        ASSERT_TRUE(src->status().ok()) << what << ": " << src->status().to_string();
+        expect_identical(ref, r, what);
+        const int streamed = kLayers - static_cast<int>(o.resident_layers.size());
+        EXPECT_EQ(src->lent_slots(), lend ? streamed : 0) << what;
+        // 2 steps x 2 micro-batches: without lending 2 slots reload all but the pair at each turn
+        // and boundary; with it the backward's loads stay for the next micro-batch's forward.
+        const PrefetchStats s = src->stats();
+        if (lend) {
+          EXPECT_LT(s.loads, 4 * (2 * streamed - 4) + 4) << what;
+        }
+        EXPECT_EQ(s.loads + s.reuse_hits, 8 * streamed) << what;
+      }
 }
 
 TEST_F(Equivalence, Code12StoreEqualsTheDenseBf16BaseResidentOrStreamed) {
