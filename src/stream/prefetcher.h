@@ -24,11 +24,15 @@
 // layer (any visit: a forward-only step closes it too, which is merely conservative). A fill into a
 // lent slot is issued only for a visit before the slot's close, and a hit on it counts only before
 // it (Belady's horizon), so when the window closes the slot is idle and its bytes are given back.
-// In a training step the windows open one by one down the backward, so the prefetcher can run
-// further ahead there, and the layers the backward loaded last stay in the pool across the step
-// boundary -- the next forward finds them (a reuse hit), which takes link time out of the forward
-// where it is scarce (the backward does ~2x the forward's compute per load). Same bytes per visit,
-// same kernels: the bits do not change; peak memory does not either (the regions exist anyway).
+// Down a training step's backward the windows open one per visit, as fast as the backward needs
+// loads, so with lent slots the prefetcher fills only empty slots ahead of compute and evicts
+// (Belady, within the horizons) only for the visits compute needs within two, as the two-slot pool
+// did. The backward then keeps every layer it loaded and the next forward finds all but one of
+// them: L-1 loads a step instead of 2L-4. The forward runs with the link idle -- every region closes
+// during it, so what the backward needs can only go to the own slots -- which bounds a step by
+// L x f + head + max(L x b, (L-2) x c) (f, b: a layer's forward and backward compute, c: its copy;
+// bench/RESULTS.md session 19: 7-36% shorter steps). Same bytes per visit, same kernels: the bits
+// do not change; peak memory does not either (the regions exist anyway).
 //
 // Copies run on a copy thread standing in for the copy stream (CopyMode::kThread: CPU runs get
 // real concurrency; disk reads never block compute's enqueue) or inline on the compute thread
