@@ -26,3 +26,17 @@ for v in "off auto - 1" "ram none ${BUDGET:-600MiB} 1" "ram none ${BUDGET:-600Mi
   echo "train stream=$1 recompute=$2 budget=$3 lend=$4 rc=$rc sig=$s $([ "$s" = "$ref" ] && echo IDENTICAL || echo DIFFERENT) | $(grep -m1 '^plan:' $d.log) | $(grep -m1 "^streamed " $d.log)"
   [ $rc -eq 0 ] || tail -5 $d.log
 done
+# compute-sanitizer memcheck over `bench` on an 8-layer f32 model with recompute none at 256 tokens
+# (each region holds a blob: the pool copies into the Model's arena).
+CS=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+if [ -x "$CS" ]; then
+  $B init-model --preset tiny-qwen2 --out $W/tq >/dev/null
+  python3 -c "
+import json; c = json.load(open('$W/tq/config.json'))
+c.update(num_hidden_layers=8, hidden_size=128, intermediate_size=256)
+json.dump(c, open('$W/tq8.json', 'w'))"
+  $B init-model --config $W/tq8.json --out $W/tq8 --dtype float32 >/dev/null
+  timeout 240 $CS --tool memcheck --error-exitcode 9 $B bench --model $W/tq8 --seq 256 --stream ram --recompute none \
+    --steps 3 --warmup 1 --device cuda --dtype float32 --no-ceilings --json >$W/cs.json 2>$W/cs.err
+  echo "compute-sanitizer memcheck rc=$? $(grep -o '"lent_slots":[0-9]*' $W/cs.json) $(grep -o '"loads_per_step":[0-9]*' $W/cs.json) $(grep -E 'ERROR SUMMARY' $W/cs.err $W/cs.json | head -2 | tr '\n' ' ')"
+fi
