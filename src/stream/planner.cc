@@ -151,10 +151,20 @@ std::vector<int> spread_layers(int k, int L) {
 // streamed layer once for the whole group, less the ones still pooled at the forward->backward turn
 // (Belady keeps them) and, with `boundary`, those the pool carries from the previous group's
 // backward into this group's forward (both end / start at layer 0: steady state).
+// Whether the pool will borrow the saved regions (stream/prefetcher.h Note [lent activation
+// memory]): one arena slot, some layer streamed, and a region that holds a layer blob.
+bool lends(const PlanInput& in, const Shape& s) {
+  if (s.mb_slots != 1 || s.resident >= in.model.num_layers || in.tier == "off") return false;
+  return layer_saved_bytes(in.model, s.tokens, in.lora, in.dtype, s.recompute) >=
+         make_layer_layout(in.model, in.dtype, in.quant).bytes;
+}
+
 uint64_t layer_load_bytes(const PlanInput& in, const Shape& s, bool boundary) {
   const int streamed = static_cast<int>(in.model.num_layers) - s.resident;
   const int pooled = std::min(s.slots, streamed);
-  const int loads = std::max(0, 2 * streamed - (boundary ? 2 : 1) * pooled);
+  // Lent regions: in steady state the forward finds all but one of the layers the backward loaded.
+  const int loads = boundary && lends(in, s) ? std::max(0, streamed - 1)
+                                             : std::max(0, 2 * streamed - (boundary ? 2 : 1) * pooled);
   return make_layer_layout(in.model, in.dtype, in.quant).bytes * static_cast<uint64_t>(loads);
 }
 
@@ -179,6 +189,9 @@ uint64_t step_bytes(const PlanInput& in, const Shape& s) {
 
 // Note [host extras plan]: the estimated step of shape s from the measured speeds.
 constexpr double kComputeEfficiency = 0.75;  // a step's kernels against the probed 4096^3 GEMM
+// Note [recompute plan]: the estimated gain a plan with less recomputation (and fewer resident
+// layers) must show over the residency-first plan (the estimate reads 5-10% off measured steps).
+constexpr double kRecomputeMargin = 0.10;
 StepEstimate estimate_step(const PlanInput& in, const Shape& s) {
   const ModelConfig& c = in.model;
   const double H = static_cast<double>(c.hidden_size), Q = static_cast<double>(c.q_dim()),
@@ -192,13 +205,19 @@ StepEstimate estimate_step(const PlanInput& in, const Shape& s) {
   const double passes = s.recompute == Recompute::kNone ? 2 : 3;
   const double attn_passes = s.recompute == Recompute::kFull ? 4.5 : 3.5;  // causal fwd = 1, bwd = 2.5
   const double head_flops = 4 * T * V * H;  // logits and their input gradient
-  const double flops = G * (2 * T * layer_params * L * passes + head_flops +
-                            attn_passes * 2 * B * S * S * static_cast<double>(c.num_heads * c.head_dim) * L);
+  const double attn_unit = 2 * B * S * S * static_cast<double>(c.num_heads * c.head_dim) * L;
+  const double flops = G * (2 * T * layer_params * L * passes + head_flops + attn_passes * attn_unit);
   const double rate = in.gemm_tflops * 1e9 * kComputeEfficiency;  // flops per ms
   const double link = in.link_gbps * 1e6;                         // bytes per ms
   StepEstimate e;
   e.compute_ms = flops / rate;
   e.loads_ms = static_cast<double>(step_bytes(in, s) - head_bytes(in, s, G)) / link;
+  if (lends(in, s)) {
+    // The forward finds its layers in the pool and the link carries nothing then (every lent region
+    // closes during it): only the backward's loads overlap compute (Note [recompute plan]).
+    e.forward_ms = G * (2 * T * layer_params * L + head_flops + attn_unit) / rate;
+    e.compute_ms -= e.forward_ms;
+  }
   if (s.host_extras) e.head_ms = G * std::max(0.0, V * H * static_cast<double>(dtype_size(in.dtype)) / link - head_flops / rate);
   return e;
 }
@@ -314,10 +333,12 @@ StatusOr<Plan> make_plan(const PlanInput& in) {
   }
   // Note [launch plan memory]: what is left beside this residency, up to kLaunchPlanBytes, when
   // that is at least kLaunchPlanBytesMin.
-  if (in.device == DeviceKind::kCuda) {
-    const uint64_t used = total(plan_terms(in, s));
-    if (used < budget && budget - used >= kLaunchPlanBytesMin) s.launch_plan_bytes = std::min(kLaunchPlanBytes, budget - used);
-  }
+  auto grant_launch_plans = [&](Shape* t) {
+    if (in.device != DeviceKind::kCuda) return;
+    const uint64_t used = total(plan_terms(in, *t));
+    if (used < budget && budget - used >= kLaunchPlanBytesMin) t->launch_plan_bytes = std::min(kLaunchPlanBytes, budget - used);
+  };
+  grant_launch_plans(&s);
   // Note [recompute plan]: spare memory once every layer is resident buys less recomputation.
   if (auto_recompute && s.resident == L) {
     for (Recompute r : {Recompute::kNone, Recompute::kAttention}) {
@@ -327,6 +348,20 @@ StatusOr<Plan> make_plan(const PlanInput& in) {
         s = t;
         break;
       }
+    }
+  }
+  // Note [recompute plan]: with the speeds known, less recomputation may be worth some residency.
+  if (auto_recompute && in.tier == "ram" && in.link_gbps > 0 && in.gemm_tflops > 0) {
+    const Shape first = s;
+    for (Recompute r : {Recompute::kNone, Recompute::kAttention}) {
+      if (r == first.recompute) continue;
+      Shape t{};
+      bool ok = false;
+      // The same attention path; a mode that cannot be planned (layer_major: true) is no candidate.
+      if (!residency(in, budget, r, first.fused_attention, &t, &ok).ok() || !ok) continue;
+      grant_launch_plans(&t);
+      const double e = estimate_step(in, t).total_ms();
+      if (e < (1 - kRecomputeMargin) * estimate_step(in, first).total_ms() && e < estimate_step(in, s).total_ms()) s = t;
     }
   }
   const uint64_t lb = make_layer_layout(c, in.dtype, in.quant).bytes;
@@ -382,11 +417,15 @@ std::string Plan::banner() const {
       << (fused_attention_allowance > 0 ? "its backward runs in query chunks" : "attention runs on the own kernels")
       << ": the bits differ from a run with room for it (a larger vram_budget or a shorter sequence_len)\n";
   if (estimate.compute_ms > 0) {  // Note [host extras plan]
-    char line[320];
+    char line[416];
     const bool link_bound = estimate.loads_ms > estimate.compute_ms;
+    char forward[96] = "";
+    if (estimate.forward_ms > 0)  // stream/prefetcher.h Note [lent activation memory]
+      std::snprintf(forward, sizeof(forward), "forward + head ~%.0f ms on layers kept in lent activation memory; then ",
+                    estimate.forward_ms);
     std::snprintf(line, sizeof(line),
-                  "  estimate: ~%.0f ms a step, %s (compute ~%.0f ms; layer loads ~%.0f ms at the probed %.0f GB/s%s)%s\n",
-                  estimate.total_ms(), link_bound ? "link-bound" : "compute-bound", estimate.compute_ms,
+                  "  estimate: ~%.0f ms a step, %s (%scompute ~%.0f ms; layer loads ~%.0f ms at the probed %.0f GB/s%s)%s\n",
+                  estimate.total_ms(), link_bound ? "link-bound" : "compute-bound", forward, estimate.compute_ms,
                   estimate.loads_ms, link_gbps, link_bound ? "" : ", overlapping it",
                   estimate.head_ms > 0.5 ? (", + ~" + std::to_string(static_cast<int>(estimate.head_ms + 0.5)) +
                                             " ms of lm_head streaming at the head").c_str()

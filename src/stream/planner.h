@@ -28,8 +28,15 @@
 // less recomputation (model/layer.h Note [recompute]): first kNone (every intermediate the
 // backward reads is kept: no forward op runs twice), else kAttention (attention output + lse),
 // else kFull (per-layer checkpointing). A streaming plan spends memory on resident layers first:
-// a layer kept resident saves two copies per step, a kept intermediate saves only compute. An
-// explicit mode is planned as asked (fewer resident layers if need be) or refused.
+// a layer kept resident saves two copies per step, a kept intermediate saves only compute. Where
+// the link and GEMM speeds are known (a RAM tier on CUDA: Note [host extras plan]) that first plan
+// is held against the same attention path with kNone and with kAttention, each with the most
+// resident layers that fit beside its activations, and the one whose estimated step is lowest by
+// more than kRecomputeMargin wins: on the H200 Qwen2.5-7B@2048 in 22 GiB ran 134.5 ms with every
+// layer resident and attention outputs kept against 107.3 ms with 6 layers streamed and no
+// recompute, and @4096 in 32 GiB 283.9 against 226.6 (bench/RESULTS.md session 19): a fast link
+// hides a few layers' copies behind compute, and kNone's regions are lent to the pool. An explicit
+// mode is planned as asked (fewer resident layers if need be) or refused.
 //
 // Note [fused attention plan]: a fused attention path (cuDNN SDPA on CUDA) runs other kernels than
 // the own ones, and its backward in query chunks (attention_cudnn.cc Note [chunked backward]) sums
@@ -115,7 +122,10 @@ struct PlanInput {
 // layer loads overlap the compute, the lm_head's streaming (host extras) does not.
 struct StepEstimate {
   double compute_ms = 0, loads_ms = 0, head_ms = 0;  // all 0: not estimated
-  double total_ms() const { return (compute_ms > loads_ms ? compute_ms : loads_ms) + head_ms; }
+  // Compute the loads cannot overlap: with lent activation memory the forward and the head (stream/
+  // prefetcher.h Note [lent activation memory]); compute_ms is then the rest.
+  double forward_ms = 0;
+  double total_ms() const { return forward_ms + (compute_ms > loads_ms ? compute_ms : loads_ms) + head_ms; }
 };
 
 struct PlanTerm {
