@@ -147,10 +147,6 @@ std::vector<int> spread_layers(int k, int L) {
   return out;
 }
 
-// Layer bytes loaded for one group of s.mb_slots micro-batches: forward + backward visit every
-// streamed layer once for the whole group, less the ones still pooled at the forward->backward turn
-// (Belady keeps them) and, with `boundary`, those the pool carries from the previous group's
-// backward into this group's forward (both end / start at layer 0: steady state).
 // Whether the pool will borrow the saved regions (stream/prefetcher.h Note [lent activation
 // memory]): one arena slot, some layer streamed, and a region that holds a layer blob.
 bool lends(const PlanInput& in, const Shape& s) {
@@ -159,6 +155,10 @@ bool lends(const PlanInput& in, const Shape& s) {
          make_layer_layout(in.model, in.dtype, in.quant).bytes;
 }
 
+// Layer bytes loaded for one group of s.mb_slots micro-batches: forward + backward visit every
+// streamed layer once for the whole group, less the ones still pooled at the forward->backward turn
+// (Belady keeps them) and, with `boundary`, those the pool carries from the previous group's
+// backward into this group's forward (both end / start at layer 0: steady state).
 uint64_t layer_load_bytes(const PlanInput& in, const Shape& s, bool boundary) {
   const int streamed = static_cast<int>(in.model.num_layers) - s.resident;
   const int pooled = std::min(s.slots, streamed);
