@@ -56,10 +56,7 @@ ExposedCopyProbe::~ExposedCopyProbe() {
   poller_.join();
 }
 
-void ExposedCopyProbe::begin_step(const std::vector<int>& visits) {
-  CHECK(visits.size() <= before_.size(), "probe sized for " << before_.size() << " visits, step has " << visits.size());
-  inner_->begin_step(visits);
-}
+void ExposedCopyProbe::begin_step(const std::vector<int>& visits) { begin_training_step(visits, {}); }
 
 void ExposedCopyProbe::begin_training_step(const std::vector<int>& visits, const std::vector<bool>& backward) {
   CHECK(visits.size() <= before_.size(), "probe sized for " << before_.size() << " visits, step has " << visits.size());

@@ -38,22 +38,24 @@ int LayerBufferPool::add_lent_slot(void* data) {
   return static_cast<int>(slots_.size()) - 1;
 }
 
-void LayerBufferPool::open_lent(int s) {
-  be_->record(*slots_[s].free, StreamId::kCompute);
-  std::lock_guard<std::mutex> lk(mu_);
-  Slot& slot = slots_[s];
-  CHECK(slot.lent && !slot.held, "open_lent of slot " << s);
+void LayerBufferPool::empty_lent(Slot& slot) {
   slot.tag = SlotTag{-1, next_generation_++};
   slot.published = slot.tag.generation;  // empty: nothing to wait for
 }
 
+void LayerBufferPool::open_lent(int s) {
+  be_->record(*slots_[s].free, StreamId::kCompute);
+  std::lock_guard<std::mutex> lk(mu_);
+  CHECK(slots_[s].lent && !slots_[s].held, "open_lent of slot " << s);
+  empty_lent(slots_[s]);
+}
+
 void LayerBufferPool::close_lent(int s) {
   std::lock_guard<std::mutex> lk(mu_);
-  Slot& slot = slots_[s];
+  const Slot& slot = slots_[s];
   CHECK(slot.lent && !slot.held && slot.published >= slot.tag.generation,
         "lent slot " << s << " closed while compute holds it or a fill is in flight");
-  slot.tag = SlotTag{-1, next_generation_++};
-  slot.published = slot.tag.generation;
+  empty_lent(slots_[s]);
 }
 
 SlotTag LayerBufferPool::tag(int s) const {

@@ -84,6 +84,7 @@ class LayerBufferPool {
     std::unique_ptr<Event> ready, free;
   };
   explicit LayerBufferPool(Backend* be) : be_(be) {}
+  void empty_lent(Slot& slot);  // a new empty tag, published (mu_ held)
 
   Backend* be_;
   size_t slot_bytes_ = 0;

@@ -352,16 +352,20 @@ StatusOr<Plan> make_plan(const PlanInput& in) {
   }
   // Note [recompute plan]: with the speeds known, less recomputation may be worth some residency.
   if (auto_recompute && in.tier == "ram" && in.link_gbps > 0 && in.gemm_tflops > 0) {
-    const Shape first = s;
+    const Recompute first = s.recompute;
+    double best_ms = (1 - kRecomputeMargin) * estimate_step(in, s).total_ms();
     for (Recompute r : {Recompute::kNone, Recompute::kAttention}) {
-      if (r == first.recompute) continue;
+      if (r == first) continue;
       Shape t{};
       bool ok = false;
       // The same attention path; a mode that cannot be planned (layer_major: true) is no candidate.
-      if (!residency(in, budget, r, first.fused_attention, &t, &ok).ok() || !ok) continue;
+      if (!residency(in, budget, r, s.fused_attention, &t, &ok).ok() || !ok) continue;
       grant_launch_plans(&t);
       const double e = estimate_step(in, t).total_ms();
-      if (e < (1 - kRecomputeMargin) * estimate_step(in, first).total_ms() && e < estimate_step(in, s).total_ms()) s = t;
+      if (e < best_ms) {
+        s = t;
+        best_ms = e;
+      }
     }
   }
   const uint64_t lb = make_layer_layout(c, in.dtype, in.quant).bytes;

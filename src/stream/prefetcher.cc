@@ -94,12 +94,13 @@ void Prefetcher::begin_step(const std::vector<int>& visits, const std::vector<bo
 
 // Issues visits from p_ on while a slot can take them (Note [prefetch rule]).
 void Prefetcher::pump() {
+  // The horizons depend on c_ and the open windows only, which issuing does not change.
+  std::vector<size_t> hz;
+  if (!lent_layer_.empty())
+    for (int s = 0; s < pool_->num_slots(); ++s) hz.push_back(horizon(s));
   while (p_ < visits_.size()) {
     int layer = visits_[p_];
     std::vector<int> occ = slot_layers();
-    std::vector<size_t> hz;
-    if (!lent_layer_.empty())
-      for (int s = 0; s < static_cast<int>(occ.size()); ++s) hz.push_back(horizon(s));
     int hit = -1;
     for (size_t s = 0; s < occ.size() && hit < 0; ++s)
       if (occ[s] == layer && (hz.empty() || hz[s] > p_)) hit = static_cast<int>(s);
