@@ -601,8 +601,10 @@ StatusOr<std::vector<double>> Model::forward_backward(const std::vector<const Ba
   if (slots == 1) {
     std::vector<LentRegion> regions;
     const Slot& a = a_->slots[0];
+    // Each region with the carver's padding after it (no view uses it), so that consecutive
+    // regions are adjacent and may be lent together (Note [lent region spans]).
     for (size_t l = 0; l < a.saved.size(); ++l)
-      regions.push_back({static_cast<int>(l), a.saved[l].data, a.saved[l].bytes()});
+      regions.push_back({static_cast<int>(l), a.saved[l].data, round_up(a.saved[l].bytes())});
     src.lend_regions(regions);
   }
   std::vector<bool> backward;

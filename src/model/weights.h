@@ -119,7 +119,7 @@ ExtrasWeights extras_weights_view(const ExtrasLayout& layout, void* blob, bool t
 struct LentRegion {
   int layer = -1;
   void* data = nullptr;
-  size_t bytes = 0;
+  size_t bytes = 0;  // regions of consecutive layers may be adjacent (a source may lend them together)
 };
 
 class LayerSource {

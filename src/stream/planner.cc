@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "model/carver.h"
 #include "model/layer.h"
 #include "model/model.h"
 #include "model/weights.h"
@@ -147,12 +148,29 @@ std::vector<int> spread_layers(int k, int L) {
   return out;
 }
 
-// Whether the pool will borrow the saved regions (stream/prefetcher.h Note [lent activation
-// memory]): one arena slot, some layer streamed, and a region that holds a layer blob.
-bool lends(const PlanInput& in, const Shape& s) {
-  if (s.mb_slots != 1 || s.resident >= in.model.num_layers || in.tier == "off") return false;
-  return layer_saved_bytes(in.model, s.tokens, in.lora, in.dtype, s.recompute) >=
-         make_layer_layout(in.model, in.dtype, in.quant).bytes;
+// How many lent pool slots the source will make (stream/prefetcher.h Notes [lent activation
+// memory], [lent region spans]): with one arena slot, per run of consecutive streamed layers one
+// slot per k regions, k the regions a layer blob needs. This restates StreamedLayerSource::
+// lend_regions's rule, to predict it.
+int lent_slots(const PlanInput& in, const Shape& s) {
+  const int L = static_cast<int>(in.model.num_layers);
+  if (s.mb_slots != 1 || s.resident >= L || in.tier == "off") return 0;
+  const uint64_t a = Carver::kAlign;  // the Model offers each region with its padding (model.cc)
+  const uint64_t region = (layer_saved_bytes(in.model, s.tokens, in.lora, in.dtype, s.recompute) + a - 1) / a * a;
+  if (region == 0) return 0;
+  const uint64_t k = (make_layer_layout(in.model, in.dtype, in.quant).bytes + region - 1) / region;
+  std::vector<bool> resident(L, false);
+  for (int l : spread_layers(s.resident, L)) resident[l] = true;
+  int slots = 0, run = 0;
+  for (int l = 0; l <= L; ++l) {
+    if (l < L && !resident[l]) {
+      ++run;
+      continue;
+    }
+    slots += static_cast<int>(static_cast<uint64_t>(run) / k);
+    run = 0;
+  }
+  return slots;
 }
 
 // Layer bytes loaded for one group of s.mb_slots micro-batches: forward + backward visit every
@@ -162,9 +180,7 @@ bool lends(const PlanInput& in, const Shape& s) {
 uint64_t layer_load_bytes(const PlanInput& in, const Shape& s, bool boundary) {
   const int streamed = static_cast<int>(in.model.num_layers) - s.resident;
   const int pooled = std::min(s.slots, streamed);
-  // Lent regions: in steady state the forward finds all but one of the layers the backward loaded.
-  const int loads = boundary && lends(in, s) ? std::max(0, streamed - 1)
-                                             : std::max(0, 2 * streamed - (boundary ? 2 : 1) * pooled);
+  const int loads = boundary ? steady_layer_loads(streamed, pooled, lent_slots(in, s)) : std::max(0, 2 * streamed - pooled);
   return make_layer_layout(in.model, in.dtype, in.quant).bytes * static_cast<uint64_t>(loads);
 }
 
@@ -212,11 +228,17 @@ StepEstimate estimate_step(const PlanInput& in, const Shape& s) {
   StepEstimate e;
   e.compute_ms = flops / rate;
   e.loads_ms = static_cast<double>(step_bytes(in, s) - head_bytes(in, s, G)) / link;
-  if (lends(in, s)) {
-    // The forward finds its layers in the pool and the link carries nothing then (every lent region
-    // closes during it): only the backward's loads overlap compute (Note [recompute plan]).
-    e.forward_ms = G * (2 * T * layer_params * L + head_flops + attn_unit) / rate;
-    e.compute_ms -= e.forward_ms;
+  if (lent_slots(in, s) > 0) {
+    // The forward finds layers in lent activation memory and loads the rest itself, overlapping its
+    // compute; the backward's loads (all but the pooled) overlap only the backward's compute: every
+    // lent region closes during the forward (Note [recompute plan]).
+    const int streamed = static_cast<int>(c.num_layers) - s.resident, pooled = std::min(s.slots, streamed);
+    const double blob = static_cast<double>(make_layer_layout(c, in.dtype, in.quant).bytes);
+    const double backward_loads_ms = G * (streamed - pooled) * blob / link;
+    const double forward_compute_ms = G * (2 * T * layer_params * L + head_flops + attn_unit) / rate;
+    e.forward_ms = std::max(forward_compute_ms, e.loads_ms - backward_loads_ms);
+    e.compute_ms -= forward_compute_ms;
+    e.loads_ms = backward_loads_ms;
   }
   if (s.host_extras) e.head_ms = G * std::max(0.0, V * H * static_cast<double>(dtype_size(in.dtype)) / link - head_flops / rate);
   return e;
@@ -284,6 +306,12 @@ Status residency(const PlanInput& in, uint64_t budget, Recompute forced, uint64_
 }
 
 }  // namespace
+
+int steady_layer_loads(int streamed, int pooled, int lent) {
+  if (streamed <= pooled) return 0;
+  if (lent == 0) return 2 * streamed - 2 * pooled;
+  return 2 * streamed - 2 * pooled + 1 - std::min(streamed - pooled, lent);
+}
 
 StatusOr<Plan> make_plan(const PlanInput& in) {
   const ModelConfig& c = in.model;

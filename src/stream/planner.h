@@ -158,6 +158,13 @@ struct Plan {
   std::string banner() const;       // multi-line, for the run banner
 };
 
+// Layer loads a training step in steady state: every streamed layer is visited by the forward and
+// the backward, less those still pooled at the turn and across the step boundary; with `lent` lent
+// slots (stream/prefetcher.h Note [lent region spans]) the next forward also finds about that many
+// of the layers the backward loaded. The planner's model of the prefetcher; lent_slots_test holds
+// it against the prefetcher itself.
+int steady_layer_loads(int streamed, int pooled, int lent);
+
 // ResourceExhausted (before any allocation) naming the largest term and what would fit.
 StatusOr<Plan> make_plan(const PlanInput& in);
 // make_plan, asking min_workspace() for in.fused_attention_min_workspace only when the whole fused

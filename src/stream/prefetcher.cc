@@ -64,20 +64,25 @@ std::vector<int> Prefetcher::slot_layers() const {
   return v;
 }
 
-void Prefetcher::lend_slot(int slot, int layer) {
+void Prefetcher::lend_slot(int slot, int first, int layers) {
   CHECK(c_ == visits_.size() && !held_, "lend_slot during a step");
   CHECK(slot >= 0 && slot < pool_->num_slots() && pool_->lent(slot), "lend_slot: slot " << slot << " is not lent");
-  lent_layer_.resize(pool_->num_slots(), -1);
+  CHECK(first >= 0 && layers >= 1, "lend_slot: layers " << first << " + " << layers);
+  lent_first_.resize(pool_->num_slots(), -1);
+  lent_count_.resize(pool_->num_slots(), 0);
   lent_open_.resize(pool_->num_slots(), false);
-  lent_layer_[slot] = layer;
+  CHECK(lent_count_[slot] == 0, "lend_slot: slot " << slot << " lent twice");
+  lent_first_[slot] = first;
+  lent_count_[slot] = layers;
+  if (region_dead_.size() < static_cast<size_t>(first + layers)) region_dead_.resize(first + layers, false);
 }
 
 size_t Prefetcher::horizon(int slot) const {
-  if (static_cast<size_t>(slot) >= lent_layer_.size() || lent_layer_[slot] < 0) return std::numeric_limits<size_t>::max();
+  if (static_cast<size_t>(slot) >= lent_count_.size() || lent_count_[slot] == 0) return std::numeric_limits<size_t>::max();
   if (!lent_open_[slot]) return 0;
   size_t i = c_;
-  while (i < visits_.size() && visits_[i] != lent_layer_[slot]) ++i;
-  return i;  // the region's next visit closes it; none left in this step: open past its end
+  while (i < visits_.size() && !spans(slot, visits_[i])) ++i;
+  return i;  // the next visit of a spanned layer closes it; none left in this step: open past its end
 }
 
 void Prefetcher::begin_step(const std::vector<int>& visits, const std::vector<bool>& backward) {
@@ -96,7 +101,7 @@ void Prefetcher::begin_step(const std::vector<int>& visits, const std::vector<bo
 void Prefetcher::pump() {
   // The horizons depend on c_ and the open windows only, which issuing does not change.
   std::vector<size_t> hz;
-  if (!lent_layer_.empty())
+  if (!lent_count_.empty())
     for (int s = 0; s < pool_->num_slots(); ++s) hz.push_back(horizon(s));
   while (p_ < visits_.size()) {
     int layer = visits_[p_];
@@ -181,10 +186,11 @@ StatusOr<void*> Prefetcher::acquire(int layer) {
         "acquire(" << layer << ") out of order: visit " << c_ << " expects layer "
                    << (c_ < visits_.size() ? visits_[c_] : -1));
   CHECK(c_ < p_, "visit " << c_ << " was never issued");
-  // This visit closes the lent regions of its layer (Note [lent activation memory]): no fill or hit
-  // went past the horizon, so they are idle.
-  for (size_t s = 0; s < lent_layer_.size(); ++s)
-    if (lent_open_[s] && lent_layer_[s] == layer) {
+  // This visit closes the lent slots over its layer's region (Note [lent activation memory]): no
+  // fill or hit went past the horizon, so they are idle.
+  if (static_cast<size_t>(layer) < region_dead_.size()) region_dead_[layer] = false;
+  for (size_t s = 0; s < lent_count_.size(); ++s)
+    if (lent_open_[s] && spans(static_cast<int>(s), layer)) {
       pool_->close_lent(static_cast<int>(s));
       lent_open_[s] = false;
     }
@@ -200,12 +206,18 @@ void Prefetcher::release(int layer) {
   CHECK(held_ && visits_[c_] == layer, "release(" << layer << ") without a matching acquire");
   pool_->release(visit_slot_[c_]);
   held_ = false;
-  if (backward_[c_])
-    for (size_t s = 0; s < lent_layer_.size(); ++s)
-      if (lent_layer_[s] == layer && !lent_open_[s]) {
-        pool_->open_lent(static_cast<int>(s));
-        lent_open_[s] = true;
-      }
+  if (backward_[c_] && static_cast<size_t>(layer) < region_dead_.size()) {
+    region_dead_[layer] = true;
+    // A slot opens once every region it spans is dead (Note [lent region spans]).
+    for (size_t s = 0; s < lent_count_.size(); ++s) {
+      if (lent_open_[s] || !spans(static_cast<int>(s), layer)) continue;
+      bool dead = true;
+      for (int l = lent_first_[s]; dead && l < lent_first_[s] + lent_count_[s]; ++l) dead = region_dead_[l];
+      if (!dead) continue;
+      pool_->open_lent(static_cast<int>(s));
+      lent_open_[s] = true;
+    }
+  }
   ++c_;
   pump();
 }

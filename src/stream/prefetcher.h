@@ -34,6 +34,16 @@
 // bench/RESULTS.md session 19: 7-36% shorter steps). Same bytes per visit, same kernels: the bits
 // do not change; peak memory does not either (the regions exist anyway).
 //
+// Note [lent region spans]
+// Where one saved region is smaller than a layer blob (fewer tokens, larger layers: 7B at 2048
+// tokens keeps ~300 MB a layer against a 466 MB blob) the regions of k consecutive streamed layers,
+// adjacent in the arena, make one lent slot (StreamedLayerSource::lend_regions). Its window is the
+// intersection of theirs: it opens when the last of them dies (down the backward, the lowest
+// layer's backward) and closes at the next visit of any of them (the lowest layer's forward) -- the
+// same window as that lowest layer's own region, with k times the memory. L/k slots instead of L:
+// the next forward finds about L/k of the layers the backward loaded and loads the rest itself,
+// overlapping its compute (what a forward without lent slots does with all of them).
+//
 // Copies run on a copy thread standing in for the copy stream (CopyMode::kThread: CPU runs get
 // real concurrency; disk reads never block compute's enqueue) or inline on the compute thread
 // (kInline: for debugging, and CUDA RAM tiers where enqueueing is cheap). A failed load is
@@ -82,9 +92,10 @@ class Prefetcher {
   // backward (optional, one per visit): the visit is its layer's training backward, after which the
   // layer's lent region (if any) is free (Note [lent activation memory]).
   void begin_step(const std::vector<int>& visits, const std::vector<bool>& backward = {});
-  // Pool slot `slot` (LayerBufferPool::add_lent_slot) is layer `layer`'s lent region; closed until a
-  // backward visit of `layer` is released. Between steps only.
-  void lend_slot(int slot, int layer);
+  // Pool slot `slot` (LayerBufferPool::add_lent_slot) spans the lent regions of layers first ..
+  // first + layers - 1 (Note [lent region spans]); closed until a backward visit of each of them
+  // has been released. Between steps only.
+  void lend_slot(int slot, int first, int layers = 1);
   // The next visit must be `layer` (CHECK). Waits for its copy; returns the slot's device
   // pointer, or the (sticky) load error naming the file.
   StatusOr<void*> acquire(int layer);
@@ -106,6 +117,9 @@ class Prefetcher {
   };
   void pump();
   size_t horizon(int slot) const;  // the visit at which the slot's contents are lost
+  bool spans(int slot, int layer) const {
+    return layer >= lent_first_[slot] && layer < lent_first_[slot] + lent_count_[slot];
+  }
   void issue(int slot, int layer);
   void run_job(const Job& j);
   void copy_loop();
@@ -118,8 +132,10 @@ class Prefetcher {
   std::vector<int> visit_slot_;
   std::vector<SlotTag> visit_tag_;
   std::vector<bool> backward_;       // per visit (Note [lent activation memory])
-  std::vector<int> lent_layer_;      // per pool slot: the layer whose region it is, or -1
-  std::vector<bool> lent_open_;      // per pool slot: the region is free for us now
+  std::vector<int> lent_first_;      // per pool slot: the first layer whose region it spans, or -1
+  std::vector<int> lent_count_;      // per pool slot: how many regions it spans (0: not lent)
+  std::vector<bool> lent_open_;      // per pool slot: the regions are free for us now
+  std::vector<bool> region_dead_;    // per layer: its last visit released was a backward
   size_t c_ = 0, p_ = 0;
   bool held_ = false;
   PrefetchStats stats_;

@@ -116,12 +116,27 @@ void StreamedLayerSource::lend_regions(const std::vector<LentRegion>& regions) {
   if (!prefetcher_) return;
   const char* env = std::getenv("STREAMTUNE_LEND_ACTIVATIONS");
   if (env && std::strcmp(env, "0") == 0) return;
-  for (const LentRegion& r : regions) {
-    if (r.layer < 0 || r.layer >= static_cast<int>(resident_index_.size()) || resident_index_[r.layer] >= 0 ||
-        r.data == nullptr || r.bytes < pool_->slot_bytes())
+  // Note [lent region spans]: runs of consecutive streamed layers whose regions are adjacent, cut
+  // greedily from the lowest layer into spans that hold a blob.
+  auto streamed = [&](const LentRegion& r) {
+    return r.layer >= 0 && r.layer < static_cast<int>(resident_index_.size()) && resident_index_[r.layer] < 0 &&
+           r.data != nullptr;
+  };
+  for (size_t i = 0; i < regions.size();) {
+    if (!streamed(regions[i])) {
+      ++i;
       continue;
-    prefetcher_->lend_slot(pool_->add_lent_slot(r.data), r.layer);
-    ++lent_slots_;
+    }
+    size_t j = i, bytes = regions[i].bytes;
+    while (bytes < pool_->slot_bytes() && j + 1 < regions.size() && streamed(regions[j + 1]) &&
+           regions[j + 1].layer == regions[j].layer + 1 &&
+           static_cast<char*>(regions[j].data) + regions[j].bytes == regions[j + 1].data)
+      bytes += regions[++j].bytes;
+    if (bytes >= pool_->slot_bytes()) {
+      prefetcher_->lend_slot(pool_->add_lent_slot(regions[i].data), regions[i].layer, static_cast<int>(j - i + 1));
+      ++lent_slots_;
+    }
+    i = j + 1;
   }
 }
 

@@ -42,8 +42,9 @@ class StreamedLayerSource : public LayerSource {
 
   void begin_step(const std::vector<int>& visits) override;
   void begin_training_step(const std::vector<int>& visits, const std::vector<bool>& backward) override;
-  // Streamed layers' regions that hold a blob become lent pool slots (stream/prefetcher.h Note
-  // [lent activation memory]); once: a later call must offer the same regions (CHECK), and the
+  // Streamed layers' regions become lent pool slots, alone where one holds a blob, else k adjacent
+  // regions of consecutive layers together (stream/prefetcher.h Notes [lent activation memory],
+  // [lent region spans]); once: a later call must offer the same regions (CHECK), and the
   // memory must outlive this source. STREAMTUNE_LEND_ACTIVATIONS=0 in the environment declines
   // every region (for A/B timing).
   void lend_regions(const std::vector<LentRegion>& regions) override;

@@ -58,14 +58,19 @@ class Equivalence : public ::testing::Test {
   static void TearDownTestSuite() { delete dir_; }
 
   // Two accumulation windows of two micro-batches, an AdamW update between them.
-  RunResult run_steps(Backend* be, LayerSource& src, DType act = DType::kF32, Recompute rc = Recompute::kFull,
-                      int64_t max_tokens = kSeq) {
+  static LoraConfig lora() {
     LoraConfig lc;
     lc.r = 4;
     lc.alpha = 8;
     lc.targets[static_cast<int>(LoraTarget::kQ)] = true;
     lc.targets[static_cast<int>(LoraTarget::kV)] = true;
     lc.targets[static_cast<int>(LoraTarget::kDown)] = true;
+    return lc;
+  }
+
+  RunResult run_steps(Backend* be, LayerSource& src, DType act = DType::kF32, Recompute rc = Recompute::kFull,
+                      int64_t max_tokens = kSeq) {
+    const LoraConfig lc = lora();
     ModelOptions mo;
     mo.act_dtype = act;
     mo.base_quant = act == DType::kBF16 ? BaseQuant::kCode12 : BaseQuant::kNone;
@@ -157,40 +162,49 @@ TEST_F(Equivalence, StreamedEqualsResidentBitForBit) {
 // stream/prefetcher.h Note [lent activation memory]: with recompute none and an arena sized for
 // 256 tokens each layer's saved region holds a layer blob, so the pool borrows them; the bits stay
 // those of the resident run (and of kFull: recompute never changes the numerics), with fewer loads.
+// Note [lent region spans]: at 256 tokens a region holds a blob; at 32 / 16 it takes 2 / 4 adjacent ones.
 TEST_F(Equivalence, LentActivationMemoryKeepsTheBits) {
   auto be = make_backend(DeviceKind::kCpu, {.device_index = 0, .num_threads = 1}).value();
   Checkpoint ck = Checkpoint::open(dir_->sub("model")).value();
   auto resident = ResidentLayerSource::from_checkpoint(be.get(), cfg_, make_layer_layout(cfg_, DType::kF32), ck).value();
   const RunResult ref = run_steps(be.get(), *resident);
-  const RunResult ref_none = run_steps(be.get(), *resident, DType::kF32, Recompute::kNone, 256);
-  expect_identical(ref, ref_none, "resident, recompute none");
   auto ram = RamStore::open(dir_->sub("store"), be.get()).value();
   auto disk = DiskStore::open(dir_->sub("store"), be.get()).value();
-  for (LayerStore* store : {static_cast<LayerStore*>(ram.get()), static_cast<LayerStore*>(disk.get())})
-    for (CopyMode mode : {CopyMode::kThread, CopyMode::kInline})
-      for (bool lend : {true, false}) {
-        const std::string what = Str() << store->tier() << (mode == CopyMode::kThread ? " thread" : " inline")
-                                       << (lend ? " lent" : " not lent");
-        if (!lend) setenv("STREAMTUNE_LEND_ACTIVATIONS", "0", 1);
-        StreamedSourceOptions o;
-        o.num_slots = 2;
-        o.resident_layers = store == disk.get() ? std::vector<int>{1} : std::vector<int>{};
-        o.copy_mode = mode;
-        auto src = StreamedLayerSource::create(be.get(), store, o).value();
-        RunResult r = run_steps(be.get(), *src, DType::kF32, Recompute::kNone, 256);
-        unsetenv("STREAMTUNE_LEND_ACTIVATIONS");
-        ASSERT_TRUE(src->status().ok()) << what << ": " << src->status().to_string();
-        expect_identical(ref, r, what);
-        const int streamed = kLayers - static_cast<int>(o.resident_layers.size());
-        EXPECT_EQ(src->lent_slots(), lend ? streamed : 0) << what;
-        // 2 steps x 2 micro-batches: without lending 2 slots reload all but the pair at each turn
-        // and boundary; with it the backward's loads stay for the next micro-batch's forward.
-        const PrefetchStats s = src->stats();
-        if (lend) {
-          EXPECT_LT(s.loads, 4 * (2 * streamed - 4) + 4) << what;
+  for (int64_t tokens : {256, 32, 16}) {
+    const RunResult ref_none = run_steps(be.get(), *resident, DType::kF32, Recompute::kNone, tokens);
+    expect_identical(ref, ref_none, "resident, recompute none");
+    const size_t region = (layer_saved_bytes(cfg_, tokens, lora(), DType::kF32, Recompute::kNone) + 255) / 256 * 256;
+    const size_t k = (ram->manifest().layer_bytes + region - 1) / region;
+    EXPECT_EQ(k, tokens == 256 ? 1u : tokens == 32 ? 2u : 4u) << "regions a blob needs at " << tokens << " tokens";
+    for (LayerStore* store : {static_cast<LayerStore*>(ram.get()), static_cast<LayerStore*>(disk.get())})
+      for (CopyMode mode : {CopyMode::kThread, CopyMode::kInline})
+        for (bool lend : {true, false}) {
+          const std::string what = Str() << tokens << " tokens " << store->tier()
+                                         << (mode == CopyMode::kThread ? " thread" : " inline")
+                                         << (lend ? " lent" : " not lent");
+          if (!lend) setenv("STREAMTUNE_LEND_ACTIVATIONS", "0", 1);
+          StreamedSourceOptions o;
+          o.num_slots = 2;
+          o.resident_layers = store == disk.get() ? std::vector<int>{1} : std::vector<int>{};
+          o.copy_mode = mode;
+          auto src = StreamedLayerSource::create(be.get(), store, o).value();
+          RunResult r = run_steps(be.get(), *src, DType::kF32, Recompute::kNone, tokens);
+          unsetenv("STREAMTUNE_LEND_ACTIVATIONS");
+          ASSERT_TRUE(src->status().ok()) << what << ": " << src->status().to_string();
+          expect_identical(ref, r, what);
+          const int streamed = kLayers - static_cast<int>(o.resident_layers.size());
+          // Runs of consecutive streamed layers: {0, 1, 2, 3}, or {0} and {2, 3} around resident 1.
+          const int spans = o.resident_layers.empty() ? kLayers / static_cast<int>(k) : 1 / static_cast<int>(k) + 2 / static_cast<int>(k);
+          EXPECT_EQ(src->lent_slots(), lend ? spans : 0) << what;
+          // 2 steps x 2 micro-batches: without lending 2 slots reload all but the pair at each turn
+          // and boundary; with it the backward's loads stay for the next micro-batch's forward.
+          const PrefetchStats s = src->stats();
+          if (lend) {
+            EXPECT_LT(s.loads, 4 * (2 * streamed - 4) + 4) << what;
+          }
+          EXPECT_EQ(s.loads + s.reuse_hits, 8 * streamed) << what;
         }
-        EXPECT_EQ(s.loads + s.reuse_hits, 8 * streamed) << what;
-      }
+  }
 }
 
 TEST_F(Equivalence, Code12StoreEqualsTheDenseBf16BaseResidentOrStreamed) {

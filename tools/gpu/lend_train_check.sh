@@ -27,7 +27,7 @@ for v in "off auto - 1" "ram none ${BUDGET:-600MiB} 1" "ram none ${BUDGET:-600Mi
   [ $rc -eq 0 ] || tail -5 $d.log
 done
 # compute-sanitizer memcheck over `bench` on an 8-layer f32 model with recompute none at 256 tokens
-# (each region holds a blob: the pool copies into the Model's arena).
+# (each region holds a blob: the pool copies into the Model's arena) and at 64.
 CS=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 if [ -x "$CS" ]; then
   $B init-model --preset tiny-qwen2 --out $W/tq >/dev/null
@@ -36,7 +36,10 @@ import json; c = json.load(open('$W/tq/config.json'))
 c.update(num_hidden_layers=8, hidden_size=128, intermediate_size=256)
 json.dump(c, open('$W/tq8.json', 'w'))"
   $B init-model --config $W/tq8.json --out $W/tq8 --dtype float32 >/dev/null
-  timeout 240 $CS --tool memcheck --error-exitcode 9 $B bench --model $W/tq8 --seq 256 --stream ram --recompute none \
-    --steps 3 --warmup 1 --device cuda --dtype float32 --no-ceilings --json >$W/cs.json 2>$W/cs.err
-  echo "compute-sanitizer memcheck rc=$? $(grep -o '"lent_slots":[0-9]*' $W/cs.json) $(grep -o '"loads_per_step":[0-9]*' $W/cs.json) $(grep -E 'ERROR SUMMARY' $W/cs.err $W/cs.json | head -2 | tr '\n' ' ')"
+  # At 64 tokens a region is half a blob: slots span two adjacent regions (Note [lent region spans]).
+  for seq in ${MEMCHECK_SEQS:-256 64}; do
+    timeout 240 $CS --tool memcheck --error-exitcode 9 $B bench --model $W/tq8 --seq $seq --stream ram --recompute none \
+      --steps 3 --warmup 1 --device cuda --dtype float32 --no-ceilings --json >$W/cs.json 2>$W/cs.err
+    echo "compute-sanitizer memcheck seq $seq rc=$? $(grep -o '"lent_slots":[0-9]*' $W/cs.json) $(grep -o '"loads_per_step":[0-9]*' $W/cs.json) $(grep -E 'ERROR SUMMARY' $W/cs.err $W/cs.json | head -2 | tr '\n' ' ')"
+  done
 fi
