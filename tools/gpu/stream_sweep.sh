@@ -7,7 +7,9 @@
 #   streamed step / max(resident step, bytes streamed per step / link measured in the streamed row)
 # which the issue wants <= 1.05; also whether both rows logged the same loss bits.
 #   ROWS="qwen2.5-0.5b:512:1 ..." (default: 0.5B-14B x 512/2048/4096 x batch 1/4, smallest first)
-#   RECOMPUTE=auto|none|attention|full  STEPS=3  DEADLINE_S=540  OUT=dir  BENCH_DEVICE=cpu (a local check)
+#   RECOMPUTE=auto|none|attention|full  STEPS=3  WARMUP=3  DEADLINE_S=540  OUT=dir  BENCH_DEVICE=cpu (a local check)
+# Three warm-up steps: with lent slots the pool settles over the first steps and the launch plans
+# of the settled slot addresses are recorded on their second sighting (RESULTS session 20, call 3).
 # Rows not started by DEADLINE_S are listed as skipped; the table is also written as JSON.
 set -uo pipefail
 [ -f .devbin/pack.tar.xz ] && tar xJf .devbin/pack.tar.xz -C .devbin
@@ -22,6 +24,7 @@ if [ -z "${ROWS:-}" ]; then
 fi
 RECOMPUTE=${RECOMPUTE:-auto}
 STEPS=${STEPS:-3}
+WARMUP=${WARMUP:-3}
 DEADLINE_S=${DEADLINE_S:-540}
 J=$OUT/sweep.jsonl
 field() { python3 -c 'import json,sys; r=json.loads(sys.argv[1]); print(r.get(sys.argv[2], ""))' "$1" "$2"; }
@@ -34,7 +37,7 @@ for row in $ROWS; do
   rec=$RECOMPUTE
   for mode in off ram; do
     ceil=--no-ceilings; [ "$mode" = ram ] && ceil=  # the streamed row measures the link (its floor)
-    line=$("$B" bench --preset "$m" --seq "$s" --batch "$b" --steps "$STEPS" --warmup 1 --stream "$mode" \
+    line=$("$B" bench --preset "$m" --seq "$s" --batch "$b" --steps "$STEPS" --warmup "$WARMUP" --stream "$mode" \
       --device "${BENCH_DEVICE:-cuda}" --recompute "$rec" $ceil --json 2>>"$OUT/sweep.err" | grep '^{')
     rc=$?
     [ -n "$line" ] || line="{\"model\":\"$m\",\"seq\":$s,\"batch\":$b,\"stream\":\"$mode\",\"error\":\"rc $rc\"}"
