@@ -409,6 +409,7 @@ StatusOr<Plan> make_plan(const PlanInput& in) {
   p.fused_attention_whole = in.fused_attention_workspace;
   p.launch_plan_bytes = s.launch_plan_bytes;
   p.micro_batch_slots = s.mb_slots;
+  p.lent_slots = lent_slots(in, s);
   p.layer_bytes = lb;
   p.budget = budget;
   p.vram = plan_terms(in, s);
@@ -453,8 +454,8 @@ std::string Plan::banner() const {
     const bool link_bound = estimate.loads_ms > estimate.compute_ms;
     char forward[96] = "";
     if (estimate.forward_ms > 0)  // stream/prefetcher.h Note [lent activation memory]
-      std::snprintf(forward, sizeof(forward), "forward + head ~%.0f ms on layers kept in lent activation memory; then ",
-                    estimate.forward_ms);
+      std::snprintf(forward, sizeof(forward), "forward + head ~%.0f ms, with %d pool slots in lent activation memory; then ",
+                    estimate.forward_ms, lent_slots);
     std::snprintf(line, sizeof(line),
                   "  estimate: ~%.0f ms a step, %s (%scompute ~%.0f ms; layer loads ~%.0f ms at the probed %.0f GB/s%s)%s\n",
                   estimate.total_ms(), link_bound ? "link-bound" : "compute-bound", forward, estimate.compute_ms,

@@ -145,6 +145,7 @@ struct Plan {
   uint64_t fused_attention_whole = 0;      // PlanInput::fused_attention_workspace (the banner's note)
   uint64_t launch_plan_bytes = 0;          // ModelOptions::launch_plan_bytes (Note [launch plan memory])
   int micro_batch_slots = 1;               // ModelOptions::micro_batch_slots (Note [layer-major plan])
+  int lent_slots = 0;  // pool slots the source is expected to make in activation memory (prefetcher.h)
   uint64_t layer_bytes = 0;
   uint64_t budget = 0;
   std::vector<PlanTerm> vram;       // device bytes by term

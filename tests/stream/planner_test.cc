@@ -571,3 +571,58 @@ TEST(Planner, RecomputeTradesResidencyWhereTheEstimateSaysSo) {
 
 }  // namespace
 }  // namespace st
+
+namespace st {
+namespace {
+
+// stream/prefetcher.h Note [lent region spans]: the plan predicts the source's lent slots -- with
+// one arena slot, per run of consecutive streamed layers one slot per k regions, k the regions a
+// layer blob needs (StreamedLayerSource::lend_regions; stream_equivalence_test checks the source).
+TEST(Planner, PredictsLentSlotsPerRunOfStreamedLayers) {
+  // Qwen2.5-14B, recompute none: at 4096 tokens a region (~567 MB) holds a layer (~551 MB), at 2048
+  // (~284 MB) two adjacent ones do.
+  struct Row {
+    int64_t seq;
+    int k;
+    const char* budget;
+  };
+  for (auto [seq, k, budget] : {Row{4096, 1, "40GiB"}, Row{2048, 2, "20GiB"}}) {
+    PlanInput in = big_input("qwen2.5-14b", seq, budget);
+    in.recompute = "none";
+    StatusOr<Plan> p = make_plan(in);
+    ASSERT_TRUE(p.ok()) << p.status().to_string();
+    const int L = p->num_layers;
+    ASSERT_GT(p->streamed_layers(), 0) << seq;
+    std::vector<bool> resident(L, false);
+    for (int l : p->resident_layers) resident[l] = true;
+    int want = 0, run = 0;
+    for (int l = 0; l <= L; ++l) {
+      if (l < L && !resident[l]) {
+        ++run;
+      } else {
+        want += run / k;
+        run = 0;
+      }
+    }
+    EXPECT_EQ(p->lent_slots, want) << seq << "\n" << p->banner();
+    EXPECT_GT(p->lent_slots, 0) << seq;
+    if (k == 1) {
+      EXPECT_EQ(p->lent_slots, p->streamed_layers()) << seq;
+    } else {
+      EXPECT_LT(p->lent_slots, p->streamed_layers()) << seq;
+    }
+  }
+  // Two micro-batches held at once (layer-major) keep two arena slots: nothing is lent.
+  PlanInput in = big_input("qwen2.5-14b", 2048, "36GiB");
+  in.recompute = "none";
+  in.gradient_accumulation_steps = 2;
+  in.layer_major = "true";
+  StatusOr<Plan> lm = make_plan(in);
+  ASSERT_TRUE(lm.ok()) << lm.status().to_string();
+  EXPECT_EQ(lm->micro_batch_slots, 2);
+  EXPECT_GT(lm->streamed_layers(), 1);
+  EXPECT_EQ(lm->lent_slots, 0);
+}
+
+}  // namespace
+}  // namespace st
