@@ -24,6 +24,10 @@
 #   STREAMED_CODE12  streamed rows run again with a code12 base (--quant code12: lossless, ~24%
 #              fewer bytes to stream; what `train` does by default when layers stream), into
 #              streamtune.jsonl as mode "streamed code12"; default none.
+#   STREAMED_NONE  streamed rows run again with --recompute none (every activation kept; the pool
+#              borrows the dead saved regions: stream/prefetcher.h Note [lent activation memory]), into
+#              streamtune.jsonl as mode "streamed none"; default none. (An all-streamed row with
+#              recompute auto runs full recompute, as the streaming peer does: Note [bench residency].)
 #   FULL       resident rows run again with --recompute full (per-layer checkpointing, the peer's
 #              setting; the default rows take the planner's choice, which on a big GPU keeps every
 #              activation), into streamtune_full.jsonl; default none.
@@ -104,6 +108,7 @@ run_st() {  # name seq stream [out.jsonl [extra bench flags...]]
 for row in $RESIDENT; do run_st "${row%%:*}" "${row##*:}" off; done
 for row in $STREAMED; do run_st "${row%%:*}" "${row##*:}" ram; done
 for row in ${STREAMED_CODE12:-}; do run_st "${row%%:*}" "${row##*:}" ram streamtune.jsonl --quant code12; done
+for row in ${STREAMED_NONE:-}; do run_st "${row%%:*}" "${row##*:}" ram streamtune.jsonl --recompute none; done
 : >"$OUT/streamtune_full.jsonl"
 for row in ${FULL:-}; do run_st "${row%%:*}" "${row##*:}" off streamtune_full.jsonl --recompute full; done
 : >"$OUT/streamtune_own_attention.jsonl"

@@ -65,6 +65,8 @@ def main(d):
         mode = "resident" if r.get("stream") == "off" else "streamed"
         if r.get("quant", "none") != "none":  # a coded base (bench --quant): its own row, the same peer
             mode += " " + r["quant"]
+        if mode == "streamed" and r.get("recompute") == "none":  # STREAMED_NONE: its own row, the same peer
+            mode += " none"
         peer = (peft if mode == "resident" else tsb).get((r["model"], r["seq"]), {})
         ok, pok = "error" not in r, "error" not in peer and "tok_s" in peer
         row = dict(model=r["model"], seq=r["seq"], mode=mode,

@@ -17,7 +17,7 @@ for t in $([ -z "${SKIP_TESTS:-}" ] && ls .devbin/backend_cuda_*_gputest); do
   grep -E '^\[  FAILED|Failure' "$OUT/test_$n.log" | head -5
 done
 BIN=$PWD/.devbin/streamtune OUT=$OUT/cmp DEADLINE_S=${DEADLINE_S:-420} FULL=${FULL:-} ATTN=${ATTN:-} OWN_ATTN=${OWN_ATTN:-} \
-  PEER_NOCKPT=${PEER_NOCKPT:-} STREAMED_CODE12=${STREAMED_CODE12-"qwen2.5-1.5b:2048 qwen2.5-3b:2048"} bash bench/compare.sh
+  PEER_NOCKPT=${PEER_NOCKPT:-} STREAMED_NONE=${STREAMED_NONE:-} STREAMED_CODE12=${STREAMED_CODE12-"qwen2.5-1.5b:2048 qwen2.5-3b:2048"} bash bench/compare.sh
 python3 - "$OUT/cmp" <<'PY'
 import json, os, sys
 d = sys.argv[1]
