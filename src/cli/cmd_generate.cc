@@ -1,6 +1,7 @@
 // `streamtune generate --model M [--adapter DIR] (--prompt TEXT | --chat) [options]`
 // Greedy or sampled generation with a KV cache (model/decode.h), printing text as it is produced.
 // M: an HF checkpoint dir (tokenizer.json next to it) or a .gguf file (tokenizer from its metadata).
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -20,6 +21,7 @@
 #include "model/load.h"
 #include "model/lora.h"
 #include "store/disk_store.h"
+#include "store/host_memory.h"
 #include "store/ram_store.h"
 #include "store/sharder.h"
 #include "stream/streamed_layer_source.h"
@@ -54,7 +56,14 @@ Status open_streamed(Backend* be, const std::string& model, const std::string& t
   if (tier == "disk") {
     ASSIGN_OR_RETURN(w->store, DiskStore::open(sr.dir, be));
   } else {
-    ASSIGN_OR_RETURN(w->store, RamStore::open(sr.dir, be));
+    // store/host_memory.h Note [partial RAM store]: what does not fit the free RAM is read from disk.
+    RamStoreOptions ro;
+    ro.in_ram = choose_ram_layers(sr.manifest, default_ram_budget(host_memory()), {});
+    if (!ro.in_ram.empty())
+      std::fprintf(stderr, "host RAM: keeping %d of %lld layers in RAM (MemAvailable less a margin), the rest read from %s\n",
+                   static_cast<int>(std::count(ro.in_ram.begin(), ro.in_ram.end(), true)),
+                   static_cast<long long>(sr.manifest.num_layers), sr.dir.c_str());
+    ASSIGN_OR_RETURN(w->store, RamStore::open(sr.dir, be, ro));
   }
   StreamedSourceOptions o;
   o.num_slots = buffers;

@@ -105,6 +105,7 @@ const std::vector<Field>& fields() {
       {"stream_buffers", &C::stream_buffers, {}, StrKind::kPlain, 2, 1024},
       {"stream_compress", &C::stream_compress, {"auto", "true", "false"}},
       {"vram_budget", &C::vram_budget, {}, StrKind::kByteSize},
+      {"ram_budget", &C::ram_budget, {}, StrKind::kByteSize},
       {"cache_dir", &C::cache_dir, {}, StrKind::kPath},
       {"offload_embeddings", &C::offload_embeddings, {"auto", "true", "false"}},
       {"vocab_chunk", &C::vocab_chunk, {}, StrKind::kPlain, 1, kMaxTokens},

@@ -473,8 +473,13 @@ std::string Plan::banner() const {
     std::snprintf(line, sizeof(line), "    %-34s %12s\n", t.name.c_str(), format_bytes(t.bytes).c_str());
     b << line;
   }
-  b << "  host memory " << format_bytes(host_bytes)
-    << (tier == "ram" ? " (RAM store arena)" : tier == "disk" ? " (disk staging ring)" : "") << "\n";
+  b << "  host memory " << format_bytes(host_bytes);
+  if (ram_layers >= 0)  // store/host_memory.h Note [partial RAM store]
+    b << " (RAM store arena: " << ram_layers << " of " << num_layers << " layers; the other "
+      << num_layers - ram_layers << " read from the store files through a disk staging ring)";
+  else
+    b << (tier == "ram" ? " (RAM store arena)" : tier == "disk" ? " (disk staging ring)" : "");
+  b << "\n";
   return b.str();
 }
 

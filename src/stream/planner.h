@@ -151,6 +151,7 @@ struct Plan {
   std::vector<PlanTerm> vram;       // device bytes by term
   uint64_t vram_total = 0;
   uint64_t host_bytes = 0;          // RAM-store arena or disk staging ring (+ host extras)
+  int ram_layers = -1;              // layers the RAM arena holds when not all (store/host_memory.h)
   uint64_t streamed_bytes_per_micro_batch = 0;  // layer loads (Belady) / micro_batch_slots + lm_head chunks
   uint64_t streamed_bytes_per_step = 0;         // for gradient_accumulation_steps micro-batches
   StepEstimate estimate;  // streaming from RAM with the device's speeds known; else zeros

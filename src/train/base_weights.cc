@@ -9,6 +9,7 @@
 #include "core/code12.h"
 #include "model/load.h"
 #include "store/disk_store.h"
+#include "store/host_memory.h"
 #include "store/ram_store.h"
 #include "store/sharder.h"
 #include "stream/streamed_layer_source.h"
@@ -21,12 +22,46 @@ namespace {
 bool stderr_is_tty() { return isatty(fileno(stderr)) != 0; }
 bool progress_line_due(int done, int total) { return done == total || done % std::max(1, total / 10) == 0; }
 
-StatusOr<std::unique_ptr<LayerStore>> open_tier(const std::string& tier, const std::string& dir, Backend* be) {
+// Note [partial RAM store]: the layers the RAM budget holds (every one when unknown or enough).
+StatusOr<std::vector<bool>> ram_layers_for(const TrainConfig& cfg, const std::string& dir, const Plan& plan) {
+  uint64_t budget = 0;
+  const HostMemory hm = host_memory();
+  if (!cfg.ram_budget.empty()) {
+    ASSIGN_OR_RETURN(budget, parse_byte_size(cfg.ram_budget), "ram_budget");
+  } else {
+    budget = default_ram_budget(hm);
+  }
+  ASSIGN_OR_RETURN(StoreManifest m, open_store_manifest(dir));
+  std::vector<bool> in_ram = choose_ram_layers(m, budget, plan.resident_layers);
+  if (in_ram.empty()) return in_ram;
+  const int kept = static_cast<int>(std::count(in_ram.begin(), in_ram.end(), true));
+  int streamed_on_disk = 0;
+  std::vector<bool> resident(static_cast<size_t>(m.num_layers), cfg.stream == "off");
+  for (int l : plan.resident_layers) resident[static_cast<size_t>(l)] = true;
+  for (int l = 0; l < m.num_layers; ++l) streamed_on_disk += !in_ram[static_cast<size_t>(l)] && !resident[static_cast<size_t>(l)];
+  const uint64_t need = ram_extras_bytes(m) + ram_layer_stride(m) * static_cast<uint64_t>(m.num_layers);
+  std::fprintf(stderr,
+               "host RAM: the layer store needs %s, the RAM budget is %s (%s); keeping %d of %d layers in RAM, "
+               "the other %d read from the store files (%s)%s\n",
+               format_bytes(need).c_str(), format_bytes(budget).c_str(),
+               cfg.ram_budget.empty() ? (Str() << "MemAvailable " << format_bytes(hm.available)
+                                               << " less a margin; set ram_budget to change it").str().c_str()
+                                      : "ram_budget",
+               kept, m.num_layers, m.num_layers - kept, dir.c_str(),
+               streamed_on_disk > 0 ? (Str() << ": " << streamed_on_disk
+                                             << " of them stream at the disk's speed at every use").str().c_str()
+                                    : ", once each (resident on the device)");
+  return in_ram;
+}
+
+StatusOr<std::unique_ptr<LayerStore>> open_tier(const std::string& tier, const std::string& dir, Backend* be,
+                                                std::vector<bool> in_ram = {}) {
   if (tier == "disk") {
     ASSIGN_OR_RETURN(std::unique_ptr<DiskStore> d, DiskStore::open(dir, be), "opening the disk store " << dir);
     return std::unique_ptr<LayerStore>(std::move(d));
   }
   RamStoreOptions ro;
+  ro.in_ram = std::move(in_ram);
   ro.progress = [tty = stderr_is_tty()](int done, int total) {
     if (tty) {
       std::fprintf(stderr, "\rloading the layer store into RAM: %d/%d files", done, total);
@@ -192,7 +227,19 @@ StatusOr<BaseWeights> open_base_weights(const TrainConfig& given, Backend* be, D
   bw.store_reason = sr.reason;
   const ModelConfig& mc = sr.manifest.config;
   ASSIGN_OR_RETURN(bw.plan, plan_for(cfg, be, mc, act, speed));
-  ASSIGN_OR_RETURN(bw.store, open_tier(cfg.stream, sr.dir, be));
+  std::vector<bool> in_ram;
+  if (cfg.stream != "disk") {
+    ASSIGN_OR_RETURN(in_ram, ram_layers_for(cfg, sr.dir, bw.plan));
+  }
+  if (!in_ram.empty()) {  // the banner's host memory: the arena as opened, not every layer
+    bw.plan.ram_layers = static_cast<int>(std::count(in_ram.begin(), in_ram.end(), true));
+  }
+  ASSIGN_OR_RETURN(bw.store, open_tier(cfg.stream, sr.dir, be, std::move(in_ram)));
+  if (bw.plan.ram_layers >= 0) {
+    const StoreManifest& m = bw.store->manifest();
+    const uint64_t planned = ram_layer_stride(m) * static_cast<uint64_t>(m.num_layers) + ram_extras_bytes(m);
+    bw.plan.host_bytes = bw.plan.host_bytes - std::min(bw.plan.host_bytes, planned) + bw.store->host_bytes();
+  }
 
   bw.parts = streamed_parts(bw.store.get(), be, streamed_options(cfg, bw.plan, mc), mc, cfg.base_model);
   bw.parts.host_extras = bw.plan.host_extras;

@@ -114,6 +114,9 @@ struct TrainConfig {
   // auto: on when the plan streams layers (train/base_weights.h Note [stream_compress auto]).
   std::string stream_compress = "auto";
   std::string vram_budget;          // "" = auto (free device memory minus a margin); "4GiB", bytes
+  // Host RAM for the RAM tier's arena (store/host_memory.h Note [partial RAM store]): "" = auto
+  // (MemAvailable less a margin); the layers that do not fit are read from their store files.
+  std::string ram_budget;
   std::string cache_dir;            // "" = $XDG_CACHE_HOME/streamtune or ~/.cache/streamtune
   // Embedding table + lm_head in host memory, the lm_head streamed in vocabulary chunks
   // (stream/planner.h Note [host extras plan]): auto | true | false. Never changes the numerics.
