@@ -1,5 +1,7 @@
 #include "model/load.h"
 
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 
@@ -90,6 +92,27 @@ Status check_tensor(const ModelSource& src, const std::string& name, const std::
 // (layer blobs, the pool, activations). A config that does not match its weights (a damaged file,
 // a config.json from another model) must fail naming a tensor, from metadata only, before any of
 // that is allocated; otherwise hidden_size 65536 over a 64-wide checkpoint ends in std::bad_alloc.
+// Layers in the file past the config's num_hidden_layers are never read: transformers loads such a
+// checkpoint too, with a warning, and so do we (a config cut to fewer layers is a legitimate
+// experiment; a damaged one is not, and the user should see which it is).
+void warn_unused_layers(const ModelSource& src) {
+  const std::string prefix = "model.layers.";
+  long long highest = -1;
+  std::string example;
+  for (const std::string& n : src.tensor_names()) {
+    if (n.compare(0, prefix.size(), prefix) != 0) continue;
+    char* end = nullptr;
+    const long long l = std::strtoll(n.c_str() + prefix.size(), &end, 10);
+    if (end == n.c_str() + prefix.size() || *end != '.' || l < src.config().num_layers) continue;
+    if (l > highest) highest = l, example = n;
+  }
+  if (highest < 0) return;
+  const long long L = static_cast<long long>(src.config().num_layers);
+  std::fprintf(stderr, "warning: %s has weights for layers 0..%lld, but its config says num_hidden_layers %lld: %s %lld%s%s not used (e.g. %s)\n",
+               src.describe().c_str(), highest, L, highest > L ? "layers" : "layer", L,
+               highest > L ? (".." + std::to_string(highest)).c_str() : "", highest > L ? " are" : " is", example.c_str());
+}
+
 Status check_shapes(const ModelSource& src) {
   const ModelConfig& c = src.config();
   const LayerLayout layer = make_layer_layout(c, DType::kF32);  // shapes do not depend on the dtype
@@ -98,6 +121,7 @@ Status check_shapes(const ModelSource& src) {
       RETURN_IF_ERROR(check_tensor(src, layer_tensor_name(l, s), s.shape));
   for (const LayerTensorSpec& s : make_extras_layout(c, DType::kF32).tensors)
     RETURN_IF_ERROR(check_tensor(src, s.hf_suffix, s.shape));
+  warn_unused_layers(src);
   return Status::OK();
 }
 

@@ -3,8 +3,8 @@
 # row 0 of data.jsonl with the fixture's PEFT adapter must give expected.safetensors "logits", and
 # without the adapter "base_logits" (transformers + PEFT, f32, eager). Both the max abs error
 # (relative to max |ref|) and the Frobenius-norm error (relative to ||ref||) must be < 1e-4.
-# Also: --ids and --ids-file agree bit for bit, every row of the file is written, and usage
-# errors exit 2.
+# Also: --ids and --ids-file agree bit for bit, every row of the file is written, usage errors
+# exit 2, and weights for more layers than the config names are reported.
 set -u
 BIN="$1"
 T=$(mktemp -d /tmp/st_cli_logits_XXXXXX)
@@ -92,4 +92,8 @@ check no-ids 2 'exactly one of --ids' -- logits --model "$M" --out "$T/x.st"
 check bad-id 2 "--ids: 'x' is not a token id" -- logits --model "$M" --ids 1,x --out "$T/x.st"
 check id-range 1 'outside the vocabulary' -- logits --model "$M" --ids 1,9999 --out "$T/x.st" --device cpu
 check bad-adapter 1 'adapter_config.json' -- logits --model "$M" --adapter /nonexistent --ids 1 --out "$T/x.st"
+# A config cut to fewer layers than the weights hold runs (as transformers does) but says so.
+mkdir -p "$T/cut" && cp "$M"/* "$T/cut/"
+sed -i 's/"num_hidden_layers": 2/"num_hidden_layers": 1/' "$T/cut/config.json"
+check fewer-layers 0 'num_hidden_layers 1: layer 1 is not used' -- logits --model "$T/cut" --ids 1,2 --out "$T/x.st" --device cpu
 exit $fail
