@@ -140,36 +140,64 @@ Json trainer_state_to_json(const TrainerState& s) {
   return j;
 }
 
+namespace {
+// A missing or mistyped trainer_state field, named.
+struct FieldError {
+  std::string message;
+};
+template <class T>
+T field(const Json& o, const char* key, const char* parent = nullptr) {
+  try {
+    return o.at(key).get<T>();
+  } catch (const Json::exception& e) {
+    throw FieldError{Str() << "field '" << (parent ? std::string(parent) + "." : std::string()) << key << "': " << e.what()};
+  }
+}
+}  // namespace
+
 StatusOr<TrainerState> trainer_state_from_json(const Json& j, const std::string& what) {
   TrainerState s;
   try {
     if (j.value("version", 0) != kStateVersion)
       return InvalidArgument(Str() << what << ": unsupported trainer_state version " << j.value("version", 0));
-    s.global_step = j.at("global_step").get<int64_t>();
-    s.total_steps = j.at("total_steps").get<int64_t>();
-    s.epoch = j.at("epoch").get<int64_t>();
-    s.epoch_started = j.at("epoch_started").get<bool>();
-    s.batches_in_epoch = j.at("batches_in_epoch").get<int64_t>();
+    s.global_step = field<int64_t>(j, "global_step");
+    s.total_steps = field<int64_t>(j, "total_steps");
+    s.epoch = field<int64_t>(j, "epoch");
+    s.epoch_started = field<bool>(j, "epoch_started");
+    s.batches_in_epoch = field<int64_t>(j, "batches_in_epoch");
     s.has_data_position = j.contains("data_position");
     if (s.has_data_position) {
-      s.data_position.epoch = j["data_position"].at("epoch").get<int64_t>();
-      s.data_position.index = j["data_position"].at("index").get<int64_t>();
+      s.data_position.epoch = field<int64_t>(j["data_position"], "epoch", "data_position");
+      s.data_position.index = field<int64_t>(j["data_position"], "index", "data_position");
     }
-    s.micro_batches_run = j.at("micro_batches_run").get<uint64_t>();
-    s.tokens = j.at("tokens").get<int64_t>();
-    s.elapsed_s = j.at("elapsed_s").get<double>();
-    const Json& lg = j.at("logging");
-    s.loss_acc = lg.at("loss_acc").get<double>();
-    s.loss_count = lg.at("loss_count").get<int64_t>();
-    s.tokens_at_log = lg.at("tokens_at_log").get<int64_t>();
-    s.elapsed_at_log = lg.at("elapsed_at_log").get<double>();
-    s.fingerprint = j.at("config_fingerprint");
+    // get<uint64_t>() would wrap a negative count; nlohmann marks non-negative integers unsigned.
+    if (!j.contains("micro_batches_run") || !j["micro_batches_run"].is_number_unsigned())
+      return Corruption(Str() << what << ": field 'micro_batches_run' must be a non-negative integer, got "
+                              << j.value("micro_batches_run", Json()).dump());
+    s.micro_batches_run = j["micro_batches_run"].get<uint64_t>();
+    s.tokens = field<int64_t>(j, "tokens");
+    s.elapsed_s = field<double>(j, "elapsed_s");
+    const Json lg = field<Json>(j, "logging");
+    s.loss_acc = field<double>(lg, "loss_acc", "logging");
+    s.loss_count = field<int64_t>(lg, "loss_count", "logging");
+    s.tokens_at_log = field<int64_t>(lg, "tokens_at_log", "logging");
+    s.elapsed_at_log = field<double>(lg, "elapsed_at_log", "logging");
+    s.fingerprint = field<Json>(j, "config_fingerprint");
     s.log_history = j.value("log_history", Json::array());
+  } catch (const FieldError& e) {
+    return Corruption(Str() << what << ": " << e.message);
   } catch (const Json::exception& e) {
     return Corruption(Str() << what << ": " << e.what());
   }
-  if (s.global_step < 0 || s.epoch < 0 || s.batches_in_epoch < 0)
-    return Corruption(Str() << what << ": negative step / epoch / position");
+  // The trainer appends to log_history and writes each entry back out: anything but an array of
+  // objects would throw there, after the run has trained.
+  if (!s.log_history.is_array())
+    return Corruption(Str() << what << ": log_history must be an array, got " << s.log_history.type_name());
+  for (const Json& e : s.log_history)
+    if (!e.is_object()) return Corruption(Str() << what << ": log_history holds a " << e.type_name() << ", not an object");
+  if (s.global_step < 0 || s.epoch < 0 || s.batches_in_epoch < 0 || s.total_steps < 0 || s.tokens < 0 ||
+      s.loss_count < 0 || s.tokens_at_log < 0 || s.data_position.epoch < 0 || s.data_position.index < 0)
+    return Corruption(Str() << what << ": negative step / epoch / position / token count");
   return s;
 }
 

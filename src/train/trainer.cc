@@ -352,6 +352,9 @@ Status Trainer::position_data(const TrainerState& st, BatchSource& data) {
   RETURN_IF_ERROR(start_epoch(data, st.epoch));
   auto* dl = dynamic_cast<DataLoaderSource*>(&data);
   if (dl && st.has_data_position) {
+    if (st.batches_in_epoch > data.micro_batches_per_epoch())
+      return Corruption(Str() << "the checkpoint is " << st.batches_in_epoch << " micro-batches into epoch " << st.epoch
+                              << ", but an epoch of this dataset has " << data.micro_batches_per_epoch());
     RETURN_IF_ERROR(dl->seek(st.data_position), "data position of the checkpoint");
     batches_in_epoch_ = st.batches_in_epoch;
     return Status::OK();

@@ -215,6 +215,62 @@ TEST(Checkpoint, DamagedOptimizerFileIsRefusedByItsChecksum) {
   EXPECT_TRUE(run(again).status.ok());
 }
 
+// Damaged trainer_state.json fields that parse as JSON are refused by name, never thrown past
+// the reader (a log_history that is not an array once aborted the resumed run) nor wrapped (a
+// negative dropout counter read as uint64) nor followed (a position past the epoch).
+TEST(Checkpoint, DamagedTrainerStateFieldsAreRefusedNamingThem) {
+  TrainerState good;
+  good.global_step = 3;
+  good.total_steps = 6;
+  good.micro_batches_run = 6;
+  good.log_history = Json::array({Json{{"step", 1}, {"loss", 2.5}}});
+  const Json j = trainer_state_to_json(good);
+  ASSERT_TRUE(trainer_state_from_json(j, "ts").ok());
+  struct Case {
+    const char* key;
+    Json value;
+    const char* says;
+  };
+  const std::vector<Case> cases = {
+      {"log_history", Json(3), "log_history must be an array"},
+      {"log_history", Json::object(), "log_history must be an array"},
+      {"log_history", Json::array({1, "x"}), "log_history holds a number"},
+      {"micro_batches_run", Json(-1), "'micro_batches_run' must be a non-negative integer"},
+      {"micro_batches_run", Json(1.5), "'micro_batches_run' must be a non-negative integer"},
+      {"tokens", Json(-3), "negative"},
+      {"total_steps", Json(-1), "negative"},
+      {"global_step", Json("x"), "field 'global_step'"},
+  };
+  for (const Case& c : cases) {
+    Json bad = j;
+    bad[c.key] = c.value;
+    StatusOr<TrainerState> r = trainer_state_from_json(bad, "ts.json");
+    ASSERT_FALSE(r.ok()) << c.key << " = " << c.value.dump();
+    EXPECT_EQ(r.status().code(), StatusCode::kCorruption) << r.status().to_string();
+    EXPECT_NE(r.status().message().find("ts.json"), std::string::npos) << r.status().to_string();
+    EXPECT_NE(r.status().message().find(c.says), std::string::npos) << c.key << ": " << r.status().to_string();
+  }
+}
+
+TEST(Checkpoint, PositionPastTheEpochIsRefused) {
+  const std::string a = fresh_dir("past_epoch");
+  TrainConfig tc = base_config(a);
+  tc.max_steps = 2;  // mid-epoch (3 steps an epoch)
+  tc.save_steps = 1;
+  ASSERT_TRUE(run(tc).status.ok());
+  const std::string state = a + "/checkpoint-2/trainer_state.json";
+  Json j = Json::parse(bytes_of(state));
+  j["batches_in_epoch"] = 1000000;
+  ASSERT_TRUE(write_file_atomic(state, j.dump()).ok());
+  TrainConfig again = tc;
+  again.max_steps = 4;
+  again.resume_from_checkpoint = a + "/checkpoint-2";
+  RunResult r = run(again);
+  ASSERT_FALSE(r.status.ok());
+  EXPECT_NE(r.status.message().find("1000000 micro-batches into epoch"), std::string::npos) << r.status.to_string();
+  EXPECT_TRUE(r.steps.empty());
+}
+
 TEST(Checkpoint, TotalLimitKeepsNewestAndSkipsIncompleteDirs) {
   const std::string a = fresh_dir("limit");
   TrainConfig tc = base_config(a);
