@@ -10,6 +10,9 @@ splices, length fields set huge, JSON edits) and runs the command that reads it:
   PEFT adapter (config + tensors)     logits --model DIR --adapter DIR
   GGUF model                          logits --model F.gguf
   tokenizer.json                      tokenize --model F --text ...
+  train YAML, dataset, checkpoint, store   train (a good run first, then one damaged file)
+  alpaca / sharegpt / parquet datasets,    train --preview-data (tokenizes, loads no weights)
+  a Jinja chat template, a model tokenizer
 
 A run counts as a finding when the process dies by a signal, exits with a code other than 0 or 1,
 prints 'CHECK failed' / 'terminate called' / 'internal error', or runs past the timeout. rc 0 is
@@ -292,6 +295,60 @@ def main():
         return train_cmd(d)
 
     targets.update({"train_yaml": yaml_cmd, "train_data": data_cmd, "train_resume": resume_cmd, "train_store": store_cmd})
+
+    # Datasets and chat templates through --preview-data (tokenizes without loading weights).
+    pw = os.path.join(work, "p")
+    os.makedirs(pw)
+    subprocess.run([a.bin, "init-model", "--preset", "tiny-llama", "--out", os.path.join(pw, "model"), "--seed", "1"],
+                   check=True, capture_output=True)
+    shutil.copy(os.path.join(FIX, "gguf", "tiny_tokenizer.json"), os.path.join(pw, "model", "tokenizer.json"))
+    shutil.copy(os.path.join(FIX, "parquet", "chat.parquet"), os.path.join(pw, "chat.parquet"))
+    shutil.copy(os.path.join(FIX, "parquet", "ids.parquet"), os.path.join(pw, "ids.parquet"))
+    shutil.copy(os.path.join(FIX, "chat", "llama3.jinja"), os.path.join(pw, "t.jinja"))
+    with open(os.path.join(pw, "alpaca.json"), "w") as f:
+        json.dump([{"instruction": "say hi", "input": "", "output": "hi there"},
+                   {"instruction": "add", "input": "1 1", "output": "2"}], f)
+    with open(os.path.join(pw, "sg.jsonl"), "w") as f:
+        for i in range(4):
+            f.write(json.dumps({"conversations": [{"from": "human", "value": f"q{i}"},
+                                                  {"from": "gpt", "value": f"a{i}"}]}) + "\n")
+    with open(os.path.join(pw, "t.yaml"), "w") as f:
+        f.write("base_model: model\ndatasets:\n  - path: alpaca.json\n    type: alpaca\n"
+                "  - path: sg.jsonl\n    type: sharegpt\n  - path: chat.parquet\n    type: chat_template\n"
+                "  - path: ids.parquet\n    type: tokenized\nchat_template: t.jinja\ndevice: cpu\n"
+                "sequence_len: 512\noutput_dir: out\n")
+    probe = subprocess.run([a.bin, "train", os.path.join(pw, "t.yaml"), "--preview-data=1"], capture_output=True, text=True)
+    if probe.returncode != 0:
+        print("preview fixture does not run:", probe.stdout + probe.stderr)
+        return 1
+
+    def preview_cmd(name):
+        def make():
+            d = os.path.join(work, "pv")
+            shutil.rmtree(d, ignore_errors=True)
+            shutil.copytree(pw, d)
+            path = os.path.join(d, name)
+            if name.endswith(".jinja"):  # template text: byte damage or a line dropped
+                text = read(path).decode()
+                lines = text.splitlines()
+                if rng.random() < 0.5 and lines:
+                    del lines[rng.randrange(len(lines))]
+                    data = "\n".join(lines).encode()
+                else:
+                    b = bytearray(text.encode())
+                    for _ in range(rng.randint(1, 3)):
+                        b[rng.randrange(len(b))] = rng.choice(b"{}%#-+|()[]'\"~ .,:=!<>0a")
+                    data = bytes(b)
+                with open(path, "wb") as f:
+                    f.write(data)
+            else:
+                damage(path)
+            return [a.bin, "train", os.path.join(d, "t.yaml"), "--preview-data=2"]
+        return make
+
+    targets.update({"data_alpaca": preview_cmd("alpaca.json"), "data_sharegpt": preview_cmd("sg.jsonl"),
+                    "data_parquet_chat": preview_cmd("chat.parquet"), "data_parquet_ids": preview_cmd("ids.parquet"),
+                    "chat_template": preview_cmd("t.jinja"), "tokenizer_in_model": preview_cmd("model/tokenizer.json")})
     only = set(filter(None, a.only.split(",")))
     findings = 0
     for name, make in targets.items():
