@@ -14,7 +14,7 @@ splices, length fields set huge, JSON edits) and runs the command that reads it:
   alpaca / sharegpt / parquet datasets,    train --preview-data (tokenizes, loads no weights)
   a Jinja chat template, a model tokenizer
 
-A run counts as a finding when the process dies by a signal, exits with a code other than 0 or 1,
+A run counts as a finding when the process dies by a signal, exits with a code other than 0, 1 or 2,
 prints 'CHECK failed' / 'terminate called' / 'internal error', or runs past the timeout. rc 0 is
 fine (a flip inside tensor data changes numbers, not structure). Findings are printed with the
 command and the mutant is kept under --keep.
