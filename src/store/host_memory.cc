@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include "store/range_reader.h"
 
@@ -25,14 +26,56 @@ HostMemory parse_meminfo(const char* text) {
   return m;
 }
 
-HostMemory host_memory() {
-  std::FILE* f = std::fopen("/proc/meminfo", "r");
+namespace {
+
+// A small text file's contents ("" when it cannot be read).
+std::string slurp(const char* path) {
+  std::FILE* f = std::fopen(path, "r");
   if (f == nullptr) return {};
-  char buf[8192];
-  const size_t n = std::fread(buf, 1, sizeof(buf) - 1, f);
+  std::string out;
+  char buf[4096];
+  size_t n = 0;
+  while ((n = std::fread(buf, 1, sizeof(buf), f)) > 0 && out.size() < (1u << 20)) out.append(buf, n);
   std::fclose(f);
-  buf[n] = '\0';
-  return parse_meminfo(buf);
+  return out;
+}
+
+// The value after `key ` at the start of a line of memory.stat; 0 when absent.
+uint64_t stat_field(const std::string& stat, const char* key) {
+  const std::string k = std::string(key) + " ";
+  for (size_t pos = 0; pos < stat.size();) {
+    if (stat.compare(pos, k.size(), k) == 0) return std::strtoull(stat.c_str() + pos + k.size(), nullptr, 10);
+    const size_t nl = stat.find('\n', pos);
+    if (nl == std::string::npos) break;
+    pos = nl + 1;
+  }
+  return 0;
+}
+
+}  // namespace
+
+HostMemory apply_cgroup_limit(HostMemory m, const std::string& limit, const std::string& usage, const std::string& stat) {
+  if (limit.empty() || limit.compare(0, 3, "max") == 0 || usage.empty()) return m;
+  const uint64_t lim = std::strtoull(limit.c_str(), nullptr, 10);
+  if (lim == 0 || lim >= (1ull << 60)) return m;  // v1 writes ~2^63 for "no limit"
+  uint64_t used = std::strtoull(usage.c_str(), nullptr, 10);
+  const uint64_t inactive = std::max(stat_field(stat, "inactive_file"), stat_field(stat, "total_inactive_file"));
+  used -= std::min(used, inactive);
+  const uint64_t avail = lim > used ? lim - used : 0;
+  if (m.total == 0 || lim < m.total) m.total = lim;
+  if (m.available == 0 || avail < m.available) m.available = avail;
+  return m;
+}
+
+HostMemory host_memory() {
+  HostMemory m = parse_meminfo(slurp("/proc/meminfo").c_str());
+  if (m.available == 0) return m;
+  const std::string v2 = slurp("/sys/fs/cgroup/memory.max");
+  if (!v2.empty())
+    return apply_cgroup_limit(m, v2, slurp("/sys/fs/cgroup/memory.current"), slurp("/sys/fs/cgroup/memory.stat"));
+  return apply_cgroup_limit(m, slurp("/sys/fs/cgroup/memory/memory.limit_in_bytes"),
+                            slurp("/sys/fs/cgroup/memory/memory.usage_in_bytes"),
+                            slurp("/sys/fs/cgroup/memory/memory.stat"));
 }
 
 uint64_t default_ram_budget(const HostMemory& m) {

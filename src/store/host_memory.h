@@ -11,12 +11,13 @@
 // once per run; a streamed layer left on disk is read at every visit, at the disk's speed. Spreading
 // the disk layers over the depth puts each slow read beside RAM-fast neighbours. The bytes a layer
 // yields are the file's either way (checksummed on first read): the bits do not change.
-// The budget: `ram_budget` when given, else MemAvailable (/proc/meminfo) less a margin of
-// max(2 GiB, MemTotal / 10) for everything else the process and the machine need; unknown (no
-// /proc/meminfo) = no limit, as before.
+// The budget: `ram_budget` when given, else MemAvailable (/proc/meminfo; a container's cgroup limit
+// when lower) less a margin of max(2 GiB, MemTotal / 10) for everything else the process and the
+// machine need; unknown (no /proc/meminfo) = no limit, as before.
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "store/manifest.h"
@@ -26,10 +27,16 @@ namespace st {
 struct HostMemory {
   uint64_t total = 0, available = 0;  // bytes; 0 = unknown
 };
-// Parses /proc/meminfo (MemTotal, MemAvailable); zeros where it cannot.
+// /proc/meminfo (MemTotal, MemAvailable), lowered to the process's memory cgroup when that has a
+// limit (a container's: cgroup v2 memory.max - (memory.current - inactive_file), or v1's
+// limit_in_bytes and usage_in_bytes) -- the kernel's OOM killer enforces the smaller one. Zeros
+// where nothing can be read.
 HostMemory host_memory();
 // Parses meminfo text (for tests).
 HostMemory parse_meminfo(const char* text);
+// Lowers m to a cgroup limit: `limit` and `usage` as the cgroup files give them ("max" or bytes;
+// empty: no such file), `stat` its memory.stat text (inactive file pages count as free).
+HostMemory apply_cgroup_limit(HostMemory m, const std::string& limit, const std::string& usage, const std::string& stat);
 
 // The default RAM budget for a store arena: available less max(2 GiB, total / 10); UINT64_MAX
 // when unknown.

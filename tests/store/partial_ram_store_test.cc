@@ -42,6 +42,23 @@ TEST(HostMemory, ParsesMeminfoInKiB) {
   EXPECT_EQ(default_ram_budget(HostMemory{}), UINT64_MAX);  // unknown: no limit
 }
 
+TEST(HostMemory, AContainersCgroupLimitLowersWhatIsAvailable) {
+  const HostMemory host{64ull << 30, 60ull << 30};
+  // cgroup v2: 8 GiB limit, 3 GiB charged of which 1 GiB inactive page cache -> 6 GiB free.
+  HostMemory m = apply_cgroup_limit(host, "8589934592\n", "3221225472\n", "anon 100\ninactive_file 1073741824\n");
+  EXPECT_EQ(m.total, 8ull << 30);
+  EXPECT_EQ(m.available, 6ull << 30);
+  // No limit: "max" (v2) or ~2^63 (v1); unreadable files.
+  EXPECT_EQ(apply_cgroup_limit(host, "max\n", "100", "").available, host.available);
+  EXPECT_EQ(apply_cgroup_limit(host, "9223372036854771712", "100", "").available, host.available);
+  EXPECT_EQ(apply_cgroup_limit(host, "", "", "").available, host.available);
+  // v1's memory.stat names it total_inactive_file; usage over the limit leaves nothing.
+  EXPECT_EQ(apply_cgroup_limit(host, "1000", "900", "total_inactive_file 300\n").available, 400u);
+  EXPECT_EQ(apply_cgroup_limit(host, "1000", "5000", "").available, 0u);
+  // A limit above the machine's free memory does not raise it.
+  EXPECT_EQ(apply_cgroup_limit(host, "137438953472", "0", "").available, host.available);
+}
+
 TEST(HostMemory, EverythingFitsMeansAnEmptyChoice) {
   const StoreManifest m = manifest(8, 4096, 8192);
   EXPECT_TRUE(choose_ram_layers(m, 8 * 4096 + 8192, {}).empty());
