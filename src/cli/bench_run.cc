@@ -3,11 +3,13 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <random>
 
 #include "backend/backend.h"
 #include "backend/speed_probe.h"
 #include "cli/bench_device.h"
+#include "cli/bench_timeline.h"
 #include "cli/bench_weights.h"
 #include "model/lora.h"
 #include "model/model.h"
@@ -268,7 +270,16 @@ StatusOr<BenchResult> run_bench(const BenchOptions& o) {
   StreamedSourceOptions so;
   so.num_slots = std::max(1, res.slots);
   so.resident_layers = res.resident;
-  ASSIGN_OR_RETURN(std::unique_ptr<StreamedLayerSource> src, StreamedLayerSource::create(be.get(), w.store.get(), so));
+  // Note [device timeline]: the store behind the source marks its copies once armed.
+  const char* timeline_path = std::getenv("STREAMTUNE_TIMELINE");
+  std::unique_ptr<DeviceTimeline> timeline;
+  std::unique_ptr<TimedStore> timed_store;
+  if (timeline_path != nullptr && *timeline_path != '\0' && be->kind() == DeviceKind::kCuda) {
+    timeline = std::make_unique<DeviceTimeline>(be.get());
+    timed_store = std::make_unique<TimedStore>(w.store.get(), timeline.get());
+  }
+  ASSIGN_OR_RETURN(std::unique_ptr<StreamedLayerSource> src,
+                   StreamedLayerSource::create(be.get(), timed_store ? timed_store.get() : w.store.get(), so));
   r.num_slots = src->num_slots();
   RETURN_IF_ERROR(model->init_dora_magnitudes(*src));
   const uint64_t lb = w.store->manifest().layer_bytes;
@@ -373,6 +384,14 @@ StatusOr<BenchResult> run_bench(const BenchOptions& o) {
     r.probe_step_ms = median(pt);
     r.exposed_copy_ms = probe.exposed_ns() / 1e6 / o.probe_steps;
     r.exposed_copy_method = "device events polled on probe steps";
+    if (timeline) {  // Note [device timeline]
+      TimelineSource ts(src.get(), timeline.get());
+      timeline->arm(true);
+      RETURN_IF_ERROR(one_step(ts).status(), "timeline step");
+      timeline->arm(false);
+      RETURN_IF_ERROR(timeline->write_csv(timeline_path), "STREAMTUNE_TIMELINE");
+      std::fprintf(stderr, "device timeline of one step written to %s\n", timeline_path);
+    }
   } else {
     // Synchronous copies (CPU): the compute thread blocking in acquire IS the exposed copy.
     r.exposed_copy_ms = r.host_wait_ms;
