@@ -6,6 +6,7 @@
 #include <cstring>
 #include <string>
 
+#include "core/file.h"
 #include "store/range_reader.h"
 
 namespace st {
@@ -28,16 +29,10 @@ HostMemory parse_meminfo(const char* text) {
 
 namespace {
 
-// A small text file's contents ("" when it cannot be read).
+// A small text file's contents ("" when it cannot be read: no such file, no permission).
 std::string slurp(const char* path) {
-  std::FILE* f = std::fopen(path, "r");
-  if (f == nullptr) return {};
-  std::string out;
-  char buf[4096];
-  size_t n = 0;
-  while ((n = std::fread(buf, 1, sizeof(buf), f)) > 0 && out.size() < (1u << 20)) out.append(buf, n);
-  std::fclose(f);
-  return out;
+  StatusOr<std::string> s = read_file_to_string(path);
+  return s.ok() ? *s : std::string();
 }
 
 // The value after `key ` at the start of a line of memory.stat; 0 when absent.

@@ -42,6 +42,13 @@ TEST(HostMemory, ParsesMeminfoInKiB) {
   EXPECT_EQ(default_ram_budget(HostMemory{}), UINT64_MAX);  // unknown: no limit
 }
 
+TEST(HostMemory, ReadsThisMachine) {  // Linux: /proc/meminfo is always there
+  const HostMemory m = host_memory();
+  EXPECT_GT(m.total, 64ull << 20);
+  EXPECT_GT(m.available, 0u);
+  EXPECT_LE(m.available, m.total);
+}
+
 TEST(HostMemory, AContainersCgroupLimitLowersWhatIsAvailable) {
   const HostMemory host{64ull << 30, 60ull << 30};
   // cgroup v2: 8 GiB limit, 3 GiB charged of which 1 GiB inactive page cache -> 6 GiB free.
