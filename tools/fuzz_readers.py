@@ -154,21 +154,19 @@ def main():
     out = os.path.join(work, "out.safetensors")
     logits = [a.bin, "logits", "--device", "cpu", "--ids", "1,2,3,4", "--out", out]
 
-    def model_dir(name, mutated):
-        d = os.path.join(work, "m")
+    def copy_with(src, tag, name, mutated):  # a fresh copy of directory src with one file replaced
+        d = os.path.join(work, tag)
         shutil.rmtree(d, ignore_errors=True)
-        shutil.copytree(model_src, d)
+        shutil.copytree(src, d)
         with open(os.path.join(d, name), "wb") as f:
             f.write(mutated)
         return d
 
+    def model_dir(name, mutated):
+        return copy_with(model_src, "m", name, mutated)
+
     def adapter_dir(name, mutated):
-        d = os.path.join(work, "a")
-        shutil.rmtree(d, ignore_errors=True)
-        shutil.copytree(adapter_src, d)
-        with open(os.path.join(d, name), "wb") as f:
-            f.write(mutated)
-        return d
+        return copy_with(adapter_src, "a", name, mutated)
 
     def read(p):
         with open(p, "rb") as f:
