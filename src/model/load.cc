@@ -88,10 +88,6 @@ Status check_tensor(const ModelSource& src, const std::string& name, const std::
   return Status::OK();
 }
 
-// Note [config against weights]: every consumer sizes host and device buffers from the config
-// (layer blobs, the pool, activations). A config that does not match its weights (a damaged file,
-// a config.json from another model) must fail naming a tensor, from metadata only, before any of
-// that is allocated; otherwise hidden_size 65536 over a 64-wide checkpoint ends in std::bad_alloc.
 // Layers in the file past the config's num_hidden_layers are never read: transformers loads such a
 // checkpoint too, with a warning, and so do we (a config cut to fewer layers is a legitimate
 // experiment; a damaged one is not, and the user should see which it is).
@@ -113,6 +109,10 @@ void warn_unused_layers(const ModelSource& src) {
                highest > L ? (".." + std::to_string(highest)).c_str() : "", highest > L ? " are" : " is", example.c_str());
 }
 
+// Note [config against weights]: every consumer sizes host and device buffers from the config
+// (layer blobs, the pool, activations). A config that does not match its weights (a damaged file,
+// a config.json from another model) must fail naming a tensor, from metadata only, before any of
+// that is allocated; otherwise hidden_size 65536 over a 64-wide checkpoint ends in std::bad_alloc.
 Status check_shapes(const ModelSource& src) {
   const ModelConfig& c = src.config();
   const LayerLayout layer = make_layer_layout(c, DType::kF32);  // shapes do not depend on the dtype
