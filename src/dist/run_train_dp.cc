@@ -95,7 +95,9 @@ StatusOr<std::unique_ptr<DpRun>> setup_data_parallel(const TrainConfig& given, i
   if (cfg.stream == "disk") {
     parts = disk_parts(sr.dir, run->model, opts, cfg.base_model);
   } else {
-    ASSIGN_OR_RETURN(run->ram, RamStore::open(sr.dir, bes[0]), "opening the RAM store " << sr.dir);
+    RamStoreOptions ro;  // store/host_memory.h Note [partial RAM store]: one arena for every replica
+    ASSIGN_OR_RETURN(ro.in_ram, ram_layers_for(cfg, sr.dir, plan));
+    ASSIGN_OR_RETURN(run->ram, RamStore::open(sr.dir, bes[0], ro), "opening the RAM store " << sr.dir);
     parts = shared_ram_store_parts(run->ram.get(), opts, cfg.base_model);
   }
   // Every replica follows the one plan's extras placement and recompute mode.

@@ -3,21 +3,26 @@
 // RamStore is immutable after open() and layer_host()/extras_host() are const reads of its arena,
 // so any number of prefetch threads may read it at once. What is NOT shareable is
 // RamStore::load_layer: it copies through the backend that opened the store. Each replica
-// therefore gets a RamStoreView, a LayerStore whose copies go through the replica's backend.
+// therefore gets a RamStoreView, a LayerStore whose copies go through the replica's backend. A
+// store kept partly in RAM (store/host_memory.h Note [partial RAM store]) gives each view a disk
+// tier of its own (its staging ring pinned through the replica's backend) for the other layers.
 #include "core/check.h"
 #include "dist/data_parallel.h"
+#include "store/disk_store.h"
 
 namespace st {
 namespace {
 
 class RamStoreView final : public LayerStore {
  public:
-  RamStoreView(const RamStore* store, Backend* be) : store_(store), be_(be) {}
+  RamStoreView(const RamStore* store, Backend* be, std::unique_ptr<DiskStore> disk)
+      : store_(store), be_(be), disk_(std::move(disk)) {}
   const StoreManifest& manifest() const override { return store_->manifest(); }
   const std::string& dir() const override { return store_->dir(); }
   const char* tier() const override { return "ram"; }
   size_t host_bytes() const override { return 0; }  // the shared arena is counted once, by the store
   Status load_layer(int layer, void* dst) override {
+    if (!store_->in_ram(layer)) return disk_->load_layer(layer, dst);
     be_->copy_h2d(dst, store_->layer_host(layer), manifest().layer_bytes, StreamId::kH2D);
     return Status::OK();
   }
@@ -30,6 +35,7 @@ class RamStoreView final : public LayerStore {
  private:
   const RamStore* store_;
   Backend* be_;
+  std::unique_ptr<DiskStore> disk_;  // null when every layer is in the arena
 };
 
 // A StreamedLayerSource that owns the view it streams from.
@@ -66,7 +72,11 @@ ReplicaPartsFactory shared_ram_store_parts(const RamStore* store, StreamedSource
       if (layout.bytes != store->manifest().layer_bytes)
         return Internal(Str() << "layer layout (" << layout.bytes << " bytes) does not match the store "
                               << store->dir() << " (" << store->manifest().layer_bytes << " bytes)");
-      auto view = std::make_unique<RamStoreView>(store, b);
+      std::unique_ptr<DiskStore> disk;
+      if (store->ram_layers() < store->manifest().num_layers) {
+        ASSIGN_OR_RETURN(disk, DiskStore::open(store->dir(), b), "the layers of store " << store->dir() << " not kept in RAM");
+      }
+      auto view = std::make_unique<RamStoreView>(store, b, std::move(disk));
       ASSIGN_OR_RETURN(std::unique_ptr<StreamedLayerSource> s, StreamedLayerSource::create(b, view.get(), opts));
       return std::unique_ptr<LayerSource>(std::make_unique<ViewSource>(std::move(view), std::move(s)));
     };

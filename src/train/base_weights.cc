@@ -22,7 +22,34 @@ namespace {
 bool stderr_is_tty() { return isatty(fileno(stderr)) != 0; }
 bool progress_line_due(int done, int total) { return done == total || done % std::max(1, total / 10) == 0; }
 
-// Note [partial RAM store]: the layers the RAM budget holds (every one when unknown or enough).
+StatusOr<std::unique_ptr<LayerStore>> open_tier(const std::string& tier, const std::string& dir, Backend* be,
+                                                std::vector<bool> in_ram = {}) {
+  if (tier == "disk") {
+    ASSIGN_OR_RETURN(std::unique_ptr<DiskStore> d, DiskStore::open(dir, be), "opening the disk store " << dir);
+    return std::unique_ptr<LayerStore>(std::move(d));
+  }
+  RamStoreOptions ro;
+  ro.in_ram = std::move(in_ram);
+  ro.progress = [tty = stderr_is_tty()](int done, int total) {
+    if (tty) {
+      std::fprintf(stderr, "\rloading the layer store into RAM: %d/%d files", done, total);
+      if (done == total) std::fprintf(stderr, "\n");
+    } else if (progress_line_due(done, total)) {
+      std::fprintf(stderr, "loading the layer store into RAM: %d/%d files\n", done, total);
+    }
+  };
+  ASSIGN_OR_RETURN(std::unique_ptr<RamStore> r, RamStore::open(dir, be, ro), "opening the RAM store " << dir);
+  return std::unique_ptr<LayerStore>(std::move(r));
+}
+
+Status load_extras_via(Backend* be, LayerStore* store, Model& m) {
+  ASSIGN_OR_RETURN(std::vector<char> host, extras_to_host(be, *store));
+  m.load_extras_from_host(host.data());
+  return Status::OK();
+}
+
+}  // namespace
+
 StatusOr<std::vector<bool>> ram_layers_for(const TrainConfig& cfg, const std::string& dir, const Plan& plan) {
   uint64_t budget = 0;
   const HostMemory hm = host_memory();
@@ -53,34 +80,6 @@ StatusOr<std::vector<bool>> ram_layers_for(const TrainConfig& cfg, const std::st
                                     : ", once each (resident on the device)");
   return in_ram;
 }
-
-StatusOr<std::unique_ptr<LayerStore>> open_tier(const std::string& tier, const std::string& dir, Backend* be,
-                                                std::vector<bool> in_ram = {}) {
-  if (tier == "disk") {
-    ASSIGN_OR_RETURN(std::unique_ptr<DiskStore> d, DiskStore::open(dir, be), "opening the disk store " << dir);
-    return std::unique_ptr<LayerStore>(std::move(d));
-  }
-  RamStoreOptions ro;
-  ro.in_ram = std::move(in_ram);
-  ro.progress = [tty = stderr_is_tty()](int done, int total) {
-    if (tty) {
-      std::fprintf(stderr, "\rloading the layer store into RAM: %d/%d files", done, total);
-      if (done == total) std::fprintf(stderr, "\n");
-    } else if (progress_line_due(done, total)) {
-      std::fprintf(stderr, "loading the layer store into RAM: %d/%d files\n", done, total);
-    }
-  };
-  ASSIGN_OR_RETURN(std::unique_ptr<RamStore> r, RamStore::open(dir, be, ro), "opening the RAM store " << dir);
-  return std::unique_ptr<LayerStore>(std::move(r));
-}
-
-Status load_extras_via(Backend* be, LayerStore* store, Model& m) {
-  ASSIGN_OR_RETURN(std::vector<char> host, extras_to_host(be, *store));
-  m.load_extras_from_host(host.data());
-  return Status::OK();
-}
-
-}  // namespace
 
 StatusOr<DeviceKind> device_kind_for(const std::string& device) {
   if (device == "cpu") return DeviceKind::kCpu;

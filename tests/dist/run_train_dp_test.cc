@@ -51,7 +51,8 @@ TEST(RunTrainDataParallel, TwoCpuReplicasWriteOneRun) {
 }
 
 // stream: disk opens one DiskStore per replica (kept alive by the replica's parts); it reads the
-// same store bytes as the shared RAM store, so the losses are the same.
+// same store bytes as the shared RAM store, so the losses are the same; so does a shared RAM store
+// that keeps no layer within its RAM budget.
 TEST(RunTrainDataParallel, DiskStreamingMatchesRam) {
   const std::string tmp = Str() << "/tmp/st_dist_disk_" << getpid();
   TrainConfig tc = tiny_config(tmp);
@@ -64,6 +65,14 @@ TEST(RunTrainDataParallel, DiskStreamingMatchesRam) {
   EXPECT_GT(ram->loss_first, 0);
   EXPECT_EQ(disk->loss_first, ram->loss_first);
   EXPECT_EQ(disk->loss_last, ram->loss_last);
+  // store/host_memory.h Note [partial RAM store]: a RAM budget below the store keeps no layer in
+  // the shared arena; each replica's view reads them through a disk tier of its own.
+  tc.stream = "ram";
+  tc.ram_budget = "1KiB";
+  auto partial = bench_data_parallel(tc, 2, /*steps=*/2, /*warmup=*/0);
+  ASSERT_TRUE(partial.ok()) << partial.status().to_string();
+  EXPECT_EQ(partial->loss_first, ram->loss_first);
+  EXPECT_EQ(partial->loss_last, ram->loss_last);
   std::error_code ec;
   std::filesystem::remove_all(tmp, ec);
 }
