@@ -58,11 +58,10 @@ Status open_streamed(Backend* be, const std::string& model, const std::string& t
   } else {
     // store/host_memory.h Note [partial RAM store]: what does not fit the free RAM is read from disk.
     RamStoreOptions ro;
-    ro.in_ram = choose_ram_layers(sr.manifest, default_ram_budget(host_memory()), {});
+    const uint64_t budget = default_ram_budget(host_memory());
+    ro.in_ram = choose_ram_layers(sr.manifest, budget, {});
     if (!ro.in_ram.empty())
-      std::fprintf(stderr, "host RAM: keeping %d of %lld layers in RAM (MemAvailable less a margin), the rest read from %s\n",
-                   static_cast<int>(std::count(ro.in_ram.begin(), ro.in_ram.end(), true)),
-                   static_cast<long long>(sr.manifest.num_layers), sr.dir.c_str());
+      std::fprintf(stderr, "%s\n", describe_ram_layers(sr.manifest, sr.dir, ro.in_ram, {}, budget, "MemAvailable less a margin").c_str());
     ASSIGN_OR_RETURN(w->store, RamStore::open(sr.dir, be, ro));
   }
   StreamedSourceOptions o;

@@ -6,7 +6,9 @@
 #include <cstring>
 #include <string>
 
+#include "core/byte_size.h"
 #include "core/file.h"
+#include "core/status.h"
 #include "store/range_reader.h"
 
 namespace st {
@@ -77,6 +79,24 @@ uint64_t default_ram_budget(const HostMemory& m) {
   if (m.available == 0) return UINT64_MAX;
   const uint64_t margin = std::max<uint64_t>(2ull << 30, m.total / 10);
   return m.available > margin ? m.available - margin : 0;
+}
+
+std::string describe_ram_layers(const StoreManifest& m, const std::string& dir, const std::vector<bool>& in_ram,
+                                const std::vector<bool>& resident, uint64_t budget, const std::string& why) {
+  int kept = 0, streamed_on_disk = 0;
+  for (int l = 0; l < m.num_layers; ++l) {
+    const bool ram = in_ram[static_cast<size_t>(l)], res = !resident.empty() && resident[static_cast<size_t>(l)];
+    kept += ram;
+    streamed_on_disk += !ram && !res;
+  }
+  const uint64_t need = ram_extras_bytes(m) + ram_layer_stride(m) * static_cast<uint64_t>(m.num_layers);
+  Str s;
+  s << "host RAM: the layer store needs " << format_bytes(need) << ", the RAM budget is " << format_bytes(budget) << " ("
+    << why << "); keeping " << kept << " of " << m.num_layers << " layers in RAM, the other " << m.num_layers - kept
+    << " read from the store files (" << dir << ")";
+  if (streamed_on_disk > 0) s << ": " << streamed_on_disk << " of them stream at the disk's speed at every use";
+  else s << ", once each (resident on the device)";
+  return s.str();
 }
 
 uint64_t ram_layer_stride(const StoreManifest& m) { return round_up_io(m.layer_bytes); }

@@ -47,6 +47,12 @@ uint64_t default_ram_budget(const HostMemory& m);
 // first). An empty vector means every layer fits.
 std::vector<bool> choose_ram_layers(const StoreManifest& m, uint64_t budget, const std::vector<int>& resident);
 
+// The start-up line for a partial choice (in_ram not empty): what the store needs, the budget and
+// `why` it is that, how many layers stay in RAM, and how many of the others stream from disk at
+// every use (`resident`, per layer: kept on the device, so read once; empty: none is).
+std::string describe_ram_layers(const StoreManifest& m, const std::string& dir, const std::vector<bool>& in_ram,
+                                const std::vector<bool>& resident, uint64_t budget, const std::string& why);
+
 // Arena bytes of one layer / of the extras (O_DIRECT-aligned slices).
 uint64_t ram_layer_stride(const StoreManifest& m);
 uint64_t ram_extras_bytes(const StoreManifest& m);

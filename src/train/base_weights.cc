@@ -61,23 +61,12 @@ StatusOr<std::vector<bool>> ram_layers_for(const TrainConfig& cfg, const std::st
   ASSIGN_OR_RETURN(StoreManifest m, open_store_manifest(dir));
   std::vector<bool> in_ram = choose_ram_layers(m, budget, plan.resident_layers);
   if (in_ram.empty()) return in_ram;
-  const int kept = static_cast<int>(std::count(in_ram.begin(), in_ram.end(), true));
-  int streamed_on_disk = 0;
   std::vector<bool> resident(static_cast<size_t>(m.num_layers), cfg.stream == "off");
   for (int l : plan.resident_layers) resident[static_cast<size_t>(l)] = true;
-  for (int l = 0; l < m.num_layers; ++l) streamed_on_disk += !in_ram[static_cast<size_t>(l)] && !resident[static_cast<size_t>(l)];
-  const uint64_t need = ram_extras_bytes(m) + ram_layer_stride(m) * static_cast<uint64_t>(m.num_layers);
-  std::fprintf(stderr,
-               "host RAM: the layer store needs %s, the RAM budget is %s (%s); keeping %d of %d layers in RAM, "
-               "the other %d read from the store files (%s)%s\n",
-               format_bytes(need).c_str(), format_bytes(budget).c_str(),
-               cfg.ram_budget.empty() ? (Str() << "MemAvailable " << format_bytes(hm.available)
-                                               << " less a margin; set ram_budget to change it").str().c_str()
-                                      : "ram_budget",
-               kept, m.num_layers, m.num_layers - kept, dir.c_str(),
-               streamed_on_disk > 0 ? (Str() << ": " << streamed_on_disk
-                                             << " of them stream at the disk's speed at every use").str().c_str()
-                                    : ", once each (resident on the device)");
+  const std::string why = cfg.ram_budget.empty() ? Str() << "MemAvailable " << format_bytes(hm.available)
+                                                        << " less a margin; set ram_budget to change it"
+                                                 : Str() << "ram_budget";
+  std::fprintf(stderr, "%s\n", describe_ram_layers(m, dir, in_ram, resident, budget, why).c_str());
   return in_ram;
 }
 
