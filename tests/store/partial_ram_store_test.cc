@@ -95,16 +95,8 @@ TEST(HostMemory, StreamedLayersFirstAndDiskLayersSpread) {
   EXPECT_EQ(count(choose_ram_layers(odd, 4096 + 3 * 8192, {})), 3);
 }
 
-struct Fixture {
-  TempDir t;
-  std::string store;
-  std::unique_ptr<Backend> be;
-  Fixture() {
-    testing_util::write_model(testing_util::tiny_config(4), t.sub("model"));
-    store = t.sub("store");
-    testing_util::shard_or_die(t.sub("model"), store);
-    be = make_backend(DeviceKind::kCpu).value();
-  }
+struct Fixture : testing_util::ShardedTinyModel {
+  Fixture() : ShardedTinyModel(4) {}
 };
 
 TEST(PartialRamStore, LoadsEqualTheFullStoreWhereverALayerLives) {

@@ -5,8 +5,10 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <memory>
 #include <string>
 
+#include "backend/backend.h"
 #include "core/check.h"
 #include "model/init_model.h"
 #include "model/presets.h"
@@ -54,5 +56,18 @@ inline ShardResult shard_or_die(const std::string& model, const std::string& out
   CHECK_OK(r.status());
   return *r;
 }
+
+// A tiny model of `layers` layers sharded into a store (bf16), and a CPU backend to open it with.
+struct ShardedTinyModel {
+  TempDir t;
+  std::string store;
+  std::unique_ptr<Backend> be;
+  explicit ShardedTinyModel(int layers) {
+    write_model(tiny_config(layers), t.sub("model"));
+    store = t.sub("store");
+    shard_or_die(t.sub("model"), store);
+    be = make_backend(DeviceKind::kCpu).value();
+  }
+};
 
 }  // namespace st::testing_util

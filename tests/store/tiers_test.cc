@@ -15,16 +15,8 @@ namespace {
 
 using testing_util::TempDir;
 
-struct Fixture {
-  TempDir t;
-  std::string store;
-  std::unique_ptr<Backend> be;
-  Fixture() {
-    testing_util::write_model(testing_util::tiny_config(3), t.sub("model"));
-    store = t.sub("store");
-    testing_util::shard_or_die(t.sub("model"), store);
-    be = make_backend(DeviceKind::kCpu).value();
-  }
+struct Fixture : testing_util::ShardedTinyModel {
+  Fixture() : ShardedTinyModel(3) {}
   std::vector<char> data_section(int layer) {
     StoreManifest m = *open_store_manifest(store);
     std::string s = *read_file_to_string(store + "/" + m.layers[layer].name);
