@@ -3,7 +3,9 @@
 # the same tiny run with devices: 1 and devices: 2 (gradient_accumulation_steps per device halved,
 # so both see the same 4-micro-batch window); losses side by side. Then devices: 2 with layers
 # streamed from RAM (300 MiB a GPU) on the dense and on the code12 base (stream_compress false /
-# true): the same losses and adapter bytes.
+# true), and on the dense base with ram_budget 90MiB (the shared arena keeps a few layers, each
+# replica reads the rest from disk: store/host_memory.h Note [partial RAM store]): the same losses
+# and adapter bytes.
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 [ -f .devbin/pack.tar.xz ] && tar xJf .devbin/pack.tar.xz -C .devbin
@@ -40,11 +42,14 @@ for n in 1 2; do
   python3 -c "import json; print(' '.join('%.6f' % json.loads(l)['loss'] for l in open('$W/o$n/metrics.jsonl') if '\"loss\"' in l))"
   tail -2 $W/o$n.log
 done
-for sc in false true; do
-  d=$W/s_$sc
+for v in "false -" "true -" "false 90MiB"; do
+  set -- $v
+  sc=$1 rb=(); [ "$2" != "-" ] && rb=(--ram_budget=$2)
+  d=$W/s_$sc$2
   timeout 120 $B train $W/c.yaml --devices=2 --gradient_accumulation_steps=2 --vram_budget=300MiB --stream_compress=$sc \
-    --output_dir=$d >$d.log 2>&1
-  echo "devices=2 streamed stream_compress=$sc rc=$? $(grep -m1 '^plan:' $d.log | cut -c1-120)"
+    "${rb[@]}" --output_dir=$d >$d.log 2>&1
+  echo "devices=2 streamed stream_compress=$sc ram_budget=$2 rc=$? $(grep -m1 '^plan:' $d.log | cut -c1-120)"
+  grep -m1 '^host RAM' $d.log
   echo "  losses $(python3 -c "import json; print(' '.join(repr(json.loads(l)['loss']) for l in open('$d/metrics.jsonl') if '\"loss\"' in l))") adapter $(md5sum < $d/adapter_model.safetensors | cut -c1-16)"
   tail -1 $d.log
 done
