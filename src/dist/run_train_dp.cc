@@ -96,7 +96,7 @@ StatusOr<std::unique_ptr<DpRun>> setup_data_parallel(const TrainConfig& given, i
     parts = disk_parts(sr.dir, run->model, opts, cfg.base_model);
   } else {
     RamStoreOptions ro;  // store/host_memory.h Note [partial RAM store]: one arena for every replica
-    ASSIGN_OR_RETURN(ro.in_ram, ram_layers_for(cfg, sr.dir, plan));
+    ASSIGN_OR_RETURN(ro.in_ram, ram_layers_for(cfg, sr, plan));
     ASSIGN_OR_RETURN(run->ram, RamStore::open(sr.dir, bes[0], ro), "opening the RAM store " << sr.dir);
     parts = shared_ram_store_parts(run->ram.get(), opts, cfg.base_model);
   }

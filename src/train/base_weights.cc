@@ -50,7 +50,7 @@ Status load_extras_via(Backend* be, LayerStore* store, Model& m) {
 
 }  // namespace
 
-StatusOr<std::vector<bool>> ram_layers_for(const TrainConfig& cfg, const std::string& dir, const Plan& plan) {
+StatusOr<std::vector<bool>> ram_layers_for(const TrainConfig& cfg, const ShardResult& store, const Plan& plan) {
   uint64_t budget = 0;
   const HostMemory hm = host_memory();
   if (!cfg.ram_budget.empty()) {
@@ -58,7 +58,7 @@ StatusOr<std::vector<bool>> ram_layers_for(const TrainConfig& cfg, const std::st
   } else {
     budget = default_ram_budget(hm);
   }
-  ASSIGN_OR_RETURN(StoreManifest m, open_store_manifest(dir));
+  const StoreManifest& m = store.manifest;  // validated by the sharder: not read again here
   std::vector<bool> in_ram = choose_ram_layers(m, budget, plan.resident_layers);
   if (in_ram.empty()) return in_ram;
   std::vector<bool> resident(static_cast<size_t>(m.num_layers), cfg.stream == "off");
@@ -66,7 +66,7 @@ StatusOr<std::vector<bool>> ram_layers_for(const TrainConfig& cfg, const std::st
   const std::string why = cfg.ram_budget.empty() ? Str() << "MemAvailable " << format_bytes(hm.available)
                                                         << " less a margin; set ram_budget to change it"
                                                  : Str() << "ram_budget";
-  std::fprintf(stderr, "%s\n", describe_ram_layers(m, dir, in_ram, resident, budget, why).c_str());
+  std::fprintf(stderr, "%s\n", describe_ram_layers(m, store.dir, in_ram, resident, budget, why).c_str());
   return in_ram;
 }
 
@@ -217,7 +217,7 @@ StatusOr<BaseWeights> open_base_weights(const TrainConfig& given, Backend* be, D
   ASSIGN_OR_RETURN(bw.plan, plan_for(cfg, be, mc, act, speed));
   std::vector<bool> in_ram;
   if (cfg.stream != "disk") {
-    ASSIGN_OR_RETURN(in_ram, ram_layers_for(cfg, sr.dir, bw.plan));
+    ASSIGN_OR_RETURN(in_ram, ram_layers_for(cfg, sr, bw.plan));
   }
   if (!in_ram.empty()) {  // the banner's host memory: the arena as opened, not every layer
     bw.plan.ram_layers = static_cast<int>(std::count(in_ram.begin(), in_ram.end(), true));

@@ -58,10 +58,10 @@ StatusOr<ModelConfig> base_model_config(const std::string& path);
 // The pieces of open_base_weights that the data-parallel run (dist/) assembles per replica.
 
 // `device`: cpu | cuda | auto (CUDA when available); InvalidArgument naming the value otherwise.
-// store/host_memory.h Note [partial RAM store]: which layers of the store in `dir` the RAM tier's
+// store/host_memory.h Note [partial RAM store]: which layers of the sharded store the RAM tier's
 // arena keeps under ram_budget (or the machine's free memory), resident ones out first; empty when
 // every layer fits. Says on stderr what it keeps when not everything.
-StatusOr<std::vector<bool>> ram_layers_for(const TrainConfig& cfg, const std::string& dir, const Plan& plan);
+StatusOr<std::vector<bool>> ram_layers_for(const TrainConfig& cfg, const ShardResult& store, const Plan& plan);
 
 StatusOr<DeviceKind> device_kind_for(const std::string& device);
 // InvalidArgument unless `stream` is off, ram or disk.
