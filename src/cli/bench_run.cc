@@ -97,6 +97,7 @@ struct Residency {
   std::vector<int> resident;
   int slots = 0;
   uint64_t planned = 0;
+  double estimate_ms = 0;  // the plan's estimated step (stream/planner.h StepEstimate; 0: not estimated)
   bool host_extras = false;
   Recompute recompute = Recompute::kFull;
   uint64_t fused_attention = 0;  // bytes granted to the fused (cuDNN) attention; 0: own kernels
@@ -161,6 +162,7 @@ StatusOr<Residency> decide_residency(const BenchOptions& o, Backend* be, const M
   res.resident = p.resident_layers;
   res.slots = p.num_slots;
   res.planned = p.vram_total;
+  res.estimate_ms = p.estimate.total_ms();
   res.mb_slots = p.micro_batch_slots;
   if (o.stream == "off") {
     res.resident.clear();
@@ -239,6 +241,7 @@ StatusOr<BenchResult> run_bench(const BenchOptions& o) {
   ASSIGN_OR_RETURN(Residency res, decide_residency(o, be.get(), c, dt, lc));
   r.resident_layers = static_cast<int64_t>(res.resident.size());
   r.vram_planned = res.planned;
+  r.plan_estimate_ms = res.estimate_ms;
 
   ModelOptions mo;
   mo.act_dtype = dt;

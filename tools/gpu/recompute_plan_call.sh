@@ -9,14 +9,30 @@ bench_setup
 for r in ${ROWS:?}; do
   IFS=: read -r m s b <<< "$r"
   for rc in ${MODES:-auto attention none}; do
-    bench_row $F streamtune "$b recompute $rc" --preset $m --seq $s --recompute $rc --vram-budget $b --stream ram \
+    bench_row $F streamtune "$m:$s:$b recompute $rc" --preset $m --seq $s --recompute $rc --vram-budget $b --stream ram \
       --steps ${STEPS:-3} --warmup ${WARMUP:-3} --no-ceilings
   done
 done
 print_rows $F
 python3 - $F <<'PY'
 import json, sys
+rows = {}
 for l in open(sys.argv[1]):
     r = json.loads(l)
-    print(r["label"], "->", r.get("recompute"), "lent", r.get("lent_slots"), "loads", r.get("loads_per_step"), r.get("error", ""))
+    row, mode = r["label"].rsplit(" recompute ", 1)
+    rows.setdefault(row, {})[mode] = r
+# Per row: each mode's step (measured), the planner's estimate, its plan; auto against the best forced mode.
+print("| row | mode | step ms | estimate ms | recompute | resident | lent | loads |")
+print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+for row, modes in rows.items():
+    for mode, r in modes.items():
+        if "error" in r:
+            print("| %s | %s | does not fit | | | | | |" % (row, mode)); continue
+        print("| %s | %s | %.1f | %s | %s | %s | %s | %s |" % (row, mode, r["step_ms"], r.get("plan_estimate_ms"),
+              r.get("recompute"), r.get("resident_layers"), r.get("lent_slots"), r.get("loads_per_step")))
+    forced = {m: r["step_ms"] for m, r in modes.items() if m != "auto" and "error" not in r}
+    if "auto" in modes and "error" not in modes["auto"] and forced:
+        best = min(forced, key=forced.get)
+        print("%s: auto %.1f ms (%s) vs best forced %s %.1f ms: %.3f" % (row, modes["auto"]["step_ms"],
+              modes["auto"].get("recompute"), best, forced[best], modes["auto"]["step_ms"] / forced[best]))
 PY
