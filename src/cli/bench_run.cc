@@ -131,7 +131,8 @@ StatusOr<Residency> decide_residency(const BenchOptions& o, Backend* be, const M
   if (!o.vram_budget.empty()) {
     ASSIGN_OR_RETURN(in.vram_budget, parse_byte_size(o.vram_budget), "--vram-budget");
   }
-  if (in.device == DeviceKind::kCuda && o.stream != "off" && !o.vram_budget.empty() && o.offload_embeddings == "auto") {
+  if (in.device == DeviceKind::kCuda && o.stream != "off" && !o.vram_budget.empty()) {
+    // As train probes (train/base_weights.h planning_speed): the same plan for the same settings.
     const DeviceSpeed speed = probe_device_speed(be);  // Note [host extras plan]
     in.link_gbps = speed.link_gbps;
     in.gemm_tflops = speed.gemm_tflops;

@@ -203,44 +203,56 @@ uint64_t step_bytes(const PlanInput& in, const Shape& s) {
   return layer_load_bytes(in, s, true) * static_cast<uint64_t>(groups) + head_bytes(in, s, G);
 }
 
-// Note [host extras plan]: the estimated step of shape s from the measured speeds.
-constexpr double kComputeEfficiency = 0.75;  // a step's kernels against the probed 4096^3 GEMM
+// Note [step estimate]: the constants, fitted to the H200's resident steps.
+constexpr double kGemmEfficiency = 0.98;       // the model's GEMMs against the probed 4096^3 GEMM
+constexpr double kAttentionEfficiency = 0.43;  // fused attention's flops against it
+constexpr double kElementwiseFlops = 5700;     // a token, layer and (F + H) of memory-bound ops, as flops
+constexpr double kElementwiseForward = 0.36;   // of which the forward's
+constexpr double kLayerGapMs = 0.174;          // launch gaps of a layer's forward + backward visit
+constexpr double kLayerGapForward = 0.4;       // of which the forward's
+constexpr double kRecomputeShare = 0.63;       // a recomputed forward against the forward's time
 // Note [recompute plan]: the estimated gain a plan with less recomputation (and fewer resident
-// layers) must show over the residency-first plan (the estimate reads 5-10% off measured steps).
-constexpr double kRecomputeMargin = 0.10;
+// layers) must show over the residency-first plan (the estimate reads 0-12% under measured
+// streaming steps, most 2-8%: bench/RESULTS.md session 22).
+constexpr double kRecomputeMargin = 0.05;
 StepEstimate estimate_step(const PlanInput& in, const Shape& s) {
   const ModelConfig& c = in.model;
   const double H = static_cast<double>(c.hidden_size), Q = static_cast<double>(c.q_dim()),
                KV = static_cast<double>(c.kv_dim()), F = static_cast<double>(c.intermediate_size),
                V = static_cast<double>(c.vocab_size), L = static_cast<double>(c.num_layers);
   const double B = static_cast<double>(in.micro_batch_size), S = static_cast<double>(in.sequence_len), T = B * S;
-  const double G = static_cast<double>(std::max<int64_t>(1, in.gradient_accumulation_steps));
-  const double layer_params = H * Q + 2 * H * KV + Q * H + 3 * H * F;
-  // GEMM passes over the frozen weights: forward, the backward's input gradient, and the
-  // recompute's forward unless every activation is kept.
-  const double passes = s.recompute == Recompute::kNone ? 2 : 3;
-  const double attn_passes = s.recompute == Recompute::kFull ? 4.5 : 3.5;  // causal fwd = 1, bwd = 2.5
+  const int64_t G = std::max<int64_t>(1, in.gradient_accumulation_steps);
+  const int64_t groups = (G + s.mb_slots - 1) / s.mb_slots;
+  const double rate = in.gemm_tflops * 1e9;  // flops per ms
+  const double link = in.link_gbps * 1e6;    // bytes per ms
+  // One micro-batch, every layer: a GEMM pass over the frozen weights, a causal attention unit,
+  // the memory-bound ops and the launch gaps.
+  const double gemm = 2 * T * (H * Q + 2 * H * KV + Q * H + 3 * H * F) * L / (kGemmEfficiency * rate);
+  const double attention = 2 * B * S * S * Q * L / (kAttentionEfficiency * rate);
+  const double elementwise = kElementwiseFlops * T * L * (F + H) / rate, gaps = kLayerGapMs * L;
+  const double forward = gemm + attention + kElementwiseForward * elementwise + kLayerGapForward * gaps;
+  const double recompute = s.recompute == Recompute::kNone ? 0
+                           : s.recompute == Recompute::kAttention ? kRecomputeShare * (forward - attention)
+                                                                  : kRecomputeShare * forward;
+  const double backward = gemm + 2.5 * attention + (1 - kElementwiseForward) * elementwise +
+                          (1 - kLayerGapForward) * gaps + recompute;
   const double head_flops = 4 * T * V * H;  // logits and their input gradient
-  const double attn_unit = 2 * B * S * S * static_cast<double>(c.num_heads * c.head_dim) * L;
-  const double flops = G * (2 * T * layer_params * L * passes + head_flops + attn_passes * attn_unit);
-  const double rate = in.gemm_tflops * 1e9 * kComputeEfficiency;  // flops per ms
-  const double link = in.link_gbps * 1e6;                         // bytes per ms
+  // Loads, steady state: the backward visits every streamed layer but the pooled ones; the forward
+  // loads the rest of a group's (steady_layer_loads: lent slots and the carried pool). Groups of
+  // micro-batches are alike, so the sum of their phases' max() is the max() of the sums.
+  const int streamed = static_cast<int>(c.num_layers) - s.resident, pooled = std::min(s.slots, streamed);
+  const int group_loads = steady_layer_loads(streamed, pooled, lent_slots(in, s));
+  const int backward_loads = std::max(0, streamed - pooled);
+  const double blob_ms = static_cast<double>(make_layer_layout(c, in.dtype, in.quant).bytes) / link;
   StepEstimate e;
-  e.compute_ms = flops / rate;
-  e.loads_ms = static_cast<double>(step_bytes(in, s) - head_bytes(in, s, G)) / link;
-  if (lent_slots(in, s) > 0) {
-    // The forward finds layers in lent activation memory and loads the rest itself, overlapping its
-    // compute; the backward's loads (all but the pooled) overlap only the backward's compute: every
-    // lent region closes during the forward (Note [recompute plan]).
-    const int streamed = static_cast<int>(c.num_layers) - s.resident, pooled = std::min(s.slots, streamed);
-    const double blob = static_cast<double>(make_layer_layout(c, in.dtype, in.quant).bytes);
-    const double backward_loads_ms = G * (streamed - pooled) * blob / link;
-    const double forward_compute_ms = G * (2 * T * layer_params * L + head_flops + attn_unit) / rate;
-    e.forward_ms = std::max(forward_compute_ms, e.loads_ms - backward_loads_ms);
-    e.compute_ms -= forward_compute_ms;
-    e.loads_ms = backward_loads_ms;
-  }
-  if (s.host_extras) e.head_ms = G * std::max(0.0, V * H * static_cast<double>(dtype_size(in.dtype)) / link - head_flops / rate);
+  e.forward_loads = static_cast<int>(groups) * (group_loads - backward_loads);
+  e.backward_loads = static_cast<int>(groups) * backward_loads;
+  e.forward_compute_ms = static_cast<double>(G) * forward;
+  e.forward_loads_ms = e.forward_loads * blob_ms;
+  e.backward_compute_ms = static_cast<double>(G) * backward;
+  e.backward_loads_ms = e.backward_loads * blob_ms;
+  e.head_ms = static_cast<double>(G) * head_flops / (kGemmEfficiency * rate);
+  if (s.host_extras) e.head_stream_ms = G * std::max(0.0, V * H * static_cast<double>(dtype_size(in.dtype)) / link - head_flops / rate);
   return e;
 }
 
@@ -415,7 +427,7 @@ StatusOr<Plan> make_plan(const PlanInput& in) {
   p.vram = plan_terms(in, s);
   p.vram_total = total(p.vram);
   p.streamed_bytes_per_step = step_bytes(in, s);
-  if (in.tier == "ram" && s.resident < L && in.link_gbps > 0 && in.gemm_tflops > 0) {
+  if (in.tier == "ram" && in.link_gbps > 0 && in.gemm_tflops > 0) {  // all resident too: compute alone
     p.estimate = estimate_step(in, s);
     p.link_gbps = in.link_gbps;
   }
@@ -449,20 +461,27 @@ std::string Plan::banner() const {
       << ") does not fit beside the smallest plan, so "
       << (fused_attention_allowance > 0 ? "its backward runs in query chunks" : "attention runs on the own kernels")
       << ": the bits differ from a run with room for it (a larger vram_budget or a shorter sequence_len)\n";
-  if (estimate.compute_ms > 0) {  // Note [host extras plan]
-    char line[416];
-    const bool link_bound = estimate.loads_ms > estimate.compute_ms;
-    char forward[96] = "";
-    if (estimate.forward_ms > 0)  // stream/prefetcher.h Note [lent activation memory]
-      std::snprintf(forward, sizeof(forward), "forward + head ~%.0f ms, with %d pool slots in lent activation memory; then ",
-                    estimate.forward_ms, lent_slots);
+  if (estimate.estimated()) {  // Note [step estimate]
+    const bool fwd_link = estimate.forward_loads_ms > estimate.forward_compute_ms,
+               bwd_link = estimate.backward_loads_ms > estimate.backward_compute_ms;
+    const char* bound = fwd_link && bwd_link ? "link-bound"
+                        : fwd_link           ? "link-bound in the forward"
+                        : bwd_link           ? "link-bound in the backward"
+                                             : "compute-bound";
+    // stream/prefetcher.h Note [lent activation memory]; Note [host extras plan].
+    const std::string lent =
+        lent_slots > 0 ? std::string(Str() << ", with " << lent_slots << " pool slots in lent activation memory") : std::string();
+    const std::string head_stream =
+        estimate.head_stream_ms > 0.5
+            ? std::string(Str() << " + ~" << static_cast<int>(estimate.head_stream_ms + 0.5) << " ms of lm_head streaming")
+            : std::string();
+    char line[640];
     std::snprintf(line, sizeof(line),
-                  "  estimate: ~%.0f ms a step, %s (%scompute ~%.0f ms; layer loads ~%.0f ms at the probed %.0f GB/s%s)%s\n",
-                  estimate.total_ms(), link_bound ? "link-bound" : "compute-bound", forward, estimate.compute_ms,
-                  estimate.loads_ms, link_gbps, link_bound ? "" : ", overlapping it",
-                  estimate.head_ms > 0.5 ? (", + ~" + std::to_string(static_cast<int>(estimate.head_ms + 0.5)) +
-                                            " ms of lm_head streaming at the head").c_str()
-                                         : "");
+                  "  estimate: ~%.0f ms a step, %s (forward: compute ~%.0f ms, %d layer loads ~%.0f ms%s; head ~%.0f ms%s; "
+                  "backward: compute ~%.0f ms, %d loads ~%.0f ms; at the probed %.0f GB/s)\n",
+                  estimate.total_ms(), bound, estimate.forward_compute_ms, estimate.forward_loads,
+                  estimate.forward_loads_ms, lent.c_str(), estimate.head_ms, head_stream.c_str(),
+                  estimate.backward_compute_ms, estimate.backward_loads, estimate.backward_loads_ms, link_gbps);
     b << line;
   }
   b << "  device memory " << format_bytes(vram_total) << " of "

@@ -15,14 +15,32 @@
 // device's speeds are known (PlanInput::link_gbps, gemm_tflops) and the layers stream from RAM (from
 // disk they come at the disk's speed, which the probe does not see), else the one that streams fewer
 // bytes (the lm_head costs its size once per micro-batch; every layer it displaces costs two
-// loads); ties and all-resident plans keep the extras on the device. The estimate: max(compute,
-// layer loads / link) -- loads overlap the layers' compute -- plus, with the lm_head on the host,
-// what its streaming adds to the head: nothing overlaps the head (the backward waits for it), and
-// below ~6k tokens a micro-batch its chunks load slower than they are used (an lm_head chunk is
-// V_c x H x 2 bytes for 4 T V_c H flops). Bytes alone picked the host for Qwen2.5-3B@2048 in 5-6 GiB
-// and 1.5B@2048 in 2.5 GiB, where the device was 4-8% faster (bench/RESULTS.md session 18 call 6).
-// Compute is counted as GEMM flops at 3/4 of the probed GEMM rate (a step's kernels run below a
-// square GEMM's). The choice never changes the numerics.
+// loads); ties and all-resident plans keep the extras on the device. The estimate (Note [step
+// estimate]) adds, with the lm_head on the host, what its streaming adds to the head: nothing
+// overlaps the head (the backward waits for it), and below ~6k tokens a micro-batch its chunks load
+// slower than they are used (an lm_head chunk is V_c x H x 2 bytes for 4 T V_c H flops). Bytes alone
+// picked the host for Qwen2.5-3B@2048 in 5-6 GiB and 1.5B@2048 in 2.5 GiB, where the device was
+// 4-8% faster (bench/RESULTS.md session 18 call 6). The choice never changes the numerics.
+//
+// Note [step estimate]: a streaming step from the probed link (GB/s) and GEMM rate (P, a 4096^3
+// bf16 GEMM), phase by phase: forward = max(its compute, its layer loads / link), then the head
+// (nothing loads: the pool holds the layers the backward starts with), then backward = max(its
+// compute, its loads / link) -- a load can only run ahead into memory its phase frees, and the
+// backward's loads cannot move into the forward. (Until session 22 it was one max(compute, all
+// loads) over the step with compute as GEMM flops at 3/4 of P: -9% to +18% off session 22 call 1's
+// measured steps, short where the forward is link-bound and the backward compute-bound, 7B@2048 in
+// 10 GiB. Phases alone were tried in session 18 and misordered 1.5B@2048's extras placements; with
+// the fitted compute below they order all five of those rows and read 0-12% under call 1's 25
+// measured plans, most 2-8%.) Compute, fitted
+// to the H200's resident steps over the grid (0.5B-14B at 512-4096 tokens, batch 1 and 4:
+// within 8% on all 29, where GEMM flops at 3/4 of P read 0.31-1.09 of them): the GEMMs at 0.98 P;
+// attention at 0.43 P (causal forward 1 unit, backward 2.5); the memory-bound rest (norms, RoPE,
+// SwiGLU, LoRA, residuals) as kElementwiseFlops per token, layer and (F + H), 36% of it in the
+// forward; 0.174 ms a layer visit pair of launch gaps (40% forward). A recomputed forward adds
+// kRecomputeShare of the forward's time (3B / 7B@2048 all resident, attention outputs kept
+// against nothing recomputed: +12.7 / +28 ms, ~0.63 of a forward: a plan that recomputes also
+// skips writing what kNone keeps). The memory-bound terms scale with the GEMM rate here, which
+// holds for GPUs with the H200's flops per byte of HBM (A100, H100, RTX 4090 within ~1.5x).
 //
 // Note [recompute plan]: recompute "auto" spends the memory left once every layer is resident on
 // less recomputation (model/layer.h Note [recompute]): first kNone (every intermediate the
@@ -118,14 +136,19 @@ struct PlanInput {
   double link_gbps = 0, gemm_tflops = 0;
 };
 
-// A streaming plan's step, estimated from the device's probed speeds (Note [host extras plan]):
-// layer loads overlap the compute, the lm_head's streaming (host extras) does not.
+// A streaming plan's step, estimated from the device's probed speeds (Note [step estimate]): the
+// forward's layer loads overlap the forward's compute, the backward's the backward's; nothing
+// overlaps the head (the backward waits for it) or the lm_head's streaming (host extras).
 struct StepEstimate {
-  double compute_ms = 0, loads_ms = 0, head_ms = 0;  // all 0: not estimated
-  // Compute the loads cannot overlap: with lent activation memory the forward and the head (stream/
-  // prefetcher.h Note [lent activation memory]); compute_ms is then the rest.
-  double forward_ms = 0;
-  double total_ms() const { return forward_ms + (compute_ms > loads_ms ? compute_ms : loads_ms) + head_ms; }
+  double forward_compute_ms = 0, forward_loads_ms = 0;    // all 0: not estimated
+  double backward_compute_ms = 0, backward_loads_ms = 0;  // backward_compute_ms includes the recompute
+  double head_ms = 0;         // the head's GEMMs
+  double head_stream_ms = 0;  // what streaming the lm_head adds to them (host extras)
+  int forward_loads = 0, backward_loads = 0;  // layer loads a step (all micro-batches)
+  double forward_ms() const { return forward_compute_ms > forward_loads_ms ? forward_compute_ms : forward_loads_ms; }
+  double backward_ms() const { return backward_compute_ms > backward_loads_ms ? backward_compute_ms : backward_loads_ms; }
+  double total_ms() const { return forward_ms() + head_ms + head_stream_ms + backward_ms(); }
+  bool estimated() const { return forward_compute_ms > 0; }
 };
 
 struct PlanTerm {

@@ -500,11 +500,18 @@ TEST(Planner, HostExtrasChoiceFollowsEstimatedStepTime) {
     if (!r.host_faster) {
       EXPECT_LT(timed->resident_layers.size(), bytes->resident_layers.size()) << r.preset;
     }
-    // The banner says what bounds the step (the 3B and 1.5B rows measured compute-bound: exposed
-    // copy <= 7 ms of 46-77; the 7B row link-bound, its lm_head streamed).
+    // The banner says what bounds the step (the 3B and 1.5B rows measured exposed copy <= 7 ms of
+    // 46-77: a backward that hides its loads, at most a forward that does not quite; the 7B row
+    // link-bound, its lm_head streamed).
     EXPECT_EQ(bytes->banner().find("estimate:"), std::string::npos) << bytes->banner();
     const std::string banner = timed->banner();
-    EXPECT_NE(banner.find(r.host_faster ? "link-bound" : "compute-bound"), std::string::npos) << banner;
+    if (r.host_faster) {
+      EXPECT_NE(banner.find("link-bound ("), std::string::npos) << banner;
+    } else {
+      EXPECT_TRUE(banner.find("compute-bound") != std::string::npos ||
+                  banner.find("link-bound in the forward") != std::string::npos)
+          << banner;
+    }
     EXPECT_EQ(banner.find("lm_head streaming") != std::string::npos, r.host_faster) << banner;
     EXPECT_GT(timed->estimate.total_ms(), 0.0);
   }
@@ -557,8 +564,12 @@ TEST(Planner, RecomputeTradesResidencyWhereTheEstimateSaysSo) {
     EXPECT_LT(timed->resident_layers.size(), 28u) << seq;
     EXPECT_EQ(timed->fused_attention_allowance, untimed->fused_attention_allowance) << seq;  // the same bits
     EXPECT_LE(timed->vram_total, in.vram_budget) << seq;
-    // At 4096 tokens a layer's saved region holds its blob: the estimate counts the forward apart.
-    EXPECT_EQ(timed->estimate.forward_ms > 0, seq == 4096) << seq;
+    // At 4096 tokens a layer's saved region holds its blob: the forward finds the layers the last
+    // backward loaded into lent activation memory and loads fewer than the backward.
+    EXPECT_EQ(timed->lent_slots > 0, seq == 4096) << seq;
+    if (seq == 4096) {
+      EXPECT_LT(timed->estimate.forward_loads, timed->estimate.backward_loads) << timed->banner();
+    }
     // A slow link (~3 GB/s) would not hide the copies: residency first. (At 6 GB/s the estimate
     // of 7B@4096 in 32 GiB, 4 layers streamed, 1 load in the forward and 2 in the backward, is
     // already ~272 ms, more than 10% under the all-resident plan's: Note [lent region spans].)
