@@ -1,6 +1,6 @@
 // The device's two speeds -- host->device link and bf16 GEMM -- measured through the Backend: the
 // bench's ceilings (cli/bench_device.h, long runs) and the planner's time estimates (stream/
-// planner.h Note [host extras plan]: probe_device_speed, ~10 ms on the H200) share these timers.
+// planner.h Note [step estimate]: probe_device_speed, ~30 ms on the H200) share these timers.
 #pragma once
 
 #include "backend/backend.h"
@@ -11,8 +11,10 @@ namespace st {
 // `iters` after a warm-up copy.
 StatusOr<double> measure_h2d_gbps(Backend* be, size_t bytes, int iters);
 // TFLOP/s of an n x n x n GEMM through Backend::gemm (x W^T, as the layers; f32 accumulate) whose
-// two operands are `host` (n x n elements of dtype), median of `iters` after two warm-ups.
-StatusOr<double> measure_gemm_tflops_from(Backend* be, const void* host, DType dtype, int64_t n, int iters);
+// two operands are `host` (n x n elements of dtype), median of `iters` after two warm-ups and
+// then more for `warmup_s` seconds.
+StatusOr<double> measure_gemm_tflops_from(Backend* be, const void* host, DType dtype, int64_t n, int iters,
+                                          double warmup_s = 0);
 
 struct DeviceSpeed {
   double link_gbps = 0;    // pinned host->device, GB/s (1e9); 0: unknown

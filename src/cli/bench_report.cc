@@ -84,6 +84,8 @@ Json bench_result_json(const BenchResult& r) {
   j["compute_fraction"] = maybe(r.compute_fraction, 4);
   j["vram_planned_bytes"] = r.vram_planned;
   j["plan_estimate_ms"] = r.plan_estimate_ms > 0 ? Json(round_to(r.plan_estimate_ms, 1)) : Json(nullptr);
+  j["probe_link_gbps"] = r.probe_link_gbps > 0 ? Json(round_to(r.probe_link_gbps, 2)) : Json(nullptr);
+  j["probe_gemm_tflops"] = r.probe_gemm_tflops > 0 ? Json(round_to(r.probe_gemm_tflops, 1)) : Json(nullptr);
   j["vram_allocated_bytes"] = r.vram_allocated;
   j["vram_peak_used_bytes"] = r.vram_peak_used < 0 ? Json(nullptr) : Json(r.vram_peak_used);
   j["vram_baseline_used_bytes"] = r.vram_baseline_used < 0 ? Json(nullptr) : Json(r.vram_baseline_used);

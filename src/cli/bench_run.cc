@@ -98,6 +98,7 @@ struct Residency {
   int slots = 0;
   uint64_t planned = 0;
   double estimate_ms = 0;  // the plan's estimated step (stream/planner.h StepEstimate; 0: not estimated)
+  DeviceSpeed probed;      // the speeds it was estimated from (zeros: not probed)
   bool host_extras = false;
   Recompute recompute = Recompute::kFull;
   uint64_t fused_attention = 0;  // bytes granted to the fused (cuDNN) attention; 0: own kernels
@@ -131,11 +132,12 @@ StatusOr<Residency> decide_residency(const BenchOptions& o, Backend* be, const M
   if (!o.vram_budget.empty()) {
     ASSIGN_OR_RETURN(in.vram_budget, parse_byte_size(o.vram_budget), "--vram-budget");
   }
+  DeviceSpeed probed;
   if (in.device == DeviceKind::kCuda && o.stream != "off" && !o.vram_budget.empty()) {
     // As train probes (train/base_weights.h planning_speed): the same plan for the same settings.
-    const DeviceSpeed speed = probe_device_speed(be);  // Note [host extras plan]
-    in.link_gbps = speed.link_gbps;
-    in.gemm_tflops = speed.gemm_tflops;
+    probed = probe_device_speed(be);  // Note [step estimate]
+    in.link_gbps = probed.link_gbps;
+    in.gemm_tflops = probed.gemm_tflops;
   }
   DeviceMemory dm = device_memory(be);
   if (dm.known) in.device_free_bytes = dm.free;
@@ -164,6 +166,7 @@ StatusOr<Residency> decide_residency(const BenchOptions& o, Backend* be, const M
   res.slots = p.num_slots;
   res.planned = p.vram_total;
   res.estimate_ms = p.estimate.total_ms();
+  res.probed = probed;
   res.mb_slots = p.micro_batch_slots;
   if (o.stream == "off") {
     res.resident.clear();
@@ -243,6 +246,8 @@ StatusOr<BenchResult> run_bench(const BenchOptions& o) {
   r.resident_layers = static_cast<int64_t>(res.resident.size());
   r.vram_planned = res.planned;
   r.plan_estimate_ms = res.estimate_ms;
+  r.probe_link_gbps = res.probed.link_gbps;
+  r.probe_gemm_tflops = res.probed.gemm_tflops;
 
   ModelOptions mo;
   mo.act_dtype = dt;

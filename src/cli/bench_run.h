@@ -79,6 +79,7 @@ struct BenchResult {
   int64_t plan_replays_per_step = 0, eager_visits_per_step = 0;
   uint64_t vram_planned = 0;          // the planner's total for this configuration
   double plan_estimate_ms = 0;        // the planner's estimated step (with --vram-budget from RAM on CUDA; else 0)
+  double probe_link_gbps = 0, probe_gemm_tflops = 0;  // the speeds it came from (backend/speed_probe.h; 0: none)
   uint64_t vram_allocated = 0;        // what bench allocated (arenas, LoRA, extras, layers, pool)
   int64_t vram_peak_used = -1;        // cudaMemGetInfo total - free, max over the run (-1 unknown)
   int64_t vram_baseline_used = -1;    // the same before the run allocated anything (context etc.)
