@@ -476,7 +476,12 @@ std::string Plan::banner() const {
             ? std::string(Str() << " + ~" << static_cast<int>(estimate.head_stream_ms + 0.5) << " ms of lm_head streaming")
             : std::string();
     char line[640];
-    std::snprintf(line, sizeof(line),
+    if (estimate.forward_loads + estimate.backward_loads == 0)
+      std::snprintf(line, sizeof(line), "  estimate: ~%.0f ms a step, no layer loads (forward ~%.0f ms, head ~%.0f ms%s, backward ~%.0f ms)\n",
+                    estimate.total_ms(), estimate.forward_compute_ms, estimate.head_ms, head_stream.c_str(),
+                    estimate.backward_compute_ms);
+    else
+      std::snprintf(line, sizeof(line),
                   "  estimate: ~%.0f ms a step, %s (forward: compute ~%.0f ms, %d layer loads ~%.0f ms%s; head ~%.0f ms%s; "
                   "backward: compute ~%.0f ms, %d loads ~%.0f ms; at the probed %.0f GB/s)\n",
                   estimate.total_ms(), bound, estimate.forward_compute_ms, estimate.forward_loads,

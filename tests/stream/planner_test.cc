@@ -637,3 +637,66 @@ TEST(Planner, PredictsLentSlotsPerRunOfStreamedLayers) {
 
 }  // namespace
 }  // namespace st
+
+namespace st {
+namespace {
+
+// Note [step estimate]: the estimate against steps measured on the H200 (bench/RESULTS.md session 22
+// calls 2-3: recompute_plan_call.sh, bench's own plan for each budget; the probe read 52-55 GB/s
+// and 703-739 TFLOP/s). The phase-by-phase estimate read 0.89-1.03 of them, where one max(compute,
+// loads) over the step with GEMM flops at 3/4 of the probed rate read 0.91-1.18.
+TEST(Planner, StepEstimateReadsTheMeasuredSteps) {
+  struct Row {
+    const char* preset;
+    int64_t seq;
+    const char* budget;
+    uint64_t workspace_mib;  // cuDNN's whole attention workspace (session 18 call 1)
+    const char* recompute;
+    double measured_ms;
+  };
+  for (const Row& r : {Row{"qwen2.5-7b", 2048, "10GiB", 252, "full", 191.0}, Row{"qwen2.5-7b", 2048, "14GiB", 252, "full", 135.4},
+                       Row{"qwen2.5-7b", 2048, "14GiB", 252, "none", 309.7}, Row{"qwen2.5-7b", 2048, "18GiB", 252, "attention", 132.3},
+                       Row{"qwen2.5-3b", 2048, "5GiB", 144, "full", 83.1}, Row{"qwen2.5-3b", 2048, "8GiB", 144, "none", 120.8},
+                       Row{"qwen2.5-3b", 2048, "8GiB", 144, "attention", 66.8}, Row{"llama3-8b", 4096, "18GiB", 1089, "attention", 302.3},
+                       Row{"qwen2.5-14b", 2048, "20GiB", 360, "full", 347.7}, Row{"qwen2.5-14b", 2048, "20GiB", 360, "none", 642.8},
+                       Row{"qwen2.5-1.5b", 4096, "3GiB", 408, "full", 80.9}}) {
+    PlanInput in = big_input(r.preset, r.seq, r.budget);
+    in.tier = "ram";
+    in.fused_attention_workspace = r.workspace_mib << 20;
+    in.recompute = r.recompute;
+    in.link_gbps = 54;
+    in.gemm_tflops = 725;
+    StatusOr<Plan> p = make_plan(in);
+    ASSERT_TRUE(p.ok()) << r.preset << " " << r.budget << " " << p.status().to_string();
+    const double ratio = p->estimate.total_ms() / r.measured_ms;
+    EXPECT_GT(ratio, 0.85) << r.preset << " " << r.budget << " " << r.recompute << "\n" << p->banner();
+    EXPECT_LT(ratio, 1.06) << r.preset << " " << r.budget << " " << r.recompute << "\n" << p->banner();
+  }
+  // 7B@2048 in 10 GiB, full recompute: 11 layers streamed through 2 buffers, 9 loads a phase. The
+  // forward's loads outlast its compute, the backward's do not: a single max() over the step would
+  // hide 30 ms of the forward's wait.
+  PlanInput in = big_input("qwen2.5-7b", 2048, "10GiB");
+  in.tier = "ram";
+  in.fused_attention_workspace = 252ull << 20;
+  in.link_gbps = 55;
+  in.gemm_tflops = 735;
+  StatusOr<Plan> p = make_plan(in);
+  ASSERT_TRUE(p.ok()) << p.status().to_string();
+  const StepEstimate& e = p->estimate;
+  EXPECT_EQ(e.forward_loads, e.backward_loads);
+  EXPECT_EQ(e.forward_loads + e.backward_loads, steady_layer_loads(p->streamed_layers(), 2, 0));
+  EXPECT_GT(e.forward_loads_ms, e.forward_compute_ms);
+  EXPECT_LT(e.backward_loads_ms, e.backward_compute_ms);
+  EXPECT_NEAR(e.total_ms(), e.forward_loads_ms + e.head_ms + e.head_stream_ms + e.backward_compute_ms, 1e-9);
+  EXPECT_NE(p->banner().find("link-bound in the forward"), std::string::npos) << p->banner();
+  // Every layer resident: compute alone, said so.
+  in.vram_budget = *parse_byte_size("40GiB");
+  StatusOr<Plan> resident = make_plan(in);
+  ASSERT_TRUE(resident.ok());
+  ASSERT_EQ(resident->streamed_layers(), 0);
+  EXPECT_EQ(resident->estimate.forward_loads + resident->estimate.backward_loads, 0);
+  EXPECT_NE(resident->banner().find("no layer loads"), std::string::npos) << resident->banner();
+}
+
+}  // namespace
+}  // namespace st
