@@ -41,10 +41,12 @@ for b in ${BUDGETS:-1GiB 1400MiB}; do
   grep -E "^plan:|estimate:" $W/log.$b
   python3 - $W/out.$b/metrics.jsonl <<'PY'
 import json, sys
-rows = [json.loads(l) for l in open(sys.argv[1])]
-rows = [r for r in rows if "tok_s" in r and r.get("tok_s")]
-tail = rows[len(rows) // 2:]
-ms = sorted(2048 / r["tok_s"] * 1e3 for r in tail)
-print("logged steps %d; median step over the second half: %.1f ms (2048 tokens a step)" % (len(rows), ms[len(ms) // 2]))
+t = [json.loads(l)["elapsed_s"] for l in open(sys.argv[1]) if '"elapsed_s"' in l]
+d = [1e3 * (b - a) for a, b in zip(t, t[1:])]
+d = sorted(d[len(d) // 2:])  # the second half's steps
+print("logged steps %d; median step of the second half: %.1f ms" % (len(t), d[len(d) // 2]))
 PY
+  # The same plan in bench (no optimizer, data or logging around the step).
+  .devbin/streamtune bench --device cuda --preset ${PRESET:-qwen2.5-0.5b} --seq 2048 --stream ram --quant code12 \
+    --vram-budget $b --steps 6 --warmup 3 --no-ceilings --json | python3 -c "import json,sys; r=json.load(sys.stdin); print('bench: step %.1f ms, estimate %s ms, %s resident' % (r['step_ms'], r['plan_estimate_ms'], r['resident_layers']))"
 done
