@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "cli/cli_args.h"
+#include "cli/commands.h"
 #include "core/file.h"
 #include "data/model_tokenizer.h"
 #include "data/tokenizer.h"
@@ -43,8 +44,7 @@ int cmd_tokenize(int argc, char** argv) {
   const bool gguf = model.size() > 5 && model.compare(model.size() - 5, 5, ".gguf") == 0;
   StatusOr<Tokenizer> tok = (is_directory(model) || gguf) ? load_model_tokenizer(model) : Tokenizer::from_file(model);
   if (!tok.ok()) {
-    std::fprintf(stderr, "tokenize: loading tokenizer from %s: %s\n", model.c_str(), tok.status().to_string().c_str());
-    return 1;
+    return runtime_error(tok.status().with_context("tokenize: loading the tokenizer from " + model));
   }
   std::string text;
   if (a->has("text")) {
@@ -52,8 +52,7 @@ int cmd_tokenize(int argc, char** argv) {
   } else if (a->has("text-file")) {
     StatusOr<std::string> t = read_file_to_string(a->get("text-file"));
     if (!t.ok()) {
-      std::fprintf(stderr, "tokenize: %s\n", t.status().to_string().c_str());
-      return 1;
+      return runtime_error(t.status().with_context("tokenize"));
     }
     text = std::move(*t);
   } else {

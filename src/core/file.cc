@@ -5,7 +5,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -91,6 +93,16 @@ std::string path_dirname(const std::string& p) {
   if (pos == std::string::npos) return "";
   if (pos == 0) return "/";
   return p.substr(0, pos);
+}
+
+bool path_is_within(const std::string& inner, const std::string& outer) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::path i = fs::weakly_canonical(fs::absolute(inner, ec), ec).lexically_normal();
+  fs::path o = fs::weakly_canonical(fs::absolute(outer, ec), ec).lexically_normal();
+  if (!o.empty() && o.filename().empty()) o = o.parent_path();  // "dir/" -> "dir"
+  auto [oi, ii] = std::mismatch(o.begin(), o.end(), i.begin(), i.end());
+  return oi == o.end();
 }
 
 std::string path_basename(const std::string& p) {

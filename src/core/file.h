@@ -19,6 +19,9 @@ Status make_dirs(const std::string& path);  // mkdir -p
 std::string path_join(const std::string& a, const std::string& b);
 std::string path_dirname(const std::string& p);
 std::string path_basename(const std::string& p);
+// Whether `inner` is `outer` or lies under it, after resolving symlinks, "..", and trailing
+// slashes (neither path need exist). Guards a replace of `outer` against deleting `inner`.
+bool path_is_within(const std::string& inner, const std::string& outer);
 
 // Read-only memory map of a whole file. Move-only; unmaps on destruction.
 class MappedFile {

@@ -253,6 +253,15 @@ StatusOr<Sample> tokenize_json(const std::string& type, const OrderedJson& j, co
                                  << "': expected text, prompt_completion, alpaca, messages, sharegpt, input_output or tokenized");
   }
   if (!s.labels.empty()) s.labels[0] = kIgnoreIndex;
+  // A tokenizer with more tokens than the model has embedding rows (a mismatched tokenizer.json or
+  // added tokens the model was never resized for): refused here, naming the record and the token,
+  // not by a device-side range check at the first step.
+  if (opt.vocab_size > 0 && type != "tokenized")
+    for (int32_t id : s.input_ids)
+      if (id < 0 || id >= opt.vocab_size)
+        return InvalidArgument(Str() << what << ": the tokenizer gives id " << id << " ('" << tok.id_to_token(id)
+                                     << "'), past the model's vocab_size " << opt.vocab_size
+                                     << ": the tokenizer does not belong to this model, or the model needs resizing");
   return s;
 }
 
@@ -265,7 +274,9 @@ constexpr size_t kMaxGunzipBytes = size_t{16} << 30;
 
 template <class Fn>
 Status for_each_record(const std::string& path, std::string_view text, Fn fn, bool inflated = false) {
-  if (text.starts_with("PAR1")) {
+  // A damaged .parquet (its head overwritten) would otherwise be read as JSON Lines of binary.
+  const bool parquet_name = !inflated && path.size() > 8 && path.compare(path.size() - 8, 8, ".parquet") == 0;
+  if (text.starts_with("PAR1") || (parquet_name && !text.starts_with("\x1f\x8b"))) {
     ASSIGN_OR_RETURN(ParquetFile pq, ParquetFile::from_bytes(text, path));
     return pq.for_each_row([&](const OrderedJson& row, int64_t i) { return fn(row, Str() << path << " row " << i + 1); });
   }

@@ -29,13 +29,15 @@ StatusOr<Tokenizer> Tokenizer::from_file(const std::string& path) {
 
 namespace {
 
-// bos_token / eos_token / pad_token in tokenizer_config.json: a string or {"content": ...}.
-std::string config_token(const Json& cfg, const char* key) {
-  if (!cfg.contains(key)) return "";
+// bos_token / eos_token / pad_token in tokenizer_config.json: a string or {"content": ...}; absent
+// or null is "none". Anything else is refused naming the file and key (session 22 audit: a number
+// there was dropped silently, and the run trained without an EOS).
+StatusOr<std::string> config_token(const Json& cfg, const char* key, const std::string& path) {
+  if (!cfg.contains(key) || cfg[key].is_null()) return std::string();
   const Json& v = cfg[key];
   if (v.is_string()) return v.get<std::string>();
   if (v.is_object() && v.contains("content") && v["content"].is_string()) return v["content"].get<std::string>();
-  return "";
+  return Corruption(Str() << path << ": '" << key << "' is " << v.dump() << ", not a token string or {\"content\": ...}");
 }
 
 std::string config_template(const Json& cfg) {
@@ -56,21 +58,39 @@ StatusOr<Tokenizer> Tokenizer::from_dir(const std::string& dir) {
   std::string cfg_path = path_join(dir, "tokenizer_config.json");
   if (file_exists(cfg_path)) {
     ASSIGN_OR_RETURN(Json cfg, read_json_file(cfg_path));
-    auto id_of = [&](const char* key, int32_t dflt) {
-      auto id = t.token_to_id(config_token(cfg, key));
-      return id ? *id : dflt;
+    // BOS and EOS must name tokens of tokenizer.json (HF would append a new token to the vocab, one
+    // the model has no embedding row for); an unknown pad token keeps the default, as padding is
+    // masked out of the loss whichever id it has.
+    auto id_of = [&](const char* key, int32_t dflt, bool must_exist) -> StatusOr<int32_t> {
+      ASSIGN_OR_RETURN(std::string tok, config_token(cfg, key, cfg_path));
+      if (tok.empty()) return dflt;
+      auto id = t.token_to_id(tok);
+      if (id) return *id;
+      if (must_exist)
+        return Corruption(Str() << cfg_path << ": '" << key << "' is \"" << tok << "\", which is not a token of "
+                                << path_join(dir, "tokenizer.json"));
+      return dflt;
     };
-    t.bos_ = id_of("bos_token", t.bos_);
-    t.eos_ = id_of("eos_token", t.eos_);
-    t.pad_ = id_of("pad_token", t.pad_);
+    ASSIGN_OR_RETURN(t.bos_, id_of("bos_token", t.bos_, true));
+    ASSIGN_OR_RETURN(t.eos_, id_of("eos_token", t.eos_, true));
+    ASSIGN_OR_RETURN(t.pad_, id_of("pad_token", t.pad_, false));
+    if (cfg.contains("chat_template") && !cfg["chat_template"].is_null() && !cfg["chat_template"].is_string() &&
+        !cfg["chat_template"].is_array())
+      return Corruption(Str() << cfg_path << ": 'chat_template' is neither a string nor a list of named templates");
     t.chat_template_ = config_template(cfg);
   }
   std::string gen_path = path_join(dir, "generation_config.json");
   if (t.eos_ < 0 && file_exists(gen_path)) {
     ASSIGN_OR_RETURN(Json gen, read_json_file(gen_path));
     const Json& e = gen.value("eos_token_id", Json());
-    if (e.is_number_integer()) t.eos_ = e.get<int32_t>();
-    if (e.is_array() && !e.empty() && e[0].is_number_integer()) t.eos_ = e[0].get<int32_t>();
+    const Json& first = e.is_array() && !e.empty() ? e[0] : e;
+    if (first.is_number_integer()) {
+      if (first.is_number_unsigned() ? first.get<uint64_t>() >= static_cast<uint64_t>(t.vocab_size())
+                                     : (first.get<int64_t>() < 0 || first.get<int64_t>() >= t.vocab_size()))
+        return Corruption(Str() << gen_path << ": 'eos_token_id' " << first.dump() << " is not a token id (vocab "
+                                << t.vocab_size() << ")");
+      t.eos_ = static_cast<int32_t>(first.get<int64_t>());
+    }
   }
   return t;
 }

@@ -144,6 +144,8 @@ Status read_yarn(const GgufFile& f, const std::string& p, ModelConfig* c) {
 Status read_rope(const GgufFile& f, const std::string& p, ModelConfig* c) {
   ASSIGN_OR_RETURN(double theta, f.get_float_or(p + "rope.freq_base", 10000.0));
   c->rope_theta = f32_to_decimal(theta);
+  if (!(c->rope_theta > 0) || !std::isfinite(c->rope_theta))
+    return bad_config(f, Str() << "key '" << p << "rope.freq_base' = " << c->rope_theta << " must be positive");
   ASSIGN_OR_RETURN(std::string type, f.get_string_or(p + "rope.scaling.type", "none"));
   if (type == "linear") {
     c->rope_scaling = RopeScaling::kLinear;
@@ -185,7 +187,13 @@ Status read_sizes(const GgufFile& f, const std::string& p, ModelConfig* c) {
   }
   ASSIGN_OR_RETURN(double eps, f.get_float_or(p + "attention.layer_norm_rms_epsilon", 1e-6));
   c->rms_norm_eps = f32_to_decimal(eps);
+  // The checks config.json gets (hf_config.cc validate()), naming the GGUF key: a negative epsilon
+  // gave NaN logits and a clean exit (session 22 audit).
+  if (!(c->rms_norm_eps > 0) || !std::isfinite(c->rms_norm_eps))
+    return bad_config(f, Str() << "key '" << p << "attention.layer_norm_rms_epsilon' = " << eps << " must be positive");
   ASSIGN_OR_RETURN(c->max_position_embeddings, f.get_int_or(p + "context_length", 0));
+  if (c->max_position_embeddings < 0)  // absent reads 0: unknown, no length note
+    return bad_config(f, Str() << "key '" << p << "context_length' = " << c->max_position_embeddings << " is negative");
   return Status::OK();
 }
 

@@ -197,8 +197,10 @@ Status validate(const ModelConfig& c, const std::string& what) {
     return InvalidArgument(Str() << what << ": num_attention_heads " << c.num_heads
                                  << " is not a multiple of num_key_value_heads " << c.num_kv_heads);
   if (c.head_dim % 2 != 0) return InvalidArgument(Str() << what << ": head_dim " << c.head_dim << " must be even");
-  if (!(c.rms_norm_eps > 0)) return InvalidArgument(Str() << what << ": rms_norm_eps must be positive");
-  if (!(c.rope_theta > 0)) return InvalidArgument(Str() << what << ": rope_theta must be positive");
+  if (!(c.rms_norm_eps > 0) || !std::isfinite(c.rms_norm_eps))
+    return InvalidArgument(Str() << what << ": rms_norm_eps must be positive, got " << c.rms_norm_eps);
+  if (!(c.rope_theta > 0) || !std::isfinite(c.rope_theta))
+    return InvalidArgument(Str() << what << ": rope_theta must be positive, got " << c.rope_theta);
   return Status::OK();
 }
 

@@ -116,7 +116,21 @@ StatusOr<StoreFile> write_extras(const ModelSource& src, const ExtrasLayout& lay
   return write_blob_file(dir, kExtrasFileName, header, blob, layout.bytes);
 }
 
-// Removes "<base>.tmp.<pid>" / "<base>.old.<pid>" siblings left by processes that are gone.
+// Written into a directory this process made (the ".tmp.<pid>" build) or is about to retire (the
+// old store renamed to ".old.<pid>"): only a sibling carrying it is ever removed, so a user's own
+// directory that happens to be named "<out>.old.123" is left alone (session 22 audit).
+constexpr const char* kScratchMarker = ".streamtune-scratch";
+
+bool is_scratch_dir(const fs::path& p) {
+  std::error_code ec;
+  return fs::is_directory(p, ec) && fs::is_regular_file(p / kScratchMarker, ec);
+}
+
+Status mark_scratch(const std::string& dir) {
+  return write_file_atomic(path_join(dir, kScratchMarker), "streamtune scratch directory: safe to delete\n");
+}
+
+// Removes "<base>.tmp.<pid>" / "<base>.old.<pid>" scratch siblings left by processes that are gone.
 void remove_stale_siblings(const std::string& final_dir) {
   std::error_code ec;
   fs::path parent = fs::path(final_dir).parent_path();
@@ -128,9 +142,27 @@ void remove_stale_siblings(const std::string& final_dir) {
       if (n.rfind(prefix, 0) != 0) continue;
       long pid = std::strtol(n.c_str() + prefix.size(), nullptr, 10);
       bool alive = pid > 0 && (::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM);
-      if (!alive) fs::remove_all(e.path(), ec);
+      if (!alive && is_scratch_dir(e.path())) fs::remove_all(e.path(), ec);
     }
   }
+}
+
+// What may be replaced at the output path: nothing, an empty directory, or an earlier store (one
+// with a manifest, even a damaged one). Anything else is the user's and is refused by name, and so
+// is a directory holding the source model itself.
+Status check_replaceable(const std::string& dir, const ModelSource& src) {
+  std::error_code ec;
+  const fs::file_status st = fs::status(dir, ec);
+  if (!fs::exists(st)) return Status::OK();
+  for (const std::string& f : src.files()) {
+    if (path_is_within(f, dir))
+      return InvalidArgument(dir + " holds the source model (" + f + "); the store needs a directory of its own");
+  }
+  if (!fs::is_directory(st))
+    return InvalidArgument(dir + " exists and is not a directory; choose another --out or remove it");
+  if (fs::is_empty(dir, ec) || file_exists(path_join(dir, kManifestName))) return Status::OK();
+  return InvalidArgument(dir + " exists and is not a streamtune store (no " + std::string(kManifestName) +
+                         "); refusing to replace it: choose another --out or remove it");
 }
 
 Status write_store(const ModelSource& src, const ShardOptions& opts, const std::string& tmp,
@@ -153,13 +185,21 @@ Status write_store(const ModelSource& src, const ShardOptions& opts, const std::
   return write_file_atomic(path_join(tmp, kManifestName), manifest_to_json(m).dump(2) + "\n");
 }
 
-// Moves `tmp` to `final_dir`, replacing an old store there (renamed aside first, then removed).
+// Moves `tmp` to `final_dir`, replacing an old store there (marked, renamed aside, then removed).
+// The installed store carries no scratch marker; a crash between the two renames leaves the old
+// store marked at ".old.<pid>", which a later run then removes.
 Status install_store(const std::string& tmp, const std::string& final_dir) {
   std::error_code ec;
   std::string old = final_dir + ".old." + std::to_string(::getpid());
+  fs::remove(path_join(tmp, kScratchMarker), ec);
   if (fs::exists(final_dir, ec)) {
+    RETURN_IF_ERROR(mark_scratch(final_dir));
     fs::rename(final_dir, old, ec);
-    if (ec) return IOError("moving the outdated store " + final_dir + " aside: " + ec.message());
+    if (ec) {
+      const std::string why = ec.message();
+      fs::remove(path_join(final_dir, kScratchMarker), ec);
+      return IOError("moving the outdated store " + final_dir + " aside: " + why);
+    }
   }
   fs::rename(tmp, final_dir, ec);
   if (ec) return IOError("renaming " + tmp + " to " + final_dir + ": " + ec.message());
@@ -216,12 +256,14 @@ StatusOr<ShardResult> shard_model(const ModelSource& src, const ShardOptions& op
                (opts.quant != BaseQuant::kNone ? std::string(", ") + base_quant_name(opts.quant) : "") + ")";
     return r;
   }
+  RETURN_IF_ERROR(check_replaceable(r.dir, src));
   RETURN_IF_ERROR(make_dirs(path_dirname(r.dir)));
   remove_stale_siblings(r.dir);
   std::string tmp = r.dir + ".tmp." + std::to_string(::getpid());
   std::error_code ec;
   fs::remove_all(tmp, ec);
   RETURN_IF_ERROR(make_dirs(tmp));
+  RETURN_IF_ERROR(mark_scratch(tmp));
   StoreManifest m;
   m.config = src.config();
   m.dtype = opts.dtype;

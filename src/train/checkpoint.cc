@@ -93,8 +93,14 @@ StatusOr<std::string> write_optimizer(const std::string& path, const Lora& lora,
 
 // `want`: the checksum trainer_state.json recorded, or null (checkpoints from before it resume
 // unchecked).
-Status read_optimizer(const std::string& path, Lora* lora, Backend* be, const Json* want) {
+Status read_optimizer(const std::string& path, Lora* lora, Backend* be, const Json* want, int64_t step) {
   ASSIGN_OR_RETURN(SafetensorsFile f, SafetensorsFile::open(path));
+  // The step the moments were written at (its metadata) against trainer_state.json's: a damaged
+  // global_step used to make a resume skip to the end and exit 0 (session 22 audit).
+  if (auto it = f.metadata().find("step"); it != f.metadata().end() && it->second != std::to_string(step))
+    return Corruption(Str() << path << " was written at step " << it->second << ", but " << kStateFile
+                            << " says global_step " << step << ": the checkpoint is damaged; resume from an "
+                            << "earlier checkpoint-N directory instead");
   const TensorInfo* t[3];
   for (int i = 0; i < 3; ++i) {
     t[i] = f.find(kSections[i]);
@@ -338,8 +344,21 @@ StatusOr<TrainerState> read_checkpoint(const std::string& dir, const Json& expec
   ASSIGN_OR_RETURN(Json j, read_json_file(state_path));
   ASSIGN_OR_RETURN(TrainerState s, trainer_state_from_json(j, state_path));
   RETURN_IF_ERROR(check_fingerprint(s.fingerprint, expect, dir));
+  // checkpoint-N holds step N (checkpoint_dir()); a renamed directory is not checked.
+  std::string trimmed = dir;
+  while (trimmed.size() > 1 && trimmed.back() == '/') trimmed.pop_back();
+  const std::string base = path_basename(trimmed);
+  if (base.rfind("checkpoint-", 0) == 0) {
+    const std::string n = base.substr(11);
+    if (!n.empty() && n.find_first_not_of("0123456789") == std::string::npos && n != std::to_string(s.global_step))
+      return Corruption(Str() << state_path << ": global_step " << s.global_step << " in a directory named " << base
+                              << ": the checkpoint is damaged; resume from an earlier checkpoint-N directory instead");
+  }
+  if (j.contains("lr_schedule_step") && j["lr_schedule_step"] != Json(s.global_step))
+    return Corruption(Str() << state_path << ": lr_schedule_step " << j["lr_schedule_step"].dump()
+                            << " differs from global_step " << s.global_step);
   RETURN_IF_ERROR(read_optimizer(path_join(dir, kOptimFile), lora, be,
-                                 j.contains(kOptimChecksumKey) ? &j[kOptimChecksumKey] : nullptr));
+                                 j.contains(kOptimChecksumKey) ? &j[kOptimChecksumKey] : nullptr, s.global_step));
   return s;
 }
 

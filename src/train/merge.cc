@@ -265,10 +265,23 @@ bool gguf_out(const std::string& path) { return path.size() > 5 && path.compare(
 StatusOr<MergeResult> merge_lora(const std::string& model_path, const std::string& adapter_dir,
                                  const std::string& out_dir, const MergeOptions& opts) {
   std::error_code ec;
-  if (fs::exists(out_dir, ec) && !opts.overwrite) {
-    return InvalidArgument(Str() << "merge: " << out_dir << " already exists (use --force to replace it)");
-  }
   ASSIGN_OR_RETURN(std::unique_ptr<ModelSource> src, open_model_source(model_path));
+  // --force replaces --out, never an input (session 22 audit: `--out` equal to --model deleted the
+  // model once the merge had read it), and never turns a file into a directory or back.
+  for (const std::string& f : src->files())
+    if (path_is_within(f, out_dir))
+      return InvalidArgument(Str() << "merge: --out " << out_dir << " would replace the base model (" << f << ")");
+  if (path_is_within(adapter_dir, out_dir) || path_is_within(out_dir, adapter_dir))
+    return InvalidArgument(Str() << "merge: --out " << out_dir << " would overwrite the adapter (" << adapter_dir
+                                 << "); write the merged model elsewhere");
+  if (fs::exists(out_dir, ec)) {
+    if (!opts.overwrite)
+      return InvalidArgument(Str() << "merge: " << out_dir << " already exists (use --force to replace it)");
+    if (fs::is_directory(out_dir, ec) == gguf_out(out_dir))
+      return InvalidArgument(Str() << "merge: " << out_dir << " exists and is a "
+                                   << (gguf_out(out_dir) ? "directory" : "file") << "; --force replaces only a "
+                                   << (gguf_out(out_dir) ? ".gguf file" : "merged model directory"));
+  }
   ASSIGN_OR_RETURN(LoraConfig lc, read_peft_config(adapter_dir));
   ASSIGN_OR_RETURN(std::unique_ptr<Backend> cpu, make_backend(DeviceKind::kCpu));
   ASSIGN_OR_RETURN(std::unique_ptr<Lora> lora, Lora::create(cpu.get(), src->config(), lc));
@@ -305,9 +318,20 @@ StatusOr<MergeResult> merge_lora(const std::string& model_path, const std::strin
     fs::remove_all(tmp, ec);
     return InvalidArgument(Str() << "merge: merged " << r.merged << " projections, the adapter has " << expect);
   }
-  if (fs::exists(out_dir, ec)) fs::remove_all(out_dir, ec);
+  // The old output is renamed aside, not deleted, until the new one is in place.
+  const std::string old = out_dir + ".old-" + std::to_string(::getpid());
+  const bool replacing = fs::exists(out_dir, ec);
+  if (replacing) {
+    fs::rename(out_dir, old, ec);
+    if (ec) return IOError(Str() << "merge: moving the old " << out_dir << " aside: " << ec.message());
+  }
   fs::rename(tmp, out_dir, ec);
-  if (ec) return IOError(Str() << "merge: renaming " << tmp << " to " << out_dir << ": " << ec.message());
+  if (ec) {
+    const std::string why = ec.message();
+    if (replacing) fs::rename(old, out_dir, ec);
+    return IOError(Str() << "merge: renaming " << tmp << " to " << out_dir << ": " << why);
+  }
+  if (replacing) fs::remove_all(old, ec);
   return r;
 }
 

@@ -103,10 +103,14 @@ StatusOr<TrainData> load_train_data(const TrainConfig& cfg, const ModelConfig& m
   if (all.empty()) {
     // Say why: a prompt longer than sequence_len is cut before its answer and the sample dropped.
     const DatasetStats& st = td.stats;
-    return InvalidArgument(Str() << "the training datasets hold no sample with a trained token ("
-                                 << st.dropped_no_targets << " record(s) dropped with nothing left to train on"
-                                 << (st.dropped_no_targets > 0 ? ": raise sequence_len (" : " (")
-                                 << cfg.sequence_len << ") or check train_on_inputs / the loss mask)");
+    std::string paths;
+    for (const DatasetSpec& d : cfg.datasets) paths += (paths.empty() ? "" : ", ") + d.path;
+    if (st.dropped_no_targets == 0)
+      return InvalidArgument(Str() << "the training datasets (" << paths << ") hold no records");
+    return InvalidArgument(Str() << "the training datasets (" << paths << ") hold no sample with a trained token: all "
+                                 << st.dropped_no_targets << " record(s) were dropped with nothing left to train on; "
+                                 << "raise sequence_len (" << cfg.sequence_len
+                                 << ", prompts longer than it lose their answer) or check train_on_inputs / the loss mask");
   }
   std::vector<Sample> eval;
   if (cfg.val_set_size > 0) {

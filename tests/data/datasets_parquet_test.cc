@@ -101,6 +101,13 @@ TEST(DatasetsParquet, ErrorsNameFileAndRow) {
   Loaded cut = load(tmp("cut.parquet", bytes), "messages", tok);
   ASSERT_FALSE(cut.status.ok());
   EXPECT_NE(cut.status.message().find("cut.parquet"), std::string::npos) << cut.status.to_string();
+  // Its head overwritten: still read as Parquet (by its name), not as JSON Lines of binary.
+  bytes = slurp(kDir + "chat.parquet");
+  bytes.replace(0, 4, "\0\0\0\0", 4);
+  Loaded head = load(tmp("head.parquet", bytes), "messages", tok);
+  ASSERT_FALSE(head.status.ok());
+  EXPECT_NE(head.status.message().find("head.parquet: not a Parquet file (no PAR1 magic at the start)"), std::string::npos)
+      << head.status.to_string();
 }
 
 }  // namespace

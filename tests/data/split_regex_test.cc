@@ -66,6 +66,15 @@ TEST(SplitRegex, RejectsMalformed) {
   expect_refused("(?:(?:^))*", I, "invalid");
   expect_refused("(?:^|a)*", I, "invalid");  // an alternation with an anchor branch
   expect_refused("a\\", I, "ending in");
+  // Session 22 audit: 10,000 nested groups overflowed the stack; real pre-tokenizers nest 2-3 deep.
+  expect_refused(std::string(10000, '(') + "a" + std::string(10000, ')'), I, "nested deeper than 200");
+  std::string flags;
+  for (int k = 0; k < 5000; ++k) flags += "(?i:";
+  expect_refused(flags + "a" + std::string(5000, ')'), I, "nested deeper than 200");
+  EXPECT_TRUE(SplitPattern::compile(std::string(150, '(') + "a" + std::string(150, ')')).ok());
+  std::string stacked = "a";
+  for (int k = 0; k < 5000; ++k) stacked += "{1}";
+  expect_refused(stacked, I, "repeats nested deeper than 200");
   auto bad_utf8 = SplitPattern::compile("a\xff");
   ASSERT_FALSE(bad_utf8.ok());
   EXPECT_EQ(bad_utf8.status().code(), I);

@@ -3,10 +3,15 @@
 // Regenerate with tools/tok/make_tokenizer_fixtures.py.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <string>
 
+#include "core/check.h"
+#include "core/file.h"
 #include "core/json.h"
 #include "data/tokenizer.h"
 
@@ -141,6 +146,54 @@ TEST(Tokenizer, RejectsBadFiles) {
   ASSERT_FALSE(bad_norm.ok());
   EXPECT_NE(bad_norm.status().message().find("BertNormalizer"), std::string::npos);
   EXPECT_FALSE(Tokenizer::from_json("{not json", "t.json").ok());
+  // Session 22 audit: ids past int32 wrapped (4294968796 -> 1500) instead of being refused.
+  for (const char* doc : {
+           R"({"model":{"type":"BPE","vocab":{"a":0,"b":4294968796},"merges":[]},"pre_tokenizer":{"type":"ByteLevel"}})",
+           R"({"model":{"type":"BPE","vocab":{"a":0,"b":-1},"merges":[]},"pre_tokenizer":{"type":"ByteLevel"}})",
+           R"({"model":{"type":"BPE","vocab":{"a":0},"merges":[]},"pre_tokenizer":{"type":"ByteLevel"},
+               "added_tokens":[{"id":4294967296,"content":"<s>","special":true}]})",
+           R"({"model":{"type":"BPE","vocab":{"a":0},"merges":[]},"pre_tokenizer":{"type":"ByteLevel"},
+               "post_processor":{"type":"TemplateProcessing","single":[{"SpecialToken":{"id":"<s>"}},{"Sequence":{"id":"A"}}],
+               "special_tokens":{"<s>":{"id":"<s>","ids":["zero"]}}}})"}) {
+    auto t = Tokenizer::from_json(doc, "t.json");
+    ASSERT_FALSE(t.ok()) << doc;
+    EXPECT_EQ(t.status().code(), StatusCode::kCorruption) << t.status().to_string();
+    EXPECT_NE(t.status().message().find("t.json"), std::string::npos) << t.status().to_string();
+    EXPECT_TRUE(t.status().message().find("out of range") != std::string::npos ||
+                t.status().message().find("not an integer") != std::string::npos)
+        << t.status().to_string();
+  }
+}
+
+// tokenizer_config.json's special tokens: a string or {"content": ...} naming a token, or null.
+// A BOS/EOS that is no token, or a value of another type, is refused naming the file and the key
+// (session 22 audit: dropped silently, and training ran without an EOS).
+TEST(Tokenizer, ConfigSpecialTokensAreCheckedByName) {
+  const std::string dir = ::testing::TempDir() + "/tokcfg_" + std::to_string(::getpid());
+  std::filesystem::create_directories(dir);
+  CHECK_OK(write_file_atomic(dir + "/tokenizer.json",
+      R"({"model":{"type":"BPE","vocab":{"a":0,"b":1,"<s>":2,"</s>":3},"merges":[]},"pre_tokenizer":{"type":"ByteLevel"},
+          "added_tokens":[{"id":2,"content":"<s>","special":true},{"id":3,"content":"</s>","special":true}]})"));
+  auto with_config = [&](const std::string& cfg) {
+    CHECK_OK(write_file_atomic(dir + "/tokenizer_config.json", cfg));
+    return Tokenizer::from_dir(dir);
+  };
+  auto good = with_config(R"({"bos_token":{"content":"<s>"},"eos_token":"</s>","pad_token":null,"chat_template":null})");
+  ASSERT_TRUE(good.ok()) << good.status().to_string();
+  EXPECT_EQ(good->bos_id(), 2);
+  EXPECT_EQ(good->eos_id(), 3);
+  for (const auto& [cfg, says] : std::vector<std::pair<std::string, std::string>>{
+           {R"({"eos_token":"<|end|>"})", "'eos_token' is \"<|end|>\", which is not a token"},
+           {R"({"bos_token":"<bos>"})", "'bos_token' is \"<bos>\""},
+           {R"({"eos_token":3})", "'eos_token' is 3, not a token string"},
+           {R"({"chat_template":{"default":"x"}})", "'chat_template' is neither"}}) {
+    auto t = with_config(cfg);
+    ASSERT_FALSE(t.ok()) << cfg;
+    EXPECT_NE(t.status().message().find(says), std::string::npos) << t.status().to_string();
+    EXPECT_NE(t.status().message().find("tokenizer_config.json"), std::string::npos) << t.status().to_string();
+  }
+  EXPECT_TRUE(with_config(R"({"pad_token":"<pad>"})").ok());  // padding is masked whatever its id
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

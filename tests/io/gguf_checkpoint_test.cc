@@ -6,7 +6,10 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -138,6 +141,40 @@ TEST(GgufCheckpoint, YarnKeysGiveHfYarn) {
   EXPECT_EQ(rope_inv_freq(c), rope_inv_freq(*want));
   EXPECT_EQ(rope_attention_scale(c), rope_attention_scale(*want));
   EXPECT_NE(rope_attention_scale(c), static_cast<float>(1.0 / std::sqrt(32.0)));
+}
+
+// A copy of a fixture with the f32 value of metadata key `key` (a type-6 scalar) set to `v`.
+std::string with_f32_key(const std::string& name, const std::string& key, float v) {
+  std::ifstream in(fixture(name), std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const size_t at = bytes.find(key);
+  EXPECT_NE(at, std::string::npos) << key;
+  const size_t type_at = at + key.size();
+  EXPECT_EQ(bytes[type_at], 6) << key << " is not an f32";
+  std::memcpy(&bytes[type_at + 4], &v, 4);
+  const std::string out = ::testing::TempDir() + "/patched_" + std::to_string(::getpid()) + ".gguf";
+  std::ofstream(out, std::ios::binary) << bytes;
+  return out;
+}
+
+// Session 22 audit: a negative rms epsilon in GGUF metadata gave NaN logits and exit code 0; the
+// checks config.json gets now run on GGUF metadata too, naming the key.
+TEST(GgufCheckpoint, DamagedNormAndRopeKeysAreRefusedByName) {
+  for (const auto& [key, v] : std::vector<std::pair<std::string, float>>{
+           {"llama.attention.layer_norm_rms_epsilon", -1e-5f},
+           {"llama.attention.layer_norm_rms_epsilon", 0.0f},
+           {"llama.attention.layer_norm_rms_epsilon", INFINITY},
+           {"llama.rope.freq_base", -10000.0f},
+           {"llama.rope.freq_base", NAN}}) {
+    const std::string path = with_f32_key("tiny_llama.gguf", key, v);
+    auto ck = GgufCheckpoint::open(path);
+    ASSERT_FALSE(ck.ok()) << key << " = " << v;
+    EXPECT_EQ(ck.status().code(), StatusCode::kInvalidArgument) << ck.status().to_string();
+    EXPECT_NE(ck.status().message().find(key), std::string::npos) << ck.status().to_string();
+    EXPECT_NE(ck.status().message().find(path), std::string::npos) << ck.status().to_string();
+    std::remove(path.c_str());
+  }
+  EXPECT_TRUE(GgufCheckpoint::open(with_f32_key("tiny_llama.gguf", "llama.rope.freq_base", 500000.0f)).ok());
 }
 
 TEST(GgufCheckpoint, TokenizerData) {

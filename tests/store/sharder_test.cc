@@ -132,12 +132,10 @@ TEST(Sharder, InterruptedShardNeverLooksLikeAStore) {
   ModelConfig c = testing_util::tiny_config(3);
   testing_util::write_model(c, t.sub("model"));
   std::string out = t.sub("store");
-  // Leftovers of an interrupted run: a temp dir of a dead process, and a half-filled final dir.
+  // Leftovers of an interrupted run: a marked temp dir of a dead process.
   ASSERT_TRUE(make_dirs(out + ".tmp.999999999").ok());
   ASSERT_TRUE(write_file_atomic(out + ".tmp.999999999/layer_000.safetensors", "junk").ok());
-  ASSERT_TRUE(make_dirs(out).ok());
-  ASSERT_TRUE(write_file_atomic(out + "/layer_000.safetensors", "junk").ok());
-  EXPECT_EQ(open_store_manifest(out).status().code(), StatusCode::kNotFound);
+  ASSERT_TRUE(write_file_atomic(out + ".tmp.999999999/.streamtune-scratch", "").ok());
   EXPECT_EQ(open_store_manifest(out + ".tmp.999999999").status().code(), StatusCode::kNotFound);
 
   // A failing shard leaves no store and no temp dir behind.
@@ -156,6 +154,61 @@ TEST(Sharder, InterruptedShardNeverLooksLikeAStore) {
   EXPECT_TRUE(open_store_manifest(out).ok());
   for (const auto& e : fs::directory_iterator(t.path))
     EXPECT_EQ(e.path().filename().string().find(".tmp."), std::string::npos) << e.path();
+  EXPECT_FALSE(fs::exists(out + "/.streamtune-scratch"));  // the installed store is not scratch
+
+  // Replacing it (--force) retires the old store and leaves no scratch sibling.
+  o.force = true;
+  ASSERT_TRUE(shard_model_path(t.sub("model"), o).ok());
+  EXPECT_TRUE(open_store_manifest(out).ok());
+  for (const auto& e : fs::directory_iterator(t.path))
+    EXPECT_EQ(e.path().filename().string().find(".old."), std::string::npos) << e.path();
+}
+
+// Session 22 audit: `shard --out DIR` used to delete whatever DIR held (the source model too), and
+// any sibling named "DIR.old.<dead pid>". Only an empty directory or an earlier store is replaced.
+TEST(Sharder, NeverReplacesWhatIsNotAStore) {
+  TempDir t;
+  ModelConfig c = testing_util::tiny_config(2);
+  testing_util::write_model(c, t.sub("model"));
+  const std::string user = t.sub("mine");
+  ASSERT_TRUE(make_dirs(user).ok());
+  ASSERT_TRUE(write_file_atomic(user + "/notes.txt", "keep me").ok());
+  const std::string sibling = user + ".old.999999999";  // a user's dir that looks like a leftover
+  ASSERT_TRUE(make_dirs(sibling).ok());
+  ASSERT_TRUE(write_file_atomic(sibling + "/notes.txt", "keep me too").ok());
+  ASSERT_TRUE(write_file_atomic(t.sub("plain_file"), "a file").ok());
+
+  auto shard_to = [&](const std::string& out) {
+    ShardOptions o;
+    o.out_dir = out;
+    o.force = true;
+    return shard_model_path(t.sub("model"), o);
+  };
+  for (const auto& [out, says] : std::vector<std::pair<std::string, std::string>>{
+           {user, "is not a streamtune store"},
+           {t.sub("model"), "holds the source model"},
+           {t.sub("model") + "/", "holds the source model"},
+           {t.path, "holds the source model"},
+           {t.sub("plain_file"), "is not a directory"}}) {
+    StatusOr<ShardResult> r = shard_to(out);
+    ASSERT_FALSE(r.ok()) << out;
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << out;
+    EXPECT_NE(r.status().message().find(says), std::string::npos) << r.status().to_string();
+  }
+  EXPECT_EQ(*read_file_to_string(user + "/notes.txt"), "keep me");
+  EXPECT_EQ(*read_file_to_string(sibling + "/notes.txt"), "keep me too");
+  EXPECT_EQ(*read_file_to_string(t.sub("plain_file")), "a file");
+  EXPECT_TRUE(open_hf_model_source(t.sub("model")).ok());
+
+  // An empty directory is taken; the user's look-alike sibling survives a successful shard.
+  const std::string empty = t.sub("empty");
+  ASSERT_TRUE(make_dirs(empty).ok());
+  ASSERT_TRUE(shard_to(empty).ok());
+  EXPECT_TRUE(open_store_manifest(empty).ok());
+  ASSERT_TRUE(make_dirs(empty + ".old.999999999").ok());
+  ASSERT_TRUE(write_file_atomic(empty + ".old.999999999/notes.txt", "mine").ok());
+  ASSERT_TRUE(shard_to(empty).ok());
+  EXPECT_EQ(*read_file_to_string(empty + ".old.999999999/notes.txt"), "mine");
 }
 
 // Note [config against weights]: a config that does not match its tensors fails when the source

@@ -271,6 +271,44 @@ TEST(Checkpoint, PositionPastTheEpochIsRefused) {
   EXPECT_TRUE(r.steps.empty());
 }
 
+// Session 22 audit: a huge global_step made a resume skip to the end and exit 0. It is checked
+// against the directory's name, the schedule step beside it, and the optimizer file's own step.
+TEST(Checkpoint, DamagedGlobalStepIsRefused) {
+  const std::string a = fresh_dir("bad_step");
+  TrainConfig tc = base_config(a);
+  tc.max_steps = 2;
+  tc.save_steps = 1;
+  ASSERT_TRUE(run(tc).status.ok());
+  const std::string state = a + "/checkpoint-2/trainer_state.json";
+  const std::string good = bytes_of(state);
+  TrainConfig again = tc;
+  again.max_steps = 4;
+  // In checkpoint-2, and once copied to a directory whose name says nothing of the step.
+  const std::string renamed = a + "/saved";
+  std::filesystem::copy(a + "/checkpoint-2", renamed);
+  for (const std::string& dir : {a + "/checkpoint-2", renamed}) {
+    Json j = Json::parse(good);
+    j["global_step"] = 999999999;
+    j["lr_schedule_step"] = 999999999;
+    ASSERT_TRUE(write_file_atomic(dir + "/trainer_state.json", j.dump()).ok());
+    again.resume_from_checkpoint = dir;
+    RunResult r = run(again);
+    ASSERT_FALSE(r.status.ok()) << dir;
+    EXPECT_EQ(r.status.code(), StatusCode::kCorruption) << r.status.to_string();
+    EXPECT_NE(r.status.message().find("999999999"), std::string::npos) << r.status.to_string();
+    EXPECT_TRUE(r.steps.empty());
+  }
+  Json j = Json::parse(good);
+  j["lr_schedule_step"] = 7;
+  ASSERT_TRUE(write_file_atomic(state, j.dump()).ok());
+  again.resume_from_checkpoint = a + "/checkpoint-2";
+  RunResult r = run(again);
+  ASSERT_FALSE(r.status.ok());
+  EXPECT_NE(r.status.message().find("lr_schedule_step 7"), std::string::npos) << r.status.to_string();
+  ASSERT_TRUE(write_file_atomic(state, good).ok());  // repaired: resumes
+  EXPECT_TRUE(run(again).status.ok());
+}
+
 TEST(Checkpoint, TotalLimitKeepsNewestAndSkipsIncompleteDirs) {
   const std::string a = fresh_dir("limit");
   TrainConfig tc = base_config(a);

@@ -146,6 +146,39 @@ TEST(Merge, AdapterOnSomeLayers) {
   fs::remove_all(out);
 }
 
+// Session 22 audit: --force replaced an --out equal to --model or --adapter (deleting the input the
+// merge had just read) and turned a plain file into a directory. All refused, inputs intact.
+TEST(Merge, ForceNeverReplacesAnInputOrAFile) {
+  const std::string fx = std::string(ST_SOURCE_DIR) + "/tests/fixtures/llama_layers";
+  const std::string base = tmp("inputs_base"), adapter = tmp("inputs_adapter"), file = tmp("inputs_file");
+  fs::remove_all(base), fs::remove_all(adapter);
+  fs::copy(fx + "/model", base, fs::copy_options::recursive);
+  fs::copy(fx + "/adapter", adapter, fs::copy_options::recursive);
+  ASSERT_TRUE(write_file_atomic(file, "not a model").ok());
+  MergeOptions force;
+  force.overwrite = true;
+  for (const auto& [out, says] : std::vector<std::pair<std::string, std::string>>{
+           {base, "would replace the base model"},
+           {base + "/", "would replace the base model"},
+           {adapter, "would overwrite the adapter"},
+           {adapter + "/merged", "would overwrite the adapter"},
+           {file, "exists and is a file"}}) {
+    auto r = merge_lora(base, adapter, out, force);
+    ASSERT_FALSE(r.ok()) << out;
+    EXPECT_NE(r.status().message().find(says), std::string::npos) << r.status().message();
+  }
+  EXPECT_EQ(*read_file_to_string(file), "not a model");
+  EXPECT_FALSE(fs::exists(adapter + "/merged"));
+  // The inputs still merge.
+  const std::string out = tmp("inputs_out");
+  fs::remove_all(out);
+  ASSERT_TRUE(merge_lora(base, adapter, out, force).ok());
+  ASSERT_TRUE(merge_lora(base, adapter, out, force).ok());  // and replace an earlier merge
+  for (const auto& e : fs::directory_iterator(fs::path(out).parent_path()))
+    EXPECT_NE(e.path().filename().string().rfind(fs::path(out).filename().string() + ".old", 0), 0u) << e.path();
+  for (const auto& d : {base, adapter, file, out}) fs::remove_all(d);
+}
+
 TEST(Merge, MissingAdapterIsAnError) {
   auto r = merge_lora("/nonexistent/model", "/nonexistent/adapter", tmp("never"), {});
   EXPECT_FALSE(r.ok());

@@ -77,6 +77,24 @@ TEST(TrainData, ErrorsNameTheProblem) {
   StatusOr<TrainData> missing = load_train_data(c, mc);
   ASSERT_FALSE(missing.ok());
   EXPECT_NE(missing.status().message().find("/nonexistent/x.jsonl"), std::string::npos);
+
+  // An empty file says so; records with nothing to train on say how many and what to change.
+  const std::string dir = temp_dir();
+  const std::string empty = path_join(dir, "empty.jsonl"), masked = path_join(dir, "masked.jsonl");
+  CHECK(write_file_atomic(empty, "\n").ok());
+  CHECK(write_file_atomic(masked, "{\"input_ids\": [1, 2], \"labels\": [-100, -100]}\n").ok());
+  mc.vocab_size = 100;
+  c.sequence_len = 16;
+  c.datasets = {DatasetSpec{empty, "tokenized"}};
+  StatusOr<TrainData> no_records = load_train_data(c, mc);
+  ASSERT_FALSE(no_records.ok());
+  EXPECT_NE(no_records.status().message().find(empty), std::string::npos) << no_records.status().to_string();
+  c.datasets = {DatasetSpec{masked, "tokenized"}};
+  StatusOr<TrainData> no_targets = load_train_data(c, mc);
+  ASSERT_FALSE(no_targets.ok());
+  EXPECT_NE(no_targets.status().message().find("all 1 record(s) were dropped"), std::string::npos)
+      << no_targets.status().to_string();
+  std::filesystem::remove_all(dir);
 }
 
 TEST(TrainData, LoaderOptionsShuffleOnlyTraining) {

@@ -132,11 +132,19 @@ class Parser {
     throw Fail{unimplemented, what + " at code point " + std::to_string(i_)};
   }
 
+  // Every group and inline-flag scope parses through alt(): its depth bounds the recursion here
+  // and in every later walk of the tree (nullable, compile, the destructor). A pattern nested
+  // 10,000 deep overflowed the stack (session 22 audit); real pre-tokenizers nest 2-3 deep.
+  static constexpr int kMaxNesting = 200;
+  int nesting_ = 0;
+
   Node alt(Flags& f) {
+    if (++nesting_ > kMaxNesting) fail(false, "groups nested deeper than " + std::to_string(kMaxNesting));
     Node n;
     n.k = Node::K::kAlt;
     n.kids.push_back(seq(f));
     while (eat('|')) n.kids.push_back(seq(f));
+    --nesting_;
     return n.kids.size() == 1 ? std::move(n.kids[0]) : n;
   }
 
@@ -236,7 +244,9 @@ class Parser {
   }
 
   Node quantified(Node a) {
-    for (;;) {
+    // Stacked repeats ("a{1}{1}{1}...") nest in the tree like groups do, so they share the bound.
+    for (int stacked = 0;; ++stacked) {
+      if (nesting_ + stacked > kMaxNesting) fail(false, "repeats nested deeper than " + std::to_string(kMaxNesting));
       int lo = 0, hi = -1;
       bool plain = false;  // * + ? (may take a lazy ? or a possessive +)
       const size_t at = i_;

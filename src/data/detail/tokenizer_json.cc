@@ -18,6 +18,15 @@ StatusOr<std::string> str_field(const Json& j, const char* key, const std::strin
   return j[key].get<std::string>();
 }
 
+// A token id as JSON holds it: an integer that fits an int32, or Corruption quoting the value as
+// written (session 22 audit: 4294968796 was read as 1500 and silently took another token's place).
+StatusOr<int32_t> token_id(const Json& v, const std::string& where, const std::string& what) {
+  if (!v.is_number_integer()) return Corruption(Str() << what << ": " << where << ": id " << v.dump() << " is not an integer");
+  if (v.is_number_unsigned() ? v.get<uint64_t>() > INT32_MAX : (v.get<int64_t>() < 0 || v.get<int64_t>() > INT32_MAX))
+    return Corruption(Str() << what << ": " << where << ": id " << v.dump() << " is out of range");
+  return static_cast<int32_t>(v.get<int64_t>());
+}
+
 // Replace's pattern: {"String": s} (a literal, non-empty) or {"Regex": r} (Unimplemented).
 StatusOr<std::string> replace_pattern(const Json& j, const std::string& where, const std::string& what) {
   const Json& p = j.contains("pattern") ? j["pattern"] : Json();
@@ -211,7 +220,10 @@ Status parse_template(const Json& j, TokenizerImpl* t, const std::string& what) 
     const Json& sp = j.value("special_tokens", Json::object());
     if (!sp.contains(name) || !sp[name].contains("ids") || !sp[name]["ids"].is_array())
       return Corruption(Str() << what << ": TemplateProcessing special token '" << name << "' has no ids");
-    for (const Json& id : sp[name]["ids"]) (seen_seq ? t->suffix : t->prefix).push_back(id.get<int32_t>());
+    for (const Json& id : sp[name]["ids"]) {
+      ASSIGN_OR_RETURN(int32_t v, token_id(id, "TemplateProcessing special token '" + name + "'", what));
+      (seen_seq ? t->suffix : t->prefix).push_back(v);
+    }
   }
   return Status::OK();
 }
@@ -295,8 +307,8 @@ Status parse_model(const Json& m, TokenizerImpl* t, const std::string& what) {
   t->ignore_merges = flag(m, "ignore_merges", false);
   if (!m.contains("vocab") || !m["vocab"].is_object()) return Corruption(Str() << what << ": model.vocab is not an object");
   for (auto it = m["vocab"].begin(); it != m["vocab"].end(); ++it) {
-    if (!it.value().is_number_integer()) return Corruption(Str() << what << ": vocab entry '" << it.key() << "' is not an int");
-    RETURN_IF_ERROR(t->add_vocab(it.key(), it.value().get<int32_t>(), what));
+    ASSIGN_OR_RETURN(int32_t id, token_id(it.value(), "vocab entry '" + it.key() + "'", what));
+    RETURN_IF_ERROR(t->add_vocab(it.key(), id, what));
   }
   if (!m.contains("merges") || !m["merges"].is_array()) return Corruption(Str() << what << ": model.merges is not an array");
   int32_t rank = 0;
@@ -363,7 +375,7 @@ StatusOr<std::shared_ptr<TokenizerImpl>> impl_from_json(const Json& j, const std
     if (!a.is_object() || !a.contains("id") || !a["id"].is_number_integer() || !a.contains("content") || !a["content"].is_string())
       return Corruption(Str() << what << ": added_tokens entry without id/content: " << a.dump());
     AddedToken at;
-    at.id = a["id"].get<int32_t>();
+    ASSIGN_OR_RETURN(at.id, token_id(a["id"], "added_tokens entry '" + a["content"].get<std::string>() + "'", what));
     at.content = a["content"].get<std::string>();
     at.special = flag(a, "special", false);
     at.lstrip = flag(a, "lstrip", false);
