@@ -17,7 +17,13 @@ Tokenizer& Tokenizer::operator=(Tokenizer&&) noexcept = default;
 StatusOr<Tokenizer> Tokenizer::from_json(std::string_view json_text, const std::string& what) {
   ASSIGN_OR_RETURN(Json j, parse_json(json_text, what));
   Tokenizer t;
-  ASSIGN_OR_RETURN(t.impl_, tok::impl_from_json(j, what));
+  // Every field is type-checked where it is read (tokenizer_json_fuzz_test); this catch is the
+  // backstop that keeps a missed one a Status naming the file rather than the process's end.
+  try {
+    ASSIGN_OR_RETURN(t.impl_, tok::impl_from_json(j, what));
+  } catch (const Json::exception& e) {
+    return Corruption(Str() << what << ": unexpected JSON shape: " << e.what());
+  }
   if (t.impl_->prefix.size() == 1) t.bos_ = t.impl_->prefix[0];
   return t;
 }

@@ -216,9 +216,13 @@ Status parse_template(const Json& j, TokenizerImpl* t, const std::string& what) 
   for (const Json& item : j["single"]) {
     if (item.contains("Sequence")) { seen_seq = true; continue; }
     if (!item.contains("SpecialToken")) return Corruption(Str() << what << ": bad TemplateProcessing item " << item.dump());
-    std::string name = item["SpecialToken"].value("id", "");
-    const Json& sp = j.value("special_tokens", Json::object());
-    if (!sp.contains(name) || !sp[name].contains("ids") || !sp[name]["ids"].is_array())
+    const Json& st = item["SpecialToken"];
+    if (!st.is_object() || !st.contains("id") || !st["id"].is_string())
+      return Corruption(Str() << what << ": TemplateProcessing item " << item.dump() << " has no SpecialToken id string");
+    const std::string name = st["id"].get<std::string>();
+    const Json& sp = j.contains("special_tokens") ? j["special_tokens"] : Json::object();
+    if (!sp.is_object() || !sp.contains(name) || !sp[name].is_object() || !sp[name].contains("ids") ||
+        !sp[name]["ids"].is_array())
       return Corruption(Str() << what << ": TemplateProcessing special token '" << name << "' has no ids");
     for (const Json& id : sp[name]["ids"]) {
       ASSIGN_OR_RETURN(int32_t v, token_id(id, "TemplateProcessing special token '" + name + "'", what));
