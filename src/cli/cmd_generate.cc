@@ -2,6 +2,7 @@
 // Greedy or sampled generation with a KV cache (model/decode.h), printing text as it is produced.
 // M: an HF checkpoint dir (tokenizer.json next to it) or a .gguf file (tokenizer from its metadata).
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -13,6 +14,7 @@
 
 #include "backend/backend.h"
 #include "cli/cli_args.h"
+#include "core/file.h"
 #include "data/chat_template.h"
 #include "data/model_tokenizer.h"
 #include "data/tokenizer.h"
@@ -122,6 +124,7 @@ struct Gen {
   const Tokenizer* tok;
   std::set<int32_t> stops;
   int64_t max_new;
+  int64_t max_seq;  // the KV cache: generation stops there, as HF's does at max_length
   SamplingOptions sampling;
   std::mt19937_64 rng;
 };
@@ -129,6 +132,10 @@ struct Gen {
 // Prefill `ids`, then sample until a stop token or max_new; prints text as it forms (a trailing
 // incomplete UTF-8 sequence is held back until the next token completes it). Returns the text.
 StatusOr<std::string> generate(Gen& g, const std::vector<int32_t>& ids) {
+  if (ids.empty()) return InvalidArgument("the prompt is empty and the tokenizer adds no BOS: nothing to continue");
+  if (static_cast<int64_t>(ids.size()) > g.max_seq)
+    return InvalidArgument(Str() << "the prompt has " << ids.size() << " tokens, the KV cache " << g.max_seq
+                                 << ": raise --max-seq");
   ASSIGN_OR_RETURN(std::vector<float> logits, g.dec->forward(ids, LogitsFor::kLast));
   std::vector<int32_t> out;
   size_t printed = 0;
@@ -144,6 +151,11 @@ StatusOr<std::string> generate(Gen& g, const std::vector<int32_t>& ids) {
       printed = text.size();
     }
     if (i + 1 == g.max_new) break;
+    if (static_cast<int64_t>(ids.size() + out.size()) > g.max_seq) {
+      std::fprintf(stderr, "\n(stopped after %zu tokens: the KV cache of --max-seq %lld is full)\n", out.size(),
+                   static_cast<long long>(g.max_seq));
+      break;
+    }
     ASSIGN_OR_RETURN(logits, g.dec->forward(std::span<const int32_t>(&next, 1), LogitsFor::kLast));
   }
   const std::string text = g.tok->decode(out, SkipSpecial::kYes);
@@ -209,7 +221,9 @@ int run(const ParsedArgs& a) {
   } catch (...) {
     return usage("--temperature / --top-p: expected numbers");
   }
-  if (temperature < 0 || top_p <= 0 || top_p > 1) return usage("--temperature >= 0 and 0 < --top-p <= 1");
+  // Written so that NaN fails each test (it was accepted: session 23 audit).
+  if (!(temperature >= 0) || !std::isfinite(temperature) || !(top_p > 0 && top_p <= 1))
+    return usage("--temperature: a finite number >= 0; --top-p: a number in (0, 1]");
   const std::string dev = a.get("device", "auto");
   if (dev != "auto" && dev != "cpu" && dev != "cuda") return usage("--device: auto | cpu | cuda");
   const DeviceKind kind = dev == "cuda" || (dev == "auto" && cuda_available()) ? DeviceKind::kCuda : DeviceKind::kCpu;
@@ -252,7 +266,7 @@ int run(const ParsedArgs& a) {
     StatusOr<LoraConfig> lc = read_peft_config(a.get("adapter"));
     if (!lc.ok()) return fail(lc.status());
     StatusOr<std::unique_ptr<Lora>> l = Lora::create(be->get(), w.config, *lc);
-    if (!l.ok()) return fail(l.status());
+    if (!l.ok()) return fail(l.status().with_context(path_join(a.get("adapter"), "adapter_config.json")));
     lora = std::move(l).value();
     if (Status s = lora->load_peft(a.get("adapter")); !s.ok()) return fail(s);
   }
@@ -264,6 +278,7 @@ int run(const ParsedArgs& a) {
   g.dec = dec->get();
   g.tok = &*tok;
   g.max_new = static_cast<int64_t>(*max_new);
+  g.max_seq = static_cast<int64_t>(*max_seq);
   g.sampling = {.temperature = temperature, .top_p = top_p};
   g.rng.seed(*seed);
   if (tok->eos_id() >= 0) g.stops.insert(tok->eos_id());

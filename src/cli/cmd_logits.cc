@@ -122,7 +122,8 @@ StatusOr<Engine> build_engine(const ParsedArgs& a, DeviceKind kind, DType dtype,
   ModelOptions mo;
   mo.act_dtype = dtype;
   mo.max_tokens = max_tokens;
-  ASSIGN_OR_RETURN(e.model, Model::create(e.lm->config, e.be.get(), lc, mo));
+  ASSIGN_OR_RETURN(e.model, Model::create(e.lm->config, e.be.get(), lc, mo),
+                   (a.has("adapter") ? path_join(a.get("adapter"), "adapter_config.json") : std::string("model")));
   if (a.has("adapter")) RETURN_IF_ERROR(e.model->lora().load_peft(a.get("adapter")));
   // The Model owns its extras; both layouts are make_extras_layout(config, dtype), so copy bytes.
   CHECK(e.model->extras_layout().bytes == e.lm->extras_layout.bytes);
@@ -152,6 +153,12 @@ int run(const ParsedArgs& a) {
   if (!a.has("model")) return usage("missing --model M");
   if (!a.has("out") || a.get("out").empty()) return usage("missing --out F");
   if (a.has("ids") == a.has("ids-file")) return usage("give exactly one of --ids LIST or --ids-file F");
+  // --out never lands on or inside an input: over the base's safetensors it destroyed the model,
+  // and a new .safetensors beside a model's or adapter's would be read as part of it next time.
+  for (const char* input : {"model", "adapter", "ids-file"})
+    if (a.has(input) && path_is_within(a.get("out"), a.get(input)))
+      return usage(std::string("--out ") + a.get("out") + " is or lies inside --" + input + " " + a.get(input) +
+                   "; write the logits elsewhere");
   const std::string dev = a.get("device", "auto");
   if (dev != "auto" && dev != "cpu" && dev != "cuda") return usage("--device: auto | cpu | cuda");
   const DeviceKind kind = dev == "cuda" || (dev == "auto" && cuda_available()) ? DeviceKind::kCuda : DeviceKind::kCpu;

@@ -18,6 +18,7 @@
 #include "store/manifest.h"
 #include "stream/planner.h"
 #include "train/base_weights.h"
+#include "train/checkpoint.h"
 #include "train/loader_source.h"
 #include "train/loss_curve.h"
 #include "train/progress.h"
@@ -249,6 +250,7 @@ Status plan_train(const TrainConfig& given) {
 // scripts can tell an interrupted run from a finished one; the process objects (trainer,
 // backend, store) are destroyed before exiting.
 Status run_train(const TrainConfig& cfg) {
+  RETURN_IF_ERROR(check_output_dir(cfg));  // before anything is loaded or written
   const bool on_cpu = cfg.device == "cpu" || (cfg.device == "auto" && !cuda_available());
   ASSIGN_OR_RETURN(int replicas, resolve_devices(cfg.devices, on_cpu ? DeviceKind::kCpu : DeviceKind::kCuda));
   if (replicas > 1) return run_train_data_parallel(cfg, replicas);

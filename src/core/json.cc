@@ -12,9 +12,35 @@ namespace st {
 
 namespace {
 
+// Deeper than any real file nests (tokenizer.json ~6, tool schemas in datasets ~20): every later
+// walk of a parsed value recurses (dump(), python_dumps, the readers), so a document nested
+// 200,000 deep overflowed the stack (session 23 audit). Found by a scan that skips strings.
+constexpr int kMaxJsonDepth = 256;
+
+Status check_depth(std::string_view text, const std::string& what) {
+  int depth = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') ++i;
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > kMaxJsonDepth)
+        return Corruption(Str() << what << ": JSON nested deeper than " << kMaxJsonDepth << " levels at byte " << i);
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return Status::OK();
+}
+
 // Parse errors as a Corruption naming the source and the byte, for either key order.
 template <class J>
 StatusOr<J> parse_as(std::string_view text, const std::string& what) {
+  RETURN_IF_ERROR(check_depth(text, what));
   try {
     return J::parse(text.begin(), text.end());
   } catch (const typename J::parse_error& e) {
@@ -147,6 +173,9 @@ StatusOr<int64_t> json_int(const Json& j, const char* key, const std::string& wh
   auto it = j.find(key);
   if (it == j.end()) return NotFound(Str() << what << ": missing key '" << key << "'");
   if (!it->is_number_integer()) return Corruption(Str() << what << ": key '" << key << "' is not an integer");
+  // get<int64_t>() of an unsigned value past INT64_MAX wraps negative (r = 2^63 read as "r must be > 0").
+  if (it->is_number_unsigned() && it->get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))
+    return Corruption(Str() << what << ": key '" << key << "' = " << it->dump() << " is out of range");
   return it->get<int64_t>();
 }
 

@@ -295,9 +295,10 @@ StatusOr<ChatTemplate> resolve_chat_template(const std::string& name, const Toke
   if (!name.empty()) {
     ASSIGN_OR_RETURN(t, chat_template_by_name(name));
   } else if (!tok.chat_template().empty()) {
-    ASSIGN_OR_RETURN(t, chat_template_from_jinja(tok.chat_template(), "tokenizer chat_template"));
+    ASSIGN_OR_RETURN(t, chat_template_from_jinja(tok.chat_template(), tok.chat_template_origin()));
   } else {
-    return InvalidArgument("the tokenizer has no chat_template; set chat_template: chatml | llama3 | mistral");
+    return InvalidArgument("the tokenizer has no chat_template (tokenizer_config.json has none); a train config can name one: "
+                           "chat_template: chatml | llama3 | mistral | PATH.jinja");
   }
   std::vector<const char*> need;
   if (t.format == ChatFormat::kChatML || t.format == ChatFormat::kQwen3) need = {"<|im_start|>", "<|im_end|>"};

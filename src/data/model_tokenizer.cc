@@ -32,6 +32,7 @@ StatusOr<Tokenizer> gguf_file_tokenizer(const GgufFile& file, int32_t* eot_id) {
   ASSIGN_OR_RETURN(GgufTokenizerData d, read_gguf_tokenizer(file));  // errors name the file
   const int32_t eot = d.eot_id;
   ASSIGN_OR_RETURN(Tokenizer t, Tokenizer::from_gguf_parts(parts_of(std::move(d))), file.path());
+  t.set_chat_template(t.chat_template(), file.path() + " tokenizer.chat_template");
   if (eot_id) *eot_id = eot;
   return t;
 }

@@ -84,6 +84,7 @@ StatusOr<Tokenizer> Tokenizer::from_dir(const std::string& dir) {
         !cfg["chat_template"].is_array())
       return Corruption(Str() << cfg_path << ": 'chat_template' is neither a string nor a list of named templates");
     t.chat_template_ = config_template(cfg);
+    t.chat_template_origin_ = cfg_path + " chat_template";
   }
   std::string gen_path = path_join(dir, "generation_config.json");
   if (t.eos_ < 0 && file_exists(gen_path)) {
@@ -168,6 +169,9 @@ void Tokenizer::set_special_ids(int32_t bos, int32_t eos, int32_t pad) {
   eos_ = eos;
   pad_ = pad;
 }
-void Tokenizer::set_chat_template(std::string tmpl) { chat_template_ = std::move(tmpl); }
+void Tokenizer::set_chat_template(std::string tmpl, std::string origin) {
+  chat_template_ = std::move(tmpl);
+  chat_template_origin_ = std::move(origin);
+}
 
 }  // namespace st

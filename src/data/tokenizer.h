@@ -127,13 +127,17 @@ class Tokenizer {
   int32_t eos_id() const;
   int32_t pad_id() const;   // -1 when unknown
   const std::string& chat_template() const;  // "" when unknown
+  // Where the chat template came from, for its error messages ("DIR/tokenizer_config.json
+  // chat_template", "F.gguf tokenizer.chat_template").
+  const std::string& chat_template_origin() const { return chat_template_origin_; }
   void set_special_ids(int32_t bos, int32_t eos, int32_t pad);
-  void set_chat_template(std::string tmpl);
+  void set_chat_template(std::string tmpl, std::string origin = "tokenizer chat_template");
 
  private:
   std::shared_ptr<tok::TokenizerImpl> impl_;
   int32_t bos_ = -1, eos_ = -1, pad_ = -1;
   std::string chat_template_;
+  std::string chat_template_origin_ = "tokenizer chat_template";
 };
 
 }  // namespace st

@@ -162,9 +162,10 @@ Status parse_rope(const Json& j, const std::string& what, ModelConfig* c) {
     ASSIGN_OR_RETURN(c->rope_factor, json_number(*rp, "factor", ctx));
   } else {
     return Unimplemented(Str() << what << ": rope_type '" << type
-                               << "' is not supported (default, linear, llama3, yarn)");
+                               << "' is not supported (default, linear, dynamic, llama3, yarn)");
   }
-  if (!(c->rope_factor > 0)) return InvalidArgument(Str() << ctx << ": rope factor must be positive");
+  if (!(c->rope_factor > 0) || !std::isfinite(c->rope_factor))
+    return InvalidArgument(Str() << ctx << ": rope factor must be positive, got " << c->rope_factor);
   return Status::OK();
 }
 

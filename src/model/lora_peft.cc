@@ -241,6 +241,11 @@ Status Lora::load_peft(const std::string& dir) {
     if (ti->dtype != DType::kF32 && ti->dtype != DType::kBF16 && ti->dtype != DType::kF16)
       return Unimplemented(Str() << st_path << ": tensor '" << ti->name << "' has dtype " << dtype_name(ti->dtype));
     convert_elements(host.data() + off, DType::kF32, f.data(*ti), ti->dtype, static_cast<size_t>(ti->numel()));
+    // A NaN or Inf in an adapter is damage: merged, it made whole projections NaN with exit 0.
+    for (int64_t i = 0; i < ti->numel(); ++i)
+      if (!std::isfinite(host[static_cast<size_t>(off + i)]))
+        return Corruption(Str() << st_path << ": tensor '" << ti->name << "' holds " << host[static_cast<size_t>(off + i)]
+                                << " at element " << i << ": the adapter is damaged");
     ++expected;
     return Status::OK();
   };

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -57,6 +58,20 @@ void fsync_dir(const std::string& dir) {
 }
 
 // Leftover checkpoint-*.tmp.<pid> dirs of processes that no longer run (a kill mid-write).
+// What write_checkpoint puts in its temp dir (and the ".tmp.<pid>" partial files of each): a
+// directory holding anything else is not one of ours, whatever its name.
+bool only_checkpoint_files(const fs::path& dir) {
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string n = e.path().filename().string();
+    bool ours = false;
+    for (const char* f : {"adapter_config.json", "adapter_model.safetensors", "optimizer.safetensors", "trainer_state.json", "README.md"})
+      ours = ours || n.rfind(f, 0) == 0;
+    if (!ours || !e.is_regular_file(ec)) return false;
+  }
+  return !ec;
+}
+
 void remove_stale_temps(const std::string& output_dir) {
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(output_dir, ec)) {
@@ -65,7 +80,7 @@ void remove_stale_temps(const std::string& output_dir) {
     if (name.rfind("checkpoint-", 0) != 0 || at == std::string::npos) continue;
     const long pid = std::strtol(name.c_str() + at + 5, nullptr, 10);
     if (pid > 0 && pid != getpid() && ::kill(static_cast<pid_t>(pid), 0) == 0) continue;  // still alive
-    if (pid != getpid()) fs::remove_all(e.path(), ec);
+    if (pid != getpid() && only_checkpoint_files(e.path())) fs::remove_all(e.path(), ec);
   }
 }
 
@@ -292,7 +307,10 @@ std::vector<std::pair<int64_t, std::string>> list_checkpoints(const std::string&
     if (name.rfind("checkpoint-", 0) != 0 || name.size() == 11) continue;
     if (name.find_first_not_of("0123456789", 11) != std::string::npos) continue;  // .tmp / .old
     if (!file_exists(path_join(e.path().string(), kStateFile))) continue;
-    out.emplace_back(std::stoll(name.substr(11)), e.path().string());
+    int64_t step = 0;  // a name past int64 is nobody's step (std::stoll threw: session 23 audit)
+    const char* first = name.data() + 11;
+    if (std::from_chars(first, name.data() + name.size(), step).ec != std::errc()) continue;
+    out.emplace_back(step, e.path().string());
   }
   std::sort(out.begin(), out.end());
   return out;
@@ -312,6 +330,43 @@ StatusOr<std::string> resolve_resume_checkpoint(const std::string& spec, const s
   return spec;
 }
 
+namespace {
+
+// A checkpoint-<N> directory: digits after the prefix, nothing else.
+bool checkpoint_name(const std::string& name) {
+  return name.size() > 11 && name.rfind("checkpoint-", 0) == 0 && name.find_first_not_of("0123456789", 11) == std::string::npos;
+}
+
+// Replaceable as a checkpoint: absent, empty, or holding a trainer_state.json.
+bool replaceable_checkpoint(const fs::path& dir) {
+  std::error_code ec;
+  return !fs::exists(dir, ec) || (fs::is_directory(dir, ec) && (fs::is_empty(dir, ec) || fs::exists(dir / kStateFile, ec)));
+}
+
+}  // namespace
+
+Status check_output_dir(const TrainConfig& tc) {
+  const std::string& out = tc.output_dir;
+  std::error_code ec;
+  if (fs::exists(out, ec) && !fs::is_directory(out, ec))
+    return InvalidArgument(Str() << "output_dir " << out << " exists and is not a directory");
+  if (!tc.base_model.empty() && path_is_within(tc.base_model, out))
+    return InvalidArgument(Str() << "output_dir " << out << " holds the base model (" << tc.base_model
+                                 << "); the run writes its adapter, metrics and checkpoints there: choose another");
+  for (const auto* list : {&tc.datasets, &tc.eval_datasets})
+    for (const DatasetSpec& d : *list)
+      if (path_is_within(d.path, out))
+        return InvalidArgument(Str() << "output_dir " << out << " holds the dataset " << d.path
+                                     << "; the run writes metrics.jsonl, adapter files and checkpoints there: choose another");
+  for (const auto& e : fs::directory_iterator(out, ec)) {
+    const std::string name = e.path().filename().string();
+    if (checkpoint_name(name) && !replaceable_checkpoint(e.path()))
+      return InvalidArgument(Str() << "output_dir " << out << " holds " << name << ", which is not a checkpoint (no "
+                                   << kStateFile << "); the run would replace it when it saves that step: move it away");
+  }
+  return Status::OK();
+}
+
 StatusOr<std::string> write_checkpoint(const std::string& output_dir, const Lora& lora, Backend* be,
                                        const std::string& base_model_name, const TrainerState& state) {
   RETURN_IF_ERROR(make_dirs(output_dir));
@@ -326,6 +381,11 @@ StatusOr<std::string> write_checkpoint(const std::string& output_dir, const Lora
   // trainer_state.json last: list_checkpoints treats a dir without it as incomplete.
   RETURN_IF_ERROR(write_file_atomic(path_join(tmp, kStateFile), sj.dump(1) + "\n"));
   fsync_dir(tmp);
+  if (!replaceable_checkpoint(final_dir)) {  // check_output_dir's rule, again at the moment of replacing
+    remove_tree(tmp).ignore_error();
+    return InvalidArgument(Str() << final_dir << " exists and is not a checkpoint (no " << kStateFile
+                                 << "); not replacing it");
+  }
   if (is_directory(final_dir)) {
     const std::string old = final_dir + ".old." + std::to_string(getpid());
     RETURN_IF_ERROR(remove_tree(old));

@@ -65,6 +65,12 @@ std::vector<std::pair<int64_t, std::string>> list_checkpoints(const std::string&
 // otherwise a checkpoint directory (NotFound when it holds no trainer_state.json).
 StatusOr<std::string> resolve_resume_checkpoint(const std::string& spec, const std::string& output_dir);
 
+// Before a run writes anything: output_dir must be a directory (or not exist yet), must not be or
+// hold the base model or a dataset (metrics.jsonl, adapter files and checkpoints are written
+// there), and may hold checkpoint-<N> directories only as complete checkpoints (one of another
+// kind would be replaced when step N is saved). Errors name output_dir and the path in the way.
+Status check_output_dir(const TrainConfig& tc);
+
 // Writes checkpoint-<state.global_step> under output_dir atomically (see file comment) and
 // returns its path. An existing checkpoint of the same step is replaced only once the new one
 // is complete.

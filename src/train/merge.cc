@@ -284,7 +284,8 @@ StatusOr<MergeResult> merge_lora(const std::string& model_path, const std::strin
   }
   ASSIGN_OR_RETURN(LoraConfig lc, read_peft_config(adapter_dir));
   ASSIGN_OR_RETURN(std::unique_ptr<Backend> cpu, make_backend(DeviceKind::kCpu));
-  ASSIGN_OR_RETURN(std::unique_ptr<Lora> lora, Lora::create(cpu.get(), src->config(), lc));
+  ASSIGN_OR_RETURN(std::unique_ptr<Lora> lora, Lora::create(cpu.get(), src->config(), lc),
+                   "merge: " << path_join(adapter_dir, "adapter_config.json"));
   RETURN_IF_ERROR(lora->load_peft(adapter_dir), "merge: adapter " << adapter_dir);
   const std::vector<float> params = lora->params_to_host();
   if (gguf_out(out_dir)) {

@@ -15,10 +15,19 @@ DatasetSource dataset_source(const DatasetSpec& d) {
   return {d.path, d.type, {.messages = d.field_messages, .role = d.field_role, .content = d.field_content, .text = d.field_text}};
 }
 
+// load_dataset's errors mostly name the file and line already; the context is added only where
+// they do not (a dataset path printed twice read as two files).
+Status load_one(const DatasetSpec& d, const Tokenizer& tok, const DatasetOptions& o, std::vector<Sample>* out,
+                DatasetStats* stats) {
+  Status s = load_dataset(dataset_source(d), tok, o, out, stats);
+  if (s.ok() || s.message().find(d.path) != std::string::npos) return s;
+  return s.with_context("dataset " + d.path);
+}
+
 Status load_all(const std::vector<DatasetSpec>& specs, const Tokenizer& tok, const DatasetOptions& o,
                 std::vector<Sample>* out, DatasetStats* stats) {
   for (const DatasetSpec& d : specs) {
-    RETURN_IF_ERROR(load_dataset(dataset_source(d), tok, o, out, stats), "dataset " << d.path);
+    RETURN_IF_ERROR(load_one(d, tok, o, out, stats));
   }
   return Status::OK();
 }
@@ -64,7 +73,7 @@ Status preview_train_data(const TrainConfig& cfg, int n, std::FILE* out) {
   for (const DatasetSpec& d : cfg.datasets) {
     std::vector<Sample> samples;
     DatasetStats st;
-    RETURN_IF_ERROR(load_dataset(dataset_source(d), tok, o, &samples, &st), "dataset " << d.path);
+    RETURN_IF_ERROR(load_one(d, tok, o, &samples, &st));
     std::fprintf(out, "dataset %s (%s): %lld samples (%lld tokens, %lld trained), %lld truncated to %lld, %lld dropped\n",
                  d.path.c_str(), d.type.c_str(), static_cast<long long>(st.samples), static_cast<long long>(st.tokens),
                  static_cast<long long>(st.target_tokens), static_cast<long long>(st.truncated),

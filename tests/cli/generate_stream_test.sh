@@ -29,4 +29,12 @@ done
 printf 'The quick brown fox\n\nhello world\n' > "$w/prompts.txt"
 n=$("$bin" generate --model "$w/m" --prompts-file "$w/prompts.txt" --max-new-tokens 4 --device cpu 2>/dev/null | grep -c '^> ')
 [ "$n" -eq 2 ] || { echo "--prompts-file answered $n prompts, expected 2"; exit 1; }
+# Hostile flags (session 23 audit): NaN sampling settings are usage errors; a KV cache that fills
+# ends the generation with a note (as HF's max_length), not an error after the text.
+for f in "--temperature nan" "--top-p nan" "--temperature inf"; do
+  set +e; "$bin" generate --model "$w/m" --prompt hi $f --device cpu >/dev/null 2>"$w/err"; rc=$?; set -e
+  [ $rc -eq 2 ] && grep -q "a finite number" "$w/err" || { echo "$f: rc $rc"; cat "$w/err"; exit 1; }
+done
+out=$("$bin" generate --model "$w/m" --prompt "The quick brown fox" --max-new-tokens 1000 --max-seq 12 --device cpu 2>"$w/err")
+grep -q "the KV cache of --max-seq 12 is full" "$w/err" || { echo "no max-seq note"; cat "$w/err"; exit 1; }
 echo "resident == ram(2,3) == disk(2): $(echo "$ref" | head -c 60)"

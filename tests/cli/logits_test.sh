@@ -92,6 +92,13 @@ check no-ids 2 'exactly one of --ids' -- logits --model "$M" --out "$T/x.st"
 check bad-id 2 "--ids: 'x' is not a token id" -- logits --model "$M" --ids 1,x --out "$T/x.st"
 check id-range 1 'outside the vocabulary' -- logits --model "$M" --ids 1,9999 --out "$T/x.st" --device cpu
 check bad-adapter 1 'adapter_config.json' -- logits --model "$M" --adapter /nonexistent --ids 1 --out "$T/x.st"
+# --out on or inside an input is refused before anything is written (it overwrote the weights).
+cp -r tests/fixtures/llama_gqa "$T/gqa"
+sum_before=$(cat "$T"/gqa/model/* "$T"/gqa/adapter/* | md5sum)
+check out-is-model 2 'lies inside --model' -- logits --model "$T/gqa/model" --ids 1 --out "$T/gqa/model/model.safetensors"
+check out-in-adapter 2 'lies inside --adapter' -- logits --model "$T/gqa/model" --adapter "$T/gqa/adapter" --ids 1 --out "$T/gqa/adapter/x.st"
+check out-is-ids 2 'lies inside --ids-file' -- logits --model "$T/gqa/model" --ids-file "$T/gqa/data.jsonl" --out "$T/gqa/data.jsonl"
+[[ "$(cat "$T"/gqa/model/* "$T"/gqa/adapter/* | md5sum)" == "$sum_before" ]] || { echo "FAIL inputs changed"; fail=1; }
 # A config cut to fewer layers than the weights hold runs (as transformers does) but says so.
 mkdir -p "$T/cut" && cp "$M"/* "$T/cut/"
 sed -i 's/"num_hidden_layers": 2/"num_hidden_layers": 1/' "$T/cut/config.json"

@@ -29,5 +29,34 @@ TEST(Json, PythonDumpsMatchesCPython) {
   EXPECT_NE(bad.status().message().find("tools of x.jsonl line 3"), std::string::npos);
 }
 
+// Session 23 audit: a record nested 200,000 deep parsed, then overflowed the stack in
+// python_dumps / dump(). Past 256 levels a document is refused by name; brackets inside strings
+// (escaped quotes included) do not count.
+TEST(Json, DeepNestingIsRefusedByName) {
+  const auto nested = [](int n) { return std::string(static_cast<size_t>(n), '[') + std::string(static_cast<size_t>(n), ']'); };
+  EXPECT_TRUE(parse_json(nested(200), "x.json").ok());
+  for (int n : {257, 200000}) {
+    for (bool ordered : {false, true}) {
+      const Status s = ordered ? parse_ordered_json(nested(n), "x.json").status() : parse_json(nested(n), "x.json").status();
+      ASSERT_FALSE(s.ok()) << n;
+      EXPECT_NE(s.message().find("x.json: JSON nested deeper than 256 levels"), std::string::npos) << s.to_string();
+    }
+  }
+  const std::string in_strings = "{\"a\": \"" + std::string(1000, '[') + "\\\"" + std::string(1000, '{') + "\"}";
+  auto j = parse_json(in_strings, "s.json");
+  ASSERT_TRUE(j.ok()) << j.status().to_string();
+  EXPECT_EQ((*j)["a"].get<std::string>().size(), 2001u);
+}
+
+// An unsigned integer past INT64_MAX is out of range, not wrapped negative (r = 2^63).
+TEST(Json, IntPastInt64IsOutOfRange) {
+  auto j = parse_json(R"({"r": 9223372036854775808, "s": 9223372036854775807})", "a.json");
+  ASSERT_TRUE(j.ok());
+  auto r = json_int(*j, "r", "a.json");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("'r' = 9223372036854775808 is out of range"), std::string::npos) << r.status().to_string();
+  EXPECT_EQ(*json_int(*j, "s", "a.json"), INT64_MAX);
+}
+
 }  // namespace
 }  // namespace st

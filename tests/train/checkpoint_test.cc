@@ -309,6 +309,44 @@ TEST(Checkpoint, DamagedGlobalStepIsRefused) {
   EXPECT_TRUE(run(again).status.ok());
 }
 
+// Session 23 audit: train replaced a user's own checkpoint-N directory, and wrote metrics.jsonl
+// over a dataset kept in output_dir. check_output_dir refuses both before anything is loaded;
+// write_checkpoint refuses the first again when it would replace it.
+TEST(Checkpoint, OutputDirNeverReplacesWhatIsNotTheRuns) {
+  const std::string a = fresh_dir("outdir");
+  std::filesystem::create_directories(a + "/checkpoint-2");
+  ASSERT_TRUE(write_file_atomic(a + "/checkpoint-2/notes.txt", "mine").ok());
+  TrainConfig tc = base_config(a);
+  tc.max_steps = 3;
+  tc.save_steps = 1;
+  Status s = check_output_dir(tc);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("holds checkpoint-2, which is not a checkpoint"), std::string::npos) << s.to_string();
+  RunResult r = run(tc);  // the trainer alone (no up-front check): refused at the save of step 2
+  ASSERT_FALSE(r.status.ok());
+  EXPECT_NE(r.status.message().find("checkpoint-2 exists and is not a checkpoint"), std::string::npos) << r.status.to_string();
+  EXPECT_EQ(bytes_of(a + "/checkpoint-2/notes.txt"), "mine");
+  for (const auto& e : std::filesystem::directory_iterator(a))
+    EXPECT_EQ(e.path().filename().string().find(".tmp."), std::string::npos) << e.path();
+  std::filesystem::remove_all(a + "/checkpoint-2");
+  std::filesystem::create_directories(a + "/checkpoint-7");  // empty: nothing to lose
+  EXPECT_TRUE(check_output_dir(tc).ok());
+
+  TrainConfig inside = tc;
+  inside.base_model = a + "/model";
+  s = check_output_dir(inside);
+  EXPECT_NE(s.message().find("holds the base model"), std::string::npos) << s.to_string();
+  inside = tc;
+  inside.datasets = {DatasetSpec{a + "/data/train.jsonl", "text"}};
+  s = check_output_dir(inside);
+  EXPECT_NE(s.message().find("holds the dataset " + a + "/data/train.jsonl"), std::string::npos) << s.to_string();
+  inside = tc;
+  inside.output_dir = a + "/checkpoint-7/../metrics_file";
+  ASSERT_TRUE(write_file_atomic(a + "/metrics_file", "x").ok());
+  s = check_output_dir(inside);
+  EXPECT_NE(s.message().find("exists and is not a directory"), std::string::npos) << s.to_string();
+}
+
 TEST(Checkpoint, TotalLimitKeepsNewestAndSkipsIncompleteDirs) {
   const std::string a = fresh_dir("limit");
   TrainConfig tc = base_config(a);

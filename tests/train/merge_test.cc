@@ -179,6 +179,34 @@ TEST(Merge, ForceNeverReplacesAnInputOrAFile) {
   for (const auto& d : {base, adapter, file, out}) fs::remove_all(d);
 }
 
+// Session 23 audit: an adapter holding NaN merged into a model whose projection was all NaN, exit
+// 0. A non-finite adapter value is refused naming the tensor.
+TEST(Merge, NonFiniteAdapterIsRefusedByTensor) {
+  const std::string fx = std::string(ST_SOURCE_DIR) + "/tests/fixtures/llama_layers";
+  const std::string adapter = tmp("nan_adapter"), out = tmp("nan_out");
+  fs::remove_all(adapter);
+  fs::copy(fx + "/adapter", adapter, fs::copy_options::recursive);
+  const std::string st = adapter + "/adapter_model.safetensors";
+  std::string bytes = *read_file_to_string(st);
+  uint64_t header = 0;
+  std::memcpy(&header, bytes.data(), 8);
+  auto f = SafetensorsFile::open(st);
+  ASSERT_TRUE(f.ok());
+  const TensorInfo* t = f->find("base_model.model.model.layers.0.mlp.down_proj.lora_A.weight");
+  ASSERT_TRUE(t != nullptr);
+  ASSERT_EQ(t->dtype, DType::kF32);
+  const float nan = std::nanf("");
+  std::memcpy(&bytes[8 + header + t->offset + 4 * 5], &nan, 4);  // element 5
+  ASSERT_TRUE(write_file_atomic(st, bytes).ok());
+  auto r = merge_lora(fx + "/model", adapter, out, {});
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kCorruption) << r.status().to_string();
+  EXPECT_NE(r.status().message().find("layers.0.mlp.down_proj.lora_A.weight' holds nan at element 5"), std::string::npos)
+      << r.status().to_string();
+  EXPECT_FALSE(fs::exists(out));
+  fs::remove_all(adapter);
+}
+
 TEST(Merge, MissingAdapterIsAnError) {
   auto r = merge_lora("/nonexistent/model", "/nonexistent/adapter", tmp("never"), {});
   EXPECT_FALSE(r.ok());
