@@ -173,6 +173,9 @@ Status train_and_report(const TrainConfig& given, bool* interrupted) {
   std::unique_ptr<DataLoaderSource> eval;
   if (td.eval) eval = std::make_unique<DataLoaderSource>(td.eval, loader_options(cfg, td.pad_id, /*train=*/false, *be));
   RETURN_IF_ERROR(make_dirs(cfg.output_dir), "output_dir");
+  if (cfg.resume_from_checkpoint.empty() && file_exists(path_join(cfg.output_dir, "adapter_model.safetensors")))
+    std::printf("note: %s holds the adapter of an earlier run; this run replaces it when it saves\n",
+                cfg.output_dir.c_str());
   ASSIGN_OR_RETURN(auto trainer, Trainer::create(cfg, be.get(), std::move(bw.parts)));
   trainer->set_eval_data(eval.get());
   RETURN_IF_ERROR(trainer->plan_steps(data));  // the progress line's total (num_epochs runs)

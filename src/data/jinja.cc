@@ -1,5 +1,7 @@
 #include "data/jinja.h"
 
+#include <exception>
+
 #include "data/detail/jinja_ast.h"
 #include "data/detail/jinja_eval.h"
 
@@ -45,6 +47,8 @@ StatusOr<JinjaTemplate> JinjaTemplate::parse(const std::string& source, const st
     check_names(prog->body);
   } catch (const Error& e) {
     return to_status(e, what);
+  } catch (const std::exception& e) {  // a backstop, as in render()
+    return InvalidArgument(Str() << what << ": parsing failed: " << e.what());
   }
   JinjaTemplate t;
   t.prog_ = std::move(prog);
@@ -58,6 +62,10 @@ StatusOr<std::string> JinjaTemplate::render(const OrderedJson& context) const {
     return r.render(jinja::from_json(context));
   } catch (const Error& e) {
     return to_status(e, what());
+  } catch (const std::exception& e) {
+    // A backstop: the interpreter's limits should leave nothing else to catch (std::bad_alloc
+    // included), but a template must never take the process down.
+    return InvalidArgument(Str() << what() << ": rendering failed: " << e.what());
   }
 }
 

@@ -7,7 +7,8 @@
 // template, line and column, never renders something else (the list: data/detail/jinja_eval.cc top).
 //
 // Templates and the data they render come from downloaded files: parsing and rendering are bounded
-// (nesting depth, macro recursion, loop iterations, output size) and fail with a Status, not a crash.
+// (nesting depth, macro recursion, loop iterations, output and string size, list length, value
+// depth, work done; data/detail/jinja_value.h, jinja_eval.h) and fail with a Status, not a crash.
 #pragma once
 
 #include <memory>

@@ -135,5 +135,134 @@ TEST(Jinja, HostileTemplates) {
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(20));
 }
 
+// ---- hostile values (an audit's findings): each fails with an error Status, quickly, where it
+// crashed (stack overflow, abort, std::bad_alloc) or hung. Expected values are jinja2's.
+
+bool has(const std::string& msg, const std::string& part) { return msg.find(part) != std::string::npos; }
+
+TEST(JinjaHostile, SelfContainingValues) {
+  // jinja2 prints "<Namespace {'x': <Namespace {...}>}>"; printing recursed without end here.
+  EXPECT_TRUE(has(err("{% set ns = namespace(x=1) %}{% set ns.x = ns %}{{ ns }}"), "nested more than 200"));
+  EXPECT_TRUE(has(err("{% set ns = namespace(x=1) %}{% set ns.x = [{'a': ns}] %}{{ ns.x|string }}"), "nested more than 200"));
+  EXPECT_TRUE(has(err("{% set ns = namespace(x=1) %}{% set ns.x = [ns] %}{{ ns.x|tojson }}"), "not JSON serializable"));
+  EXPECT_EQ(ok("{% set ns = namespace(x=1) %}{% set ns.x = ns %}{{ ns.x.x.x is defined }} {{ ns == ns.x }} {{ [ns] == [ns.x] }}"),
+            "True True True");
+}
+
+TEST(JinjaHostile, DeeplyNestedValues) {
+  const std::string wrap =
+      "{% set ns = namespace(l=[], d={}) %}{% for i in range(N) %}{% set ns.l = [ns.l] %}{% set ns.d = {'k': ns.d} %}{% endfor %}";
+  auto with_n = [&](int n, const std::string& tail) {
+    std::string t = wrap;
+    t.replace(t.find("N)"), 1, std::to_string(n));
+    return t + tail;
+  };
+  EXPECT_TRUE(has(err(with_n(100000, "{{ ns.l }}")), "nested more than 200 deep"));
+  EXPECT_TRUE(has(err(with_n(100000, "{{ ns.l == ns.l }}")), "nested more than 200 deep"));
+  // A bound method holds its list.
+  EXPECT_TRUE(has(err("{% set ns = namespace(m=none) %}{% for i in range(1000) %}{% set ns.m = [ns.m].count %}{% endfor %}"),
+                  "nested more than 200 deep"));
+  // (jinja2 gives the same; one more level fails here, as [ns.l] would.)
+  EXPECT_EQ(ok(with_n(198, "{{ ns.l == ns.l }} {{ ns.d == ns.d }} {{ ns.l < [ns.l] }} {{ (ns.l|string)[:3] }} "
+                           "{{ ns.d|tojson|length }}")),
+            "True True True [[[ 1388");
+  // Chains through namespaces and macro scopes have no depth. Freeing one recursed once per link
+  // (a stack overflow); the renderer empties them one by one (Note [jinja cycles]).
+  const std::string loops = "{% for i in range(300) %}{% for j in range(300) %}";
+  EXPECT_EQ(ok("{% set ns = namespace(n=none) %}" + loops + "{% set ns.n = namespace(x=ns.n) %}{% endfor %}{% endfor %}done"),
+            "done");
+  EXPECT_EQ(ok("{% set ns = namespace(c=none) %}{% macro grab() %}{% set ns.c = caller %}{% endmacro %}" + loops +
+               "{% set prev = ns.c %}{% call grab() %}{% endcall %}{% endfor %}{% endfor %}done"),
+            "done");
+  EXPECT_TRUE(has(err("{% set ns = namespace(n=0) %}{% for i in range(300) %}{% set ns.n = namespace(x=ns.n) %}{% endfor %}"
+                      "{{ ns.n }}"),
+                  "nested more than 200"));
+  // A macro defined in a loop body keeps each iteration's scope alive.
+  EXPECT_TRUE(has(err("{% for i in range(1000) %}{% for j in range(200) %}{% macro m() %}{% endmacro %}{% endfor %}{% endfor %}"),
+                  "macro scopes alive"));
+}
+
+TEST(JinjaHostile, HugeNumbersInText) {
+  EXPECT_TRUE(has(err("{{ '{99999999999999999999}'.format(1) }}"), "no argument for field {99999999999999999999}"));
+  EXPECT_EQ(ok("{{ [{'a': 1}]|map(attribute='99999999999999999999')|list }} "
+               "{{ ['ab']|map(attribute='0.99999999999999999999')|list }}"),
+            "[Undefined] [Undefined]");
+  EXPECT_TRUE(has(err("{{ '{0}{1}'.format(1) }}"), "no argument for field {1}"));
+}
+
+TEST(JinjaHostile, HugeSteps) {
+  EXPECT_EQ(ok("{{ range(9223372036854775800, 9223372036854775807, 5)|list }} "
+               "{{ range(-9223372036854775800, -9223372036854775807 - 1, -5)|list }}"),
+            "[9223372036854775800, 9223372036854775805] [-9223372036854775800, -9223372036854775805]");
+  EXPECT_TRUE(has(err("{{ range(-9223372036854775807 - 1, 9223372036854775807) }}"), "Range too big"));
+  EXPECT_EQ(ok("{{ [1,2,3][1::9223372036854775807] }}{{ [1,2,3][::-9223372036854775807] }}{{ 'abc'[1::9223372036854775807] }}"
+               "{{ 'abc'[::(-9223372036854775807 - 1)] }}"),
+            "[2][3]bc");
+  // String indexing and slicing walk the characters now; same results as before.
+  EXPECT_EQ(ok("{{ 'héllo'[::-2] }}|{{ 'héllo'[4:0:-2] }}|{{ 'héllo'[1:4] }}|{{ 'héllo'[-1] }}|{{ 'héllo'[-6] }}|{{ 'héllo'[1] }}|"
+               "{{ 'héllo'[-4:] }}|{{ 'héllo'[10:] }}|{{ 'héllo'[::-1] }}|{{ 'héllo'|reverse }}|{{ 'héllo'[3:1] }}"),
+            "olh|ol|éll|o||é|éllo||olléh|olléh|");
+}
+
+TEST(JinjaHostile, SizesCheckedBeforeBuilding) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::string big = "{% set b = 'x' * 60000000 %}";
+  EXPECT_TRUE(has(err("{{ 'x'|indent(10**12) }}"), "larger than 64 MiB"));
+  EXPECT_TRUE(has(err("{{ ('x\\n' * 1000)|indent(10000000) }}"), "larger than 64 MiB"));
+  EXPECT_TRUE(has(err("{{ ('b' * 1000).replace('', 'a' * 60000000) }}"), "larger than 64 MiB"));
+  EXPECT_TRUE(has(err(big + "{{ ('%s' * 1000) % ((b,) * 1000) }}"), "larger than 64 MiB"));
+  EXPECT_TRUE(has(err(big + "{{ ('{0}' * 1000).format(b) }}"), "larger than 64 MiB"));
+  EXPECT_TRUE(has(err(big + "{{ ([b] * 1000)|join }}"), "larger than 64 MiB"));
+  EXPECT_TRUE(has(err(big + "{{ [b] * 1000 }}"), "larger than 64 MiB"));
+  EXPECT_TRUE(has(err("{% set ns = namespace(l=[1]) %}{% for i in range(40) %}{% set ns.l = ns.l + ns.l %}{% endfor %}"),
+                  "more than 1000000 items"));
+  EXPECT_TRUE(has(err("{{ [0] * 2000000 }}"), "more than 1000000 items"));
+  EXPECT_TRUE(has(err("{% for c in 'a' * 60000000 %}{% endfor %}"), "more than 1000000 items"));
+  EXPECT_TRUE(has(err(big + "{{ b.replace('x', ',').split(',') }}"), "more than 1000000 items"));
+  EXPECT_TRUE(has(err(big + "{{ b.replace('x', '\\n').splitlines() }}"), "more than 1000000 items"));
+  // Large but valid: walked without splitting into 60M strings.
+  EXPECT_EQ(ok(big + "{{ b|length }} {{ b[-1] }} {{ b.strip('x') }}|{{ (b ~ 'é').find('é') }} {{ b[::-1]|length }}"),
+            "60000000 x |60000000 60000000");
+  EXPECT_EQ(ok("{{ ('ab\\n' * 3)|indent(2) }}|{{ 'a\\nb'|indent(true) }}|{{ 'a\\n\\nb'|indent('> ', first=true, blank=true) }}"),
+            "ab\n  ab\n  ab\n|a\n b|> a\n> \n> b");
+  EXPECT_EQ(ok("{{ 'xaxbx'.strip('x') }}|{{ 'éaé'.strip('é') }}|{{ 'abc'.replace('', '-') }}|{{ 'abc'.replace('', '-', 2) }}|"
+               "{{ ''.replace('', '-') }}|{{ 'aXbXc'.replace('X', '--') }}|{{ 'éé'.find('é') }}{{ 'aé b'.rfind('b') }}|"
+               "{{ 'ébé'.count('') }}"),
+            "axb|a|-a-b-c-|-a-bc|-|a--b--c|03|4");
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(120));  // (~3 s; sanitizers: ~35 s)
+}
+
+TEST(JinjaHostile, EmptyRepeats) {
+  EXPECT_EQ(ok("[{{ '' * 10**12 }}][{{ [] * 10**12 }}][{{ 10**12 * () }}]"), "[][[]][()]");
+}
+
+TEST(JinjaHostile, QuadraticWorkIsBounded) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::string ns = "{% set ns = namespace(s='', l=[]) %}";
+  EXPECT_TRUE(has(err(ns + "{% for i in range(100000) %}{% set ns.s = ns.s ~ ('x' * 600) %}{% endfor %}"), "too much work"));
+  EXPECT_TRUE(has(err(ns + "{% for i in range(100000) %}{% set ns.l = ns.l + [i] %}{% endfor %}"), "too much work"));
+  EXPECT_TRUE(has(err("{% set s = 'x' * 60000000 %}{% for i in range(100000) %}{% if s[-1] %}{% endif %}{% endfor %}"),
+                  "too much work"));
+  EXPECT_TRUE(has(err("{% set s = 'x' * 60000000 %}{% for i in range(100000) %}{% if s|length %}{% endif %}{% endfor %}"),
+                  "too much work"));
+  EXPECT_TRUE(has(err("{% set l = range(100000)|list %}{% for i in range(100000) %}{% if l == l %}{% endif %}{% endfor %}"),
+                  "too much work"));
+  // The same patterns at a chat template's scale stay far below the budget.
+  EXPECT_EQ(ok(ns + "{% for i in range(2000) %}{% set ns.s = ns.s ~ ('x' * 600) %}{% set ns.l = ns.l + [i] %}{% endfor %}"
+                    "{{ ns.s|length }} {{ ns.l|length }}"),
+            "1200000 2000");
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(120));  // (~3 s; sanitizers: ~35 s)
+}
+
+TEST(JinjaHostile, NonIntegerWidths) {
+  EXPECT_TRUE(has(err("{{ 'x'|center('abc') }}"), "cannot be interpreted as an integer"));
+  EXPECT_TRUE(has(err("{{ 'x'|center(3.5) }}"), "cannot be interpreted as an integer"));
+  EXPECT_TRUE(has(err("{{ 'x'|indent(1.5) }}"), "cannot be interpreted as an integer"));
+  EXPECT_TRUE(has(err("{{ 'x'|indent(none) }}"), "cannot be interpreted as an integer"));
+  EXPECT_TRUE(has(err("{{ 'aaa'|replace('a', 'b', 1.0) }}"), "cannot be interpreted as an integer"));
+  EXPECT_EQ(ok("[{{ 'x'|center(true) }}][{{ 'ab'|center(5) }}][{{ 'ab'|center(6) }}][{{ 'aaa'|replace('a', 'b', true) }}]"),
+            "[x][  ab ][  ab  ][baa]");
+}
+
 }  // namespace
 }  // namespace st

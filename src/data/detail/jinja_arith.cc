@@ -79,11 +79,14 @@ std::string percent_format(const std::string& f, const Value& args) {
     if (c != 's' && c != 'r' && c != 'd' && c != 'i') fail(std::string("'%") + c + "' formatting is not supported (only %s, %r, %d, %i)");
     if (used >= items.size()) fail("not enough arguments for format string");
     const Value& v = items[used++];
-    if (c == 's') out += to_str(v);
-    else if (c == 'r') out += repr(v);
-    else if (is_int(v)) out += std::to_string(int_of(v));
-    else if (v.kind == Value::Kind::kFloat) out += std::to_string(static_cast<int64_t>(std::trunc(v.f)));
+    std::string text;
+    if (c == 's') text = to_str(v);
+    else if (c == 'r') text = repr(v);
+    else if (is_int(v)) text = std::to_string(int_of(v));
+    else if (v.kind == Value::Kind::kFloat) text = std::to_string(static_cast<int64_t>(std::trunc(v.f)));
     else fail("%d format: a number is required, not " + v.type_name());
+    check_size(out.size() + text.size());  // before appending: 1000 '%s' of a 60 MB argument
+    out += text;
   }
   // (Python ignores an unused list or dict argument: it takes them for a mapping of names.)
   const bool mapping_like = (args.is_list() && !args.tuple) || args.is_dict() || args.is_undefined();
@@ -91,13 +94,20 @@ std::string percent_format(const std::string& f, const Value& args) {
   return out;
 }
 
+// s * n, l * n. The size is checked before anything is built; an empty sequence returns at once
+// ('' * 10**12 would otherwise loop 10**12 times).
 Value repeat(const Value& seq, int64_t n) {
-  if (n <= 0) return seq.is_string() ? Value::str("") : Value::make_list({}, seq.tuple);
-  const size_t unit = seq.is_string() ? seq.text().size() : seq.list->size() * 16;
-  if (unit > 0 && static_cast<uint64_t>(n) > kMaxOutputBytes / unit) check_size(kMaxOutputBytes + 1);
-  if (seq.is_string()) {
-    std::string out;
-    for (int64_t k = 0; k < n; ++k) out += seq.text();
+  const size_t unit = seq.is_string() ? seq.text().size() : seq.list->size();
+  if (n <= 0 || unit == 0) return seq.is_string() ? Value::str("") : Value::make_list({}, seq.tuple);
+  if (static_cast<uint64_t>(n) > (seq.is_string() ? kMaxOutputBytes : kMaxListItems) / unit) {
+    if (seq.is_string()) check_size(kMaxOutputBytes + 1);
+    check_items(kMaxListItems + 1);
+  }
+  if (seq.is_string()) {  // (by doubling: 'x' * 60000000 is 26 copies, not 60M appends)
+    const size_t total = unit * static_cast<size_t>(n);
+    std::string out = seq.text();
+    out.reserve(total);
+    while (out.size() < total) out.append(out, 0, std::min(out.size(), total - out.size()));
     return Value::str(std::move(out));
   }
   List out;
@@ -112,10 +122,14 @@ Value repeat(const Value& seq, int64_t n) {
 }  // namespace
 
 Value binary_op(const std::string& op, const Value& a, const Value& b) {
+  // (Concatenations copy both operands: Value::str counts the copy as work, so a string grown in a
+  // loop (`ns.s = ns.s ~ x`) fails once it has copied kMaxWork bytes.)
   if (op == "~") {
-    std::string s = to_str(a) + to_str(b);
-    check_size(s.size());
-    return Value::str(std::move(s));
+    std::string ta, tb;  // (a string operand is not copied first)
+    const std::string& l = a.is_string() ? a.text() : (ta = to_str(a));
+    const std::string& r = b.is_string() ? b.text() : (tb = to_str(b));
+    check_size(l.size() + r.size());
+    return Value::str(l + r);
   }
   if (a.is_undefined()) fail(*a.s);
   // "text" % undefined: Python takes jinja2's Undefined for a mapping (it has __getitem__), so a
@@ -132,6 +146,7 @@ Value binary_op(const std::string& op, const Value& a, const Value& b) {
   const bool plain = (!a.is_list() || a.view == Value::View::kNone) && (!b.is_list() || b.view == Value::View::kNone);
   if (!plain) type_error(op, a, b);
   if (op == "+" && a.is_list() && b.is_list() && a.tuple == b.tuple) {
+    check_items(a.list->size() + b.list->size());
     List l = *a.list;
     l.insert(l.end(), b.list->begin(), b.list->end());
     return Value::make_list(std::move(l), a.tuple);
@@ -161,21 +176,27 @@ Value range_fn(Renderer&, CallArgs& a) {
     if (a.pos.size() == 3) step = int_of(a.pos[2]);
   }
   if (step == 0) fail("range() arg 3 must not be zero");
-  const double count = std::ceil((static_cast<double>(stop) - static_cast<double>(start)) / static_cast<double>(step));
-  if (count > static_cast<double>(kMaxRange))
+  // The item count, as Python's range computes it; in unsigned arithmetic, as stop - start and
+  // start + k * step can overflow int64 (range(2**63 - 8, 2**63 - 1, 5)).
+  const auto ustart = static_cast<uint64_t>(start), ustop = static_cast<uint64_t>(stop), ustep = static_cast<uint64_t>(step);
+  uint64_t count = 0;
+  if (step > 0 && start < stop) count = (ustop - ustart - 1) / ustep + 1;
+  if (step < 0 && start > stop) count = (ustart - ustop - 1) / (uint64_t{0} - ustep) + 1;
+  if (count > static_cast<uint64_t>(kMaxRange))
     fail("Range too big. The sandbox blocks ranges larger than MAX_RANGE (" + std::to_string(kMaxRange) + ").");
   List out;
-  for (int64_t k = start; step > 0 ? k < stop : k > stop; k += step) out.push_back(Value::integer(k));
+  for (uint64_t k = 0; k < count; ++k) out.push_back(Value::integer(static_cast<int64_t>(ustart + k * ustep)));
   return Value::make_list(std::move(out));
 }
 
-Value namespace_fn(Renderer&, CallArgs& a) {
+Value namespace_fn(Renderer& r, CallArgs& a) {
   auto ns = std::make_shared<Namespace>();
   for (const Value& v : a.pos) {
     if (!v.is_dict()) fail("namespace() takes a dict or keyword arguments");
     for (const auto& [k, x] : v.dict->items) ns->attrs.set(k, x);
   }
   for (const auto& [k, x] : a.kw) ns->attrs.set(k, x);
+  r.keep(ns);  // Note [jinja cycles]
   Value v;
   v.kind = Value::Kind::kNamespace;
   v.ns = std::move(ns);

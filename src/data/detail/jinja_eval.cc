@@ -20,8 +20,11 @@
 
 namespace st::jinja {
 
+// (Both scan the variables, as Dict does: a template setting thousands of names in a loop is
+// quadratic, so the scans count as work.)
 const Value* Scope::find(const std::string& name) const {
   for (const Scope* s = this; s; s = s->parent.get()) {
+    charge_work(s->vars.size() + 1);
     for (const auto& [k, v] : s->vars)
       if (k == name) return &v;
   }
@@ -29,6 +32,7 @@ const Value* Scope::find(const std::string& name) const {
 }
 
 void Scope::set(const std::string& name, Value v) {
+  charge_work(vars.size() + 1);
   for (auto& [k, old] : vars) {
     if (k == name) {
       old = std::move(v);
@@ -40,7 +44,53 @@ void Scope::set(const std::string& name, Value v) {
 
 Renderer::Renderer(const Program& prog) : prog_(prog) {}
 
+namespace {
+
+// Empties a kept namespace or scope (Note [jinja cycles]). What it held is freed here; a kept
+// object among that is only released, as the renderer still holds it.
+void empty(Namespace& ns) { std::vector<std::pair<std::string, Value>>().swap(ns.attrs.items); }
+void empty(Scope& scope) {
+  std::vector<std::pair<std::string, Value>>().swap(scope.vars);
+  scope.parent.reset();
+}
+
+// Empties and drops the kept objects nothing else refers to; the rest stay. Runs (returning true)
+// when the number kept doubles, so that a loop making a namespace per iteration keeps only the
+// live ones.
+template <class T>
+bool sweep(std::vector<std::shared_ptr<T>>* kept, size_t* next_sweep) {
+  if (kept->size() < *next_sweep) return false;
+  std::vector<std::shared_ptr<T>> live;
+  for (std::shared_ptr<T>& p : *kept) {
+    if (p.use_count() == 1) empty(*p);
+    else live.push_back(std::move(p));
+  }
+  *kept = std::move(live);
+  *next_sweep = std::max<size_t>(1024, 2 * kept->size());
+  return true;
+}
+
+}  // namespace
+
+Renderer::~Renderer() {
+  for (const auto& ns : namespaces_) empty(*ns);
+  for (const auto& scope : scopes_) empty(*scope);
+}
+
+void Renderer::keep(std::shared_ptr<Namespace> ns) {
+  namespaces_.push_back(std::move(ns));
+  sweep(&namespaces_, &sweep_namespaces_at_);
+}
+
+void Renderer::keep(std::shared_ptr<Scope> scope) {
+  if (!scopes_.empty() && scopes_.back() == scope) return;  // several macros of one scope
+  scopes_.push_back(std::move(scope));
+  if (sweep(&scopes_, &sweep_scopes_at_) && scopes_.size() > kMaxMacroScopes)
+    fail("more than " + std::to_string(kMaxMacroScopes) + " macro scopes alive at once (a macro defined in a long loop?)");
+}
+
 std::string Renderer::render(const Value& context) {
+  WorkBudget budget;  // Note [jinja work budget]
   auto root = std::make_shared<Scope>();
   add_globals(root.get());
   if (context.is_dict())
@@ -205,6 +255,7 @@ void Renderer::exec_set(const Stmt& s) { assign(*s.target, eval(*s.expr)); }
 void Renderer::exec_macro(const Stmt& s) { scope_->set(s.name, make_macro(s, scope_, Value::undefined("caller"))); }
 
 Value Renderer::make_macro(const Stmt& s, std::shared_ptr<Scope> scope, Value caller) {
+  keep(scope);  // Note [jinja cycles]: the scope may come to hold the macro
   const Stmt* def = &s;
   const std::string name = s.kind == Stmt::Kind::kMacro ? s.name : "caller";
   return Value::callable(name, [def, scope, caller](Renderer& r, CallArgs& a) { return r.call_macro(*def, scope, caller, a); });

@@ -13,12 +13,15 @@
 
 namespace st::jinja {
 
-// Limits for hostile templates: output (and any one string) size, loop iterations in one render,
-// and macro call depth. jinja2's sandbox caps range() at 100000 items; so does range() here.
-constexpr size_t kMaxOutputBytes = size_t{64} << 20;
+// Limits for hostile templates (more in jinja_value.h): loop iterations in one render, and macro
+// call depth. jinja2's sandbox caps range() at 100000 items; so does range() here.
 constexpr int64_t kMaxIterations = 1'000'000;
 constexpr int kMaxCallDepth = 48;
 constexpr int64_t kMaxRange = 100'000;
+// Scopes captured by macros alive at once (Note [jinja cycles]; checked when they are swept, so
+// up to twice as many): a macro defined in a loop body keeps each iteration's scope (~2 KB) until
+// the render ends.
+constexpr size_t kMaxMacroScopes = 100'000;
 
 struct Scope {
   std::vector<std::pair<std::string, Value>> vars;
@@ -30,6 +33,9 @@ struct Scope {
 class Renderer {
  public:
   explicit Renderer(const Program& prog);
+  ~Renderer();
+  Renderer(const Renderer&) = delete;
+  Renderer& operator=(const Renderer&) = delete;
   // Renders the program with `context` (a dict) as its variables; throws jinja::Error.
   std::string render(const Value& context);
 
@@ -37,6 +43,13 @@ class Renderer {
   Value invoke(const Value& callee, CallArgs& args);
   // Counts loop iterations (and items a filter walks) against kMaxIterations.
   void tick(int64_t n = 1);
+  // Note [jinja cycles]: a namespace and a scope a macro captured are the only objects that change
+  // after they are made, so the only ones that can form reference cycles (ns.x = ns; a macro in
+  // the scope it captured) or chains of any length (ns.x = namespace(x=ns.x) in a loop). The
+  // renderer keeps each one and empties it when the render ends (or when nothing else refers to
+  // it): nothing leaks, and no chain is freed by a recursion as deep as the chain.
+  void keep(std::shared_ptr<Namespace> ns);
+  void keep(std::shared_ptr<Scope> scope);
 
  private:
   enum class Flow { kNormal, kBreak, kContinue };
@@ -67,6 +80,9 @@ class Renderer {
   size_t produced_ = 0;
   int64_t iterations_ = 0;
   int call_depth_ = 0;
+  std::vector<std::shared_ptr<Namespace>> namespaces_;
+  std::vector<std::shared_ptr<Scope>> scopes_;
+  size_t sweep_namespaces_at_ = 1024, sweep_scopes_at_ = 1024;
 };
 
 // ---- filters and tests (jinja_filters.cc) ------------------------------------------------------
@@ -87,7 +103,5 @@ Value binary_op(const std::string& op, const Value& a, const Value& b);
 bool contains(const Value& container, const Value& item);
 // The globals every template sees: range, namespace, dict, raise_exception, strftime_now.
 void add_globals(Scope* root);
-// Fails when a string would pass the output cap (string operations that multiply text).
-void check_size(size_t n);
 
 }  // namespace st::jinja

@@ -2,6 +2,7 @@
 // transformers' own tojson. A filter or test outside these tables fails at parse time, as an
 // unknown one does in jinja2 (with "not supported" in the message).
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <map>
 
@@ -54,7 +55,14 @@ Value attr_path(const Value& v, const std::string& path) {
     const size_t dot = std::min(path.find('.', pos), path.size());
     const std::string part = path.substr(pos, dot - pos);
     const bool digits = !part.empty() && std::all_of(part.begin(), part.end(), ::isdigit);
-    cur = get_item(cur, digits ? Value::integer(std::stoll(part)) : Value::str(part));
+    int64_t index = 0;
+    if (digits && std::from_chars(part.data(), part.data() + part.size(), index).ec != std::errc()) {
+      // Past int64: no list is that long, and int keys are not dict keys (jinja2: undefined).
+      if (cur.is_undefined()) fail(*cur.s);
+      cur = Value::undefined("'" + cur.type_name() + " object' has no item " + part);
+    } else {
+      cur = get_item(cur, digits ? Value::integer(index) : Value::str(part));
+    }
     pos = dot + 1;
   }
   return cur;
@@ -71,6 +79,13 @@ Value f_trim(Renderer&, const Value& v, CallArgs& a) {
   return Value::str(py_strip(text_of(v), chars && !chars->is_none() ? &c : nullptr, true, true));
 }
 Value f_length(Renderer&, const Value& v, CallArgs&) { return Value::integer(length(v)); }
+
+// An integer argument (a bool is one); Python raises a TypeError for anything else.
+int64_t int_width(const Value& v, const char* what) {
+  if (v.kind == Value::Kind::kInt) return v.i;
+  if (v.kind == Value::Kind::kBool) return v.b;
+  fail(std::string(what) + ": '" + v.type_name() + "' object cannot be interpreted as an integer");
+}
 
 // A generator-returning filter's result (Note [jinja views]).
 Value generator(List l) {
@@ -115,7 +130,7 @@ Value f_replace(Renderer&, const Value& v, CallArgs& a) {
   const Value* count = arg(a, 2, "count");
   if (!from || !to) fail("replace() needs old and new");
   int64_t n = -1;
-  if (count && !count->is_none()) n = count->kind == Value::Kind::kInt ? count->i : static_cast<int64_t>(count->as_double());
+  if (count && !count->is_none()) n = int_width(*count, "replace() count");
   return Value::str(py_replace(text_of(v), text_of(*from), text_of(*to), n));
 }
 
@@ -294,12 +309,7 @@ Value f_sort(Renderer& r, const Value& v, CallArgs& a) {
 }
 
 Value f_reverse(Renderer& r, const Value& v, CallArgs&) {
-  if (v.is_string()) {
-    std::vector<std::string> cs = utf8_chars(v.text());
-    std::string out;
-    for (auto it = cs.rbegin(); it != cs.rend(); ++it) out += *it;
-    return Value::str(std::move(out));
-  }
+  if (v.is_string()) return slice(v, Value::none(), Value::none(), Value::integer(-1));
   // A list reverses into an iterator (prints like a generator); anything else into a list.
   const bool iterator = (v.is_list() && v.view == Value::View::kNone) || v.is_dict();
   List l = items_of(r, v);
@@ -334,19 +344,29 @@ Value f_round(Renderer&, const Value& v, CallArgs& a) {
   return Value::number(y / scale);
 }
 
-// jinja2 3.x indent(width=4, first=False, blank=False).
+// jinja2 3.x indent(width=4, first=False, blank=False). The size is checked line by line, before
+// each indent is added ('x'|indent(10**12); 1000 lines indented by 10 MB each).
 Value f_indent(Renderer&, const Value& v, CallArgs& a) {
   const Value* w = arg(a, 0, "width");
-  std::string ind = w && w->is_string() ? w->text() : std::string(w ? static_cast<size_t>(std::max<int64_t>(0, w->i)) : 4, ' ');
-  const bool first = flag(a, 1, "first", false), blank = flag(a, 2, "blank", false);
-  const std::vector<std::string> lines = py_splitlines(text_of(v) + "\n");
-  std::string out;
-  for (size_t k = 0; k < lines.size(); ++k) {
-    if (k > 0) out += "\n";
-    if ((k > 0 || first) && (blank || !lines[k].empty())) out += ind;
-    out += lines[k];
+  std::string ind;
+  if (!w) ind = "    ";
+  else if (w->is_string()) ind = w->text();
+  else {
+    const int64_t width = std::max<int64_t>(0, int_width(*w, "indent() width"));
+    if (static_cast<uint64_t>(width) > kMaxOutputBytes) check_size(kMaxOutputBytes + 1);
+    ind.assign(static_cast<size_t>(width), ' ');
   }
-  check_size(out.size());
+  const bool first = flag(a, 1, "first", false), blank = flag(a, 2, "blank", false);
+  std::string out;
+  bool first_line = true;
+  for_each_line(text_of(v) + "\n", [&](const std::string& line) {
+    const bool indented = (!first_line || first) && (blank || !line.empty());
+    check_size(out.size() + 1 + (indented ? ind.size() : 0) + line.size());
+    if (!first_line) out += "\n";
+    if (indented) out += ind;
+    out += line;
+    first_line = false;
+  });
   return Value::str(std::move(out));
 }
 
@@ -354,8 +374,12 @@ Value f_safe(Renderer&, const Value& v, CallArgs&) { return v; }
 
 // escape / e: HTML-escapes even with autoescape off (it returns Markup).
 Value f_escape(Renderer&, const Value& v, CallArgs&) {
+  const std::string text = text_of(v);
+  size_t n = text.size();  // the size first: an escape is up to 5 bytes
+  for (char c : text) n += c == '&' ? 4 : c == '<' || c == '>' ? 3 : c == '"' || c == '\'' ? 4 : 0;
+  check_size(n);
   std::string out;
-  for (char c : text_of(v)) {
+  for (char c : text) {
     switch (c) {
       case '&': out += "&amp;"; break;
       case '<': out += "&lt;"; break;
@@ -372,7 +396,9 @@ Value f_escape(Renderer&, const Value& v, CallArgs&) {
 Value f_wordcount(Renderer&, const Value& v, CallArgs&) {
   int64_t n = 0;
   bool in = false;
-  for (char c : text_of(v)) {
+  const std::string text = text_of(v);
+  charge_work(2 * text.size());  // (a byte at a time: slower than a copy)
+  for (char c : text) {
     const bool w = std::isalnum(static_cast<unsigned char>(c)) || c == '_' || static_cast<unsigned char>(c) >= 0x80;
     if (w && !in) ++n;
     in = w;
@@ -382,9 +408,9 @@ Value f_wordcount(Renderer&, const Value& v, CallArgs&) {
 
 Value f_center(Renderer&, const Value& v, CallArgs& a) {
   const Value* w = arg(a, 0, "width");
-  const int64_t width = w ? w->i : 80;
+  const int64_t width = w ? int_width(*w, "center() width") : 80;
   const std::string s = text_of(v);
-  const int64_t len = static_cast<int64_t>(utf8_chars(s).size());
+  const int64_t len = static_cast<int64_t>(utf8_count(s));
   if (width <= len) return Value::str(s);
   check_size(static_cast<size_t>(width));
   const int64_t marg = width - len, left = marg / 2 + (marg & width & 1);

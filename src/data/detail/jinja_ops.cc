@@ -1,6 +1,7 @@
 // Operators, attribute / item access, the Python methods templates call on str / list / dict,
 // and the globals (range, namespace, dict, raise_exception, strftime_now).
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <ctime>
 #include <set>
@@ -10,10 +11,6 @@
 #include "data/detail/jinja_text.h"
 
 namespace st::jinja {
-
-void check_size(size_t n) {
-  if (n > kMaxOutputBytes) fail("a string larger than " + std::to_string(kMaxOutputBytes >> 20) + " MiB");
-}
 
 namespace {
 
@@ -56,6 +53,13 @@ bool affix(const std::string& s, const Value& x, bool prefix) {
   return prefix ? s.compare(0, p.size(), p) == 0 : s.compare(s.size() - p.size(), p.size(), p) == 0;
 }
 
+// A decimal index ("12"); SIZE_MAX when the text is not one or is too large for any list.
+size_t index_of(const std::string& digits) {
+  size_t k = SIZE_MAX;
+  const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), k);
+  return ec == std::errc() && end == digits.data() + digits.size() ? k : SIZE_MAX;
+}
+
 // str.format with automatic ({}), numbered ({0}) or named ({name}) fields, no format specs.
 std::string py_format(const std::string& f, const CallArgs& a) {
   std::string out;
@@ -76,10 +80,12 @@ std::string py_format(const std::string& f, const CallArgs& a) {
     if (field.find_first_of(":!.[") != std::string::npos) fail("format(): format specs are not supported");
     const Value* v = nullptr;
     if (field.empty()) v = auto_idx < a.pos.size() ? &a.pos[auto_idx++] : nullptr;
-    else if (std::isdigit(static_cast<unsigned char>(field[0]))) v = arg(a, std::stoul(field), "");
+    else if (std::isdigit(static_cast<unsigned char>(field[0]))) v = arg(a, index_of(field), "");
     else v = arg(a, SIZE_MAX, field.c_str());
     if (!v) fail("format(): no argument for field {" + field + "}");
-    out += to_str(*v);
+    const std::string text = to_str(*v);
+    check_size(out.size() + text.size());  // before appending: 1000 fields of a 60 MB argument
+    out += text;
     k = e;
   }
   return out;
@@ -88,10 +94,11 @@ std::string py_format(const std::string& f, const CallArgs& a) {
 int64_t py_find(const std::string& s, const std::string& sub, bool last) {
   const size_t f = last ? s.rfind(sub) : s.find(sub);
   if (f == std::string::npos) return -1;
-  return static_cast<int64_t>(utf8_chars(s.substr(0, f)).size());
+  return static_cast<int64_t>(utf8_count(s, f));
 }
 
 Value str_method(const std::string& s, const std::string& m, const CallArgs& a) {
+  charge_work(s.size());  // (most methods walk the string: s.isspace() in a loop is a scan each time)
   const bool takes_chars = m == "strip" || m == "lstrip" || m == "rstrip" || m == "split" || m == "rsplit";
   const Value* a0 = arg(a, 0, m == "split" || m == "rsplit" ? "sep" : m == "join" ? "iterable" : "chars");
   const std::string* chars = takes_chars && a0 && !a0->is_none() ? &str_arg(a0, m) : nullptr;
@@ -113,7 +120,7 @@ Value str_method(const std::string& s, const std::string& m, const CallArgs& a) 
   if (m == "find" || m == "rfind") return Value::integer(py_find(s, str_arg(a0, m), m == "rfind"));
   if (m == "count") {
     const std::string& sub = str_arg(a0, m);
-    if (sub.empty()) return Value::integer(static_cast<int64_t>(utf8_chars(s).size()) + 1);
+    if (sub.empty()) return Value::integer(static_cast<int64_t>(utf8_count(s)) + 1);
     int64_t n = 0;
     for (size_t p = s.find(sub); p != std::string::npos; p = s.find(sub, p + sub.size())) ++n;
     return Value::integer(n);
@@ -124,9 +131,9 @@ Value str_method(const std::string& s, const std::string& m, const CallArgs& a) 
     bool first = true;
     for (const Value& v : iterate(*a0)) {
       if (!v.is_string()) fail("join(): sequence item is " + v.type_name() + ", not str");
+      check_size(out.size() + (first ? 0 : s.size()) + v.text().size());
       out += (first ? "" : s) + v.text();
       first = false;
-      check_size(out.size());
     }
     return Value::str(std::move(out));
   }
@@ -196,8 +203,11 @@ const std::set<std::string> kMutators = {"append", "extend", "insert", "pop", "r
                                          "update", "setdefault", "popitem", "add", "discard", "difference_update",
                                          "intersection_update", "symmetric_difference_update", "__setitem__", "__delitem__"};
 
+// (The method holds obj: `[l.count]` holds l, so it counts as one level deeper.)
 Value bind_method(const Value& obj, const std::string& m, Value (*fn)(const Value&, const std::string&, const CallArgs&)) {
-  return Value::callable(m, [obj, m, fn](Renderer&, CallArgs& a) { return fn(obj, m, a); });
+  Value method = Value::callable(m, [obj, m, fn](Renderer&, CallArgs& a) { return fn(obj, m, a); });
+  method.depth = outer_depth(obj.depth);
+  return method;
 }
 
 }  // namespace
@@ -240,11 +250,11 @@ Value get_item(const Value& obj, const Value& key) {
       const auto n = static_cast<int64_t>(obj.list->size());
       const int64_t i = k < 0 ? k + n : k;
       if (i >= 0 && i < n) return (*obj.list)[static_cast<size_t>(i)];
-    } else {
-      const std::vector<std::string> cs = utf8_chars(obj.text());
-      const auto n = static_cast<int64_t>(cs.size());
-      const int64_t i = k < 0 ? k + n : k;
-      if (i >= 0 && i < n) return Value::str(cs[static_cast<size_t>(i)]);
+    } else {  // walks to character i (splitting a 60 MB string into characters takes ~2 GB)
+      const std::string& s = obj.text();
+      const int64_t i = k < 0 ? k + static_cast<int64_t>(utf8_count(s)) : k;
+      const size_t at = i > 0 ? utf8_skip(s, 0, static_cast<size_t>(i)) : 0;
+      if (i >= 0 && at < s.size()) return Value::str(s.substr(at, utf8_next(s, at) - at));
     }
   }
   if (obj.is_dict() && key.is_string())
@@ -262,9 +272,8 @@ Value slice(const Value& obj, const Value& start, const Value& stop, const Value
   if (!obj.is_list() && !obj.is_string()) return Value::undefined(Str() << "'" << obj.type_name() << "' object is not subscriptable");
   const int64_t st = int_arg(&step, 1, "slice");
   if (st == 0) fail("slice step cannot be zero");
-  std::vector<std::string> cs;
-  if (obj.is_string()) cs = utf8_chars(obj.text());
-  const auto n = static_cast<int64_t>(obj.is_list() ? obj.list->size() : cs.size());
+  const std::string* text = obj.is_string() ? &obj.text() : nullptr;
+  const auto n = static_cast<int64_t>(text ? utf8_count(*text) : obj.list->size());
   auto clamp = [&](const Value& v, int64_t dflt) {
     if (v.is_none()) return dflt;
     int64_t k = int_arg(&v, 0, "slice");
@@ -273,18 +282,53 @@ Value slice(const Value& obj, const Value& start, const Value& stop, const Value
     return k;
   };
   const int64_t b = clamp(start, st < 0 ? n - 1 : 0), e = clamp(stop, st < 0 ? -1 : n);
-  List items;
-  std::string text;
-  for (int64_t k = b; st > 0 ? k < e : k > e; k += st) {
-    if (obj.is_list()) items.push_back((*obj.list)[static_cast<size_t>(k)]);
-    else text += cs[static_cast<size_t>(k)];
+  // The items b, b + st, ... short of e: counted first, as a huge step must not overflow (b and
+  // e lie in [-1, n]; the step's magnitude is taken unsigned, since -INT64_MIN overflows).
+  const uint64_t ust = st > 0 ? static_cast<uint64_t>(st) : uint64_t{0} - static_cast<uint64_t>(st);
+  const int64_t span = st > 0 ? e - b : b - e;
+  const uint64_t count = span > 0 ? (static_cast<uint64_t>(span) - 1) / ust + 1 : 0;
+  if (count == 0) return text ? Value::str("") : Value::make_list({}, obj.tuple);
+  if (!text || static_cast<size_t>(n) == text->size()) {  // a list, or a string of one-byte characters
+    if (text) {
+      std::string out;
+      for (uint64_t k = 0; k < count; ++k) out += (*text)[static_cast<size_t>(b + static_cast<int64_t>(k) * st)];
+      return Value::str(std::move(out));
+    }
+    List items;
+    for (uint64_t k = 0; k < count; ++k) items.push_back((*obj.list)[static_cast<size_t>(b + static_cast<int64_t>(k) * st)]);
+    return Value::make_list(std::move(items), obj.tuple);
   }
-  return obj.is_list() ? Value::make_list(std::move(items), obj.tuple) : Value::str(std::move(text));
+  // A string: one walk over its characters (not a split: a 60 MB string is 60M strings), keeping
+  // the selected ones, which lie `ust` apart from the first. With a negative step they are
+  // reversed afterwards: `lens` keeps their lengths.
+  std::string kept;
+  std::vector<uint8_t> lens;
+  int64_t want = st > 0 ? b : b - static_cast<int64_t>((count - 1) * ust);  // (count > 1: ust <= n)
+  size_t at = 0;
+  for (uint64_t i = 0, taken = 0; taken < count; ++i) {
+    const size_t next = utf8_next(*text, at);
+    if (static_cast<int64_t>(i) == want) {
+      kept.append(*text, at, next - at);
+      if (st < 0) lens.push_back(static_cast<uint8_t>(next - at));
+      if (++taken < count) want += static_cast<int64_t>(ust);
+    }
+    at = next;
+  }
+  charge_work(at + 8 * count);
+  if (st > 0) return Value::str(std::move(kept));
+  std::string out;
+  size_t end = kept.size();
+  for (size_t k = lens.size(); k-- > 0;) {
+    end -= lens[k];
+    out.append(kept, end, lens[k]);
+  }
+  return Value::str(std::move(out));
 }
 
 bool contains(const Value& container, const Value& item) {
   if (container.is_string()) {
     if (!item.is_string()) fail("'in <string>' requires string as left operand, not " + item.type_name());
+    charge_work(container.text().size());
     return container.text().find(item.text()) != std::string::npos;
   }
   if (container.is_list()) {

@@ -4,13 +4,15 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
+#include <set>
 
-#include "data/detail/jinja_value.h"
+#include "data/detail/jinja_value.h"  // (fail, the limits, utf8_next)
 
 namespace st::jinja {
 namespace {
 
 std::vector<uint32_t> decode(const std::string& s) {
+  charge_work(4 * s.size());  // (decoding and mapping a character at a time is slow work)
   std::vector<uint32_t> out;
   for (size_t k = 0; k < s.size();) {
     const auto c = static_cast<unsigned char>(s[k]);
@@ -154,28 +156,43 @@ bool py_is_case(const std::string& s, bool upper) {
 bool py_space(char c) { return c == ' ' || (c >= '\t' && c <= '\r') || (c >= '\x1c' && c <= '\x1f'); }
 
 std::string py_strip(const std::string& s, const std::string* chars, bool left, bool right) {
+  charge_work(s.size());
   if (!chars) {
     size_t b = 0, e = s.size();
     if (left) while (b < e && py_space(s[b])) ++b;
     if (right) while (e > b && py_space(s[e - 1])) --e;
     return s.substr(b, e - b);
   }
-  const std::vector<std::string> set = utf8_chars(*chars), cs = utf8_chars(s);
-  auto strip_char = [&](const std::string& c) { return std::find(set.begin(), set.end(), c) != set.end(); };
-  size_t b = 0, e = cs.size();
-  if (left) while (b < e && strip_char(cs[b])) ++b;
-  if (right) while (e > b && strip_char(cs[e - 1])) --e;
-  std::string out;
-  for (size_t k = b; k < e; ++k) out += cs[k];
-  return out;
+  // The characters to strip: one-byte ones in a table, others in a set (no splitting of s: a
+  // 60 MB string is 60M strings).
+  bool byte_in[256] = {};
+  std::set<std::string> wide;
+  for (size_t k = 0; k < chars->size(); k = utf8_next(*chars, k)) {
+    if (utf8_next(*chars, k) == k + 1) byte_in[static_cast<unsigned char>((*chars)[k])] = true;
+    else wide.insert(chars->substr(k, utf8_next(*chars, k) - k));
+  }
+  auto strip_at = [&](size_t k) {
+    const size_t n = utf8_next(s, k) - k;
+    return n == 1 ? byte_in[static_cast<unsigned char>(s[k])] : wide.count(s.substr(k, n)) > 0;
+  };
+  charge_work(chars->size());
+  size_t b = 0;
+  if (left) while (b < s.size() && strip_at(b)) b = utf8_next(s, b);
+  size_t e = right ? b : s.size();  // right: the end of the last character kept
+  if (right)
+    for (size_t k = b; k < s.size(); k = utf8_next(s, k))
+      if (!strip_at(k)) e = utf8_next(s, k);
+  return s.substr(b, e - b);
 }
 
 std::vector<std::string> py_split(const std::string& s, const std::string* sep, int64_t maxsplit) {
+  charge_work(s.size());
   std::vector<std::string> out;
   if (sep) {
     if (sep->empty()) fail("split(): empty separator");
     size_t pos = 0;
     for (size_t f; (maxsplit < 0 || static_cast<int64_t>(out.size()) < maxsplit) && (f = s.find(*sep, pos)) != std::string::npos;) {
+      check_items(out.size() + 2);  // (64 MB of ',' would be 64M strings, 2 GB)
       out.push_back(s.substr(pos, f - pos));
       pos = f + sep->size();
     }
@@ -194,6 +211,7 @@ std::vector<std::string> py_split(const std::string& s, const std::string* sep, 
     }
     size_t e = k;
     while (e < s.size() && !py_space(s[e])) ++e;
+    check_items(out.size() + 1);
     out.push_back(s.substr(k, e - k));
     k = e;
   }
@@ -203,6 +221,15 @@ std::vector<std::string> py_split(const std::string& s, const std::string* sep, 
 // Python's str.splitlines() (the line breaks of ASCII and the three of Unicode).
 std::vector<std::string> py_splitlines(const std::string& s) {
   std::vector<std::string> out;
+  for_each_line(s, [&](const std::string& line) {
+    check_items(out.size() + 1);  // (64 MB of '\n' would be 64M strings, 2 GB)
+    out.push_back(line);
+  });
+  return out;
+}
+
+void for_each_line(const std::string& s, const std::function<void(const std::string&)>& f) {
+  charge_work(s.size());
   std::string line;
   for (size_t k = 0; k < s.size(); ++k) {
     const char c = s[k];
@@ -211,38 +238,42 @@ std::vector<std::string> py_splitlines(const std::string& s) {
     else if (s.compare(k, 2, "\xc2\x85") == 0) skip = 1;
     else if (s.compare(k, 3, "\xe2\x80\xa8") == 0 || s.compare(k, 3, "\xe2\x80\xa9") == 0) skip = 2;
     if (skip || c == '\n' || c == '\r' || c == '\v' || c == '\f' || (c >= '\x1c' && c <= '\x1e')) {
-      out.push_back(std::move(line));
+      f(line);
       line.clear();
       k += skip;
     } else {
       line += c;
     }
   }
-  if (!line.empty()) out.push_back(std::move(line));
-  return out;
+  if (!line.empty()) f(line);
 }
 
+// (The size is checked before each append: 'b' * 1000 with '' replaced by 60 MB is 60 GB.)
 std::string py_replace(const std::string& s, const std::string& from, const std::string& to, int64_t count) {
+  charge_work(s.size());
   std::string out;
   if (from.empty()) {  // Python inserts `to` around every character
-    const std::vector<std::string> cs = utf8_chars(s);
     int64_t n = 0;
-    for (const std::string& c : cs) {
-      if (count < 0 || n++ < count) out += to;
-      out += c;
+    for (size_t k = 0; k <= s.size(); k = utf8_next(s, k)) {
+      const size_t e = k < s.size() ? utf8_next(s, k) : k;
+      const bool insert = count < 0 || n++ < count;
+      check_size(out.size() + (insert ? to.size() : 0) + (e - k));
+      if (insert) out += to;
+      out.append(s, k, e - k);
+      if (k == s.size()) break;
     }
-    if (count < 0 || n < count) out += to;
     return out;
   }
   size_t pos = 0;
   for (int64_t n = 0; count < 0 || n < count; ++n) {
     const size_t f = s.find(from, pos);
     if (f == std::string::npos) break;
+    check_size(out.size() + (f - pos) + to.size());
     out.append(s, pos, f - pos).append(to);
     pos = f + from.size();
-    if (out.size() > (size_t{64} << 20)) fail("replace: result larger than 64 MiB");
   }
-  return out + s.substr(pos);
+  check_size(out.size() + (s.size() - pos));
+  return out.append(s, pos, std::string::npos);
 }
 
 }  // namespace st::jinja

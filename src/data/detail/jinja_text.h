@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,8 @@ std::string py_strip(const std::string& s, const std::string* chars, bool left, 
 // str.split(sep, maxsplit); sep null: runs of whitespace. maxsplit < 0: no limit.
 std::vector<std::string> py_split(const std::string& s, const std::string* sep, int64_t maxsplit);
 std::vector<std::string> py_splitlines(const std::string& s);
+// Calls f with each line py_splitlines gives, without keeping them (indent of a 1M-line text).
+void for_each_line(const std::string& s, const std::function<void(const std::string&)>& f);
 std::string py_replace(const std::string& s, const std::string& from, const std::string& to, int64_t count);
 
 }  // namespace st::jinja

@@ -4,10 +4,47 @@
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 
 namespace st::jinja {
 
 void fail(std::string msg) { throw Error{std::move(msg)}; }
+
+void check_size(size_t n) {
+  if (n > kMaxOutputBytes) fail("a string larger than " + std::to_string(kMaxOutputBytes >> 20) + " MiB");
+}
+
+void check_items(size_t n) {
+  if (n > kMaxListItems) fail("a sequence of more than " + std::to_string(kMaxListItems) + " items (a limit for hostile templates)");
+}
+
+namespace {
+thread_local uint64_t* t_work = nullptr;  // the budget of the render on this thread
+}  // namespace
+
+WorkBudget::WorkBudget() : saved_(t_work) { t_work = &used_; }
+WorkBudget::~WorkBudget() { t_work = saved_; }
+
+void charge_work(uint64_t units) {
+  if (!t_work) return;
+  *t_work += units;
+  if (*t_work > kMaxWork)
+    fail("the template does too much work (it copies or scans more than " + std::to_string(kMaxWork >> 30) +
+         " GiB, e.g. by growing a string or list in a loop; a limit for hostile templates)");
+}
+
+uint16_t outer_depth(uint16_t inner) {
+  if (inner >= kMaxDepth) fail("lists and dicts nested more than " + std::to_string(kMaxDepth) + " deep (a limit for hostile templates)");
+  return static_cast<uint16_t>(inner + 1);
+}
+
+namespace {
+
+void check_depth(int depth) {
+  if (depth > kMaxDepth) fail("a value nested more than " + std::to_string(kMaxDepth) + " deep (a namespace that holds itself?)");
+}
+
+}  // namespace
 
 Value Value::undefined(std::string what) {
   Value v;
@@ -40,6 +77,7 @@ Value Value::number(double x) {
 Value Value::str(std::string x) {
   Value v;
   v.kind = Kind::kString;
+  charge_work(x.size());
   v.s = std::make_shared<const std::string>(std::move(x));
   return v;
 }
@@ -47,12 +85,21 @@ Value Value::make_list(List x, bool is_tuple) {
   Value v;
   v.kind = Kind::kList;
   v.tuple = is_tuple;
+  check_items(x.size());
+  charge_work(x.size() * kValueWork);
+  uint16_t inner = 0;
+  for (const Value& item : x) inner = std::max(inner, item.depth);
+  v.depth = outer_depth(inner);
   v.list = std::make_shared<const List>(std::move(x));
   return v;
 }
 Value Value::make_dict(Dict x) {
   Value v;
   v.kind = Kind::kDict;
+  charge_work(x.items.size() * kValueWork);
+  uint16_t inner = 0;
+  for (const auto& kv : x.items) inner = std::max(inner, kv.second.depth);
+  v.depth = outer_depth(inner);
   v.dict = std::make_shared<const Dict>(std::move(x));
   return v;
 }
@@ -93,13 +140,16 @@ std::string Value::type_name() const {
   return "?";
 }
 
+// (Both scan the items: building a dict of n keys is quadratic, so the scans count as work.)
 const Value* Dict::find(const std::string& key) const {
+  charge_work(items.size() + 1);
   for (const auto& [k, v] : items)
     if (k == key) return &v;
   return nullptr;
 }
 
 void Dict::set(const std::string& key, Value v) {
+  charge_work(items.size() + 1);
   for (auto& [k, old] : items) {
     if (k == key) {
       old = std::move(v);
@@ -124,8 +174,13 @@ bool truthy(const Value& v) {
   }
 }
 
-bool equal(const Value& a, const Value& b) {
+namespace {
+
+// equal() and less() a level down: depth counts the containers walked (check_depth).
+bool equal_at(const Value& a, const Value& b, int depth) {
   using K = Value::Kind;
+  check_depth(depth);
+  charge_work(kValueWork);
   if (a.is_number() && b.is_number()) {
     if (a.kind != K::kFloat && b.kind != K::kFloat) return (a.kind == K::kInt ? a.i : a.b) == (b.kind == K::kInt ? b.i : b.b);
     return a.as_double() == b.as_double();
@@ -134,18 +189,20 @@ bool equal(const Value& a, const Value& b) {
   switch (a.kind) {
     case K::kUndefined:
     case K::kNone: return true;
-    case K::kString: return *a.s == *b.s;
+    case K::kString:
+      if (a.s->size() == b.s->size()) charge_work(a.s->size());
+      return *a.s == *b.s;
     case K::kList:
       if (a.view == Value::View::kGenerator || b.view == Value::View::kGenerator) return a.list == b.list;
       if (a.tuple != b.tuple || a.view != b.view || a.list->size() != b.list->size()) return false;
       for (size_t k = 0; k < a.list->size(); ++k)
-        if (!equal((*a.list)[k], (*b.list)[k])) return false;
+        if (!equal_at((*a.list)[k], (*b.list)[k], depth + 1)) return false;
       return true;
     case K::kDict:
       if (a.dict->items.size() != b.dict->items.size()) return false;
       for (const auto& [k, v] : a.dict->items) {
         const Value* o = b.dict->find(k);
-        if (!o || !equal(v, *o)) return false;
+        if (!o || !equal_at(v, *o, depth + 1)) return false;
       }
       return true;
     case K::kNamespace: return a.ns == b.ns;
@@ -154,21 +211,31 @@ bool equal(const Value& a, const Value& b) {
   }
 }
 
-bool less(const Value& a, const Value& b) {
+bool less_at(const Value& a, const Value& b, int depth) {
+  check_depth(depth);
+  charge_work(kValueWork);
   if (a.is_number() && b.is_number()) {
     if (a.kind == Value::Kind::kInt && b.kind == Value::Kind::kInt) return a.i < b.i;
     return a.as_double() < b.as_double();
   }
-  if (a.is_string() && b.is_string()) return *a.s < *b.s;  // byte order = code point order in UTF-8
+  if (a.is_string() && b.is_string()) {  // byte order = code point order in UTF-8
+    charge_work(std::min(a.s->size(), b.s->size()));
+    return *a.s < *b.s;
+  }
   if (a.is_list() && b.is_list() && a.tuple == b.tuple && a.view == Value::View::kNone && b.view == Value::View::kNone) {
     const List &x = *a.list, &y = *b.list;
     for (size_t k = 0; k < x.size() && k < y.size(); ++k) {
-      if (!equal(x[k], y[k])) return less(x[k], y[k]);
+      if (!equal_at(x[k], y[k], depth + 1)) return less_at(x[k], y[k], depth + 1);
     }
     return x.size() < y.size();
   }
   fail("'<' not supported between instances of '" + a.type_name() + "' and '" + b.type_name() + "'");
 }
+
+}  // namespace
+
+bool equal(const Value& a, const Value& b) { return equal_at(a, b, 0); }
+bool less(const Value& a, const Value& b) { return less_at(a, b, 0); }
 
 // Python's repr(float) (core/json.h).
 std::string py_float(double d) { return python_float_repr(d); }
@@ -180,8 +247,15 @@ namespace {
 std::string repr_str(const std::string& s) {
   const char q = s.find('\'') != std::string::npos && s.find('"') == std::string::npos ? '"' : '\'';
   std::string out(1, q);
-  for (unsigned char c : s) {
-    if (c == '\\' || c == static_cast<unsigned char>(q)) {
+  for (size_t k = 0; k < s.size(); ++k) {
+    const auto c = static_cast<unsigned char>(s[k]);
+    const auto plain = static_cast<size_t>(std::find_if(s.begin() + static_cast<ptrdiff_t>(k), s.end(), [q](char x) {
+      return x == '\\' || x == q || static_cast<unsigned char>(x) < 0x20 || x == 0x7f;
+    }) - s.begin());
+    if (plain > k) {  // a run that needs no escapes, appended at once
+      out.append(s, k, plain - k);
+      k = plain - 1;
+    } else if (c == '\\' || c == static_cast<unsigned char>(q)) {
       out += '\\';
       out += static_cast<char>(c);
     } else if (c == '\n') {
@@ -190,36 +264,48 @@ std::string repr_str(const std::string& s) {
       out += "\\r";
     } else if (c == '\t') {
       out += "\\t";
-    } else if (c < 0x20 || c == 0x7f) {
+    } else {  // the other controls
       char b[8];
       std::snprintf(b, sizeof b, "\\x%02x", c);
       out += b;
-    } else {
-      out += static_cast<char>(c);
     }
   }
   return out + q;
 }
 
-std::string repr_seq(const Value& v) {
+std::string str_at(const Value& v, int depth);
+
+std::string repr_at(const Value& v, int depth) {
+  if (v.is_string()) return repr_str(*v.s);
+  if (v.is_undefined()) return "Undefined";
+  return str_at(v, depth);
+}
+
+// A list's or dict's items, each checked against the string cap as it is added.
+std::string repr_seq(const Value& v, int depth) {
   if (v.view == Value::View::kGenerator)
     fail("printing a generator (jinja2 prints '<generator object ...>'); add |list to print its items");
   std::string out = v.view != Value::View::kNone ? v.type_name() + "([" : v.tuple ? "(" : "[";
-  for (size_t k = 0; k < v.list->size(); ++k) out += (k ? ", " : "") + repr((*v.list)[k]);
+  for (size_t k = 0; k < v.list->size(); ++k) {
+    out += (k ? ", " : "") + repr_at((*v.list)[k], depth + 1);
+    check_size(out.size());
+  }
   if (v.tuple && v.list->size() == 1) out += ",";
   return out + (v.view != Value::View::kNone ? "])" : v.tuple ? ")" : "]");
 }
 
-std::string repr_dict(const Dict& d) {
+std::string repr_dict(const Dict& d, int depth) {
   std::string out = "{";
-  for (size_t k = 0; k < d.items.size(); ++k) out += (k ? ", " : "") + repr_str(d.items[k].first) + ": " + repr(d.items[k].second);
+  for (size_t k = 0; k < d.items.size(); ++k) {
+    out += (k ? ", " : "") + repr_str(d.items[k].first) + ": " + repr_at(d.items[k].second, depth + 1);
+    check_size(out.size());
+  }
   return out + "}";
 }
 
-}  // namespace
-
-std::string to_str(const Value& v) {
+std::string str_at(const Value& v, int depth) {
   using K = Value::Kind;
+  check_depth(depth);
   switch (v.kind) {
     case K::kUndefined: return "";
     case K::kNone: return "None";
@@ -227,38 +313,59 @@ std::string to_str(const Value& v) {
     case K::kInt: return std::to_string(v.i);
     case K::kFloat: return py_float(v.f);
     case K::kString: return *v.s;
-    case K::kList: return repr_seq(v);
-    case K::kDict: return repr_dict(*v.dict);
-    case K::kNamespace: return "<Namespace " + repr_dict(v.ns->attrs) + ">";
+    case K::kList: return repr_seq(v, depth);
+    case K::kDict: return repr_dict(*v.dict, depth);
+    case K::kNamespace: return "<Namespace " + repr_dict(v.ns->attrs, depth) + ">";
     case K::kCallable: return "<function " + v.call->name + ">";
   }
   return "";
 }
 
+}  // namespace
+
+std::string to_str(const Value& v) {
+  std::string s = str_at(v, 0);
+  charge_work(s.size());
+  return s;
+}
+
 std::string repr(const Value& v) {
-  if (v.is_string()) return repr_str(*v.s);
-  if (v.is_undefined()) return "Undefined";
-  return to_str(v);
+  std::string s = repr_at(v, 0);
+  charge_work(s.size());
+  return s;
 }
 
-std::vector<std::string> utf8_chars(const std::string& s) {
-  std::vector<std::string> out;
-  for (size_t k = 0; k < s.size();) {
-    const unsigned char c = static_cast<unsigned char>(s[k]);
-    size_t n = c < 0x80 ? 1 : c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : c >= 0xc0 ? 2 : 1;
-    n = std::min(n, s.size() - k);
-    out.push_back(s.substr(k, n));
-    k += n;
+size_t utf8_skip(const std::string& s, size_t at, size_t chars, size_t bytes, size_t* skipped) {
+  bytes = std::min(bytes, s.size());
+  const size_t from = at;
+  size_t n = 0, slow = 0;
+  while (n < chars && at < bytes) {
+    uint64_t word;  // eight ASCII bytes at a time (a long prompt is mostly ASCII)
+    if (chars - n >= 8 && bytes - at >= 8 && (std::memcpy(&word, s.data() + at, 8), (word & 0x8080808080808080ull) == 0)) {
+      n += 8, at += 8;
+    } else {
+      at = utf8_next(s, at), ++n, ++slow;
+    }
   }
-  return out;
+  charge_work(at - from + 4 * slow);  // (a character at a time is several times slower)
+  if (skipped) *skipped = n;
+  return at;
 }
 
+size_t utf8_count(const std::string& s, size_t bytes) {
+  size_t n = 0;
+  utf8_skip(s, 0, SIZE_MAX, bytes, &n);
+  return n;
+}
+
+// (Counts first: a 60 MB string is 60M Values, ~10 GB.)
 List iterate(const Value& v) {
   using K = Value::Kind;
   switch (v.kind) {
     case K::kUndefined: return {};  // jinja2's Undefined iterates as empty
     case K::kList:
       if (v.s) fail(*v.s);  // a generator over something not iterable fails when consumed
+      charge_work(v.list->size() * kValueWork);
       return *v.list;
     case K::kDict: {
       List keys;
@@ -266,8 +373,13 @@ List iterate(const Value& v) {
       return keys;
     }
     case K::kString: {
+      check_items(utf8_count(*v.s));
       List chars;
-      for (std::string& c : utf8_chars(*v.s)) chars.push_back(Value::str(std::move(c)));
+      for (size_t k = 0; k < v.s->size();) {
+        const size_t e = utf8_next(*v.s, k);
+        chars.push_back(Value::str(v.s->substr(k, e - k)));
+        k = e;
+      }
       return chars;
     }
     default: fail("'" + v.type_name() + "' object is not iterable");
@@ -278,7 +390,7 @@ int64_t length(const Value& v) {
   using K = Value::Kind;
   switch (v.kind) {
     case K::kUndefined: return 0;
-    case K::kString: return static_cast<int64_t>(utf8_chars(*v.s).size());
+    case K::kString: return static_cast<int64_t>(utf8_count(*v.s));
     case K::kList:
       if (v.view == Value::View::kGenerator) fail("object of type 'generator' has no len()");
       return static_cast<int64_t>(v.list->size());
@@ -287,8 +399,11 @@ int64_t length(const Value& v) {
   }
 }
 
-Value from_json(const OrderedJson& j) {
+namespace {
+
+Value from_json_at(const OrderedJson& j, int depth) {
   using T = OrderedJson::value_t;
+  if (depth > kMaxDepth) fail("the render context is nested more than " + std::to_string(kMaxDepth) + " deep");
   switch (j.type()) {
     case T::null: return Value::none();
     case T::boolean: return Value::boolean(j.get<bool>());
@@ -302,17 +417,21 @@ Value from_json(const OrderedJson& j) {
     case T::string: return Value::str(j.get<std::string>());
     case T::array: {
       List l;
-      for (const OrderedJson& e : j) l.push_back(from_json(e));
+      for (const OrderedJson& e : j) l.push_back(from_json_at(e, depth + 1));
       return Value::make_list(std::move(l));
     }
     case T::object: {
       Dict d;
-      for (auto it = j.begin(); it != j.end(); ++it) d.set(it.key(), from_json(it.value()));
+      for (auto it = j.begin(); it != j.end(); ++it) d.set(it.key(), from_json_at(it.value(), depth + 1));
       return Value::make_dict(std::move(d));
     }
     default: return Value::none();  // binary / discarded: not produced by the JSON parser
   }
 }
+
+}  // namespace
+
+Value from_json(const OrderedJson& j) { return from_json_at(j, 0); }
 
 namespace {
 
@@ -383,7 +502,7 @@ void dump_container(const Value& v, const JsonStyle& st, int level, int depth, s
 
 void dump(const Value& v, const JsonStyle& st, int level, int depth, std::string* out) {
   using K = Value::Kind;
-  if (depth > 200) fail("tojson: value nested too deeply");
+  if (depth > kMaxDepth) fail("tojson: value nested too deeply");
   switch (v.kind) {
     case K::kNone: *out += "null"; break;
     case K::kBool: *out += v.b ? "true" : "false"; break;
@@ -397,6 +516,7 @@ void dump(const Value& v, const JsonStyle& st, int level, int depth, std::string
     case K::kDict: dump_container(v, st, level, depth, out); break;
     default: fail("tojson: Object of type " + v.type_name() + " is not JSON serializable");
   }
+  check_size(out->size());
 }
 
 }  // namespace
@@ -404,6 +524,7 @@ void dump(const Value& v, const JsonStyle& st, int level, int depth, std::string
 std::string to_json(const Value& v, const JsonStyle& style) {
   std::string out;
   dump(v, style, 0, 0, &out);
+  charge_work(out.size());
   return out;
 }
 

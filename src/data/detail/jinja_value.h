@@ -3,6 +3,7 @@
 // copied by reference count); a namespace() is the one mutable object, as in jinja2.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -25,6 +26,45 @@ struct Error {
   bool raised = false;  // raise_exception(): the template's own message, passed on as it is
 };
 [[noreturn]] void fail(std::string msg);
+
+// ---- limits for hostile templates -------------------------------------------------------------
+// (with the loop, call-depth and range limits of jinja_eval.h and the parser's nesting caps).
+// Each is a jinja::Error, never a crash, a hang or a std::bad_alloc.
+
+// The output and any one string: far above any chat prompt, far below the memory a render may take.
+constexpr size_t kMaxOutputBytes = size_t{64} << 20;
+// Items in one list (or sequence iterated): 1M Values are ~100 MB, and a render may not loop more.
+constexpr size_t kMaxListItems = 1'000'000;
+// How deep containers nest (the depth dump() allows too). Printing, comparing and freeing a value
+// recurse once per level; a list wrapped in itself 100000 times (built in a loop) would overflow
+// the C++ stack. Python's own repr and == fail near 1000 levels.
+constexpr int kMaxDepth = 200;
+// Work one render may do, in bytes copied or scanned (a Value copied or compared counts 32):
+// ~a second or two. Loops are capped at 1M iterations, but an iteration can copy a 60 MB string
+// (`s ~ x`, `l + [x]`, `s[-1]` each walk their whole operand), which would take hours.
+constexpr uint64_t kMaxWork = uint64_t{1} << 31;
+constexpr uint64_t kValueWork = 32;
+
+// The depth of a value holding one of depth `inner`; fails past kMaxDepth.
+uint16_t outer_depth(uint16_t inner);
+// Fails when a string of n bytes would pass kMaxOutputBytes / a list of n items kMaxListItems.
+void check_size(size_t n);
+void check_items(size_t n);
+// Note [jinja work budget]: charges work to the budget of the render running on this thread (a
+// thread_local, so that the many small functions that copy and scan need no Renderer argument);
+// a no-op outside a render. WorkBudget installs a budget for its lifetime.
+void charge_work(uint64_t units);
+class WorkBudget {
+ public:
+  WorkBudget();
+  ~WorkBudget();
+  WorkBudget(const WorkBudget&) = delete;
+  WorkBudget& operator=(const WorkBudget&) = delete;
+
+ private:
+  uint64_t used_ = 0;
+  uint64_t* saved_;
+};
 
 struct Value;
 using List = std::vector<Value>;
@@ -53,6 +93,10 @@ struct Value {
   // "dict_items([...])". Both are lists here, flagged, so those operations fail or print as Python does.
   enum class View { kNone, kGenerator, kDictItems, kDictKeys, kDictValues };
   View view = View::kNone;
+  // Containers nested in this value (0 for a scalar; a list of lists: 2); at most kMaxDepth. A
+  // method bound to a list counts the list. A namespace counts 0: it is the one mutable container,
+  // kept by the Renderer (Note [jinja cycles]); walks through it check their own depth.
+  uint16_t depth = 0;
   int64_t i = 0;
   double f = 0;
   std::shared_ptr<const std::string> s;  // string; for undefined, what was looked up (for errors)
@@ -67,6 +111,7 @@ struct Value {
   static Value integer(int64_t v);
   static Value number(double v);
   static Value str(std::string v);
+  // (make_list and make_dict fail past kMaxListItems items or kMaxDepth levels.)
   static Value make_list(List v, bool is_tuple = false);
   static Value make_dict(Dict v);
   static Value callable(std::string name, std::function<Value(Renderer&, CallArgs&)> fn);
@@ -116,7 +161,18 @@ struct JsonStyle {
 };
 std::string to_json(const Value& v, const JsonStyle& style);
 
-// UTF-8 code points of a string (Python's characters).
-std::vector<std::string> utf8_chars(const std::string& s);
+// Python's characters are UTF-8 code points here. A lead byte gives the length of its sequence,
+// whatever follows; a stray continuation byte is a character of its own. The functions below walk
+// them without splitting a string (a 60 MB string would be 60M strings, ~2 GB).
+// The byte after the character at byte k (k < s.size()).
+inline size_t utf8_next(const std::string& s, size_t k) {
+  const auto c = static_cast<unsigned char>(s[k]);
+  const size_t n = c < 0x80 ? 1 : c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : c >= 0xc0 ? 2 : 1;
+  return k + std::min(n, s.size() - k);
+}
+// The byte `chars` characters after byte `at`, stopping at byte `bytes` (what it skipped: *skipped).
+size_t utf8_skip(const std::string& s, size_t at, size_t chars, size_t bytes = std::string::npos, size_t* skipped = nullptr);
+// The number of characters in the first `bytes` bytes of s, without splitting it.
+size_t utf8_count(const std::string& s, size_t bytes = std::string::npos);
 
 }  // namespace st::jinja
