@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <optional>
@@ -125,6 +126,7 @@ struct Gen {
   std::set<int32_t> stops;
   int64_t max_new;
   int64_t max_seq;  // the KV cache: generation stops there, as HF's does at max_length
+  int64_t vocab;    // the model's vocab_size
   SamplingOptions sampling;
   std::mt19937_64 rng;
 };
@@ -136,6 +138,11 @@ StatusOr<std::string> generate(Gen& g, const std::vector<int32_t>& ids) {
   if (static_cast<int64_t>(ids.size()) > g.max_seq)
     return InvalidArgument(Str() << "the prompt has " << ids.size() << " tokens, the KV cache " << g.max_seq
                                  << ": raise --max-seq");
+  for (int32_t id : ids)
+    if (id < 0 || id >= g.vocab)
+      return InvalidArgument(Str() << "the tokenizer gives id " << id << " ('" << g.tok->id_to_token(id)
+                                   << "'), past the model's vocab_size " << g.vocab
+                                   << ": the tokenizer does not belong to this model");
   ASSIGN_OR_RETURN(std::vector<float> logits, g.dec->forward(ids, LogitsFor::kLast));
   std::vector<int32_t> out;
   size_t printed = 0;
@@ -188,6 +195,9 @@ Status chat(Gen& g, const ChatTemplate& t, const std::string& system, const std:
 
 // One independent generation per non-empty line of `path` (the cache is reset between prompts).
 Status run_prompts_file(Gen& g, const ChatTemplate* t, const std::string& system, const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec))  // a directory read as empty, /dev/zero as one endless line
+    return InvalidArgument(Str() << "--prompts-file " << path << ": not a regular file");
   std::ifstream f(path);
   if (!f) return NotFound(Str() << "--prompts-file " << path << ": cannot open");
   std::string line;
@@ -279,6 +289,7 @@ int run(const ParsedArgs& a) {
   g.tok = &*tok;
   g.max_new = static_cast<int64_t>(*max_new);
   g.max_seq = static_cast<int64_t>(*max_seq);
+  g.vocab = w.config.vocab_size;
   g.sampling = {.temperature = temperature, .top_p = top_p};
   g.rng.seed(*seed);
   if (tok->eos_id() >= 0) g.stops.insert(tok->eos_id());

@@ -56,7 +56,7 @@ StatusOr<DType> dtype_from_user(std::string_view s) {
   if (s == "float32" || s == "fp32" || s == "f32") return DType::kF32;
   if (s == "bfloat16" || s == "bf16") return DType::kBF16;
   if (s == "float16" || s == "fp16" || s == "f16") return DType::kF16;
-  return InvalidArgument(Str() << "unknown dtype '" << std::string(s) << "' (expected bfloat16 or float32)");
+  return InvalidArgument(Str() << "unknown dtype '" << std::string(s) << "' (expected bfloat16, float16 or float32)");
 }
 
 float f16_to_f32(uint16_t h) {

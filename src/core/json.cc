@@ -22,6 +22,8 @@ Status check_depth(std::string_view text, const std::string& what) {
   bool in_string = false;
   for (size_t i = 0; i < text.size(); ++i) {
     const char c = text[i];
+    if (c == '\0')  // the parser reads NUL as the end of input, dropping what follows silently
+      return Corruption(Str() << what << ": a NUL byte at byte " << i << " (JSON text never holds one)");
     if (in_string) {
       if (c == '\\') ++i;
       else if (c == '"') in_string = false;

@@ -196,9 +196,12 @@ StatusOr<Sample> from_tokenized(const OrderedJson& j, int64_t vocab, const std::
     std::vector<int32_t> v;
     for (size_t i = 0; i < a.size(); ++i) {
       if (!a[i].is_number_integer()) return InvalidArgument(Str() << what << ": " << key << "[" << i << "] is not an integer");
-      int64_t x = a[i].get<int64_t>();
+      // An unsigned value past INT64_MAX would read as negative (2^64-1 as -1): quote it as written.
+      const bool huge = a[i].is_number_unsigned() && a[i].get<uint64_t>() > static_cast<uint64_t>(INT64_MAX);
+      int64_t x = huge ? INT64_MAX : a[i].get<int64_t>();
       if (!(allow_ignore && x == kIgnoreIndex) && (x < 0 || x >= vocab))
-        return InvalidArgument(Str() << what << ": " << key << "[" << i << "] = " << x << " is outside the vocabulary [0, " << vocab << ")");
+        return InvalidArgument(Str() << what << ": " << key << "[" << i << "] = " << a[i].dump()
+                                     << " is outside the vocabulary [0, " << vocab << ")");
       v.push_back(static_cast<int32_t>(x));
     }
     return v;
@@ -274,6 +277,7 @@ constexpr size_t kMaxGunzipBytes = size_t{16} << 30;
 
 template <class Fn>
 Status for_each_record(const std::string& path, std::string_view text, Fn fn, bool inflated = false) {
+  if (text.starts_with("\xEF\xBB\xBF")) text.remove_prefix(3);  // a UTF-8 BOM (Windows editors write one)
   // A damaged .parquet (its head overwritten) would otherwise be read as JSON Lines of binary.
   const bool parquet_name = !inflated && path.size() > 8 && path.compare(path.size() - 8, 8, ".parquet") == 0;
   if (text.starts_with("PAR1") || (parquet_name && !text.starts_with("\x1f\x8b"))) {

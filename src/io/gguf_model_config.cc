@@ -130,8 +130,9 @@ Status read_yarn(const GgufFile& f, const std::string& p, ModelConfig* c) {
   c->rope_factor = f32_to_decimal(factor);
   ASSIGN_OR_RETURN(c->rope_original_max_pos,
                    f.get_int_or(p + "rope.scaling.original_context_length", c->max_position_embeddings));
-  if (!(c->rope_factor > 0) || c->rope_original_max_pos <= 0)
-    return bad_config(f, Str() << "yarn needs " << p << "rope.scaling.factor > 0 and an original context length > 0");
+  if (!(c->rope_factor > 0) || !std::isfinite(c->rope_factor) || c->rope_original_max_pos <= 0)
+    return bad_config(f, Str() << "yarn needs a finite " << p << "rope.scaling.factor > 0 (got " << c->rope_factor
+                               << ") and an original context length > 0");
   ASSIGN_OR_RETURN(double attn, f.get_float_or(p + "rope.scaling.attn_factor", 1.0));
   if (attn != 1.0)
     return Unimplemented(Str() << "gguf " << f.path() << ": key '" << p << "rope.scaling.attn_factor' = " << attn);
@@ -147,10 +148,16 @@ Status read_rope(const GgufFile& f, const std::string& p, ModelConfig* c) {
   if (!(c->rope_theta > 0) || !std::isfinite(c->rope_theta))
     return bad_config(f, Str() << "key '" << p << "rope.freq_base' = " << c->rope_theta << " must be positive");
   ASSIGN_OR_RETURN(std::string type, f.get_string_or(p + "rope.scaling.type", "none"));
+  // Two scalings in one file: one of them used to be dropped silently (session 23 audit).
+  if (type != "none" && f.find_tensor("rope_freqs.weight") != nullptr)
+    return Unimplemented(Str() << "gguf " << f.path() << ": both '" << p << "rope.scaling.type' = '" << type
+                               << "' and a rope_freqs.weight tensor (two RoPE scalings)");
   if (type == "linear") {
     c->rope_scaling = RopeScaling::kLinear;
     ASSIGN_OR_RETURN(double factor, f.get_float(p + "rope.scaling.factor"));
     c->rope_factor = f32_to_decimal(factor);
+    if (!(c->rope_factor > 0) || !std::isfinite(c->rope_factor))
+      return bad_config(f, Str() << "key '" << p << "rope.scaling.factor' = " << c->rope_factor << " must be positive");
   } else if (type == "yarn") {
     return read_yarn(f, p, c);
   } else if (type != "none") {

@@ -355,6 +355,15 @@ StatusOr<InitModelResult> init_model(const ModelConfig& config, const std::strin
   RETURN_IF_ERROR(prepare_dir(out_dir, opts.overwrite));
   const std::vector<HfTensorSpec> specs = hf_tensor_list(config);
   const std::vector<Shard> shards = plan_shards(specs, dtype_size(opts.dtype), opts.max_shard_bytes);
+  // A config of a terabyte model would write until the disk is full (session 23 audit): the
+  // checkpoint must fit the free space first.
+  uint64_t total = 0;
+  for (const Shard& sh : shards) total += sh.bytes;
+  std::error_code ec;
+  const std::filesystem::space_info space = std::filesystem::space(out_dir, ec);
+  if (!ec && total > space.available)
+    return InvalidArgument(Str() << "init-model: the checkpoint needs " << total / 1e9 << " GB, " << out_dir << " has "
+                                 << space.available / 1e9 << " GB free");
   InitModelResult r;
   for (const Shard& sh : shards) {
     RETURN_IF_ERROR(write_shard(out_dir, sh, opts), "writing " << path_join(out_dir, sh.file));

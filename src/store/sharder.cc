@@ -160,9 +160,14 @@ Status check_replaceable(const std::string& dir, const ModelSource& src) {
   }
   if (!fs::is_directory(st))
     return InvalidArgument(dir + " exists and is not a directory; choose another --out or remove it");
-  if (fs::is_empty(dir, ec) || file_exists(path_join(dir, kManifestName))) return Status::OK();
+  if (fs::is_empty(dir, ec)) return Status::OK();
+  // An earlier store, even a damaged one: its manifest says so. Web apps and extensions have a
+  // manifest.json too (session 23 audit: one was replaced).
+  const std::string mpath = path_join(dir, kManifestName);
+  StatusOr<std::string> text = file_exists(mpath) ? read_file_to_string(mpath) : StatusOr<std::string>(std::string());
+  if (text.ok() && text->find("\"streamtune-layer-store\"") != std::string::npos) return Status::OK();
   return InvalidArgument(dir + " exists and is not a streamtune store (no " + std::string(kManifestName) +
-                         "); refusing to replace it: choose another --out or remove it");
+                         " of one); refusing to replace it: choose another --out or remove it");
 }
 
 Status write_store(const ModelSource& src, const ShardOptions& opts, const std::string& tmp,

@@ -37,4 +37,8 @@ for f in "--temperature nan" "--top-p nan" "--temperature inf"; do
 done
 out=$("$bin" generate --model "$w/m" --prompt "The quick brown fox" --max-new-tokens 1000 --max-seq 12 --device cpu 2>"$w/err")
 grep -q "the KV cache of --max-seq 12 is full" "$w/err" || { echo "no max-seq note"; cat "$w/err"; exit 1; }
+for p in "$w" /dev/zero; do  # read as no prompts (rc 0), or one endless line, before
+  set +e; "$bin" generate --model "$w/m" --prompts-file "$p" --device cpu >/dev/null 2>"$w/err"; rc=$?; set -e
+  [ $rc -eq 1 ] && grep -q "not a regular file" "$w/err" || { echo "--prompts-file $p: rc $rc"; cat "$w/err"; exit 1; }
+done
 echo "resident == ram(2,3) == disk(2): $(echo "$ref" | head -c 60)"

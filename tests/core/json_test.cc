@@ -48,6 +48,14 @@ TEST(Json, DeepNestingIsRefusedByName) {
   EXPECT_EQ((*j)["a"].get<std::string>().size(), 2001u);
 }
 
+// nlohmann reads a NUL byte as the end of input: "[1]\0junk" parsed as [1], dropping the rest.
+TEST(Json, NulByteIsRefused) {
+  const std::string text("{\"a\": 1}\0{\"b\": 2}", 17);
+  auto j = parse_ordered_json(text, "n.jsonl line 4");
+  ASSERT_FALSE(j.ok());
+  EXPECT_NE(j.status().message().find("n.jsonl line 4: a NUL byte at byte 8"), std::string::npos) << j.status().to_string();
+}
+
 // An unsigned integer past INT64_MAX is out of range, not wrapped negative (r = 2^63).
 TEST(Json, IntPastInt64IsOutOfRange) {
   auto j = parse_json(R"({"r": 9223372036854775808, "s": 9223372036854775807})", "a.json");

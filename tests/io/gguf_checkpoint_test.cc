@@ -175,6 +175,14 @@ TEST(GgufCheckpoint, DamagedNormAndRopeKeysAreRefusedByName) {
     std::remove(path.c_str());
   }
   EXPECT_TRUE(GgufCheckpoint::open(with_f32_key("tiny_llama.gguf", "llama.rope.freq_base", 500000.0f)).ok());
+  // A yarn factor that is not a positive finite number (all-NaN logits before, rc 0: session 23).
+  for (float v : {NAN, 0.0f, -4.0f, INFINITY}) {
+    const std::string path = with_f32_key("tiny_qwen3_yarn.gguf", "qwen3.rope.scaling.factor", v);
+    auto ck = GgufCheckpoint::open(path);
+    ASSERT_FALSE(ck.ok()) << v;
+    EXPECT_NE(ck.status().message().find("rope.scaling.factor"), std::string::npos) << ck.status().to_string();
+    std::remove(path.c_str());
+  }
 }
 
 TEST(GgufCheckpoint, TokenizerData) {

@@ -177,6 +177,9 @@ TEST(Sharder, NeverReplacesWhatIsNotAStore) {
   ASSERT_TRUE(make_dirs(sibling).ok());
   ASSERT_TRUE(write_file_atomic(sibling + "/notes.txt", "keep me too").ok());
   ASSERT_TRUE(write_file_atomic(t.sub("plain_file"), "a file").ok());
+  const std::string webapp = t.sub("webapp");  // a manifest.json that is not a store's
+  ASSERT_TRUE(make_dirs(webapp).ok());
+  ASSERT_TRUE(write_file_atomic(webapp + "/manifest.json", "{\"name\": \"pwa\"}").ok());
 
   auto shard_to = [&](const std::string& out) {
     ShardOptions o;
@@ -186,6 +189,7 @@ TEST(Sharder, NeverReplacesWhatIsNotAStore) {
   };
   for (const auto& [out, says] : std::vector<std::pair<std::string, std::string>>{
            {user, "is not a streamtune store"},
+           {webapp, "is not a streamtune store"},
            {t.sub("model"), "holds the source model"},
            {t.sub("model") + "/", "holds the source model"},
            {t.path, "holds the source model"},
@@ -198,6 +202,7 @@ TEST(Sharder, NeverReplacesWhatIsNotAStore) {
   EXPECT_EQ(*read_file_to_string(user + "/notes.txt"), "keep me");
   EXPECT_EQ(*read_file_to_string(sibling + "/notes.txt"), "keep me too");
   EXPECT_EQ(*read_file_to_string(t.sub("plain_file")), "a file");
+  EXPECT_EQ(*read_file_to_string(webapp + "/manifest.json"), "{\"name\": \"pwa\"}");
   EXPECT_TRUE(open_hf_model_source(t.sub("model")).ok());
 
   // An empty directory is taken; the user's look-alike sibling survives a successful shard.

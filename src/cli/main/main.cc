@@ -1,7 +1,10 @@
 // streamtune entry point: dispatches to cli/ subcommands.
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
+#include <exception>
+#include <new>
 
 #include "cli/commands.h"
 
@@ -14,5 +17,15 @@ int main(int argc, char** argv) {
     setenv("OMP_WAIT_POLICY", "passive", 1);
     execv("/proc/self/exe", argv);  // returns only on failure: carry on with the default policy
   }
-  return st::cli_main(argc, argv);
+  // The backstop for what no reader should let through: an allocation the input made too large
+  // (a 100 MB record under a memory limit) or an exception a check missed ends with a message
+  // and exit 1, never an abort.
+  try {
+    return st::cli_main(argc, argv);
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "streamtune: error: out of memory (the input needs more than this machine gives)\n");
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "streamtune: error: %s\n", e.what());
+  }
+  return 1;
 }

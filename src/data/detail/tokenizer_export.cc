@@ -123,7 +123,16 @@ StatusOr<HfTokenizerFiles> export_hf_tokenizer(const GgufTokenizerParts& p, cons
   if (p.pad_id >= 0 && p.pad_id < static_cast<int64_t>(p.tokens.size())) cfg["pad_token"] = name(p.pad_id);
   if (unk >= 0) cfg["unk_token"] = name(unk);
   if (!p.chat_template.empty()) cfg["chat_template"] = p.chat_template;
-  return HfTokenizerFiles{tj.dump(1) + "\n", cfg.dump(2) + "\n"};
+  // JSON holds UTF-8 only: a token (or template) that is not valid UTF-8 is damage in the GGUF,
+  // named here rather than thrown by dump() (which aborted `merge`: session 23 audit).
+  for (size_t i = 0; i < p.tokens.size(); ++i)
+    if (!utf8_valid(p.tokens[i]))
+      return Corruption(Str() << what << ": tokenizer.ggml.tokens[" << i << "] is not valid UTF-8");
+  try {
+    return HfTokenizerFiles{tj.dump(1) + "\n", cfg.dump(2) + "\n"};
+  } catch (const Json::exception& e) {
+    return Corruption(Str() << what << ": the tokenizer cannot be written as JSON: " << e.what());
+  }
 }
 
 }  // namespace st::tok
