@@ -135,9 +135,6 @@ struct Gen {
 // incomplete UTF-8 sequence is held back until the next token completes it). Returns the text.
 StatusOr<std::string> generate(Gen& g, const std::vector<int32_t>& ids) {
   if (ids.empty()) return InvalidArgument("the prompt is empty and the tokenizer adds no BOS: nothing to continue");
-  if (static_cast<int64_t>(ids.size()) > g.max_seq)
-    return InvalidArgument(Str() << "the prompt has " << ids.size() << " tokens, the KV cache " << g.max_seq
-                                 << ": raise --max-seq");
   for (int32_t id : ids)
     if (id < 0 || id >= g.vocab)
       return InvalidArgument(Str() << "the tokenizer gives id " << id << " ('" << g.tok->id_to_token(id)

@@ -57,7 +57,11 @@ void fsync_dir(const std::string& dir) {
   ::close(fd);
 }
 
-// Leftover checkpoint-*.tmp.<pid> dirs of processes that no longer run (a kill mid-write).
+// A checkpoint-<N> directory: digits after the prefix, nothing else.
+bool checkpoint_name(const std::string& name) {
+  return name.size() > 11 && name.rfind("checkpoint-", 0) == 0 && name.find_first_not_of("0123456789", 11) == std::string::npos;
+}
+
 // What write_checkpoint puts in its temp dir (and the ".tmp.<pid>" partial files of each): a
 // directory holding anything else is not one of ours, whatever its name.
 bool only_checkpoint_files(const fs::path& dir) {
@@ -72,6 +76,7 @@ bool only_checkpoint_files(const fs::path& dir) {
   return !ec;
 }
 
+// Leftover checkpoint-*.tmp.<pid> dirs of processes that no longer run (a kill mid-write).
 void remove_stale_temps(const std::string& output_dir) {
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(output_dir, ec)) {
@@ -304,8 +309,7 @@ std::vector<std::pair<int64_t, std::string>> list_checkpoints(const std::string&
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(output_dir, ec)) {
     const std::string name = e.path().filename().string();
-    if (name.rfind("checkpoint-", 0) != 0 || name.size() == 11) continue;
-    if (name.find_first_not_of("0123456789", 11) != std::string::npos) continue;  // .tmp / .old
+    if (!checkpoint_name(name)) continue;  // also skips .tmp / .old
     if (!file_exists(path_join(e.path().string(), kStateFile))) continue;
     int64_t step = 0;  // a name past int64 is nobody's step (std::stoll threw: session 23 audit)
     const char* first = name.data() + 11;
@@ -331,11 +335,6 @@ StatusOr<std::string> resolve_resume_checkpoint(const std::string& spec, const s
 }
 
 namespace {
-
-// A checkpoint-<N> directory: digits after the prefix, nothing else.
-bool checkpoint_name(const std::string& name) {
-  return name.size() > 11 && name.rfind("checkpoint-", 0) == 0 && name.find_first_not_of("0123456789", 11) == std::string::npos;
-}
 
 // Replaceable as a checkpoint: absent, empty, or holding a trainer_state.json.
 bool replaceable_checkpoint(const fs::path& dir) {
@@ -408,12 +407,9 @@ StatusOr<TrainerState> read_checkpoint(const std::string& dir, const Json& expec
   std::string trimmed = dir;
   while (trimmed.size() > 1 && trimmed.back() == '/') trimmed.pop_back();
   const std::string base = path_basename(trimmed);
-  if (base.rfind("checkpoint-", 0) == 0) {
-    const std::string n = base.substr(11);
-    if (!n.empty() && n.find_first_not_of("0123456789") == std::string::npos && n != std::to_string(s.global_step))
-      return Corruption(Str() << state_path << ": global_step " << s.global_step << " in a directory named " << base
-                              << ": the checkpoint is damaged; resume from an earlier checkpoint-N directory instead");
-  }
+  if (checkpoint_name(base) && base.substr(11) != std::to_string(s.global_step))
+    return Corruption(Str() << state_path << ": global_step " << s.global_step << " in a directory named " << base
+                            << ": the checkpoint is damaged; resume from an earlier checkpoint-N directory instead");
   if (j.contains("lr_schedule_step") && j["lr_schedule_step"] != Json(s.global_step))
     return Corruption(Str() << state_path << ": lr_schedule_step " << j["lr_schedule_step"].dump()
                             << " differs from global_step " << s.global_step);
