@@ -75,6 +75,9 @@ int run(const std::vector<std::string>& args) {
     if (r.status().code() == StatusCode::kInvalidArgument) return usage_error(self, r.status().message());
     return runtime_error(r.status());
   }
+  if (r->stale_temps_removed > 0)
+    std::printf("removed %d partial file(s) of an earlier, killed init-model from %s\n", r->stale_temps_removed,
+                out.c_str());
   const double gb = static_cast<double>(r->bytes) / 1e9;
   std::printf("wrote %s: %lld params, %.3f GB (%s) in %zu file(s), %.2f s (%.2f GB/s)\n", out.c_str(),
               static_cast<long long>(r->params), gb, dtype_name(opts.dtype), r->files.size(), r->seconds,

@@ -1,12 +1,16 @@
 #include "model/init_model.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
+#include <charconv>
 #include <chrono>
 #include <cmath>
+#include <limits>
 #include <filesystem>
 #include <memory>
 #include <thread>
@@ -295,13 +299,32 @@ bool is_checkpoint_file(const std::string& name) {
           name.compare(name.size() - 12, 12, ".safetensors") == 0);
 }
 
+// A temp file of a killed init-model: "<checkpoint file>.tmp.<pid>" (write_shard,
+// write_file_atomic) whose process is gone. Removed before writing: a killed 28 GB run would
+// otherwise keep its partial shards, unseen, taking the space the new run needs.
+bool is_stale_temp(const std::string& name) {
+  const size_t at = name.rfind(".tmp.");
+  if (at == std::string::npos || !is_checkpoint_file(name.substr(0, at))) return false;
+  const std::string digits = name.substr(at + 5);
+  long long pid = 0;
+  const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), pid);
+  if (ec != std::errc() || end != digits.data() + digits.size() || digits.empty() || pid <= 0 ||
+      pid > std::numeric_limits<pid_t>::max())
+    return false;
+  return ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
+}
+
 // Refuses to mix a new checkpoint with an old one; with `overwrite`, removes the old files.
-Status prepare_dir(const std::string& dir, bool overwrite) {
+// Removes the temps of killed runs either way (is_stale_temp), counted in *swept.
+Status prepare_dir(const std::string& dir, bool overwrite, int* swept) {
   RETURN_IF_ERROR(make_dirs(dir), "creating output directory " << dir);
   std::error_code ec;
   std::vector<std::filesystem::path> old;
   for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
-    if (is_checkpoint_file(e.path().filename().string())) old.push_back(e.path());
+    const std::string name = e.path().filename().string();
+    if (is_checkpoint_file(name)) old.push_back(e.path());
+    std::error_code rec;
+    if (e.is_regular_file(rec) && is_stale_temp(name) && std::filesystem::remove(e.path(), rec)) ++*swept;
   }
   if (ec) return IOError(Str() << "listing " << dir << ": " << ec.message());
   if (old.empty()) return Status::OK();
@@ -352,7 +375,8 @@ StatusOr<InitModelResult> init_model(const ModelConfig& config, const std::strin
                                      const InitModelOptions& opts) {
   const auto t0 = std::chrono::steady_clock::now();
   RETURN_IF_ERROR(check_config(config, opts.dtype));
-  RETURN_IF_ERROR(prepare_dir(out_dir, opts.overwrite));
+  InitModelResult r;
+  RETURN_IF_ERROR(prepare_dir(out_dir, opts.overwrite, &r.stale_temps_removed));
   const std::vector<HfTensorSpec> specs = hf_tensor_list(config);
   const std::vector<Shard> shards = plan_shards(specs, dtype_size(opts.dtype), opts.max_shard_bytes);
   // A config of a terabyte model would write until the disk is full (session 23 audit): the
@@ -364,7 +388,6 @@ StatusOr<InitModelResult> init_model(const ModelConfig& config, const std::strin
   if (!ec && total > space.available)
     return InvalidArgument(Str() << "init-model: the checkpoint needs " << total / 1e9 << " GB, " << out_dir << " has "
                                  << space.available / 1e9 << " GB free");
-  InitModelResult r;
   for (const Shard& sh : shards) {
     RETURN_IF_ERROR(write_shard(out_dir, sh, opts), "writing " << path_join(out_dir, sh.file));
     r.bytes += sh.bytes;

@@ -48,11 +48,13 @@ struct InitModelResult {
   uint64_t bytes = 0;               // tensor bytes written (sum over shards)
   std::vector<std::string> files;   // safetensors files written (basenames)
   double seconds = 0;
+  int stale_temps_removed = 0;      // partial files of killed runs found in out_dir and removed
 };
 
 // Writes config.json and the weights into `out_dir` (created if missing). Refuses a directory
 // that already holds config.json or model*.safetensors* unless opts.overwrite. Each file is
-// written under a temporary name and renamed when complete.
+// written under a temporary name and renamed when complete; the temporaries of a killed run (its
+// process gone) are removed first.
 StatusOr<InitModelResult> init_model(const ModelConfig& c, const std::string& out_dir,
                                      const InitModelOptions& opts);
 

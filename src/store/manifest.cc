@@ -8,6 +8,8 @@
 
 #include "core/checksum.h"
 #include "core/file.h"
+#include "io/safetensors.h"
+#include "model/pack.h"
 #include "model/weights.h"
 
 namespace st {
@@ -51,7 +53,37 @@ StatusOr<uint64_t> read_header_len(const std::string& path) {
   return n;
 }
 
-Status check_file(const std::string& dir, const StoreFile& f, uint64_t want_bytes) {
+// A tensor the file's header must list where the blob layout puts it.
+struct Expected {
+  std::string name;
+  uint64_t offset, nbytes;
+};
+
+// Note [store file identity]: the checksums say a file's bytes are the ones written, not which
+// layer they are: layer files swapped together with their manifest entries would pass them and
+// train on the wrong layers. The header the sharder wrote names its blob ("__metadata__":
+// {"streamtune": "layer 7"}) and every tensor at its layout offset, so the header is read back
+// and checked against the layout the manifest implies (a few KiB a file, at open).
+Status check_header(const std::string& path, const std::string& kind, const std::vector<Expected>& want) {
+  ASSIGN_OR_RETURN(SafetensorsFile st, SafetensorsFile::open(path));
+  auto meta = st.metadata().find("streamtune");
+  if (meta == st.metadata().end() || meta->second != kind)
+    return Corruption(Str() << path << ": its header says it holds '"
+                            << (meta == st.metadata().end() ? std::string("(no streamtune entry)") : meta->second)
+                            << "', the manifest lists it as '" << kind << "'");
+  for (const Expected& e : want) {
+    const TensorInfo* t = st.find(e.name);
+    if (t == nullptr) return Corruption(Str() << path << ": its header lacks tensor '" << e.name << "'");
+    if (t->offset != e.offset || t->nbytes != e.nbytes)
+      return Corruption(Str() << path << ": tensor '" << e.name << "' at bytes [" << t->offset << ", "
+                              << t->offset + t->nbytes << "), the layout puts it at [" << e.offset << ", "
+                              << e.offset + e.nbytes << ")");
+  }
+  return Status::OK();
+}
+
+Status check_file(const std::string& dir, const StoreFile& f, uint64_t want_bytes, const std::string& kind,
+                  const std::vector<Expected>& want) {
   std::string path = path_join(dir, f.name);
   if (f.bytes != want_bytes)
     return Corruption(Str() << path << ": manifest says " << f.bytes << " blob bytes, the layout needs " << want_bytes);
@@ -67,7 +99,7 @@ Status check_file(const std::string& dir, const StoreFile& f, uint64_t want_byte
   if (n + 8 != f.data_start)
     return Corruption(Str() << path << ": safetensors header ends at " << n + 8 << ", manifest says data_start "
                             << f.data_start);
-  return Status::OK();
+  return check_header(path, kind, want);
 }
 
 }  // namespace
@@ -159,8 +191,17 @@ StatusOr<StoreManifest> open_store_manifest(const std::string& dir) {
   if (!file_exists(mpath)) return NotFound(dir + " is not a layer store (no " + kManifestName + ")");
   ASSIGN_OR_RETURN(Json j, read_json_file(mpath));
   ASSIGN_OR_RETURN(StoreManifest m, manifest_from_json(j, mpath));
-  for (const StoreFile& f : m.layers) RETURN_IF_ERROR(check_file(dir, f, m.layer_bytes), "store " << dir);
-  RETURN_IF_ERROR(check_file(dir, m.extras, m.extras_bytes), "store " << dir);
+  const LayerLayout layout = make_layer_layout(m.config, m.dtype, m.quant);
+  for (size_t l = 0; l < m.layers.size(); ++l) {
+    std::vector<Expected> want;
+    for (const LayerTensorSpec& s : layout.tensors)
+      want.push_back({layer_tensor_name(static_cast<int>(l), s), s.offset, s.nbytes});
+    RETURN_IF_ERROR(check_file(dir, m.layers[l], m.layer_bytes, "layer " + std::to_string(l), want), "store " << dir);
+  }
+  std::vector<Expected> want;
+  for (const LayerTensorSpec& s : make_extras_layout(m.config, m.dtype).tensors)
+    want.push_back({s.hf_suffix, s.offset, s.nbytes});
+  RETURN_IF_ERROR(check_file(dir, m.extras, m.extras_bytes, "extras", want), "store " << dir);
   return m;
 }
 

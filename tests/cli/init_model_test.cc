@@ -4,6 +4,7 @@
 #include "model/init_model.h"
 
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -167,6 +168,29 @@ TEST_F(InitModelTest, RefusesExistingCheckpointUnlessOverwrite) {
   ASSERT_TRUE(init_model(*c, dir("x"), o).ok());
   EXPECT_FALSE(file_exists(dir("x") + "/model.safetensors"));
   expect_checkpoint_matches(dir("x"), *c, o);
+}
+
+// The partial files of a killed run (its pid gone) are removed; a live process's temp and a
+// user's file of the same shape but another name are not.
+TEST_F(InitModelTest, RemovesTheTempsOfAKilledRun) {
+  auto c = model_preset("tiny-llama");
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) ::_exit(0);
+  ASSERT_EQ(::waitpid(child, nullptr, 0), child);  // `child` names no process now
+  const std::string d = dir("killed"), dead = std::to_string(child), live = std::to_string(::getppid());  // alive, and not ours (our own temp names are ours to write)
+  ASSERT_TRUE(make_dirs(d).ok());
+  for (const std::string& f : {"model-00001-of-00002.safetensors.tmp." + dead, "config.json.tmp." + dead,
+                               "model.safetensors.tmp." + live, "notes.txt.tmp." + dead, std::string("model.safetensors.tmp.x")})
+    ASSERT_TRUE(write_file_atomic(d + "/" + f, "partial").ok());
+  auto r = init_model(*c, d, InitModelOptions{});
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(r->stale_temps_removed, 2);
+  EXPECT_FALSE(file_exists(d + "/model-00001-of-00002.safetensors.tmp." + dead));
+  EXPECT_FALSE(file_exists(d + "/config.json.tmp." + dead));
+  EXPECT_TRUE(file_exists(d + "/model.safetensors.tmp." + live));
+  EXPECT_TRUE(file_exists(d + "/notes.txt.tmp." + dead));
+  EXPECT_TRUE(file_exists(d + "/model.safetensors.tmp.x"));
 }
 
 TEST(InitValues, NormalWithRequestedStd) {

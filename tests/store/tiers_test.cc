@@ -1,6 +1,7 @@
 // RamStore / DiskStore: bytes equal the layer files' data sections; damaged stores and failing
 // reads give a clear error naming the file (never a crash or a hang).
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <vector>
 
@@ -124,6 +125,33 @@ TEST(StoreValidation, ManifestNotMatchingFiles) {
   s = open_store_manifest(f.store).status();
   EXPECT_EQ(s.code(), StatusCode::kCorruption);
   EXPECT_NE(s.message().find("layer_000.safetensors"), std::string::npos) << s.to_string();
+}
+
+// Note [store file identity]: layer files swapped together with their manifest entries (so
+// every checksum agrees) are caught by the headers, which name the layer each file holds.
+TEST(StoreValidation, SwappedLayerFilesAreCorruptionNamingTheLayer) {
+  Fixture f;
+  const std::string a = f.store + "/layer_000.safetensors", b = f.store + "/layer_002.safetensors";
+  std::filesystem::rename(a, f.store + "/swap");
+  std::filesystem::rename(b, a);
+  std::filesystem::rename(f.store + "/swap", b);
+  std::string mpath = f.store + "/manifest.json";
+  Json j = *read_json_file(mpath);
+  for (const char* k : {"size", "data_start", "bytes", "checksum"}) std::swap(j["files"][0][k], j["files"][2][k]);
+  ASSERT_TRUE(write_file_atomic(mpath, j.dump()).ok());
+  for (int tier = 0; tier < 2; ++tier) {
+    Status s = tier == 0 ? RamStore::open(f.store, f.be.get()).status() : DiskStore::open(f.store, f.be.get()).status();
+    EXPECT_EQ(s.code(), StatusCode::kCorruption) << s.to_string();
+    EXPECT_NE(s.message().find("layer_000.safetensors: its header says it holds 'layer 2'"), std::string::npos)
+        << s.to_string();
+  }
+  // Swapped back, the same store opens: the check reads what the sharder wrote.
+  std::filesystem::rename(a, f.store + "/swap");
+  std::filesystem::rename(b, a);
+  std::filesystem::rename(f.store + "/swap", b);
+  for (const char* k : {"size", "data_start", "bytes", "checksum"}) std::swap(j["files"][0][k], j["files"][2][k]);
+  ASSERT_TRUE(write_file_atomic(mpath, j.dump()).ok());
+  EXPECT_TRUE(RamStore::open(f.store, f.be.get()).ok());
 }
 
 // Test double: fails or truncates reads of files whose name contains `match`.
