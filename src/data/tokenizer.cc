@@ -122,23 +122,9 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, AddSpecial add) co
 }
 
 std::string Tokenizer::decode(std::span<const int32_t> ids, SkipSpecial skip) const {
-  // Like HF: runs of model tokens go through the ByteLevel decoder (lossy UTF-8 per run);
-  // added tokens are inserted verbatim between runs.
-  std::string out, bytes;
-  if (!impl_) return out;
-  if (impl_->model == tok::ModelKind::kChars) return impl_->decode_chars(ids, skip == SkipSpecial::kYes);
-  for (int32_t id : ids) {
-    if (id < 0 || static_cast<size_t>(id) >= impl_->id_to_bytes.size()) continue;
-    if (skip == SkipSpecial::kYes && impl_->id_special[id]) continue;
-    if (impl_->id_added[id]) {
-      out += tok::utf8_lossy(bytes);
-      bytes.clear();
-      out += impl_->id_to_bytes[id];
-    } else {
-      bytes += impl_->id_to_bytes[id];
-    }
-  }
-  return out + tok::utf8_lossy(bytes);
+  // HF runs every token, added ones included, through the decoder chain (decode.cc).
+  if (!impl_) return std::string();
+  return impl_->decode_chars(ids, skip == SkipSpecial::kYes);
 }
 
 int64_t Tokenizer::vocab_size() const { return impl_ ? static_cast<int64_t>(impl_->id_to_str.size()) : 0; }

@@ -9,19 +9,25 @@
 // Supported tokenizer.json components (anything else gives Unimplemented naming the component;
 // a malformed entry of a supported one gives Corruption naming the file and the field):
 //   model:          BPE: merges as "a b" strings or ["a","b"] pairs; ignore_merges; byte_fallback,
-//                   unk_token, fuse_unk (SentencePiece style only). No continuing_subword_prefix,
-//                   end_of_word_suffix or dropout.
-//   normalizer:     null, NFC, Prepend, Replace (String pattern), or a Sequence of those.
-//   pre_tokenizer:  Sequence of Split (the regexes of tokenize/detail/pretokenize.h or a literal
-//                   String; behavior Isolated, invert false), Digits, ByteLevel (add_prefix_space,
-//                   use_regex = GPT-2 regex), Metaspace (replacement, prepend_scheme
-//                   always/first/never or add_prefix_space, split).
-//   post_processor: null, ByteLevel, TemplateProcessing ("single" template), or a Sequence of those.
-//   decoder:        byte-level: ByteLevel (or null / Sequence; decoding is always byte-level).
-//                   SentencePiece style: Replace (String), ByteFallback, Fuse, Strip, Metaspace, a
-//                   Sequence of those, or null (tokens joined with spaces), run as HF runs them.
+//                   unk_token, fuse_unk (byte-level: only with all 256 byte chars in the vocab,
+//                   where they never fire). No continuing_subword_prefix, end_of_word_suffix or
+//                   dropout.
+//   normalizer:     null, NFC, NFD, NFKC, NFKD, Lowercase, Strip, StripAccents, Prepend, Replace
+//                   (String or Regex pattern), or a Sequence of those.
+//   pre_tokenizer:  Split (the regexes of data/detail/pretokenize.h, any regex of the general
+//                   matcher, or a literal String; every behavior, invert), Digits, ByteLevel
+//                   (add_prefix_space, use_regex = GPT-2 regex), Metaspace (replacement,
+//                   prepend_scheme always/first/never or add_prefix_space, split; not after
+//                   ByteLevel), Whitespace, WhitespaceSplit, Punctuation, CharDelimiterSplit,
+//                   BertPreTokenizer, or a Sequence of those.
+//   post_processor: null, ByteLevel, TemplateProcessing ("single" template), RobertaProcessing,
+//                   BertProcessing, or a Sequence of those.
+//   decoder:        ByteLevel (byte-level models only), Replace (String), ByteFallback, Fuse, Strip,
+//                   Metaspace, a Sequence of those, or null (token strings joined with " "), run
+//                   on every token (added ones included) as HF runs them.
 //   added_tokens:   matched before normalization (normalized:false) or after it (normalized:true,
-//                   content normalized too), leftmost-longest; lstrip / rstrip / single_word honoured.
+//                   content normalized too), leftmost-longest; lstrip / rstrip / single_word honoured
+//                   as HF's find_matches does (tests/data/tokenizer_config_variants_test.cc).
 //
 // Thread safety: encode/decode are const and may be called from several threads (the internal
 // piece cache is guarded by a mutex). Copies share the vocabulary and cache; the setters change
@@ -109,9 +115,9 @@ class Tokenizer {
   // Text -> ids, as HF `tokenizer.encode(text, add_special_tokens=...)`. Never fails: invalid
   // UTF-8 bytes are tokenized as raw bytes.
   std::vector<int32_t> encode(std::string_view text, AddSpecial add = AddSpecial::kNo) const;
-  // Ids -> text, as HF `tokenizer.decode(ids, skip_special_tokens=...)`: byte-level models use the
-  // ByteLevel decoder (lossy UTF-8: invalid sequences become U+FFFD); SentencePiece-style ones
-  // their decoder chain (ByteFallback: U+FFFD per byte of an invalid run). Unknown ids
+  // Ids -> text, as HF `tokenizer.decode(ids, skip_special_tokens=...)`: the file's decoder chain
+  // over every token (ByteLevel: lossy UTF-8, invalid sequences become U+FFFD; ByteFallback: U+FFFD
+  // per byte of an invalid run); a GGUF byte-level vocab decodes with ByteLevel. Unknown ids
   // (>= vocab_size or negative) are skipped.
   std::string decode(std::span<const int32_t> ids, SkipSpecial skip = SkipSpecial::kNo) const;
 

@@ -8,6 +8,8 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <algorithm>
 #include <string>
 
 #include "core/check.h"
@@ -66,36 +68,46 @@ TEST(Tokenizer, SpecialIdsAndLookups) {
   EXPECT_EQ(tok->decode(std::vector<int32_t>{-1, 1 << 30}), "");
 }
 
+// The vocabulary of fixture `name`'s tokenizer.json as GGUF would store it ("gpt2" parts).
+GgufTokenizerParts gguf_parts_of(const std::string& name, const std::string& pre) {
+  auto j = read_json_file(fixture(name) + "/tokenizer.json");
+  CHECK(j.ok(), j.status().to_string());
+  GgufTokenizerParts p;
+  p.pre = pre;
+  size_t n = 0;
+  for (auto& [k, v] : (*j)["model"]["vocab"].items()) n = std::max<size_t>(n, v.get<size_t>() + 1);
+  for (auto& a : (*j)["added_tokens"]) n = std::max<size_t>(n, a["id"].get<size_t>() + 1);
+  p.tokens.resize(n);
+  p.token_types.assign(n, 1);
+  for (auto& [k, v] : (*j)["model"]["vocab"].items()) p.tokens[v.get<size_t>()] = k;
+  for (auto& a : (*j)["added_tokens"]) {
+    p.tokens[a["id"].get<size_t>()] = a["content"];
+    p.token_types[a["id"].get<size_t>()] = a["special"].get<bool>() ? 3 : 4;
+  }
+  for (auto& m : (*j)["model"]["merges"]) p.merges.push_back(m[0].get<std::string>() + " " + m[1].get<std::string>());
+  p.bos_id = 3;
+  p.add_bos = name == "llama3";
+  return p;
+}
+
+std::vector<std::string> fixture_texts(const std::string& name) {
+  std::ifstream in(fixture(name) + "/expected.jsonl");
+  std::vector<std::string> out;
+  std::string line;
+  while (std::getline(in, line)) out.push_back((*parse_json(line, "x"))["text"].get<std::string>());
+  return out;
+}
+
 // GGUF path: the same vocabulary handed over as GGUF would store it must tokenize identically
 // (texts with the lstrip/rstrip test tokens are skipped: GGUF does not carry those flags).
 TEST(Tokenizer, FromGgufPartsMatchesJson) {
   for (auto [name, pre] : {std::pair{"llama3", "llama-bpe"}, {"qwen2", "qwen2"}, {"smollm2", "smollm"}, {"tekken", "tekken"}}) {
-    auto j = read_json_file(fixture(name) + "/tokenizer.json");
-    ASSERT_TRUE(j.ok());
-    GgufTokenizerParts p;
-    p.pre = pre;
-    size_t n = 0;
-    for (auto& [k, v] : (*j)["model"]["vocab"].items()) n = std::max<size_t>(n, v.get<size_t>() + 1);
-    for (auto& a : (*j)["added_tokens"]) n = std::max<size_t>(n, a["id"].get<size_t>() + 1);
-    p.tokens.resize(n);
-    p.token_types.assign(n, 1);
-    for (auto& [k, v] : (*j)["model"]["vocab"].items()) p.tokens[v.get<size_t>()] = k;
-    for (auto& a : (*j)["added_tokens"]) {
-      p.tokens[a["id"].get<size_t>()] = a["content"];
-      p.token_types[a["id"].get<size_t>()] = a["special"].get<bool>() ? 3 : 4;
-    }
-    for (auto& m : (*j)["model"]["merges"]) p.merges.push_back(m[0].get<std::string>() + " " + m[1].get<std::string>());
-    p.bos_id = 3;
-    p.add_bos = std::string(name) == "llama3";
-    auto g = Tokenizer::from_gguf_parts(p);
+    auto g = Tokenizer::from_gguf_parts(gguf_parts_of(name, pre));
     ASSERT_TRUE(g.ok()) << g.status().to_string();
     auto t = Tokenizer::from_file(fixture(name) + "/tokenizer.json");
     ASSERT_TRUE(t.ok());
-    std::ifstream in(fixture(name) + "/expected.jsonl");
-    std::string line;
     int checked = 0;
-    while (std::getline(in, line)) {
-      std::string text = (*parse_json(line, "x"))["text"];
+    for (const std::string& text : fixture_texts(name)) {
       if (text.find("<|ls|>") != std::string::npos || text.find("<|rs|>") != std::string::npos) continue;
       EXPECT_EQ(g->encode(text), t->encode(text)) << name << " " << Json(text).dump();
       ++checked;
@@ -107,6 +119,43 @@ TEST(Tokenizer, FromGgufPartsMatchesJson) {
   auto refused = Tokenizer::from_gguf_parts(bad);
   EXPECT_EQ(refused.status().code(), StatusCode::kUnimplemented);
   EXPECT_NE(refused.status().message().find("kimi-k2"), std::string::npos) << refused.status().to_string();
+}
+
+// Note [duplicate GGUF tokens]: a string listed twice in a "gpt2" vocabulary encodes to its last
+// id, as llama.cpp and transformers' GGUF converter do; merges through it still fire, and both
+// ids decode. Here a single-byte token ("e", in many merges) and a merged one are listed again at
+// the end: every text encodes as before with the old ids replaced by the new ones.
+TEST(Tokenizer, GgufDuplicateTokensTakeTheLastId) {
+  GgufTokenizerParts p = gguf_parts_of("qwen2", "qwen2");
+  auto base = Tokenizer::from_gguf_parts(p);
+  ASSERT_TRUE(base.ok()) << base.status().to_string();
+  std::map<int32_t, int32_t> renamed;
+  const std::string the = "\xC4\xA0the";  // "Ġthe": byte-level for " the"
+  for (const std::string& s : {std::string("e"), the}) {
+    auto it = std::find(p.tokens.begin(), p.tokens.end(), s);
+    ASSERT_NE(it, p.tokens.end()) << s;
+    renamed[static_cast<int32_t>(it - p.tokens.begin())] = static_cast<int32_t>(p.tokens.size());
+    p.tokens.push_back(s);
+    p.token_types.push_back(1);
+  }
+  auto dup = Tokenizer::from_gguf_parts(p);
+  ASSERT_TRUE(dup.ok()) << dup.status().to_string();
+  int changed = 0;
+  for (const std::string& text : fixture_texts("qwen2")) {
+    std::vector<int32_t> want = base->encode(text);
+    for (int32_t& id : want) {
+      auto r = renamed.find(id);
+      if (r != renamed.end()) id = r->second, ++changed;
+    }
+    EXPECT_EQ(dup->encode(text), want) << Json(text).dump();
+  }
+  EXPECT_GT(changed, 10);
+  for (const auto& [old_id, new_id] : renamed) {
+    EXPECT_EQ(dup->decode(std::vector<int32_t>{old_id}), dup->decode(std::vector<int32_t>{new_id}));
+    EXPECT_EQ(dup->token_to_id(p.tokens[static_cast<size_t>(old_id)]), new_id);
+  }
+  EXPECT_EQ(dup->encode(" the"), std::vector<int32_t>{dup->token_to_id(the).value_or(-1)});
+  EXPECT_EQ(dup->token_to_id(the), static_cast<int32_t>(p.tokens.size() - 1));
 }
 
 TEST(Tokenizer, Throughput) {

@@ -39,7 +39,7 @@ constexpr int32_t kMaxId = 1 << 26;
 
 }  // namespace
 
-Status TokenizerImpl::add_vocab(const std::string& s, int32_t id, const std::string& what) {
+Status TokenizerImpl::add_vocab(const std::string& s, int32_t id, const std::string& what, bool last_wins) {
   if (id < 0 || id >= kMaxId) return Corruption(Str() << what << ": vocab id " << id << " out of range for '" << s << "'");
   grow(this, id);
   if (!id_to_str[id].empty()) return Corruption(Str() << what << ": vocab id " << id << " used twice");
@@ -51,7 +51,10 @@ Status TokenizerImpl::add_vocab(const std::string& s, int32_t id, const std::str
     return Status::OK();
   }
   std::string bytes;
-  if (byte_level_to_bytes(s, &bytes)) bytes_to_id.emplace(bytes, id);
+  if (byte_level_to_bytes(s, &bytes)) {
+    if (last_wins) bytes_to_id.insert_or_assign(bytes, id);
+    else bytes_to_id.emplace(bytes, id);
+  }
   id_to_bytes[id] = std::move(bytes);
   return Status::OK();
 }
@@ -97,12 +100,16 @@ Status TokenizerImpl::finish(const std::string& what) {
     if (it != bytes_to_id.end()) byte_id[b] = it->second;
   }
   id_added.resize(id_to_str.size(), 0);
+  track_lead = false;
+  for (const PreStep& st : steps)
+    if (st.kind == PreStep::Kind::kMetaspace && st.prepend == PrependScheme::kFirst) track_lead = true;
   added_first.fill(0);
   for (AddedToken& t : added) {
     if (t.normalized) t.content = normalize(t.content);  // HF matches them on normalized text
     if (t.content.empty()) return Corruption(Str() << what << ": added token " << t.id << " normalizes to ''");
-    if (t.normalized && model == ModelKind::kChars) {
-      // HF's id_to_token (and so decode) gives the normalized content, e.g. "▁[INST]" after Prepend.
+    if (t.normalized) {
+      // HF's id_to_token (and so decode) gives the normalized content, e.g. "▁[INST]" after Prepend,
+      // for either model kind (config_fuzz: " world" decoded "x world" under Prepend("x")).
       id_to_str[t.id] = t.content;
       str_to_id.emplace(t.content, t.id);
     }

@@ -1,6 +1,6 @@
-// Decoding of kChars (SentencePiece-style) models, as HF's Tokenizer::decode: ids -> token
-// strings (added tokens included, `special` ones dropped on request) -> the decoder chain ->
-// concatenation. Each decoder maps the list of strings to a new list (HF decode_chain).
+// Decoding, as HF's Tokenizer::decode: ids -> token strings (added tokens included, `special`
+// ones dropped on request) -> the decoder chain -> concatenation. Each decoder maps the list of
+// strings to a new list (HF decode_chain). Without a decoder HF joins the tokens with " ".
 #include <string>
 #include <vector>
 
@@ -85,6 +85,24 @@ void metaspace(const DecStep& d, Tokens& toks) {
   for (size_t i = 0; i < toks.size(); ++i) toks[i] = replace_all(toks[i], d.text, i == 0 && d.drop_first ? "" : " ");
 }
 
+// ByteLevel decoder: each token becomes the bytes its chars stand for in GPT-2's byte map, or its
+// own UTF-8 when some char is outside the map (added tokens like "a b" or "😀"); all of them are
+// concatenated and read as lossy UTF-8 once, so bytes of neighbouring tokens can join.
+void byte_level(Tokens& toks) {
+  std::string bytes, mapped;
+  for (const std::string& t : toks) {
+    mapped.clear();
+    bool all = true;
+    for (uint32_t cp : utf8_decode(t)) {
+      int b = unicode_to_byte(cp);
+      if (b < 0) { all = false; break; }
+      mapped.push_back(static_cast<char>(b));
+    }
+    bytes += all ? mapped : t;
+  }
+  toks.assign(1, utf8_lossy(bytes));
+}
+
 }  // namespace
 
 std::string TokenizerImpl::decode_chars(std::span<const int32_t> ids, bool skip_special) const {
@@ -109,8 +127,11 @@ std::string TokenizerImpl::decode_chars(std::span<const int32_t> ids, bool skip_
       }
       case DecStep::Kind::kStrip: strip(d, toks); break;
       case DecStep::Kind::kMetaspace: metaspace(d, toks); break;
+      case DecStep::Kind::kByteLevel: byte_level(toks); break;
     }
   }
+  // A byte-level vocabulary built from GGUF parts has no decoder list: ByteLevel is implied.
+  if (model == ModelKind::kByteLevel && decoders.empty() && !decoder_null) byte_level(toks);
   std::string out;
   for (size_t i = 0; i < toks.size(); ++i) {
     if (i > 0 && decoder_null) out += ' ';

@@ -13,6 +13,12 @@ namespace {
 const std::string kWhat = "GGUF tokenizer";
 const std::string kSpace = "\xE2\x96\x81";  // U+2581 "▁", SentencePiece's space
 
+// Note [duplicate GGUF tokens]: a "gpt2" vocabulary may list one string under two ids (GGUF has
+// no rule against it). llama.cpp (token_to_id[text] = id, in id order) and transformers' GGUF
+// converter ({token: id for id, token in enumerate(tokens)}) both encode it to the last id, and
+// the tokenizer.json we export (a JSON object keyed by token) keeps the last too; so do we. Both
+// ids still decode. SentencePiece vocabularies refuse duplicates (spm_from_gguf), as sentencepiece
+// does when it loads a model.
 StatusOr<std::shared_ptr<TokenizerImpl>> byte_level_from_gguf(const GgufTokenizerParts& p) {
   auto t = std::make_shared<TokenizerImpl>();
   RETURN_IF_ERROR(gguf_pre_tokenizer(p.pre, t.get(), kWhat));
@@ -27,7 +33,7 @@ StatusOr<std::shared_ptr<TokenizerImpl>> byte_level_from_gguf(const GgufTokenize
       at.normalized = type == 4;  // HF's default for non-special added tokens; GGUF has no flag
       RETURN_IF_ERROR(t->add_added(at, kWhat));
     } else {
-      RETURN_IF_ERROR(t->add_vocab(p.tokens[i], id, kWhat));
+      RETURN_IF_ERROR(t->add_vocab(p.tokens[i], id, kWhat, /*last_wins=*/true));
     }
   }
   for (size_t r = 0; r < p.merges.size(); ++r) {

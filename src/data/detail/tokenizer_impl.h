@@ -2,7 +2,8 @@
 //
 // Two model kinds share the BPE merge engine (bpe.cc):
 // - kByteLevel: GPT-2 style. Pieces are mapped to bytes; every byte has a token; vocab strings
-//   are in the bytes_to_unicode alphabet. Decoding is always ByteLevel.
+//   are in the bytes_to_unicode alphabet. Decoding runs the file's decoder chain (ByteLevel in
+//   practice; implied for a GGUF vocab).
 // - kChars: SentencePiece style (Llama-2, Mistral, TinyLlama; HF's `byte_fallback` BPE). The
 //   initial symbols are the UTF-8 characters of a piece, looked up as vocab strings; a character
 //   missing from the vocab becomes its <0xXX> byte tokens (byte_fallback) or <unk>, exactly as
@@ -65,9 +66,10 @@ struct PreStep {
   bool split = true;                               // kMetaspace: split before every replacement char
 };
 
-// One decoder of a kChars model (HF decoders/*: each maps a list of token strings to another).
+// One decoder (HF decoders/*: each maps a list of token strings to another). Both model kinds run
+// the configured chain; a byte-level model without one (GGUF) decodes with ByteLevel.
 struct DecStep {
-  enum class Kind { kReplace, kByteFallback, kFuse, kStrip, kMetaspace };
+  enum class Kind { kReplace, kByteFallback, kFuse, kStrip, kMetaspace, kByteLevel };
   Kind kind = Kind::kFuse;
   std::string text;     // kReplace: the pattern; kStrip / kMetaspace: the char (UTF-8)
   std::string content;  // kReplace: the replacement
@@ -92,25 +94,29 @@ struct TokenizerImpl {
   // (left id << 32 | right id) -> (rank, merged id)
   std::unordered_map<uint64_t, std::pair<int32_t, int32_t>> merges;
   bool ignore_merges = false;
+  bool byte_level_unk = false;  // kByteLevel with a model.unk_token (only checked: see tokenizer_json.cc)
+  bool track_lead = false;      // a Metaspace step with prepend_scheme "first" (set by finish())
   std::vector<NormStep> norm;
   std::vector<PreStep> steps;
   std::vector<AddedToken> added;
   std::array<uint8_t, 256> added_first{};  // 1 if some added token starts with this byte
   std::vector<int32_t> prefix, suffix;  // post-processor template around a single sequence
 
+  std::vector<DecStep> decoders;
+  bool decoder_null = false;   // tokenizer.json "decoder": null: tokens joined with " " (HF's default)
+
   // kChars only.
   bool byte_fallback = false;  // unknown chars -> <0xXX> tokens when all their bytes have one
   bool fuse_unk = false;       // consecutive unknown chars -> one unk
   int32_t unk_id = -1;         // model.unk_token (-1: unknown chars are dropped, as HF does)
   std::array<int32_t, 256> fallback_id{};  // id of "<0xXX>" (uppercase hex), -1 if absent
-  std::vector<DecStep> decoders;
-  bool decoder_null = false;   // no decoder: tokens joined with " " (HF's default)
 
   mutable std::mutex cache_mu;
   mutable std::unordered_map<std::string, std::vector<int32_t>> cache;
 
-  // Registers a BPE vocab entry (file alphabet `s`). Corruption on a duplicate id.
-  Status add_vocab(const std::string& s, int32_t id, const std::string& what);
+  // Registers a BPE vocab entry (file alphabet `s`). Corruption on a duplicate id. A string seen
+  // before encodes to its first id, or with `last_wins` to this one (Note [duplicate GGUF tokens]).
+  Status add_vocab(const std::string& s, int32_t id, const std::string& what, bool last_wins = false);
   // Registers an added token (may already be in the vocab with the same id).
   Status add_added(const AddedToken& t, const std::string& what);
   // Adds merge `rank` of (a, b); Corruption naming the merge if a token is not in the vocab.
@@ -118,14 +124,17 @@ struct TokenizerImpl {
   // Call once everything is registered: byte tables, added-token order.
   Status finish(const std::string& what);
 
-  std::string normalize(std::string_view s) const;
+  // The normalizer chain. `lead` (optional): how many leading bytes of the result come from the
+  // first char of `s` (encode.cc Note [lead]; Metaspace "first" needs it).
+  std::string normalize(std::string_view s, size_t* lead = nullptr) const;
+  std::string apply_norm(const NormStep& n, const std::string& r) const;
   void encode(std::string_view text, std::vector<int32_t>* out) const;
   // The pre-tokenizer steps on one normalized segment (between added tokens), as HF's
-  // pre_tokenize_str: the pieces BPE sees. `at_start`: the segment begins the input (Metaspace
-  // "first").
-  void pre_tokenize(std::string_view text, bool at_start, std::vector<std::string>* pieces) const;
+  // pre_tokenize_str: the pieces BPE sees. `lead`: how many leading bytes of `text` come from
+  // input offset 0 (encode.cc Note [lead]; Metaspace "first" prepends to such pieces only).
+  void pre_tokenize(std::string_view text, size_t lead, std::vector<std::string>* pieces) const;
   void bpe(std::string_view piece, std::vector<int32_t>* out) const;
-  // kChars: ids -> text through the decoder chain, as HF's Tokenizer::decode.
+  // ids -> text through the decoder chain, as HF's Tokenizer::decode.
   std::string decode_chars(std::span<const int32_t> ids, bool skip_special) const;
 
  private:

@@ -178,6 +178,12 @@ Status parse_pre(const Json& j, TokenizerImpl* t, const std::string& what) {
     return add_general_split("[" + w + "]+|[^" + w + "\\s]+", SplitBehavior::kRemoved, true, t, what);
   }
   if (type == "WhitespaceSplit") return add_general_split(R"(\s)", SplitBehavior::kRemoved, false, t, what);
+  if (type == "BertPreTokenizer") {
+    // HF: split on char::is_whitespace (Removed), then every punctuation char isolated (ASCII
+    // punctuation or a Unicode P category): WhitespaceSplit then Punctuation.
+    RETURN_IF_ERROR(add_general_split(R"(\s)", SplitBehavior::kRemoved, false, t, what));
+    return add_general_split(R"([\p{P}!-/:-@\[-`{-~])", SplitBehavior::kIsolated, false, t, what);
+  }
   if (type == "CharDelimiterSplit") {
     ASSIGN_OR_RETURN(std::string d, one_char(j, "delimiter", "pre_tokenizer CharDelimiterSplit", what));
     PreStep s;
@@ -196,6 +202,11 @@ Status parse_pre(const Json& j, TokenizerImpl* t, const std::string& what) {
     s.add_prefix_space = flag(j, "add_prefix_space", true);
     s.use_regex = flag(j, "use_regex", true);
   } else if (type == "Metaspace") {
+    // After ByteLevel, HF's BPE would look up the replacement char "▁" itself in a byte-level
+    // vocab; our byte-level BPE works on the mapped-back bytes, where "▁" has no place.
+    for (const PreStep& prev : t->steps)
+      if (prev.kind == PreStep::Kind::kByteLevel)
+        return Unimplemented(Str() << what << ": pre_tokenizer Metaspace after ByteLevel");
     s.kind = PreStep::Kind::kMetaspace;
     ASSIGN_OR_RETURN(s.literal, one_char(j, "replacement", "pre_tokenizer Metaspace", what));
     ASSIGN_OR_RETURN(s.prepend, prepend_scheme(j, "pre_tokenizer Metaspace", what));
@@ -209,10 +220,18 @@ Status parse_pre(const Json& j, TokenizerImpl* t, const std::string& what) {
   return Status::OK();
 }
 
-// Fills prefix/suffix from a TemplateProcessing "single" template.
+// Wraps the ids so far (prefix ... suffix) in one more post-processor's special tokens: in a
+// post_processor Sequence each one wraps the encoding the previous one produced.
+void wrap(TokenizerImpl* t, const std::vector<int32_t>& pre, const std::vector<int32_t>& post) {
+  t->prefix.insert(t->prefix.begin(), pre.begin(), pre.end());
+  t->suffix.insert(t->suffix.end(), post.begin(), post.end());
+}
+
+// A TemplateProcessing "single" template: the SpecialToken items before and after $A.
 Status parse_template(const Json& j, TokenizerImpl* t, const std::string& what) {
   if (!j.contains("single") || !j["single"].is_array()) return Corruption(Str() << what << ": TemplateProcessing without 'single'");
   bool seen_seq = false;
+  std::vector<int32_t> pre, post;
   for (const Json& item : j["single"]) {
     if (item.contains("Sequence")) { seen_seq = true; continue; }
     if (!item.contains("SpecialToken")) return Corruption(Str() << what << ": bad TemplateProcessing item " << item.dump());
@@ -226,9 +245,24 @@ Status parse_template(const Json& j, TokenizerImpl* t, const std::string& what) 
       return Corruption(Str() << what << ": TemplateProcessing special token '" << name << "' has no ids");
     for (const Json& id : sp[name]["ids"]) {
       ASSIGN_OR_RETURN(int32_t v, token_id(id, "TemplateProcessing special token '" + name + "'", what));
-      (seen_seq ? t->suffix : t->prefix).push_back(v);
+      (seen_seq ? post : pre).push_back(v);
     }
   }
+  wrap(t, pre, post);
+  return Status::OK();
+}
+
+// RobertaProcessing / BertProcessing: a single sequence becomes cls $A sep; each is ["token", id].
+Status parse_cls_sep(const Json& j, const std::string& type, TokenizerImpl* t, const std::string& what) {
+  int32_t ids[2];
+  const char* keys[2] = {"cls", "sep"};
+  for (int k = 0; k < 2; ++k) {
+    const Json& v = j.contains(keys[k]) ? j[keys[k]] : Json();
+    if (!v.is_array() || v.size() != 2 || !v[0].is_string())
+      return Corruption(Str() << what << ": post_processor " << type << ": '" << keys[k] << "' is not [token, id]");
+    ASSIGN_OR_RETURN(ids[k], token_id(v[1], "post_processor " + type + " '" + keys[k] + "'", what));
+  }
+  wrap(t, {ids[0]}, {ids[1]});
   return Status::OK();
 }
 
@@ -237,6 +271,7 @@ Status parse_post(const Json& j, TokenizerImpl* t, const std::string& what) {
   std::string type = type_of(j);
   if (type == "ByteLevel") return Status::OK();
   if (type == "TemplateProcessing") return parse_template(j, t, what);
+  if (type == "RobertaProcessing" || type == "BertProcessing") return parse_cls_sep(j, type, t, what);
   if (type == "Sequence" && j.contains("processors") && j["processors"].is_array()) {
     for (const Json& p : j["processors"]) RETURN_IF_ERROR(parse_post(p, t, what));
     return Status::OK();
@@ -244,26 +279,20 @@ Status parse_post(const Json& j, TokenizerImpl* t, const std::string& what) {
   return Unimplemented(Str() << what << ": post_processor '" << type << "'");
 }
 
-// Byte-level models decode with ByteLevel whatever the file says, so only ByteLevel is accepted.
-Status parse_byte_level_decoder(const Json& j, const std::string& what) {
-  if (j.is_null()) return Status::OK();
-  std::string type = type_of(j);
-  if (type == "ByteLevel") return Status::OK();
-  if (type == "Sequence" && j.contains("decoders") && j["decoders"].is_array()) {
-    for (const Json& d : j["decoders"]) RETURN_IF_ERROR(parse_byte_level_decoder(d, what));
-    return Status::OK();
-  }
-  return Unimplemented(Str() << what << ": decoder '" << type << "' with a byte-level model (only ByteLevel)");
-}
-
-Status parse_char_decoder(const Json& j, TokenizerImpl* t, const std::string& what) {
+Status parse_decoder(const Json& j, TokenizerImpl* t, const std::string& what) {
   std::string type = type_of(j);
   DecStep d;
   if (type == "Sequence" && j.contains("decoders") && j["decoders"].is_array()) {
-    for (const Json& e : j["decoders"]) RETURN_IF_ERROR(parse_char_decoder(e, t, what));
+    for (const Json& e : j["decoders"]) RETURN_IF_ERROR(parse_decoder(e, t, what));
     return Status::OK();
   }
-  if (type == "Replace") {
+  if (type == "ByteLevel") {
+    // On a SentencePiece-style vocab ByteLevel would remap "▁" tokens' chars as bytes: no real
+    // model does that, and refusing keeps such a file from decoding to mojibake unnoticed.
+    if (t->model == ModelKind::kChars)
+      return Unimplemented(Str() << what << ": decoder 'ByteLevel' with a SentencePiece-style model (no ByteLevel pre_tokenizer)");
+    d.kind = DecStep::Kind::kByteLevel;
+  } else if (type == "Replace") {
     d.kind = DecStep::Kind::kReplace;
     ASSIGN_OR_RETURN(d.text, replace_pattern(j, "decoder Replace", what));
     ASSIGN_OR_RETURN(d.content, str_field(j, "content", "decoder Replace", what));
@@ -286,8 +315,7 @@ Status parse_char_decoder(const Json& j, TokenizerImpl* t, const std::string& wh
     d.drop_first = p != PrependScheme::kNever;
   } else {
     return Unimplemented(Str() << what << ": decoder '" << type
-                               << "' with a SentencePiece-style model (supported: Replace, ByteFallback, Fuse, Strip, "
-                                  "Metaspace, Sequence)");
+                               << "' (supported: ByteLevel, Replace, ByteFallback, Fuse, Strip, Metaspace, Sequence)");
   }
   t->decoders.push_back(std::move(d));
   return Status::OK();
@@ -305,8 +333,6 @@ Status parse_model(const Json& m, TokenizerImpl* t, const std::string& what) {
       !(m.value("dropout", Json()).is_null() || m["dropout"] == 0))
     return Unimplemented(Str() << what << ": BPE with continuing_subword_prefix, end_of_word_suffix or dropout");
   t->byte_fallback = flag(m, "byte_fallback", false);
-  if (t->byte_fallback && t->model == ModelKind::kByteLevel)
-    return Unimplemented(Str() << what << ": BPE with byte_fallback and a ByteLevel pre_tokenizer");
   t->fuse_unk = flag(m, "fuse_unk", false);
   t->ignore_merges = flag(m, "ignore_merges", false);
   if (!m.contains("vocab") || !m["vocab"].is_object()) return Corruption(Str() << what << ": model.vocab is not an object");
@@ -341,8 +367,22 @@ Status parse_model(const Json& m, TokenizerImpl* t, const std::string& what) {
     if (t->model == ModelKind::kChars) {
       if (it == t->bytes_to_id.end()) return Corruption(Str() << what << ": model.unk_token '" << unk << "' is not in model.vocab");
       t->unk_id = it->second;
+    } else {
+      t->byte_level_unk = true;
     }
   }
+  return Status::OK();
+}
+
+// A byte-level vocab lacking some of the 256 byte chars: HF gives such a char the unk token or
+// its <0xXX> fallback tokens (of the mapped char's UTF-8); our byte-level BPE only drops it, which
+// matches HF when there is neither unk_token nor byte_fallback. Refused otherwise.
+Status check_byte_level_alphabet(const TokenizerImpl& t, const std::string& what) {
+  if (t.model != ModelKind::kByteLevel || (!t.byte_fallback && !t.byte_level_unk)) return Status::OK();
+  for (int b = 0; b < 256; ++b)
+    if (t.byte_id[b] < 0)
+      return Unimplemented(Str() << what << ": byte-level BPE with " << (t.byte_fallback ? "byte_fallback" : "unk_token")
+                                 << " and a vocab missing byte " << b << " of the ByteLevel alphabet");
   return Status::OK();
 }
 
@@ -368,12 +408,10 @@ StatusOr<std::shared_ptr<TokenizerImpl>> impl_from_json(const Json& j, const std
   RETURN_IF_ERROR(parse_pre(pre, t.get(), what));
   RETURN_IF_ERROR(parse_post(j.value("post_processor", Json()), t.get(), what));
   const Json dec = j.value("decoder", Json());
-  if (t->model == ModelKind::kByteLevel) {
-    RETURN_IF_ERROR(parse_byte_level_decoder(dec, what));
-  } else if (dec.is_null()) {
+  if (dec.is_null()) {
     t->decoder_null = true;
   } else {
-    RETURN_IF_ERROR(parse_char_decoder(dec, t.get(), what));
+    RETURN_IF_ERROR(parse_decoder(dec, t.get(), what));
   }
   for (const Json& a : j.value("added_tokens", Json::array())) {
     if (!a.is_object() || !a.contains("id") || !a["id"].is_number_integer() || !a.contains("content") || !a["content"].is_string())
@@ -389,6 +427,7 @@ StatusOr<std::shared_ptr<TokenizerImpl>> impl_from_json(const Json& j, const std
     RETURN_IF_ERROR(t->add_added(at, what));
   }
   RETURN_IF_ERROR(t->finish(what));
+  RETURN_IF_ERROR(check_byte_level_alphabet(*t, what));
   return t;
 }
 
