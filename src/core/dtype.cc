@@ -120,4 +120,33 @@ void convert_elements(void* dst, DType dst_t, const void* src, DType src_t, size
   }
 }
 
+namespace {
+
+// First i with (x[i] & mask) == mask: the exponent all ones (NaN or infinity). Blocks of 64
+// are tested branch-free first so the common all-finite case vectorizes.
+template <typename U>
+int64_t first_all_ones(const U* x, size_t n, U mask) {
+  constexpr size_t kBlock = 64;
+  size_t i = 0;
+  for (; i + kBlock <= n; i += kBlock) {
+    U hit = 0;
+    for (size_t k = 0; k < kBlock; ++k) hit |= static_cast<U>((x[i + k] & mask) == mask);
+    if (hit) break;
+  }
+  for (; i < n; ++i)
+    if ((x[i] & mask) == mask) return static_cast<int64_t>(i);
+  return -1;
+}
+
+}  // namespace
+
+int64_t first_nonfinite(const void* data, DType t, size_t n) {
+  switch (t) {
+    case DType::kF32: return first_all_ones(static_cast<const uint32_t*>(data), n, uint32_t{0x7F800000u});
+    case DType::kBF16: return first_all_ones(static_cast<const uint16_t*>(data), n, uint16_t{0x7F80u});
+    case DType::kF16: return first_all_ones(static_cast<const uint16_t*>(data), n, uint16_t{0x7C00u});
+    default: return -1;
+  }
+}
+
 }  // namespace st

@@ -53,4 +53,8 @@ uint16_t f32_to_f16(float f);
 // Bulk conversions between any two of {f32, bf16, f16}: dst[i] = src[i].
 void convert_elements(void* dst, DType dst_t, const void* src, DType src_t, size_t n);
 
+// Index of the first NaN or infinity among n elements of a float dtype (f32, bf16, f16), or -1
+// (also for integer dtypes). Exponent-bit tests, ~memory speed.
+int64_t first_nonfinite(const void* data, DType t, size_t n);
+
 }  // namespace st

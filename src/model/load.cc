@@ -163,8 +163,9 @@ Status pack_layer_from(const ModelSource& src, const LayerLayout& layout, int la
 Status pack_extras_from(const ModelSource& src, const ExtrasLayout& layout, void* host_blob) {
   std::memset(host_blob, 0, layout.bytes);
   for (const LayerTensorSpec& s : layout.tensors) {
-    RETURN_IF_ERROR(src.read(s.hf_suffix, s.shape, layout.dtype, static_cast<char*>(host_blob) + s.offset),
-                    "packing extras from " << src.describe());
+    char* dst = static_cast<char*>(host_blob) + s.offset;
+    RETURN_IF_ERROR(src.read(s.hf_suffix, s.shape, layout.dtype, dst), "packing extras from " << src.describe());
+    RETURN_IF_ERROR(check_finite_weight(s.hf_suffix, s.shape, layout.dtype, dst), "packing extras from " << src.describe());
   }
   return Status::OK();
 }

@@ -13,6 +13,19 @@ std::string layer_tensor_name(int layer, const LayerTensorSpec& s) {
   return Str() << "model.layers." << layer << "." << s.hf_suffix;
 }
 
+Status check_finite_weight(const std::string& name, const std::vector<int64_t>& shape, DType dt, const void* data) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  const int64_t bad = first_nonfinite(data, dt, static_cast<size_t>(n));
+  if (bad < 0) return Status::OK();
+  float v = 0;
+  convert_elements(&v, DType::kF32, static_cast<const char*>(data) + bad * static_cast<int64_t>(dtype_size(dt)), dt, 1);
+  const std::string where =
+      shape.size() == 2 ? std::string(Str() << " (row " << bad / shape[1] << ", column " << bad % shape[1] << ")") : "";
+  return InvalidArgument(Str() << name << ": element " << bad << where << " is " << v
+                               << "; a non-finite base weight makes every loss NaN (the model file is damaged)");
+}
+
 Status pack_layer_with(const TensorReader& read, const LayerLayout& layout, int layer, void* host_blob) {
   std::memset(host_blob, 0, layout.bytes);
   char* blob = static_cast<char*>(host_blob);
@@ -23,6 +36,7 @@ Status pack_layer_with(const TensorReader& read, const LayerLayout& layout, int 
     const std::string name = layer_tensor_name(layer, s);
     if (!s.quantized()) {
       RETURN_IF_ERROR(read(name, s.shape, s.dtype, blob + s.offset));
+      RETURN_IF_ERROR(check_finite_weight(name, s.shape, s.dtype, blob + s.offset));
       continue;
     }
     const int64_t n = s.quantized_shape[0] * s.quantized_shape[1];
@@ -32,6 +46,7 @@ Status pack_layer_with(const TensorReader& read, const LayerLayout& layout, int 
       const LayerTensorSpec& aux = layout.tensors[++i];
       bf16_staged.resize(static_cast<size_t>(n));
       RETURN_IF_ERROR(read(name, s.quantized_shape, DType::kBF16, bf16_staged.data()));
+      RETURN_IF_ERROR(check_finite_weight(name, s.quantized_shape, DType::kBF16, bf16_staged.data()));
       RETURN_IF_ERROR(code12_encode(bf16_staged.data(), n, reinterpret_cast<uint8_t*>(blob + s.offset),
                                     reinterpret_cast<uint8_t*>(blob + aux.offset), name));
       continue;
@@ -65,8 +80,9 @@ Status pack_layer(const Checkpoint& ck, const LayerLayout& layout, int layer, vo
 Status pack_extras(const Checkpoint& ck, const ExtrasLayout& layout, void* host_blob) {
   std::memset(host_blob, 0, layout.bytes);
   for (const auto& s : layout.tensors) {
-    RETURN_IF_ERROR(read_tensor_as(ck, s.hf_suffix, s.shape, layout.dtype, static_cast<char*>(host_blob) + s.offset),
-                    "packing embedding/norm/lm_head");
+    char* dst = static_cast<char*>(host_blob) + s.offset;
+    RETURN_IF_ERROR(read_tensor_as(ck, s.hf_suffix, s.shape, layout.dtype, dst), "packing embedding/norm/lm_head");
+    RETURN_IF_ERROR(check_finite_weight(s.hf_suffix, s.shape, layout.dtype, dst), "packing embedding/norm/lm_head");
   }
   return Status::OK();
 }

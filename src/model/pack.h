@@ -22,6 +22,13 @@ using TensorReader =
 // [code12 base layout]) from their bf16 values, refusing a tensor code12 cannot hold.
 Status pack_layer_with(const TensorReader& read, const LayerLayout& layout, int layer, void* host_blob);
 
+// Note [finite base weights]: every base tensor is scanned as it is packed (the store's sharding
+// and the resident load), and a NaN or infinity is refused naming the tensor and element: such a
+// weight makes every loss NaN, and the trainer's "loss is not finite" would point at the learning
+// rate, not at the damaged file. The scan runs at memory speed beside the disk read; a built store
+// is checksummed, so it is not scanned again.
+Status check_finite_weight(const std::string& name, const std::vector<int64_t>& shape, DType dt, const void* data);
+
 // Full HF name of a layer tensor: "model.layers.<layer>.<hf_suffix>".
 std::string layer_tensor_name(int layer, const LayerTensorSpec& s);
 

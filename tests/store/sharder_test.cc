@@ -5,12 +5,14 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <vector>
 
 #include "core/file.h"
 #include "io/safetensors.h"
+#include "model/load.h"
 #include "model/pack.h"
 #include "store/manifest.h"
 #include "store_test_util.h"
@@ -253,6 +255,44 @@ TEST(ModelSource, ConfigThatDoesNotMatchItsWeightsIsRefusedByName) {
 
   write_cfg(c);
   EXPECT_TRUE(open_hf_model_source(t.sub("model")).ok());
+}
+
+// Note [finite base weights]: a NaN or infinity in a base tensor is refused when it is packed --
+// by the sharder and by the resident load -- naming the tensor and the element.
+TEST(ModelSource, NonFiniteBaseWeightIsRefusedNamingTheTensor) {
+  for (const auto& [tensor, value] : {std::pair{std::string("model.layers.1.mlp.down_proj.weight"), NAN},
+                                      {std::string("model.norm.weight"), INFINITY},
+                                      {std::string("model.embed_tokens.weight"), -INFINITY}}) {
+    TempDir t;
+    testing_util::write_model(testing_util::tiny_config(2), t.sub("model"));
+    auto ck = Checkpoint::open(t.sub("model"));
+    ASSERT_TRUE(ck.ok()) << ck.status().to_string();
+    auto found = ck->find(tensor);
+    ASSERT_TRUE(found.ok()) << found.status().to_string();
+    const std::string file = found->first->path();
+    const uint64_t at = found->first->data_start() + found->second->offset + 5 * sizeof(float);  // element 5 (f32)
+    std::string bytes = *read_file_to_string(file);
+    const float v = value;
+    std::memcpy(bytes.data() + at, &v, sizeof v);
+    ASSERT_TRUE(write_file_atomic(file, bytes).ok());
+    for (int path = 0; path < 2; ++path) {
+      Status s;
+      if (path == 0) {
+        ShardOptions o;
+        o.out_dir = t.sub("store");
+        s = shard_model_path(t.sub("model"), o).status();
+      } else {
+        auto src = open_model_source(t.sub("model"));
+        ASSERT_TRUE(src.ok()) << src.status().to_string();
+        auto be = make_backend(DeviceKind::kCpu).value();
+        s = load_model_resident(be.get(), **src, DType::kBF16).status();
+      }
+      EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.to_string();
+      EXPECT_NE(s.message().find(tensor + ": element 5"), std::string::npos) << s.to_string();
+      EXPECT_NE(s.message().find("non-finite base weight"), std::string::npos) << s.to_string();
+    }
+    EXPECT_FALSE(std::filesystem::exists(t.sub("store") + "/manifest.json"));
+  }
 }
 
 }  // namespace
