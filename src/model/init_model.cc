@@ -10,8 +10,8 @@
 #include <charconv>
 #include <chrono>
 #include <cmath>
-#include <limits>
 #include <filesystem>
+#include <limits>
 #include <memory>
 #include <thread>
 

@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "core/file.h"
+#include "core/json.h"
 #include "io/bnb4bit.h"
 #include "io/gguf_checkpoint.h"
 #include "io/safetensors.h"
@@ -142,9 +143,28 @@ StatusOr<std::unique_ptr<ModelSource>> open_gguf_model_source(const std::string&
   return src;
 }
 
+// A streamtune layer store given where a model is expected: it holds the weights but neither
+// the tokenizer nor the files merge copies, and train / generate build (or reuse) a model's
+// store in the cache from the model itself. Said plainly, naming the model it was built from, instead of
+// "config.json: no such file".
+Status refuse_layer_store(const std::string& dir) {
+  const std::string manifest = path_join(dir, "manifest.json");
+  if (file_exists(path_join(dir, "config.json")) || !file_exists(manifest)) return Status::OK();
+  StatusOr<Json> j = read_json_file(manifest);
+  if (!j.ok() || !j->is_object() || j->value("format", Json()) != Json("streamtune-layer-store")) return Status::OK();
+  const Json src = j->value("source", Json());
+  return InvalidArgument(Str() << dir << " is a streamtune layer store (written by `streamtune shard`), not a model: "
+                               << "give the HF model directory or .gguf it was built from"
+                               << (src.is_string() ? " (" + src.get<std::string>() + ")" : std::string())
+                               << "; train and generate build or reuse its store in the cache themselves");
+}
+
 StatusOr<std::unique_ptr<ModelSource>> open_model_source(const std::string& path) {
   std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) return open_hf_model_source(path);
+  if (std::filesystem::is_directory(path, ec)) {
+    RETURN_IF_ERROR(refuse_layer_store(path));
+    return open_hf_model_source(path);
+  }
   if (ends_with(path, ".gguf")) return open_gguf_model_source(path);
   if (!std::filesystem::exists(path, ec)) return NotFound(Str() << "model " << path << " does not exist");
   return InvalidArgument(Str() << "model " << path << ": expected an HF checkpoint directory or a .gguf file");

@@ -62,4 +62,12 @@ out=$("$BIN" init-model --preset tiny-llama --out "$T/again" 2>&1); rc=$?
 "$BIN" init-model --preset tiny-llama --out "$T/again" --force --max-shard-size 50KB >/dev/null || fail=1
 [[ -f "$T/again/model.safetensors.index.json" && ! -f "$T/again/model.safetensors" ]] || { echo "FAIL sharded output"; fail=1; }
 [[ $fail -eq 0 ]] && echo "ok   determinism, --config, --force, sharding"
+# A layer store where a model is expected is named as one, with the model it came from.
+"$BIN" shard "$T/tiny-llama" --out "$T/store" >/dev/null 2>&1 || fail=1
+for cmd in "generate --model $T/store --prompt hi" "merge --model $T/store --adapter $T/none --out $T/merged"; do
+  out=$("$BIN" $cmd 2>&1); rc=$?
+  [[ $rc -ne 0 && "$out" == *"is a streamtune layer store"* && "$out" == *"$T/tiny-llama"* ]] ||
+    { echo "FAIL $cmd on a layer store: rc $rc: $out"; fail=1; }
+done
+[[ $fail -eq 0 ]] && echo "ok   a layer store given as the model is refused by name"
 exit $fail
