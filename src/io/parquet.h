@@ -8,8 +8,8 @@
 // DELTA_BINARY_PACKED, DELTA_LENGTH_BYTE_ARRAY, DELTA_BYTE_ARRAY, BYTE_STREAM_SPLIT; nesting of
 // any depth (optional fields, structs, LIST in the standard 3-level and the legacy 2-level
 // layouts, MAP, un-annotated repeated fields). Refused by name (Unimplemented): codec LZO; the
-// deprecated BIT_PACKED levels; dictionary pages not PLAIN-encoded;
-// DECIMAL of more than 16 bytes; encrypted files; column data in other files.
+// deprecated BIT_PACKED levels; dictionary pages not PLAIN-encoded; encrypted files; column
+// data in other files.
 //
 // A row is an OrderedJson object, keys in schema order (Note [JSON shape] in
 // detail/parquet_schema.h): structs are objects, lists arrays, maps objects (keys as text), null

@@ -31,11 +31,27 @@ std::string uuid_text(std::string_view b) {
   return s;
 }
 
-// Big-endian two's complement (at most 16 bytes) scaled by 10^-scale.
+// Big-endian two's complement scaled by 10^-scale. Up to 16 bytes exactly (__int128); wider ones
+// (decimal256, or a long BYTE_ARRAY decimal) through the magnitude in long double, which keeps
+// more bits than the double result needs (the value is approximate either way).
 double decimal_bytes(std::string_view b, int32_t scale) {
-  __int128 v = b.empty() || !(static_cast<uint8_t>(b[0]) & 0x80) ? 0 : -1;
-  for (char c : b) v = static_cast<__int128>(static_cast<unsigned __int128>(v) << 8) | static_cast<uint8_t>(c);
-  return static_cast<double>(v) / std::pow(10.0, scale);
+  if (b.size() <= 16) {
+    __int128 v = b.empty() || !(static_cast<uint8_t>(b[0]) & 0x80) ? 0 : -1;
+    for (char c : b) v = static_cast<__int128>(static_cast<unsigned __int128>(v) << 8) | static_cast<uint8_t>(c);
+    return static_cast<double>(v) / std::pow(10.0, scale);
+  }
+  const bool neg = static_cast<uint8_t>(b[0]) & 0x80;
+  // The magnitude of a negative number: invert every byte, then add 1 (carried from the end).
+  std::string mag(b);
+  if (neg) {
+    for (char& c : mag) c = static_cast<char>(~static_cast<uint8_t>(c));
+    for (size_t i = mag.size(); i-- > 0;)
+      if (++reinterpret_cast<uint8_t&>(mag[i]) != 0) break;
+  }
+  long double v = 0;
+  for (char c : mag) v = v * 256 + static_cast<uint8_t>(c);
+  v /= std::pow(10.0L, static_cast<long double>(scale));
+  return static_cast<double>(neg ? -v : v);
 }
 
 }  // namespace
@@ -115,9 +131,6 @@ Status RowAssembler::leaf_value(size_t column, OrderedJson* out) {
     }
     case LeafKind::kUuid: *out = uuid_text(v.str(i)); return Status::OK();
     case LeafKind::kDecimalBytes:
-      if (v.str(i).size() > 16)
-        return Unimplemented(Str() << where_ << ": column '" << leaf.path << "': a DECIMAL of " << v.str(i).size()
-                                   << " bytes (at most 16 are read)");
       *out = decimal_bytes(v.str(i), leaf.scale);
       return Status::OK();
   }

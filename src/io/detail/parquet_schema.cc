@@ -49,10 +49,9 @@ StatusOr<LeafKind> leaf_kind(const SchemaElement& e) {
         if (e.type_length != 16) return Corruption(Str() << "UUID of length " << e.type_length);
         return LeafKind::kUuid;
       }
-      if (is_decimal(e)) {
-        if (e.type_length > 16) return Unimplemented(Str() << "DECIMAL of " << e.type_length << " bytes (at most 16 are read)");
-        return LeafKind::kDecimalBytes;
-      }
+      // Any width: pyarrow writes decimal256 (precision > 38) as up to 32 bytes; a Hub dataset
+      // with such a column must still load (its value becomes a double, like narrower ones).
+      if (is_decimal(e)) return LeafKind::kDecimalBytes;
       return is_text(e) ? LeafKind::kString : LeafKind::kBinary;
     default:
       return Corruption(Str() << "unknown physical type " << e.type);
