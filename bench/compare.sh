@@ -20,7 +20,8 @@
 #   DEADLINE_S wall-clock budget for the whole script (default 420): a row that would start
 #              after it is skipped and reported as such, so what ran still comes back.
 #   STEPS / WARMUP  timed / warm-up steps for every runner (default 5 / 2).
-#   RESIDENT / STREAMED  rows, "name:seq" separated by spaces (defaults below: the speed issue's).
+#   RESIDENT / STREAMED  rows, "name:seq" separated by spaces (defaults below: the speed issue's;
+#              set but empty: none of that kind).
 #   STREAMED_CODE12  streamed rows run again with a code12 base (--quant code12: lossless, ~24%
 #              fewer bytes to stream; what `train` does by default when layers stream), into
 #              streamtune.jsonl as mode "streamed code12"; default none.
@@ -48,8 +49,8 @@ DEADLINE_S=${DEADLINE_S:-420}
 STEPS=${STEPS:-5}
 WARMUP=${WARMUP:-2}
 PEER_REPS=${PEER_REPS:-1}
-RESIDENT=${RESIDENT:-"qwen2.5-0.5b:512 qwen2.5-0.5b:2048 qwen2.5-1.5b:512 qwen2.5-1.5b:2048 qwen2.5-3b:512 qwen2.5-3b:2048 llama3-8b:4096"}
-STREAMED=${STREAMED:-"qwen2.5-1.5b:2048 qwen2.5-3b:2048"}
+RESIDENT=${RESIDENT-"qwen2.5-0.5b:512 qwen2.5-0.5b:2048 qwen2.5-1.5b:512 qwen2.5-1.5b:2048 qwen2.5-3b:512 qwen2.5-3b:2048 llama3-8b:4096"}
+STREAMED=${STREAMED-"qwen2.5-1.5b:2048 qwen2.5-3b:2048"}
 
 if [ "${1:-}" = "--table" ]; then
   exec python3 "$HERE/compare_table.py" "${2:?usage: compare.sh --table DIR}"
@@ -161,7 +162,7 @@ if [ -f "$PEER_DIR/peft_bench.py" ]; then
   [ -n "${PEER_NOCKPT:-}" ] && peer_rows peft_bench_nockpt peft_nockpt.jsonl $PEER_NOCKPT
   srows=""
   for row in $STREAMED; do srows="$srows $row:streamed"; done
-  peer_rows torch_stream_bench torch_stream.jsonl $srows 2>>"$OUT/peers.err"
+  [ -z "$srows" ] || peer_rows torch_stream_bench torch_stream.jsonl $srows 2>>"$OUT/peers.err"
 else
   echo "no peers in $PEER_DIR (copy /work/shared/bench/*.py there and carry it)"
 fi
