@@ -4,7 +4,6 @@
 
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 
 #include "core/checksum.h"
 #include "core/file.h"
@@ -42,17 +41,6 @@ StatusOr<StoreFile> file_from_json(const Json& j, const std::string& what) {
   return f;
 }
 
-// Reads the 8-byte safetensors header length of `path` (little-endian).
-StatusOr<uint64_t> read_header_len(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return ErrnoError("opening " + path);
-  unsigned char b[8];
-  if (!in.read(reinterpret_cast<char*>(b), 8)) return Corruption(path + ": truncated (no safetensors header)");
-  uint64_t n = 0;
-  for (int i = 7; i >= 0; --i) n = (n << 8) | b[i];
-  return n;
-}
-
 // A tensor the file's header must list where the blob layout puts it.
 struct Expected {
   std::string name;
@@ -64,8 +52,8 @@ struct Expected {
 // train on the wrong layers. The header the sharder wrote names its blob ("__metadata__":
 // {"streamtune": "layer 7"}) and every tensor at its layout offset, so the header is read back
 // and checked against the layout the manifest implies (a few KiB a file, at open).
-Status check_header(const std::string& path, const std::string& kind, const std::vector<Expected>& want) {
-  ASSIGN_OR_RETURN(SafetensorsFile st, SafetensorsFile::open(path));
+Status check_header(const SafetensorsFile& st, const std::string& kind, const std::vector<Expected>& want) {
+  const std::string& path = st.path();
   auto meta = st.metadata().find("streamtune");
   if (meta == st.metadata().end() || meta->second != kind)
     return Corruption(Str() << path << ": its header says it holds '"
@@ -95,11 +83,11 @@ Status check_file(const std::string& dir, const StoreFile& f, uint64_t want_byte
   if (static_cast<uint64_t>(sb.st_size) != f.size)
     return Corruption(Str() << path << ": " << sb.st_size << " bytes on disk, manifest says " << f.size
                             << (static_cast<uint64_t>(sb.st_size) < f.size ? " (truncated)" : ""));
-  ASSIGN_OR_RETURN(uint64_t n, read_header_len(path));
-  if (n + 8 != f.data_start)
-    return Corruption(Str() << path << ": safetensors header ends at " << n + 8 << ", manifest says data_start "
-                            << f.data_start);
-  return check_header(path, kind, want);
+  ASSIGN_OR_RETURN(SafetensorsFile st, SafetensorsFile::open(path));  // the header, parsed once
+  if (st.data_start() != f.data_start)
+    return Corruption(Str() << path << ": safetensors header ends at " << st.data_start()
+                            << ", manifest says data_start " << f.data_start);
+  return check_header(st, kind, want);
 }
 
 }  // namespace
