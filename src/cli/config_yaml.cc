@@ -309,12 +309,13 @@ Status set_field(const Input& in, const Field& f, TrainConfig& cfg) {
 // Note [axolotl dataset keys]: besides {path, type}, an entry may carry axolotl's keys. type
 // chat_template is our messages (rendered by the chat template), completion is text; the field
 // names (field_messages, message_property_mappings / message_field_role / message_field_content,
-// field) say where the records keep what the type reads; split: train, ds_type and
+// field) say where the records keep what the type reads; overlap_len is completion's (data/datasets.h
+// Note [long texts]); split: train, ds_type and
 // roles_to_train / train_on_eos at their defaults (the assistant's turns, each with its end of
 // turn: what we train) are accepted; the rest is refused by name.
 const std::vector<std::string> kDatasetKeys = {"path", "type", "field_messages", "message_property_mappings",
                                                "message_field_role", "message_field_content", "field", "split",
-                                               "ds_type", "roles_to_train", "train_on_eos"};
+                                               "ds_type", "roles_to_train", "train_on_eos", "overlap_len"};
 
 Status set_one_dataset(const Input& in, const YAML::Node& item, const std::string& key, DatasetSpec& ds) {
   if (item.IsScalar()) {  // "- data.jsonl": a path with the default type
@@ -376,6 +377,11 @@ Status set_one_dataset(const Input& in, const YAML::Node& item, const std::strin
       ds.field_content = val;
     } else if (k == "field") {
       ds.field_text = val;
+    } else if (k == "overlap_len") {
+      const std::optional<int64_t> n = parse_integer<int64_t>(val);
+      if (!n || *n < 0 || *n > kMaxMicroBatchTokens)
+        return InvalidArgument(Str() << where << ": " << key << ".overlap_len: '" << val << "' is not a token count >= 0");
+      ds.overlap_len = *n;
     } else if (k == "split") {
       if (val != "train") return refuse(Str() << "'" << val << "': a local dataset file has no splits (split: train)");
     } else if (k == "ds_type") {
@@ -396,6 +402,8 @@ Status set_one_dataset(const Input& in, const YAML::Node& item, const std::strin
   if (ds.path.empty()) return bad(in, key, "a dataset entry has no 'path'");
   if (!ds.field_text.empty() && ds.type != "text")
     return bad(in, key, Str() << "'field' names the text of type text/completion, not of type " << ds.type);
+  if (ds.overlap_len > 0 && ds.type != "text")
+    return bad(in, key, Str() << "'overlap_len' applies to type text/completion, not to type " << ds.type);
   const bool turns = ds.type == "messages" || ds.type == "sharegpt";
   if (!turns && (!ds.field_messages.empty() || !ds.field_role.empty() || !ds.field_content.empty()))
     return bad(in, key, Str() << "the message field names apply to types chat_template/messages and sharegpt, not " << ds.type);
@@ -677,6 +685,7 @@ std::string train_config_to_yaml(const TrainConfig& cfg) {
               if (!d.field_content.empty())
                 out << YAML::Key << "message_field_content" << YAML::Value << d.field_content;
               if (!d.field_text.empty()) out << YAML::Key << "field" << YAML::Value << d.field_text;
+              if (d.overlap_len > 0) out << YAML::Key << "overlap_len" << YAML::Value << d.overlap_len;
               out << YAML::EndMap;
             }
             out << YAML::EndSeq;

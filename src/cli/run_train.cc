@@ -115,6 +115,10 @@ void print_banner(const TrainConfig& cfg, const Backend& be, const BaseWeights& 
               static_cast<long long>(td.stats.target_tokens), static_cast<long long>(td.stats.truncated),
               static_cast<long long>(td.stats.dropped_no_targets),
               static_cast<long long>(td.eval ? td.eval->size() : 0));
+  if (td.stats.split > 0)
+    std::printf("  note       %lld text(s) longer than sequence_len %lld split into %lld windows (each its own sample)\n",
+                static_cast<long long>(td.stats.split), static_cast<long long>(cfg.sequence_len),
+                static_cast<long long>(td.stats.windows));
   for (const std::string& n : cfg.notes) std::printf("  note       %s\n", n.c_str());
   if (td.stats.system_dropped > 0)
     std::printf("  note       %lld conversation(s) end with the assistant: the %s template leaves their system message\n"

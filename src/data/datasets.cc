@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <filesystem>
 #include <random>
 
@@ -386,6 +387,11 @@ Status load_dataset(const DatasetSource& src, const Tokenizer& tok, const Datase
                     std::vector<Sample>* out, DatasetStats* stats) {
   if (!is_directory(src.path) && !file_exists(src.path))
     return NotFound(Str() << src.path << ": no such file or directory");
+  if (src.overlap_len != 0 && src.type != "text")
+    return InvalidArgument(Str() << src.path << ": overlap_len applies to type text (completion), not " << src.type);
+  if (src.overlap_len < 0 || src.overlap_len >= opt.sequence_len)
+    return InvalidArgument(Str() << src.path << ": overlap_len " << src.overlap_len << " must be >= 0 and below sequence_len "
+                                 << opt.sequence_len);
   ChatTemplate chat;
   if (needs_chat_template(src.type)) {
     ASSIGN_OR_RETURN(chat, resolve_chat_template(opt.chat_template, tok), src.path);
@@ -394,7 +400,7 @@ Status load_dataset(const DatasetSource& src, const Tokenizer& tok, const Datase
     // A downloaded dataset folder (the Hub's data/train-00000-of-00003.parquet shards): every
     // dataset file in it, in name order.
     ASSIGN_OR_RETURN(std::vector<std::string> files, dataset_files_in(src.path));
-    for (const std::string& f : files) RETURN_IF_ERROR(load_dataset({f, src.type, src.fields}, tok, opt, out, stats));
+    for (const std::string& f : files) RETURN_IF_ERROR(load_dataset({f, src.type, src.fields, src.overlap_len}, tok, opt, out, stats));
     return Status::OK();
   }
   // Mapped, not read: a Parquet file is decoded a row group at a time straight from the mapping.
@@ -405,6 +411,18 @@ Status load_dataset(const DatasetSource& src, const Tokenizer& tok, const Datase
   const Clock::time_point t0 = Clock::now();
   Clock::time_point last = t0;
   int64_t records = 0;
+  // A sample with something to train on is kept and counted; the rest are counted as dropped.
+  auto keep = [&](Sample&& s) {
+    const int64_t targets = std::count_if(s.labels.begin(), s.labels.end(), [](int32_t l) { return l != kIgnoreIndex; });
+    if (targets == 0) {
+      ++stats->dropped_no_targets;
+      return;
+    }
+    ++stats->samples;
+    stats->tokens += static_cast<int64_t>(s.input_ids.size());
+    stats->target_tokens += targets;
+    out->push_back(std::move(s));
+  };
   const Status st = for_each_record(src.path, text, [&](const OrderedJson& j, const std::string& what) -> Status {
     if (opt.progress && (++records & 255) == 0 && Clock::now() - last > std::chrono::seconds(2)) {
       last = Clock::now();
@@ -417,20 +435,30 @@ Status load_dataset(const DatasetSource& src, const Tokenizer& tok, const Datase
     } else {
       ASSIGN_OR_RETURN(s, tokenize_json(src.type, j, tok, &chat, opt, what, stats));
     }
-    if (static_cast<int64_t>(s.input_ids.size()) > opt.sequence_len) {
+    const int64_t n = static_cast<int64_t>(s.input_ids.size());
+    if (n > opt.sequence_len && src.type == "text") {  // Note [long texts]
+      ++stats->split;
+      const int64_t stride = opt.sequence_len - src.overlap_len;
+      for (int64_t start = 0, w = 0;; start += stride, ++w) {
+        const int64_t end = std::min(start + opt.sequence_len, n);
+        Sample win;
+        win.window = static_cast<int32_t>(std::min<int64_t>(w, INT32_MAX));
+        win.input_ids.assign(s.input_ids.begin() + start, s.input_ids.begin() + end);
+        win.labels.assign(s.labels.begin() + start, s.labels.begin() + end);
+        const int64_t context = w == 0 ? 1 : std::max<int64_t>(src.overlap_len, 1);  // trained in the window before
+        std::fill(win.labels.begin(), win.labels.begin() + std::min(context, end - start), kIgnoreIndex);
+        ++stats->windows;
+        keep(std::move(win));
+        if (end == n) break;
+      }
+      return Status::OK();
+    }
+    if (n > opt.sequence_len) {
       s.input_ids.resize(opt.sequence_len);
       s.labels.resize(opt.sequence_len);
       ++stats->truncated;
     }
-    int64_t targets = std::count_if(s.labels.begin(), s.labels.end(), [](int32_t l) { return l != kIgnoreIndex; });
-    if (targets == 0) {
-      ++stats->dropped_no_targets;
-      return Status::OK();
-    }
-    ++stats->samples;
-    stats->tokens += static_cast<int64_t>(s.input_ids.size());
-    stats->target_tokens += targets;
-    out->push_back(std::move(s));
+    keep(std::move(s));
     return Status::OK();
   });
   if (st.ok() && opt.progress && last != t0) opt.progress(src.path, records, true);
@@ -439,19 +467,27 @@ Status load_dataset(const DatasetSource& src, const Tokenizer& tok, const Datase
 
 StatusOr<TrainValSplit> split_train_val(std::vector<Sample> all, double val_set_size, uint64_t seed) {
   TrainValSplit r;
-  int64_t n = static_cast<int64_t>(all.size());
+  // Groups: a record's samples (a split text's windows: Note [long texts]) go to one side.
+  std::vector<int64_t> group_start;
+  for (size_t i = 0; i < all.size(); ++i)
+    if (i == 0 || all[i].window == 0) group_start.push_back(static_cast<int64_t>(i));
+  const int64_t n = static_cast<int64_t>(group_start.size());
   if (val_set_size < 0) return InvalidArgument(Str() << "val_set_size " << val_set_size << " is negative");
   int64_t k = val_set_size < 1 ? static_cast<int64_t>(val_set_size * n + 0.5) : static_cast<int64_t>(val_set_size);
   if (val_set_size > 0 && k == 0) k = 1;
   if (k >= n && k > 0)
-    return InvalidArgument(Str() << "val_set_size " << val_set_size << " leaves no training samples (" << n << " samples)");
+    return InvalidArgument(Str() << "val_set_size " << val_set_size << " leaves no training samples (" << n
+                                 << (n == static_cast<int64_t>(all.size()) ? " samples)" : " records)"));
   std::vector<int64_t> perm(n);
   for (int64_t i = 0; i < n; ++i) perm[i] = i;
   std::mt19937_64 rng(seed ^ 0x9e3779b97f4a7c15ULL);
   for (int64_t i = n - 1; i > 0; --i) std::swap(perm[i], perm[rng() % static_cast<uint64_t>(i + 1)]);
   std::vector<uint8_t> is_val(n, 0);
   for (int64_t i = 0; i < k; ++i) is_val[perm[i]] = 1;
-  for (int64_t i = 0; i < n; ++i) (is_val[i] ? r.val : r.train).push_back(std::move(all[i]));
+  for (int64_t g = 0; g < n; ++g) {
+    const int64_t end = g + 1 < n ? group_start[g + 1] : static_cast<int64_t>(all.size());
+    for (int64_t i = group_start[g]; i < end; ++i) (is_val[g] ? r.val : r.train).push_back(std::move(all[i]));
+  }
   return r;
 }
 

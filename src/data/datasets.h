@@ -6,7 +6,9 @@
 // arrays, e.g. `messages` as list<struct<role, content>>; io/parquet.h). A directory stands for
 // every such file directly in it, in name order (a downloaded dataset's shards). Record types:
 //   text               {"text": s}                         all tokens trained; BOS per the tokenizer's
-//                                                          post-processor, EOS appended
+//                                                          post-processor, EOS appended; a text longer
+//                                                          than sequence_len is split into windows
+//                                                          (Note [long texts])
 //   prompt_completion  {"prompt": p, "completion": c}      loss on completion + EOS only
 //   alpaca             {"instruction", "input"?, "output"} the Stanford Alpaca prompt; loss on output + EOS
 //   messages           {"messages": [{"role", "content"}]} loss on assistant turns + their end token
@@ -44,15 +46,29 @@ struct DatasetSource {
   std::string path;
   std::string type = "tokenized";  // text | prompt_completion | alpaca | messages | sharegpt | input_output | tokenized
   RecordFields fields = {};
+  // type text: tokens a window repeats from the one before it, as context only (axolotl's
+  // overlap_len; Note [long texts]); 0 <= overlap_len < sequence_len.
+  int64_t overlap_len = 0;
 };
+
+// Note [long texts]: a type text record longer than sequence_len tokens is split into windows of
+// sequence_len tokens, each its own sample, as axolotl's `completion` type and HF's run_clm do
+// (the rest of a book is training data, not something to cut off); every other type is truncated.
+// With overlap_len k a window starts k tokens before the previous one ended, and those k tokens
+// are context only (ignored labels): each token of the text is trained once. (axolotl trains the
+// overlap in both windows, and also emits trailing windows inside the one before; we stop at the
+// window that reaches the text's end.) A window's first label is ignored as every sample's is,
+// so a split text loses one target per border. The windows of one record stay together in
+// split_train_val, so an eval sample never shares a document with a training sample.
 
 struct Sample {
   std::vector<int32_t> input_ids;
   std::vector<int32_t> labels;  // same length; kIgnoreIndex = not trained
+  int32_t window = 0;           // a split text's window index (Note [long texts]); 0: a record's first sample
 };
 
 struct DatasetOptions {
-  int64_t sequence_len = 2048;  // longer samples are truncated (and counted)
+  int64_t sequence_len = 2048;  // longer samples are truncated, long texts split (and counted)
   bool train_on_inputs = false;
   std::string chat_template;    // "" = the tokenizer's own; a built-in name or a .jinja file
   int64_t vocab_size = 0;       // ids must be < this (0 = tokenizer.vocab_size()); the model's may be larger
@@ -64,6 +80,8 @@ struct DatasetOptions {
 struct DatasetStats {
   int64_t samples = 0;          // kept
   int64_t truncated = 0;        // longer than sequence_len, cut
+  int64_t split = 0;            // type text records longer than sequence_len, split (Note [long texts])
+  int64_t windows = 0;          // the samples those became (before dropping any without targets)
   int64_t dropped_no_targets = 0;  // nothing left to train on (e.g. truncated before the answer)
   int64_t tokens = 0;           // kept tokens
   int64_t target_tokens = 0;    // kept trained labels
@@ -81,7 +99,9 @@ struct TrainValSplit {
   std::vector<Sample> train, val;
 };
 // val_set_size < 1: that fraction of samples (at least one when > 0); >= 1: that many samples.
-// The held-out samples are chosen by a seeded permutation; both parts keep file order.
+// The held-out samples are chosen by a seeded permutation; both parts keep file order. The
+// windows of a split text (window > 0 follows its record's window 0) count as one sample and go
+// to the same side.
 StatusOr<TrainValSplit> split_train_val(std::vector<Sample> all, double val_set_size, uint64_t seed);
 
 }  // namespace st

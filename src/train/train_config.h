@@ -14,6 +14,7 @@ struct DatasetSpec {
   // Field names when the records use others (axolotl's field_messages, message_property_mappings,
   // field): "" = the type's own (data/datasets.h RecordFields).
   std::string field_messages = {}, field_role = {}, field_content = {}, field_text = {};
+  int64_t overlap_len = 0;  // type text: tokens a window repeats as context (data/datasets.h Note [long texts])
 };
 
 // The most tokens a micro-batch (micro_batch_size x sequence_len) may hold: ~100x any real run,

@@ -12,7 +12,7 @@ namespace st {
 namespace {
 
 DatasetSource dataset_source(const DatasetSpec& d) {
-  return {d.path, d.type, {.messages = d.field_messages, .role = d.field_role, .content = d.field_content, .text = d.field_text}};
+  return {d.path, d.type, {.messages = d.field_messages, .role = d.field_role, .content = d.field_content, .text = d.field_text}, d.overlap_len};
 }
 
 // load_dataset's errors mostly name the file and line already; the context is added only where
@@ -78,6 +78,10 @@ Status preview_train_data(const TrainConfig& cfg, int n, std::FILE* out) {
                  d.path.c_str(), d.type.c_str(), static_cast<long long>(st.samples), static_cast<long long>(st.tokens),
                  static_cast<long long>(st.target_tokens), static_cast<long long>(st.truncated),
                  static_cast<long long>(cfg.sequence_len), static_cast<long long>(st.dropped_no_targets));
+    if (st.split > 0)
+      std::fprintf(out, "  %lld text(s) longer than %lld tokens split into %lld windows (overlap %lld)\n",
+                   static_cast<long long>(st.split), static_cast<long long>(cfg.sequence_len),
+                   static_cast<long long>(st.windows), static_cast<long long>(d.overlap_len));
     if (st.system_dropped > 0)
       std::fprintf(out, "  %lld conversation(s) lose their system message to the template (Mistral v3/tekken, as HF's: "
                         "only a conversation ending with a user message carries it)\n",

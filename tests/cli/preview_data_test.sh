@@ -5,7 +5,8 @@
 # only the assistant turn (and its <|im_end|>) marked, the drop count when sequence_len cuts the
 # answer off, no output_dir or layer cache written, and exit 2 for a bad N. Axolotl's dataset keys
 # (config_yaml.cc Note [axolotl dataset keys]): type chat_template with field_messages and
-# message_property_mappings renders as the same conversation does; type completion with field.
+# message_property_mappings renders as the same conversation does; type completion with field,
+# and overlap_len: a text past sequence_len split into windows (data/datasets.h Note [long texts]).
 set -u
 BIN="$1"
 T=$(mktemp -d /tmp/st_cli_preview_XXXXXX)
@@ -72,6 +73,21 @@ out=$("$BIN" train "$T/t.yaml" --preview-data --sequence_len=40 2>&1); rc=$?
 expect "alpaca.json (alpaca): 0 samples (0 tokens, 0 trained), 2 truncated to 40, 2 dropped"
 "$BIN" train "$T/t.yaml" --preview-data=0 >/dev/null 2>&1; rc=$?
 [[ $rc -eq 2 ]] || { echo "FAIL --preview-data=0 exit $rc (want 2)"; fail=1; }
+# A long completion text becomes windows: 300 words in 40-token windows, 4 tokens of overlap.
+python3 -c "import json; print(json.dumps({'body': ' '.join('word%d' % i for i in range(300))}))" >"$T/long.jsonl"
+printf 'base_model: model\ndatasets:\n  - path: long.jsonl\n    type: completion\n    field: body\n    overlap_len: 4\ndevice: cpu\nsequence_len: 40\noutput_dir: out\n' >"$T/long.yaml"
+out=$("$BIN" train "$T/long.yaml" --preview-data=2 2>&1); rc=$?
+[[ $rc -eq 0 ]] || { echo "FAIL long text rc $rc: $out"; fail=1; }
+n=$(sed -n 's/.*long.jsonl (text): \([0-9]*\) samples.*/\1/p' <<<"$out")
+[[ -n "$n" && "$n" -gt 10 ]] || { echo "FAIL long text gave '$n' samples: $out"; fail=1; }
+expect "1 text(s) longer than 40 tokens split into $n windows (overlap 4)"
+expect "--- sample 2: 40 tokens, 36 trained"
+sed 's/overlap_len: 4/overlap_len: 40/' "$T/long.yaml" >"$T/long40.yaml"
+out=$("$BIN" train "$T/long40.yaml" --preview-data=1 2>&1); rc=$?
+[[ $rc -ne 0 ]] && grep -qF "overlap_len 40 must be >= 0 and below sequence_len 40" <<<"$out" || { echo "FAIL overlap 40: rc $rc: $out"; fail=1; }
+printf 'base_model: model\ndatasets:\n  - path: sg.jsonl\n    type: sharegpt\n    overlap_len: 4\noutput_dir: out\n' >"$T/ov.yaml"
+out=$("$BIN" train "$T/ov.yaml" --preview-data=1 2>&1); rc=$?
+[[ $rc -ne 0 ]] && grep -qF "'overlap_len' applies to type text/completion, not to type sharegpt" <<<"$out" || { echo "FAIL overlap on sharegpt: rc $rc: $out"; fail=1; }
 # A Hub dataset id is not downloaded: the message says how to fetch it.
 sed 's|^  - path: alpaca.json|  - path: tatsu-lab/alpaca|' "$T/t.yaml" >"$T/hub.yaml"
 out=$("$BIN" train "$T/hub.yaml" --preview-data=1 2>&1); rc=$?

@@ -444,6 +444,82 @@ TEST(Datasets, TruncationAndSplit) {
   EXPECT_FALSE(split_train_val(out, 20, 7).ok());
 }
 
+// Note [long texts]: a text past sequence_len becomes windows that cover it once (each token a
+// target exactly once, but a window's first), overlap_len tokens of context repeated; other types
+// are truncated; a record's windows go to one side of the train/val split.
+TEST(Datasets, LongTextsAreSplitIntoWindows) {
+  Tokenizer tok = load_tok("qwen2");
+  std::string words;
+  for (int i = 0; i < 60; ++i) words += " w" + std::to_string(i);
+  const std::vector<int32_t> whole = [&] {
+    std::vector<int32_t> ids = tok.encode(words, AddSpecial::kYes);
+    if (tok.eos_id() >= 0) ids.push_back(tok.eos_id());
+    return ids;
+  }();
+  ASSERT_GT(whole.size(), 100u);
+  const std::string body = "{\"text\":\"" + words + "\"}\n{\"text\":\"short\"}\n";
+  const std::string path = write_tmp("long.jsonl", body);
+  for (int64_t overlap : {0, 3, 15}) {
+    SCOPED_TRACE(overlap);
+    DatasetOptions opt;
+    opt.sequence_len = 16;
+    std::vector<Sample> out;
+    DatasetStats st;
+    DatasetSource src{path, "text"};
+    src.overlap_len = overlap;
+    ASSERT_TRUE(load_dataset(src, tok, opt, &out, &st).ok());
+    EXPECT_EQ(st.split, 1);
+    EXPECT_EQ(st.truncated, 0);
+    ASSERT_EQ(static_cast<int64_t>(out.size()), st.windows + 1);  // + "short"
+    const int64_t stride = 16 - overlap;
+    std::vector<int> trained(whole.size(), 0);
+    for (int64_t w = 0; w < st.windows; ++w) {
+      const Sample& s = out[static_cast<size_t>(w)];
+      EXPECT_EQ(s.window, w);
+      const size_t start = static_cast<size_t>(w * stride);
+      ASSERT_LE(s.input_ids.size(), 16u);
+      ASSERT_LE(start + s.input_ids.size(), whole.size());
+      EXPECT_TRUE(std::equal(s.input_ids.begin(), s.input_ids.end(), whole.begin() + static_cast<int64_t>(start)));
+      for (size_t i = 0; i < s.labels.size(); ++i) {
+        if (s.labels[i] == kIgnoreIndex) continue;
+        EXPECT_EQ(s.labels[i], s.input_ids[i]);
+        ++trained[start + i];
+      }
+      if (w + 1 < st.windows) EXPECT_EQ(s.input_ids.size(), 16u);
+      else EXPECT_EQ(start + s.input_ids.size(), whole.size()) << w;  // the last window reaches the end, no further
+    }
+    // Every token is a target once but the text's first and, without overlap, each window's first.
+    for (size_t i = 0; i < whole.size(); ++i)
+      EXPECT_EQ(trained[i], i % 16 == 0 && (overlap == 0 || i == 0) ? 0 : 1) << "token " << i;
+    EXPECT_EQ(out.back().window, 0);
+    // The windows go to one side: with one of two records held out, either the short one or
+    // every window is.
+    for (uint64_t seed = 0; seed < 6; ++seed) {
+      auto sp = split_train_val(out, 1, seed);
+      ASSERT_TRUE(sp.ok());
+      EXPECT_TRUE(sp->val.size() == 1 || static_cast<int64_t>(sp->val.size()) == st.windows) << sp->val.size();
+      EXPECT_EQ(sp->val.size() + sp->train.size(), out.size());
+    }
+  }
+  // Other types are truncated; overlap_len is refused there and where it is not below sequence_len.
+  DatasetOptions opt;
+  opt.sequence_len = 16;
+  std::vector<Sample> out;
+  DatasetStats st;
+  const std::string pc = write_tmp("pc.jsonl", "{\"prompt\":\"a\",\"completion\":\"" + words + "\"}\n");
+  ASSERT_TRUE(load_dataset({pc, "prompt_completion"}, tok, opt, &out, &st).ok());
+  EXPECT_EQ(st.truncated, 1);
+  EXPECT_EQ(st.split, 0);
+  DatasetSource bad{pc, "prompt_completion"};
+  bad.overlap_len = 2;
+  Status s = load_dataset(bad, tok, opt, &out, &st);
+  EXPECT_NE(s.message().find("overlap_len applies to type text"), std::string::npos) << s.to_string();
+  DatasetSource big{path, "text"};
+  big.overlap_len = 16;
+  s = load_dataset(big, tok, opt, &out, &st);
+  EXPECT_NE(s.message().find("overlap_len 16 must be >= 0 and below sequence_len 16"), std::string::npos) << s.to_string();
+}
+
 TEST(Datasets, DemoDataLoads) {
   Tokenizer tok = load_tok("qwen2");
   std::vector<Sample> out;
