@@ -62,6 +62,7 @@ const std::vector<Field>& fields() {
       {"train_on_inputs", &C::train_on_inputs},
       {"chat_template", &C::chat_template, {"", "chatml", "qwen3", "llama3", "mistral", "mistral_v3", "mistral_tekken"}},
       {"val_set_size", &C::val_set_size, {}, StrKind::kPlain, 0},
+      {"dataset_processes", &C::dataset_processes, {}, StrKind::kPlain, 0, 1024},
       {"eval_datasets", &C::eval_datasets},
       {"eval_steps", &C::eval_steps, {}, StrKind::kPlain, 0},
       {"adapter", &C::adapter, {"lora", "qlora"}},

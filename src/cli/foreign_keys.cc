@@ -21,7 +21,7 @@ const std::vector<std::string> kNoEffect = {
     "comet_api_key", "comet_workspace", "comet_project_name", "hub_model_id", "hub_strategy",
     "push_dataset_to_hub", "hf_use_auth_token", "include_tokens_per_second", "debug",
     // data preparation caches and workers
-    "dataset_prepared_path", "dataset_processes", "dataset_keep_in_memory", "dataloader_num_workers",
+    "dataset_prepared_path", "dataset_keep_in_memory", "dataloader_num_workers",
     "dataloader_pin_memory", "dataloader_prefetch_factor", "dataloader_drop_last", "shuffle_merged_datasets",
     "sample_packing_eff_est", "total_num_tokens", "pad_to_sequence_len", "eval_sample_packing",
     // kernels and attention backends (ours are chosen per shape; the math is the same)

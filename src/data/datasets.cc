@@ -1,10 +1,14 @@
 #include "data/datasets.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <new>
+#include <optional>
 #include <random>
+#include <thread>
 
 #include "core/file.h"
 #include "core/json.h"
@@ -269,28 +273,35 @@ StatusOr<Sample> tokenize_json(const std::string& type, const OrderedJson& j, co
   return s;
 }
 
+// A record as for_each_record hands it over: parsed, or the raw text of a JSON Lines line that
+// the tokenizing thread parses (Note [parallel tokenization]: parsing is ~10% of the work).
+struct Record {
+  OrderedJson j;
+  std::string_view raw;  // non-empty: parse this (it points into the file or its inflated text)
+};
+
+bool is_gzip(std::string_view text) {
+  return text.size() >= 2 && static_cast<unsigned char>(text[0]) == 0x1f && static_cast<unsigned char>(text[1]) == 0x8b;
+}
+
 // Calls fn(record, what) for each record of a dataset file: JSON Lines (one object a line, blank
-// lines skipped; what = "PATH line N"), or one JSON array of objects (what = "PATH record N"), as
-// alpaca_data.json and many exported datasets are. Told apart by the first non-blank byte. A
-// Parquet file (starting "PAR1") gives one record a row (what = "PATH row N"); a gzip file
-// (1f 8b: .jsonl.gz, .json.gz, even .parquet.gz) is inflated first (at most kMaxGunzipBytes).
+// lines skipped; what = "PATH line N"; handed over raw), or one JSON array of objects (what =
+// "PATH record N"), as alpaca_data.json and many exported datasets are. Told apart by the first
+// non-blank byte. A Parquet file (starting "PAR1") gives one record a row (what = "PATH row N").
+// A gzip file (1f 8b: .jsonl.gz, .json.gz, even .parquet.gz) is inflated by the caller
+// (load_dataset), which says so with `inflated`.
 constexpr size_t kMaxGunzipBytes = size_t{16} << 30;
 
 template <class Fn>
-Status for_each_record(const std::string& path, std::string_view text, Fn fn, bool inflated = false) {
+Status for_each_record(const std::string& path, std::string_view text, Fn fn, bool inflated) {
   if (text.starts_with("\xEF\xBB\xBF")) text.remove_prefix(3);  // a UTF-8 BOM (Windows editors write one)
   // A damaged .parquet (its head overwritten) would otherwise be read as JSON Lines of binary.
   const bool parquet_name = !inflated && path.size() > 8 && path.compare(path.size() - 8, 8, ".parquet") == 0;
-  if (text.starts_with("PAR1") || (parquet_name && !text.starts_with("\x1f\x8b"))) {
+  if (text.starts_with("PAR1") || (parquet_name && !is_gzip(text))) {
     ASSIGN_OR_RETURN(ParquetFile pq, ParquetFile::from_bytes(text, path));
-    return pq.for_each_row([&](const OrderedJson& row, int64_t i) { return fn(row, Str() << path << " row " << i + 1); });
+    return pq.for_each_row([&](const OrderedJson& row, int64_t i) { return fn(Record{row, {}}, Str() << path << " row " << i + 1); });
   }
-  if (text.size() >= 2 && static_cast<unsigned char>(text[0]) == 0x1f && static_cast<unsigned char>(text[1]) == 0x8b) {
-    if (inflated) return InvalidArgument(Str() << path << ": gzip inside gzip; decompress it first");
-    std::string plain;
-    RETURN_IF_ERROR(gunzip_file(text, path, kMaxGunzipBytes, &plain));
-    return for_each_record(path, plain, fn, /*inflated=*/true);
-  }
+  if (is_gzip(text)) return InvalidArgument(Str() << path << ": gzip inside gzip; decompress it first");
   const size_t first = text.find_first_not_of(" \t\r\n");
   if (first != std::string::npos && text[first] == '[') {
     ASSIGN_OR_RETURN(OrderedJson arr, parse_ordered_json(text, path + " (a JSON array of records)"));
@@ -298,7 +309,7 @@ Status for_each_record(const std::string& path, std::string_view text, Fn fn, bo
     for (size_t i = 0; i < arr.size(); ++i) {
       const std::string what = Str() << path << " record " << i + 1;
       if (!arr[i].is_object()) return InvalidArgument(Str() << what << ": not a JSON object");
-      RETURN_IF_ERROR(fn(arr[i], what));
+      RETURN_IF_ERROR(fn(Record{std::move(arr[i]), {}}, what));
     }
     return Status::OK();
   }
@@ -309,9 +320,7 @@ Status for_each_record(const std::string& path, std::string_view text, Fn fn, bo
     const std::string_view line(text.data() + pos, e - pos);
     pos = e + 1;
     if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue;
-    const std::string what = Str() << path << " line " << line_no;
-    ASSIGN_OR_RETURN(OrderedJson j, parse_ordered_json(line, what));
-    RETURN_IF_ERROR(fn(j, what));
+    RETURN_IF_ERROR(fn(Record{{}, line}, Str() << path << " line " << line_no));
   }
   return Status::OK();
 }
@@ -383,6 +392,50 @@ StatusOr<OrderedJson> remap_fields(const OrderedJson& j, const std::string& type
 
 }  // namespace
 
+namespace {
+
+// Note [parallel tokenization] batches: at most this many records, or this much text, at once.
+constexpr size_t kBatchRecords = 1024;
+constexpr size_t kBatchBytes = size_t{32} << 20;
+constexpr size_t kBigRecordBytes = size_t{1} << 20;  // tokenized alone
+
+int tokenize_threads(const DatasetOptions& opt) {
+  if (opt.threads > 0) return opt.threads;
+  return static_cast<int>(std::clamp<unsigned>(std::thread::hardware_concurrency(), 1, 64));
+}
+
+// fn(i) for i in [0, n) on up to `threads` threads (this one included), each taking the next
+// index as it finishes one.
+void parallel_for(size_t n, int threads, const std::function<void(size_t)>& fn) {
+  const size_t t = std::min(n, static_cast<size_t>(std::max(threads, 1)));
+  if (t <= 1) {
+    for (size_t i = 0; i < n; ++i) fn(i);
+    return;
+  }
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t i = next.fetch_add(1); i < n; i = next.fetch_add(1)) fn(i);
+  };
+  std::vector<std::thread> pool;
+  pool.reserve(t - 1);
+  for (size_t k = 1; k < t; ++k) pool.emplace_back(work);
+  work();
+  for (std::thread& th : pool) th.join();
+}
+
+// The bytes of the strings in a record (what tokenizing it reads), keys included.
+size_t json_text_bytes(const OrderedJson& j) {
+  if (j.is_string()) return j.get_ref<const std::string&>().size();
+  size_t n = 0;
+  if (j.is_object())
+    for (auto it = j.begin(); it != j.end(); ++it) n += it.key().size() + json_text_bytes(it.value());
+  else if (j.is_array())
+    for (const OrderedJson& e : j) n += json_text_bytes(e);
+  return n;
+}
+
+}  // namespace
+
 Status load_dataset(const DatasetSource& src, const Tokenizer& tok, const DatasetOptions& opt,
                     std::vector<Sample>* out, DatasetStats* stats) {
   if (!is_directory(src.path) && !file_exists(src.path))
@@ -405,7 +458,13 @@ Status load_dataset(const DatasetSource& src, const Tokenizer& tok, const Datase
   }
   // Mapped, not read: a Parquet file is decoded a row group at a time straight from the mapping.
   ASSIGN_OR_RETURN(MappedFile file, MappedFile::open(src.path));
-  const std::string_view text(reinterpret_cast<const char*>(file.data()), file.size());
+  std::string_view text(reinterpret_cast<const char*>(file.data()), file.size());
+  std::string plain;  // an inflated gzip file: raw records point into it until the last batch is done
+  const bool inflated = is_gzip(text);
+  if (inflated) {
+    RETURN_IF_ERROR(gunzip_file(text, src.path, kMaxGunzipBytes, &plain));
+    text = plain;
+  }
   if (opt.sequence_len < 2) return InvalidArgument(Str() << "sequence_len " << opt.sequence_len << " is too small");
   using Clock = std::chrono::steady_clock;
   const Clock::time_point t0 = Clock::now();
@@ -423,20 +482,10 @@ Status load_dataset(const DatasetSource& src, const Tokenizer& tok, const Datase
     stats->target_tokens += targets;
     out->push_back(std::move(s));
   };
-  const Status st = for_each_record(src.path, text, [&](const OrderedJson& j, const std::string& what) -> Status {
-    if (opt.progress && (++records & 255) == 0 && Clock::now() - last > std::chrono::seconds(2)) {
-      last = Clock::now();
-      opt.progress(src.path, records, false);
-    }
-    Sample s;
-    if (src.fields.any()) {
-      ASSIGN_OR_RETURN(OrderedJson r, remap_fields(j, src.type, src.fields, what));
-      ASSIGN_OR_RETURN(s, tokenize_json(src.type, r, tok, &chat, opt, what, stats));
-    } else {
-      ASSIGN_OR_RETURN(s, tokenize_json(src.type, j, tok, &chat, opt, what, stats));
-    }
+  // A tokenized record into the samples: a long text split (Note [long texts]), else truncated.
+  auto place = [&](Sample&& s) {
     const int64_t n = static_cast<int64_t>(s.input_ids.size());
-    if (n > opt.sequence_len && src.type == "text") {  // Note [long texts]
+    if (n > opt.sequence_len && src.type == "text") {
       ++stats->split;
       const int64_t stride = opt.sequence_len - src.overlap_len;
       for (int64_t start = 0, w = 0;; start += stride, ++w) {
@@ -451,7 +500,7 @@ Status load_dataset(const DatasetSource& src, const Tokenizer& tok, const Datase
         keep(std::move(win));
         if (end == n) break;
       }
-      return Status::OK();
+      return;
     }
     if (n > opt.sequence_len) {
       s.input_ids.resize(opt.sequence_len);
@@ -459,8 +508,67 @@ Status load_dataset(const DatasetSource& src, const Tokenizer& tok, const Datase
       ++stats->truncated;
     }
     keep(std::move(s));
+  };
+  // Note [parallel tokenization]: records are read (and parsed) in order on this thread and
+  // tokenized in batches on every core; each record's sample and counts are its own, and they are
+  // placed in record order, so the samples, the counts and the first error reported are those of
+  // a one-thread run whatever the thread count (tests/data/datasets_test.cc ParallelLoad...).
+  const int threads = tokenize_threads(opt);
+  std::vector<std::pair<Record, std::string>> batch;  // (record, what)
+  size_t batch_bytes = 0;                                  // their text
+  auto flush = [&]() -> Status {
+    std::vector<std::optional<StatusOr<Sample>>> res(batch.size());
+    std::vector<int64_t> system_dropped(batch.size(), 0);
+    parallel_for(batch.size(), threads, [&](size_t i) {
+      auto& [rec, what] = batch[i];
+      DatasetStats one;
+      try {
+        if (!rec.raw.empty()) {
+          StatusOr<OrderedJson> parsed = parse_ordered_json(rec.raw, what);
+          if (!parsed.ok()) {
+            res[i] = StatusOr<Sample>(parsed.status());
+            return;
+          }
+          rec.j = std::move(*parsed);
+        }
+        const OrderedJson& j = rec.j;
+        if (src.fields.any()) {
+          StatusOr<OrderedJson> r = remap_fields(j, src.type, src.fields, what);
+          res[i] = r.ok() ? tokenize_json(src.type, *r, tok, &chat, opt, what, &one) : StatusOr<Sample>(r.status());
+        } else {
+          res[i] = tokenize_json(src.type, j, tok, &chat, opt, what, &one);
+        }
+      } catch (const std::bad_alloc&) {  // on a worker thread main's handler would never see it
+        res[i] = StatusOr<Sample>(ResourceExhausted(Str() << what << ": out of memory tokenizing the record"));
+      }
+      rec = Record{};  // its memory back now, not at the batch's end
+      system_dropped[i] = one.system_dropped;
+    });
+    for (size_t i = 0; i < batch.size(); ++i) {
+      if (!res[i]->ok()) return res[i]->status();
+      stats->system_dropped += system_dropped[i];
+      place(std::move(**res[i]));
+    }
+    batch.clear();
+    batch_bytes = 0;
+    if (opt.progress && Clock::now() - last > std::chrono::seconds(2)) {
+      last = Clock::now();
+      opt.progress(src.path, records, false);
+    }
     return Status::OK();
-  });
+  };
+  Status st = for_each_record(src.path, text, [&](Record&& r, const std::string& what) -> Status {
+    ++records;
+    // A big record is tokenized alone: encoding takes ~40x its text in memory for a while, and
+    // a batch's records are encoded at once.
+    const size_t bytes = r.raw.empty() ? json_text_bytes(r.j) : r.raw.size();
+    if (bytes > kBigRecordBytes && !batch.empty()) RETURN_IF_ERROR(flush());
+    batch.emplace_back(std::move(r), what);
+    batch_bytes += bytes;
+    if (batch.size() >= kBatchRecords || batch_bytes >= kBatchBytes || bytes > kBigRecordBytes) return flush();
+    return Status::OK();
+  }, inflated);
+  if (st.ok() && !batch.empty()) st = flush();
   if (st.ok() && opt.progress && last != t0) opt.progress(src.path, records, true);
   return st;
 }

@@ -72,6 +72,7 @@ struct DatasetOptions {
   bool train_on_inputs = false;
   std::string chat_template;    // "" = the tokenizer's own; a built-in name or a .jinja file
   int64_t vocab_size = 0;       // ids must be < this (0 = tokenizer.vocab_size()); the model's may be larger
+  int threads = 0;              // tokenizing threads (0 = every hardware thread; the result is the same)
   // Long files: called with (path, records read so far, done) every ~2 s while a file is read, and
   // once at its end when it took longer than that. Unset: quiet.
   std::function<void(const std::string& path, int64_t records, bool done)> progress;
@@ -88,7 +89,8 @@ struct DatasetStats {
   int64_t system_dropped = 0;   // conversations whose system message the template leaves out (Mistral v3/tekken)
 };
 
-// Reads and tokenizes one dataset file, appending to `out`; stats are accumulated.
+// Reads and tokenizes one dataset file, appending to `out`; stats are accumulated. Records are
+// tokenized on opt.threads threads; the result does not depend on how many.
 Status load_dataset(const DatasetSource& src, const Tokenizer& tok, const DatasetOptions& opt,
                     std::vector<Sample>* out, DatasetStats* stats);
 // Tokenizes one parsed JSON record (exposed for tests and for `streamtune` previews).

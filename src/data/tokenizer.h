@@ -30,7 +30,7 @@
 //                   as HF's find_matches does (tests/data/tokenizer_config_variants_test.cc).
 //
 // Thread safety: encode/decode are const and may be called from several threads (the internal
-// piece cache is guarded by a mutex). Copies share the vocabulary and cache; the setters change
+// piece cache is in shards, each guarded by a mutex). Copies share the vocabulary and cache; the setters change
 // only the copy they are called on.
 #pragma once
 

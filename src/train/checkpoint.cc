@@ -273,7 +273,7 @@ Json config_fingerprint(const TrainConfig& tc, const ModelConfig& mc, DType act_
   j["warmup_steps"] = tc.warmup_steps;
   j["weight_decay"] = tc.weight_decay;
   if (tc.loraplus_lr_ratio > 0) j["loraplus_lr_ratio"] = tc.loraplus_lr_ratio;
-  if (tc.neftune_noise_alpha > 0) j["neftune_noise_alpha"] = tc.neftune_noise_alpha;  // only when set  // only when set: earlier checkpoints resume
+  if (tc.neftune_noise_alpha > 0) j["neftune_noise_alpha"] = tc.neftune_noise_alpha;  // only when set: earlier checkpoints resume
   j["adam_beta1"] = tc.adam_beta1;
   j["adam_beta2"] = tc.adam_beta2;
   j["adam_epsilon"] = tc.adam_epsilon;

@@ -45,6 +45,7 @@ struct TrainConfig {
   bool train_on_inputs = false;
   std::string chat_template;        // "" = from tokenizer_config.json; a built-in name (chatml | qwen3 | llama3 | mistral | mistral_v3 | mistral_tekken) or a .jinja file
   double val_set_size = 0.0;        // fraction (<1) or count (>=1) of samples held out
+  int64_t dataset_processes = 0;    // threads tokenizing the datasets (axolotl's key; 0 = every core)
   std::vector<DatasetSpec> eval_datasets;
   int64_t eval_steps = 0;           // 0 = eval only at the end when there is an eval set
   int64_t evals_per_epoch = 0;      // axolotl's: eval_steps = ceil(total steps / (this x num_epochs)); 0 = off

@@ -38,6 +38,7 @@ DatasetOptions dataset_options(const TrainConfig& cfg, int64_t vocab_size) {
   o.train_on_inputs = cfg.train_on_inputs;
   o.chat_template = cfg.chat_template;
   o.vocab_size = vocab_size;
+  o.threads = static_cast<int>(cfg.dataset_processes);
   // Big dataset files take a while to tokenize: say how far it got (a rewritten line on a
   // terminal, a line every ~2 s in a log).
   o.progress = [tty = isatty(fileno(stderr)) != 0](const std::string& path, int64_t records, bool done) {

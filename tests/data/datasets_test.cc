@@ -520,6 +520,61 @@ TEST(Datasets, LongTextsAreSplitIntoWindows) {
   EXPECT_NE(s.message().find("overlap_len 16 must be >= 0 and below sequence_len 16"), std::string::npos) << s.to_string();
 }
 
+// Note [parallel tokenization]: the samples, counts and first error do not depend on the thread
+// count -- over several batches (> 1024 records), a record big enough to be tokenized alone, long
+// texts split into windows, and an error behind which later lines hold other errors.
+TEST(Datasets, ParallelLoadMatchesOneThread) {
+  Tokenizer tok = load_tok("qwen2");
+  std::string body;
+  for (int i = 0; i < 2600; ++i) {
+    std::string text = "record " + std::to_string(i) + ":";
+    for (int k = 0; k < i % 37; ++k) text += " w" + std::to_string(k * i % 101);
+    if (i == 1500) text += std::string(1 << 21, 'x');  // > 1 MB: alone in its batch
+    body += "{\"text\":\"" + text + "\"}\n";
+  }
+  const std::string path = write_tmp("many.jsonl", body);
+  auto load = [&](const std::string& p, int threads, std::vector<Sample>* out, DatasetStats* st) {
+    DatasetOptions opt;
+    opt.sequence_len = 24;
+    opt.threads = threads;
+    return load_dataset({p, "text"}, tok, opt, out, st);
+  };
+  std::vector<Sample> one, four;
+  DatasetStats s1, s4;
+  ASSERT_TRUE(load(path, 1, &one, &s1).ok());
+  ASSERT_TRUE(load(path, 4, &four, &s4).ok());
+  EXPECT_GT(s1.split, 2000);
+  EXPECT_EQ(s1.samples, s4.samples);
+  EXPECT_EQ(s1.windows, s4.windows);
+  EXPECT_EQ(s1.tokens, s4.tokens);
+  EXPECT_EQ(s1.target_tokens, s4.target_tokens);
+  ASSERT_EQ(one.size(), four.size());
+  for (size_t i = 0; i < one.size(); ++i) {
+    ASSERT_EQ(one[i].input_ids, four[i].input_ids) << i;
+    ASSERT_EQ(one[i].labels, four[i].labels) << i;
+    ASSERT_EQ(one[i].window, four[i].window) << i;
+  }
+  // Errors: line 1201 has no text, 1202 is not JSON, 1900 has no text either: 1201 is named.
+  std::string bad;
+  size_t line = 0, pos = 0;
+  while (pos < body.size()) {
+    const size_t e = body.find('\n', pos);
+    ++line;
+    std::string l = body.substr(pos, e - pos);
+    if (line == 1201 || line == 1900) l = "{\"txt\":\"a\"}";
+    if (line == 1202) l = "{not json";
+    bad += l + "\n";
+    pos = e + 1;
+  }
+  const std::string bad_path = write_tmp("bad.jsonl", bad);
+  for (int threads : {1, 4}) {
+    std::vector<Sample> out;
+    DatasetStats st;
+    Status s = load(bad_path, threads, &out, &st);
+    EXPECT_NE(s.message().find("bad.jsonl line 1201: missing field 'text'"), std::string::npos) << threads << " " << s.to_string();
+  }
+}
+
 TEST(Datasets, DemoDataLoads) {
   Tokenizer tok = load_tok("qwen2");
   std::vector<Sample> out;

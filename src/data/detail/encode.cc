@@ -322,16 +322,17 @@ void TokenizerImpl::encode(std::string_view text, std::vector<int32_t>* out) con
       pre_tokenize(seg.text, lead > o ? std::min(lead - o, seg.text.size()) : 0, &pieces);
       for (const std::string& p : pieces) {
         if (p.size() > kCacheMaxPiece) { bpe(p, out); continue; }
+        CacheShard& shard = cache[std::hash<std::string>{}(p) % kCacheShards];
         {
-          std::lock_guard<std::mutex> lock(cache_mu);
-          auto it = cache.find(p);
-          if (it != cache.end()) { out->insert(out->end(), it->second.begin(), it->second.end()); continue; }
+          std::lock_guard<std::mutex> lock(shard.mu);
+          auto it = shard.map.find(p);
+          if (it != shard.map.end()) { out->insert(out->end(), it->second.begin(), it->second.end()); continue; }
         }
         size_t before = out->size();
         bpe(p, out);
-        std::lock_guard<std::mutex> lock(cache_mu);
-        if (cache.size() >= kCacheMaxEntries) cache.clear();
-        cache.emplace(p, std::vector<int32_t>(out->begin() + before, out->end()));
+        std::lock_guard<std::mutex> lock(shard.mu);
+        if (shard.map.size() >= kCacheMaxEntries / kCacheShards) shard.map.clear();
+        shard.map.emplace(p, std::vector<int32_t>(out->begin() + before, out->end()));
       }
     }
   }

@@ -111,8 +111,15 @@ struct TokenizerImpl {
   int32_t unk_id = -1;         // model.unk_token (-1: unknown chars are dropped, as HF does)
   std::array<int32_t, 256> fallback_id{};  // id of "<0xXX>" (uppercase hex), -1 if absent
 
-  mutable std::mutex cache_mu;
-  mutable std::unordered_map<std::string, std::vector<int32_t>> cache;
+  // The BPE result of each short piece, in shards with a lock each: the dataset loader encodes
+  // records on every core at once (data/datasets.cc Note [parallel tokenization]), and one lock
+  // taken twice a piece by every thread was a queue. A piece's shard is its hash's low bits.
+  static constexpr size_t kCacheShards = 64;
+  struct CacheShard {
+    std::mutex mu;
+    std::unordered_map<std::string, std::vector<int32_t>> map;
+  };
+  mutable std::array<CacheShard, kCacheShards> cache;
 
   // Registers a BPE vocab entry (file alphabet `s`). Corruption on a duplicate id. A string seen
   // before encodes to its first id, or with `last_wins` to this one (Note [duplicate GGUF tokens]).
