@@ -4,6 +4,7 @@
 // every special token, and Metaspace's prepend_scheme "first" only to the stretch at offset 0).
 
 #include <algorithm>
+#include <atomic>
 
 #include "data/detail/split_regex_impl.h"
 #include "data/detail/tokenizer_impl.h"
@@ -14,6 +15,20 @@ namespace {
 
 constexpr size_t kCacheMaxEntries = 1 << 18;
 constexpr size_t kCacheMaxPiece = 128;
+
+// This thread's level of the piece cache (tokenizer_impl.h Note [piece cache]): direct-mapped by
+// the piece's hash, for the tokenizer whose uid is `owner` (another tokenizer starts it afresh).
+constexpr size_t kThreadSlots = 4096;
+struct ThreadCache {
+  struct Slot {
+    bool used = false;
+    std::string piece;
+    std::vector<int32_t> ids;
+  };
+  uint64_t owner = 0;
+  std::vector<Slot> slots;
+};
+thread_local ThreadCache t_cache;
 
 // Rust regex's Unicode \w (HF's single_word check: `\w$` before the match, `^\w` after it):
 // Alphabetic, marks, Nd, Pc and the joiners U+200C/D. Oniguruma's bracketed \w is the same set
@@ -304,6 +319,11 @@ void TokenizerImpl::pre_tokenize(std::string_view text, size_t lead, std::vector
   }
 }
 
+uint64_t TokenizerImpl::next_uid() {
+  static std::atomic<uint64_t> next{1};
+  return next.fetch_add(1);
+}
+
 void TokenizerImpl::encode(std::string_view text, std::vector<int32_t>* out) const {
   std::vector<Seg> raw;
   split_added(*this, false, text, &raw);
@@ -322,17 +342,34 @@ void TokenizerImpl::encode(std::string_view text, std::vector<int32_t>* out) con
       pre_tokenize(seg.text, lead > o ? std::min(lead - o, seg.text.size()) : 0, &pieces);
       for (const std::string& p : pieces) {
         if (p.size() > kCacheMaxPiece) { bpe(p, out); continue; }
-        CacheShard& shard = cache[std::hash<std::string>{}(p) % kCacheShards];
+        const size_t h = std::hash<std::string>{}(p);
+        ThreadCache& tc = t_cache;  // Note [piece cache]
+        if (tc.owner != uid) {
+          tc.owner = uid;
+          tc.slots.assign(kThreadSlots, {});
+        }
+        ThreadCache::Slot& slot = tc.slots[h & (kThreadSlots - 1)];
+        if (slot.used && slot.piece == p) { out->insert(out->end(), slot.ids.begin(), slot.ids.end()); continue; }
+        CacheShard& shard = cache[(h >> 48) % kCacheShards];
+        const size_t before = out->size();
+        bool hit = false;
         {
           std::lock_guard<std::mutex> lock(shard.mu);
           auto it = shard.map.find(p);
-          if (it != shard.map.end()) { out->insert(out->end(), it->second.begin(), it->second.end()); continue; }
+          if (it != shard.map.end()) {
+            out->insert(out->end(), it->second.begin(), it->second.end());
+            hit = true;
+          }
         }
-        size_t before = out->size();
-        bpe(p, out);
-        std::lock_guard<std::mutex> lock(shard.mu);
-        if (shard.map.size() >= kCacheMaxEntries / kCacheShards) shard.map.clear();
-        shard.map.emplace(p, std::vector<int32_t>(out->begin() + before, out->end()));
+        if (!hit) {
+          bpe(p, out);
+          std::lock_guard<std::mutex> lock(shard.mu);
+          if (shard.map.size() >= kCacheMaxEntries / kCacheShards) shard.map.clear();
+          shard.map.emplace(p, std::vector<int32_t>(out->begin() + before, out->end()));
+        }
+        slot.used = true;
+        slot.piece = p;
+        slot.ids.assign(out->begin() + before, out->end());
       }
     }
   }

@@ -111,9 +111,15 @@ struct TokenizerImpl {
   int32_t unk_id = -1;         // model.unk_token (-1: unknown chars are dropped, as HF does)
   std::array<int32_t, 256> fallback_id{};  // id of "<0xXX>" (uppercase hex), -1 if absent
 
-  // The BPE result of each short piece, in shards with a lock each: the dataset loader encodes
-  // records on every core at once (data/datasets.cc Note [parallel tokenization]), and one lock
-  // taken twice a piece by every thread was a queue. A piece's shard is its hash's low bits.
+  // Note [piece cache]: the BPE result of each short piece (<= 128 bytes), in two levels. The
+  // dataset loader encodes records on every core at once (data/datasets.cc Note [parallel
+  // tokenization]): a shared map behind one lock was a queue, and behind 64 shard locks still one
+  // for the few pieces every text is full of (" the", ","), whose shards every thread wants. So
+  // each thread first looks in its own direct-mapped table (no lock), tied to this tokenizer by
+  // `uid`, and only its misses go to the shared map, in shards by the hash's high bits. A
+  // tokenizer never changes after it is built, so a cached piece is never stale.
+  const uint64_t uid = next_uid();
+  static uint64_t next_uid();
   static constexpr size_t kCacheShards = 64;
   struct CacheShard {
     std::mutex mu;
