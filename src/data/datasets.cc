@@ -434,6 +434,42 @@ size_t json_text_bytes(const OrderedJson& j) {
   return n;
 }
 
+// A long text's windows (Note [long texts]) to emit(Sample&&), in order; returns how many.
+template <class Emit>
+int64_t split_windows(const Sample& s, int64_t seq, int64_t overlap, Emit emit) {
+  const int64_t n = static_cast<int64_t>(s.input_ids.size());
+  int64_t w = 0;
+  for (int64_t start = 0;; start += seq - overlap, ++w) {
+    const int64_t end = std::min(start + seq, n);
+    Sample win;
+    win.window = static_cast<int32_t>(std::min<int64_t>(w, INT32_MAX));
+    win.input_ids.assign(s.input_ids.begin() + start, s.input_ids.begin() + end);
+    win.labels.assign(s.labels.begin() + start, s.labels.begin() + end);
+    const int64_t context = w == 0 ? 1 : std::max<int64_t>(overlap, 1);  // trained in the window before
+    std::fill(win.labels.begin(), win.labels.begin() + std::min(context, end - start), kIgnoreIndex);
+    emit(std::move(win));
+    if (end == n) return w + 1;
+  }
+}
+
+// One record to its sample on a tokenizing thread (Note [parallel tokenization]): parsed here
+// if it came raw; an exception becomes the record's error (no handler above a worker thread).
+StatusOr<Sample> tokenize_one(Record& rec, const std::string& what, const DatasetSource& src, const Tokenizer& tok,
+                              const ChatTemplate& chat, const DatasetOptions& opt, DatasetStats* stats) {
+  try {
+    if (!rec.raw.empty()) {
+      ASSIGN_OR_RETURN(rec.j, parse_ordered_json(rec.raw, what));
+    }
+    if (!src.fields.any()) return tokenize_json(src.type, rec.j, tok, &chat, opt, what, stats);
+    ASSIGN_OR_RETURN(OrderedJson r, remap_fields(rec.j, src.type, src.fields, what));
+    return tokenize_json(src.type, r, tok, &chat, opt, what, stats);
+  } catch (const std::bad_alloc&) {
+    return ResourceExhausted(Str() << what << ": out of memory tokenizing the record");
+  } catch (const std::exception& e) {
+    return Internal(Str() << what << ": " << e.what());
+  }
+}
+
 }  // namespace
 
 Status load_dataset(const DatasetSource& src, const Tokenizer& tok, const DatasetOptions& opt,
@@ -487,19 +523,7 @@ Status load_dataset(const DatasetSource& src, const Tokenizer& tok, const Datase
     const int64_t n = static_cast<int64_t>(s.input_ids.size());
     if (n > opt.sequence_len && src.type == "text") {
       ++stats->split;
-      const int64_t stride = opt.sequence_len - src.overlap_len;
-      for (int64_t start = 0, w = 0;; start += stride, ++w) {
-        const int64_t end = std::min(start + opt.sequence_len, n);
-        Sample win;
-        win.window = static_cast<int32_t>(std::min<int64_t>(w, INT32_MAX));
-        win.input_ids.assign(s.input_ids.begin() + start, s.input_ids.begin() + end);
-        win.labels.assign(s.labels.begin() + start, s.labels.begin() + end);
-        const int64_t context = w == 0 ? 1 : std::max<int64_t>(src.overlap_len, 1);  // trained in the window before
-        std::fill(win.labels.begin(), win.labels.begin() + std::min(context, end - start), kIgnoreIndex);
-        ++stats->windows;
-        keep(std::move(win));
-        if (end == n) break;
-      }
+      stats->windows += split_windows(s, opt.sequence_len, src.overlap_len, keep);
       return;
     }
     if (n > opt.sequence_len) {
@@ -509,10 +533,11 @@ Status load_dataset(const DatasetSource& src, const Tokenizer& tok, const Datase
     }
     keep(std::move(s));
   };
-  // Note [parallel tokenization]: records are read (and parsed) in order on this thread and
-  // tokenized in batches on every core; each record's sample and counts are its own, and they are
-  // placed in record order, so the samples, the counts and the first error reported are those of
-  // a one-thread run whatever the thread count (tests/data/datasets_test.cc ParallelLoad...).
+  // Note [parallel tokenization]: records are read in order on this thread (a JSON Lines line
+  // raw, an array's or Parquet file's records parsed) and parsed and tokenized in batches on every
+  // core; each record's sample and counts are its own, and they are placed in record order, so the
+  // samples, the counts and the first error reported are those of a one-thread run whatever the
+  // thread count (tests/data/datasets_test.cc ParallelLoadMatchesOneThread).
   const int threads = tokenize_threads(opt);
   std::vector<std::pair<Record, std::string>> batch;  // (record, what)
   size_t batch_bytes = 0;                                  // their text
@@ -522,25 +547,7 @@ Status load_dataset(const DatasetSource& src, const Tokenizer& tok, const Datase
     parallel_for(batch.size(), threads, [&](size_t i) {
       auto& [rec, what] = batch[i];
       DatasetStats one;
-      try {
-        if (!rec.raw.empty()) {
-          StatusOr<OrderedJson> parsed = parse_ordered_json(rec.raw, what);
-          if (!parsed.ok()) {
-            res[i] = StatusOr<Sample>(parsed.status());
-            return;
-          }
-          rec.j = std::move(*parsed);
-        }
-        const OrderedJson& j = rec.j;
-        if (src.fields.any()) {
-          StatusOr<OrderedJson> r = remap_fields(j, src.type, src.fields, what);
-          res[i] = r.ok() ? tokenize_json(src.type, *r, tok, &chat, opt, what, &one) : StatusOr<Sample>(r.status());
-        } else {
-          res[i] = tokenize_json(src.type, j, tok, &chat, opt, what, &one);
-        }
-      } catch (const std::bad_alloc&) {  // on a worker thread main's handler would never see it
-        res[i] = StatusOr<Sample>(ResourceExhausted(Str() << what << ": out of memory tokenizing the record"));
-      }
+      res[i] = tokenize_one(rec, what, src, tok, chat, opt, &one);
       rec = Record{};  // its memory back now, not at the batch's end
       system_dropped[i] = one.system_dropped;
     });
