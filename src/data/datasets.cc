@@ -8,6 +8,7 @@
 #include <new>
 #include <optional>
 #include <random>
+#include <system_error>
 #include <thread>
 
 #include "core/file.h"
@@ -418,7 +419,10 @@ void parallel_for(size_t n, int threads, const std::function<void(size_t)>& fn) 
   };
   std::vector<std::thread> pool;
   pool.reserve(t - 1);
-  for (size_t k = 1; k < t; ++k) pool.emplace_back(work);
+  try {
+    for (size_t k = 1; k < t; ++k) pool.emplace_back(work);
+  } catch (const std::system_error&) {  // out of threads (a ulimit): the ones started do the rest
+  }
   work();
   for (std::thread& th : pool) th.join();
 }
