@@ -324,6 +324,41 @@ uint64_t TokenizerImpl::next_uid() {
   return next.fetch_add(1);
 }
 
+void TokenizerImpl::bpe_cached(const std::string& p, std::vector<int32_t>* out) const {
+  if (p.size() > kCacheMaxPiece) return bpe(p, out);
+  const size_t h = std::hash<std::string>{}(p);
+  ThreadCache& tc = t_cache;
+  if (tc.owner != uid) {
+    tc.owner = uid;
+    tc.slots.assign(kThreadSlots, {});
+  }
+  ThreadCache::Slot& slot = tc.slots[h & (kThreadSlots - 1)];
+  if (slot.used && slot.piece == p) {
+    out->insert(out->end(), slot.ids.begin(), slot.ids.end());
+    return;
+  }
+  CacheShard& shard = cache[(h >> 48) % kCacheShards];
+  const size_t before = out->size();
+  bool hit = false;
+  {
+    std::lock_guard<std::mutex> lock(shard.mu);
+    auto it = shard.map.find(p);
+    if (it != shard.map.end()) {
+      out->insert(out->end(), it->second.begin(), it->second.end());
+      hit = true;
+    }
+  }
+  if (!hit) {
+    bpe(p, out);
+    std::lock_guard<std::mutex> lock(shard.mu);
+    if (shard.map.size() >= kCacheMaxEntries / kCacheShards) shard.map.clear();
+    shard.map.emplace(p, std::vector<int32_t>(out->begin() + before, out->end()));
+  }
+  slot.used = true;
+  slot.piece = p;
+  slot.ids.assign(out->begin() + before, out->end());
+}
+
 void TokenizerImpl::encode(std::string_view text, std::vector<int32_t>* out) const {
   std::vector<Seg> raw;
   split_added(*this, false, text, &raw);
@@ -340,37 +375,7 @@ void TokenizerImpl::encode(std::string_view text, std::vector<int32_t>* out) con
       if (seg.id >= 0) { out->push_back(seg.id); continue; }
       const size_t o = static_cast<size_t>(seg.text.data() - normed.data());
       pre_tokenize(seg.text, lead > o ? std::min(lead - o, seg.text.size()) : 0, &pieces);
-      for (const std::string& p : pieces) {
-        if (p.size() > kCacheMaxPiece) { bpe(p, out); continue; }
-        const size_t h = std::hash<std::string>{}(p);
-        ThreadCache& tc = t_cache;  // Note [piece cache]
-        if (tc.owner != uid) {
-          tc.owner = uid;
-          tc.slots.assign(kThreadSlots, {});
-        }
-        ThreadCache::Slot& slot = tc.slots[h & (kThreadSlots - 1)];
-        if (slot.used && slot.piece == p) { out->insert(out->end(), slot.ids.begin(), slot.ids.end()); continue; }
-        CacheShard& shard = cache[(h >> 48) % kCacheShards];
-        const size_t before = out->size();
-        bool hit = false;
-        {
-          std::lock_guard<std::mutex> lock(shard.mu);
-          auto it = shard.map.find(p);
-          if (it != shard.map.end()) {
-            out->insert(out->end(), it->second.begin(), it->second.end());
-            hit = true;
-          }
-        }
-        if (!hit) {
-          bpe(p, out);
-          std::lock_guard<std::mutex> lock(shard.mu);
-          if (shard.map.size() >= kCacheMaxEntries / kCacheShards) shard.map.clear();
-          shard.map.emplace(p, std::vector<int32_t>(out->begin() + before, out->end()));
-        }
-        slot.used = true;
-        slot.piece = p;
-        slot.ids.assign(out->begin() + before, out->end());
-      }
+      for (const std::string& p : pieces) bpe_cached(p, out);
     }
   }
 }

@@ -147,6 +147,8 @@ struct TokenizerImpl {
   // input offset 0 (encode.cc Note [lead]; Metaspace "first" prepends to such pieces only).
   void pre_tokenize(std::string_view text, size_t lead, std::vector<std::string>* pieces) const;
   void bpe(std::string_view piece, std::vector<int32_t>* out) const;
+  // bpe() through the piece cache (Note [piece cache]).
+  void bpe_cached(const std::string& piece, std::vector<int32_t>* out) const;
   // ids -> text through the decoder chain, as HF's Tokenizer::decode.
   std::string decode_chars(std::span<const int32_t> ids, bool skip_special) const;
 
