@@ -10,7 +10,9 @@
 #include <fstream>
 #include <map>
 #include <algorithm>
+#include <atomic>
 #include <string>
+#include <thread>
 
 #include "core/check.h"
 #include "core/file.h"
@@ -156,6 +158,47 @@ TEST(Tokenizer, GgufDuplicateTokensTakeTheLastId) {
   }
   EXPECT_EQ(dup->encode(" the"), std::vector<int32_t>{dup->token_to_id(the).value_or(-1)});
   EXPECT_EQ(dup->token_to_id(the), static_cast<int32_t>(p.tokens.size() - 1));
+}
+
+// Note [piece cache]: two tokenizers used in turn on one thread never see each other's cached
+// pieces (each encode equals the expected ids), and eight threads encoding at once get the ids
+// one thread gets (the shared shards and the per-thread tables).
+TEST(Tokenizer, PieceCacheAcrossTokenizersAndThreads) {
+  std::map<std::string, std::vector<std::string>> texts;
+  std::map<std::string, std::vector<std::vector<int32_t>>> expected;
+  const std::vector<std::string> names = {"qwen2", "llama3", "gpt2"};
+  std::map<std::string, Tokenizer> toks;
+  for (const std::string& name : names) {
+    auto tok = Tokenizer::from_file(fixture(name) + "/tokenizer.json");
+    ASSERT_TRUE(tok.ok()) << tok.status().to_string();
+    toks.emplace(name, *tok);
+    std::ifstream in(fixture(name) + "/expected.jsonl");
+    std::string line;
+    while (std::getline(in, line)) {
+      auto j = parse_json(line, "expected.jsonl");
+      ASSERT_TRUE(j.ok());
+      texts[name].push_back((*j)["text"]);
+      expected[name].push_back(ids_of((*j)["ids"]));
+    }
+  }
+  const size_t n = texts[names[0]].size();
+  for (const std::string& name : names) ASSERT_EQ(texts[name].size(), n) << name;
+  for (int round = 0; round < 3; ++round)
+    for (size_t i = 0; i < n; ++i)
+      for (const std::string& name : names)
+        ASSERT_EQ(toks.at(name).encode(texts[name][i]), expected[name][i]) << name << " text " << i << " round " << round;
+  std::vector<std::thread> pool;
+  std::atomic<int> bad{0};
+  for (int t = 0; t < 8; ++t)
+    pool.emplace_back([&, t] {
+      for (int round = 0; round < 20; ++round)
+        for (size_t i = 0; i < n; ++i) {
+          const std::string& name = names[(i + static_cast<size_t>(t)) % names.size()];
+          if (toks.at(name).encode(texts[name][i]) != expected[name][i]) ++bad;
+        }
+    });
+  for (std::thread& th : pool) th.join();
+  EXPECT_EQ(bad.load(), 0);
 }
 
 TEST(Tokenizer, Throughput) {
