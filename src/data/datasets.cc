@@ -480,6 +480,7 @@ Status load_dataset(const DatasetSource& src, const Tokenizer& tok, const Datase
                     std::vector<Sample>* out, DatasetStats* stats) {
   if (!is_directory(src.path) && !file_exists(src.path))
     return NotFound(Str() << src.path << ": no such file or directory");
+  if (opt.sequence_len < 2) return InvalidArgument(Str() << "sequence_len " << opt.sequence_len << " is too small");
   if (src.overlap_len != 0 && src.type != "text")
     return InvalidArgument(Str() << src.path << ": overlap_len applies to type text (completion), not " << src.type);
   if (src.overlap_len < 0 || src.overlap_len >= opt.sequence_len)
@@ -505,7 +506,6 @@ Status load_dataset(const DatasetSource& src, const Tokenizer& tok, const Datase
     RETURN_IF_ERROR(gunzip_file(text, src.path, kMaxGunzipBytes, &plain));
     text = plain;
   }
-  if (opt.sequence_len < 2) return InvalidArgument(Str() << "sequence_len " << opt.sequence_len << " is too small");
   using Clock = std::chrono::steady_clock;
   const Clock::time_point t0 = Clock::now();
   Clock::time_point last = t0;
@@ -544,7 +544,7 @@ Status load_dataset(const DatasetSource& src, const Tokenizer& tok, const Datase
   // thread count (tests/data/datasets_test.cc ParallelLoadMatchesOneThread).
   const int threads = tokenize_threads(opt);
   std::vector<std::pair<Record, std::string>> batch;  // (record, what)
-  size_t batch_bytes = 0;                                  // their text
+  size_t batch_bytes = 0;                             // their text
   auto flush = [&]() -> Status {
     std::vector<std::optional<StatusOr<Sample>>> res(batch.size());
     std::vector<int64_t> system_dropped(batch.size(), 0);

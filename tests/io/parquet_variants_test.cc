@@ -9,20 +9,14 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <fstream>
-#include <iterator>
 
+#include "core/file.h"
 #include "io/parquet.h"
 
 namespace st {
 namespace {
 
 const std::string kDir = std::string(ST_SOURCE_DIR) + "/tests/fixtures/parquet/variants/";
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
 
 // Equal as JSON, except that doubles may differ in the last bits (a decimal's value is computed
 // differently from Python's correctly rounded float(Decimal)) and a NaN / inf double matches null
@@ -52,7 +46,9 @@ bool same(const OrderedJson& a, const OrderedJson& b) {
 }
 
 TEST(ParquetVariants, MatchPyarrow) {
-  auto e = parse_ordered_json(slurp(kDir + "expected.json"), "expected.json");
+  auto text = read_file_to_string(kDir + "expected.json");
+  ASSERT_TRUE(text.ok()) << text.status().to_string();
+  auto e = parse_ordered_json(*text, "expected.json");
   ASSERT_TRUE(e.ok()) << e.status().to_string();
   ASSERT_EQ(e->size(), 10u);
   for (const auto& [name, want] : e->items()) {
