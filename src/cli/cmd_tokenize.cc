@@ -2,7 +2,7 @@
 // Prints the token ids of the text (stdin when neither --text nor --text-file is given), space
 // separated on one line, as HF `tokenizer.encode(text)` would (BOS added when the tokenizer's
 // post-processor adds one, unless --no-special). --decode also prints the round trip on a second line.
-// M is a model directory holding tokenizer.json (GGUF files come with the gguf loader).
+// M is a model directory holding tokenizer.json or tokenizer.model, one of those files, or a GGUF file.
 #include <cstdio>
 #include <iostream>
 #include <iterator>
@@ -19,7 +19,7 @@ namespace st {
 
 namespace {
 constexpr const char* kTokenizeUsage =
-    "usage: streamtune tokenize --model (DIR | tokenizer.json | model.gguf) [--text-file F | --text S] [--no-special] [--decode]\n";
+    "usage: streamtune tokenize --model (DIR | tokenizer.json | tokenizer.model | model.gguf) [--text-file F | --text S] [--no-special] [--decode]\n";
 }
 
 // argv[0] is the subcommand name ("tokenize"); flags follow. Returns 0 ok, 1 runtime error, 2 usage.

@@ -28,10 +28,6 @@ StatusOr<Tokenizer> Tokenizer::from_json(std::string_view json_text, const std::
   return t;
 }
 
-StatusOr<Tokenizer> Tokenizer::from_file(const std::string& path) {
-  ASSIGN_OR_RETURN(std::string text, read_file_to_string(path));
-  return from_json(text, path);
-}
 
 namespace {
 
@@ -57,13 +53,72 @@ std::string config_template(const Json& cfg) {
   return "";
 }
 
+// A flag of tokenizer_config.json: absent or null keeps `*v`; anything but a bool is refused.
+Status config_bool(const Json& cfg, const char* key, const std::string& path, bool* v) {
+  if (!cfg.contains(key) || cfg[key].is_null()) return Status::OK();
+  if (!cfg[key].is_boolean()) return Corruption(Str() << path << ": '" << key << "' is " << cfg[key].dump() << ", not true or false");
+  *v = cfg[key].get<bool>();
+  return Status::OK();
+}
+
+// A directory with tokenizer.model and no tokenizer.json: the LlamaTokenizer transformers builds
+// from it (data/detail/tokenizer_spm_model.cc Note [tokenizer.model as transformers reads it]),
+// configured by tokenizer_config.json as transformers configures it.
+StatusOr<Tokenizer> from_spm_model(const std::string& path, const Json& cfg, const std::string& cfg_path) {
+  tok::SpmLlamaOptions o;
+  if (cfg.contains("tokenizer_class") && !cfg["tokenizer_class"].is_null()) {
+    if (!cfg["tokenizer_class"].is_string())
+      return Corruption(Str() << cfg_path << ": 'tokenizer_class' is " << cfg["tokenizer_class"].dump() << ", not a string");
+    const std::string cls = cfg["tokenizer_class"].get<std::string>();
+    if (cls != "LlamaTokenizer" && cls != "LlamaTokenizerFast")
+      return Unimplemented(Str() << path << ": " << cfg_path << " names tokenizer_class '" << cls
+                                 << "'; a tokenizer.model is read as transformers' LlamaTokenizer (Llama, Mistral), and other "
+                                    "classes build other pipelines -- save the tokenizer as tokenizer.json with transformers");
+  }
+  RETURN_IF_ERROR(config_bool(cfg, "legacy", cfg_path, &o.legacy));
+  RETURN_IF_ERROR(config_bool(cfg, "add_prefix_space", cfg_path, &o.add_prefix_space));
+  RETURN_IF_ERROR(config_bool(cfg, "add_bos_token", cfg_path, &o.add_bos));
+  RETURN_IF_ERROR(config_bool(cfg, "add_eos_token", cfg_path, &o.add_eos));
+  for (auto [key, out] : {std::pair<const char*, std::string*>{"unk_token", &o.unk}, {"bos_token", &o.bos}, {"eos_token", &o.eos}}) {
+    if (!cfg.contains(key)) continue;
+    ASSIGN_OR_RETURN(*out, config_token(cfg, key, cfg_path));  // null: none
+  }
+  ASSIGN_OR_RETURN(SpmModel m, read_spm_model(path));
+  ASSIGN_OR_RETURN(std::string json, tok::spm_llama_tokenizer_json(m, o, path));
+  ASSIGN_OR_RETURN(Tokenizer t, Tokenizer::from_json(json, path));
+  auto id = [&](const std::string& s) { return s.empty() ? -1 : t.token_to_id(s).value_or(-1); };
+  t.set_special_ids(id(o.bos), id(o.eos), -1);
+  return t;
+}
+
 }  // namespace
 
+StatusOr<Tokenizer> Tokenizer::from_file(const std::string& path) {
+  // A sentencepiece model alone: transformers' defaults for everything tokenizer_config.json sets.
+  if (path.size() >= 6 && path.compare(path.size() - 6, 6, ".model") == 0) return from_spm_model(path, Json::object(), "");
+  ASSIGN_OR_RETURN(std::string text, read_file_to_string(path));
+  return from_json(text, path);
+}
+
 StatusOr<Tokenizer> Tokenizer::from_dir(const std::string& dir) {
-  ASSIGN_OR_RETURN(Tokenizer t, from_file(path_join(dir, "tokenizer.json")));
-  std::string cfg_path = path_join(dir, "tokenizer_config.json");
-  if (file_exists(cfg_path)) {
-    ASSIGN_OR_RETURN(Json cfg, read_json_file(cfg_path));
+  const std::string cfg_path = path_join(dir, "tokenizer_config.json");
+  const bool have_cfg = file_exists(cfg_path);
+  Json cfg = Json::object();
+  if (have_cfg) {
+    ASSIGN_OR_RETURN(cfg, read_json_file(cfg_path));
+    if (!cfg.is_object()) return Corruption(Str() << cfg_path << ": not a JSON object");
+  }
+  std::string vocab_path = path_join(dir, "tokenizer.json");
+  Tokenizer t;
+  if (!file_exists(vocab_path) && file_exists(path_join(dir, "tokenizer.model"))) {
+    vocab_path = path_join(dir, "tokenizer.model");
+    ASSIGN_OR_RETURN(t, from_spm_model(vocab_path, cfg, cfg_path));
+  } else if (!file_exists(vocab_path)) {
+    return NotFound(Str() << dir << " holds neither tokenizer.json nor tokenizer.model");
+  } else {
+    ASSIGN_OR_RETURN(t, from_file(vocab_path));
+  }
+  if (have_cfg) {
     // BOS and EOS must name tokens of tokenizer.json (HF would append a new token to the vocab, one
     // the model has no embedding row for); an unknown pad token keeps the default, as padding is
     // masked out of the loss whichever id it has.
@@ -74,7 +129,7 @@ StatusOr<Tokenizer> Tokenizer::from_dir(const std::string& dir) {
       if (id) return *id;
       if (must_exist)
         return Corruption(Str() << cfg_path << ": '" << key << "' is \"" << tok << "\", which is not a token of "
-                                << path_join(dir, "tokenizer.json"));
+                                << vocab_path);
       return dflt;
     };
     ASSIGN_OR_RETURN(t.bos_, id_of("bos_token", t.bos_, true));

@@ -103,9 +103,13 @@ class Tokenizer {
 
   // Parses tokenizer.json text. `what` names the source in errors.
   static StatusOr<Tokenizer> from_json(std::string_view json_text, const std::string& what);
+  // tokenizer.json, or a path ending in ".model": a sentencepiece model read as from_dir reads it
+  // with no tokenizer_config.json.
   static StatusOr<Tokenizer> from_file(const std::string& tokenizer_json_path);
   // A HF model directory: tokenizer.json plus, when present, tokenizer_config.json (bos/eos/pad
   // token strings, chat_template) and generation_config.json (eos_token_id, first entry of a list).
+  // Without tokenizer.json, a sentencepiece BPE tokenizer.model is read as transformers' LlamaTokenizer
+  // reads it (data/detail/tokenizer_spm_model.cc Note [tokenizer.model as transformers reads it]).
   static StatusOr<Tokenizer> from_dir(const std::string& dir);
   // Builds the tokenizer from GGUF metadata (see GgufTokenizerParts). Merges and tokens are
   // validated like tokenizer.json's (Corruption naming the merge index on a bad entry); for

@@ -22,8 +22,8 @@ namespace st {
 namespace fs = std::filesystem;
 namespace {
 
-constexpr const char* kTokenizerFiles[] = {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
-                                           "generation_config.json"};
+constexpr const char* kTokenizerFiles[] = {"tokenizer.json", "tokenizer.model", "tokenizer_config.json",
+                                           "special_tokens_map.json", "generation_config.json"};
 
 struct OutTensor {
   std::string name;
