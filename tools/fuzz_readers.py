@@ -10,6 +10,7 @@ splices, length fields set huge, JSON edits) and runs the command that reads it:
   PEFT adapter (config + tensors)     logits --model DIR --adapter DIR
   GGUF model                          logits --model F.gguf
   tokenizer.json                      tokenize --model F --text ...
+  tokenizer.model (sentencepiece)     tokenize --model DIR --text ... (with a tokenizer_config.json)
   train YAML, dataset, checkpoint, store   train (a good run first, then one damaged file)
   alpaca / sharegpt / parquet datasets,    train --preview-data (tokenizes, loads no weights)
   a Jinja chat template, a model tokenizer
@@ -201,8 +202,25 @@ def main():
             f.write(mutate_json(read(tok_src).decode(), rng))
         return [a.bin, "tokenize", "--model", p, "--text", "Hello, world! 123 <|im_start|> ünïcödé"]
 
+    spm_src = os.path.join(FIX, "tokenizers", "spm_gguf", "tiny_spm.model")
+
+    def spm_cmd():  # a model directory: tokenizer.model damaged, tokenizer_config.json sometimes too
+        d = os.path.join(work, "spm")
+        shutil.rmtree(d, ignore_errors=True)
+        os.makedirs(d)
+        with open(os.path.join(d, "tokenizer.model"), "wb") as f:
+            f.write(mutate_bytes(read(spm_src), rng, 64))
+        cfg = json.dumps({"tokenizer_class": "LlamaTokenizer", "legacy": False, "add_bos_token": True,
+                          "bos_token": "<s>", "eos_token": "</s>"})
+        if rng.random() < 0.3:
+            cfg = mutate_json(cfg, rng)
+        with open(os.path.join(d, "tokenizer_config.json"), "w") as f:
+            f.write(cfg)
+        return [a.bin, "tokenize", "--model", d, "--text", "[INST] Hello, world! 123 ünïcödé [/INST]"]
+
     targets["gguf"] = gguf_cmd
     targets["tokenizer_json"] = tok_cmd
+    targets["tokenizer_model"] = spm_cmd
 
     # The train family: one good run first (a checkpoint and a cached RAM-tier store to damage).
     tw = os.path.join(work, "t")
