@@ -1,8 +1,10 @@
 #include "cli/cli_args.h"
 
 #include <charconv>
+#include <cstdio>
 
 #include "cli/suggest.h"
+#include "io/hf_cache.h"
 
 namespace st {
 
@@ -41,6 +43,26 @@ StatusOr<ParsedArgs> parse_flags(const std::vector<std::string>& args, const std
     }
   }
   return out;
+}
+
+bool resolve_model_arg(std::string* path) {
+  std::string note;
+  StatusOr<std::string> r = resolve_model_path(*path, &note);
+  if (!r.ok()) {
+    std::fprintf(stderr, "streamtune: error: %s\n", r.status().message().c_str());
+    return false;
+  }
+  if (!note.empty()) std::fprintf(stderr, "note: %s\n", note.c_str());
+  *path = *r;
+  return true;
+}
+
+Status resolve_model_flag(ParsedArgs* a) {
+  if (!a->has("model")) return Status::OK();
+  std::string note;
+  ASSIGN_OR_RETURN(a->flags["model"], resolve_model_path(a->flags["model"], &note));
+  if (!note.empty()) std::fprintf(stderr, "note: --model %s\n", note.c_str());
+  return Status::OK();
 }
 
 StatusOr<uint64_t> flag_u64(const ParsedArgs& a, const std::string& name, uint64_t def) {

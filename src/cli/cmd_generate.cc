@@ -329,6 +329,10 @@ int cmd_generate(int argc, char** argv) {
                                               {"max-seq"}, {"device"}, {"dtype"}, {"stream"}, {"stream-buffers"}});
   if (!a.ok()) return usage(a.status().message());
   if (!a->positional.empty()) return usage("unexpected argument '" + a->positional[0] + "'");
+  if (Status s = resolve_model_flag(&*a); !s.ok()) {
+    std::fprintf(stderr, "streamtune: error: %s\n", s.message().c_str());
+    return 1;
+  }
   return run(*a);
 }
 

@@ -38,6 +38,8 @@ int run_shard(const std::vector<std::string>& args) {
                  a.ok() ? "shard takes exactly one MODEL" : a.status().message().c_str(), kShardUsage);
     return kExitUsage;
   }
+  std::string model = a->positional[0];
+  if (!resolve_model_arg(&model)) return 1;
   ShardOptions o;
   StatusOr<DType> dt = dtype_from_user(a->get("dtype", "bfloat16"));
   if (!dt.ok() || (*dt != DType::kBF16 && *dt != DType::kF32)) {
@@ -57,7 +59,7 @@ int run_shard(const std::vector<std::string>& args) {
     std::fprintf(stderr, "\rshard: %d/%d files (%s)   ", done, total, name.c_str());
     if (done == total) std::fprintf(stderr, "\n");
   };
-  StatusOr<ShardResult> r = shard_model_path(a->positional[0], o);
+  StatusOr<ShardResult> r = shard_model_path(model, o);
   if (!r.ok()) return runtime_error(r.status());
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const StoreManifest& m = r->manifest;

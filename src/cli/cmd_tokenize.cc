@@ -41,6 +41,7 @@ int cmd_tokenize(int argc, char** argv) {
     return 2;
   }
   std::string model = a->get("model");
+  if (!resolve_model_arg(&model)) return 1;
   const bool gguf = model.size() > 5 && model.compare(model.size() - 5, 5, ".gguf") == 0;
   StatusOr<Tokenizer> tok = (is_directory(model) || gguf) ? load_model_tokenizer(model) : Tokenizer::from_file(model);
   if (!tok.ok()) {

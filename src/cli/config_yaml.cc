@@ -17,6 +17,7 @@
 #include "cli/foreign_keys.h"
 #include "cli/suggest.h"
 #include "core/file.h"
+#include "io/hf_cache.h"
 #include "model/lora.h"
 
 namespace st {
@@ -244,7 +245,16 @@ Status set_string(const Input& in, const Field& f, std::string& dst) {
       dst = *parse_bool(v) ? "true" : "";
       return Status::OK();
     }
-    v = resolve_path(v, in.base_dir);
+    const std::string local = resolve_path(v, in.base_dir);
+    // A Hub model id that is not a local path: its snapshot in the Hugging Face cache (io/hf_cache.h).
+    if (std::string(f.name) == "base_model" && looks_like_hub_id(v) && !v.ends_with(".gguf") && !file_exists(local) &&
+        !is_directory(local)) {
+      StatusOr<std::string> snap = hf_cache_snapshot(v, HubRepoKind::kModel);
+      if (!snap.ok()) return bad(in, f.name, snap.status().message());
+      v = *snap;
+    } else {
+      v = local;
+    }
   }
   dst = v;
   return Status::OK();
@@ -272,9 +282,17 @@ Status set_field(const Input& in, const Field& f, TrainConfig& cfg) {
             dst.clear();
             return Status::OK();
           }
-          return set_string(in, f, dst);
+          RETURN_IF_ERROR(set_string(in, f, dst));
+          if (std::string(f.name) == "base_model" && dst != resolve_path(in.scalar, in.base_dir))
+            cfg.notes.push_back(Str() << "base_model " << in.scalar << ": the Hugging Face cache's snapshot " << dst);
+          return Status::OK();
         } else if constexpr (std::is_same_v<T, std::vector<DatasetSpec>>) {
-          return set_datasets(in, f, dst);
+          RETURN_IF_ERROR(set_datasets(in, f, dst));
+          for (const DatasetSpec& d : dst)
+            if (!d.files.empty())
+              cfg.notes.push_back(Str() << "dataset " << d.path << ": a Hugging Face cache snapshot, its train split ("
+                                        << d.files.size() << (d.files.size() == 1 ? " file" : " files") << ")");
+          return Status::OK();
         } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
           return set_modules(in, f, dst);
         } else if constexpr (std::is_same_v<T, std::vector<int64_t>>) {
@@ -324,6 +342,7 @@ Status set_one_dataset(const Input& in, const YAML::Node& item, const std::strin
     return Status::OK();
   }
   if (!item.IsMap()) return bad(in, key, "each entry must be a mapping {path, type} or a path");
+  std::string hub_id, hub_where, split = "train", split_where, config_name;
   for (const auto& kv : item) {
     const std::string k = kv.first.Scalar();
     const std::string where = mark_str(in.what, kv.first.Mark());
@@ -353,15 +372,17 @@ Status set_one_dataset(const Input& in, const YAML::Node& item, const std::strin
     const std::string val = v.Scalar();
     if (k == "path") {
       ds.path = resolve_path(val, in.base_dir);
-      // "org/name" that is not here: a Hugging Face dataset id (axolotl downloads those).
-      const size_t slash = val.find('/');
-      const bool hub_like = slash != std::string::npos && slash > 0 && val.find('/', slash + 1) == std::string::npos &&
-                            val.find('.') == std::string::npos && val[0] != '~';
-      if (hub_like && !file_exists(ds.path) && !is_directory(ds.path))
-        return InvalidArgument(Str() << where << ": " << key << ".path: '" << val
-                                     << "' is not a local file or directory (a Hugging Face dataset id? streamtune "
-                                        "reads local files only: `huggingface-cli download --repo-type dataset "
-                                     << val << " --local-dir DIR`, then path: DIR)");
+      // "org/name" that is not here: a Hugging Face dataset id (axolotl downloads those), read from
+      // the local Hugging Face cache once split and name are known (below).
+      if (looks_like_hub_id(val) && !dataset_file_name(val) && !file_exists(ds.path) && !is_directory(ds.path)) {
+        hub_id = val;
+        hub_where = where;
+      }
+    } else if (k == "split") {
+      split = val;
+      split_where = where;
+    } else if (k == "name") {
+      config_name = val;
     } else if (k == "type") {
       ds.type = lower(val);
       if (ds.type == "chat_template") ds.type = "messages";
@@ -383,8 +404,6 @@ Status set_one_dataset(const Input& in, const YAML::Node& item, const std::strin
       if (!n || *n < 0 || *n > kMaxMicroBatchTokens)
         return InvalidArgument(Str() << where << ": " << key << ".overlap_len: '" << val << "' is not a token count >= 0");
       ds.overlap_len = *n;
-    } else if (k == "split") {
-      if (val != "train") return refuse(Str() << "'" << val << "': a local dataset file has no splits (split: train)");
     } else if (k == "ds_type") {
       const std::string t = lower(val);
       if (t != "json" && t != "jsonl" && t != "parquet")
@@ -392,7 +411,7 @@ Status set_one_dataset(const Input& in, const YAML::Node& item, const std::strin
     } else if (k == "train_on_eos") {
       if (lower(val) != "turn") return refuse(Str() << "'" << val << "': each trained turn keeps its end of turn (train_on_eos: turn)");
     } else {
-      const bool axolotl = k == "data_files" || k == "name" || k == "revision" || k == "shards" || k == "conversation" ||
+      const bool axolotl = k == "data_files" || k == "revision" || k == "shards" || k == "conversation" ||
                            k == "chat_template" || k == "field_system" || k == "field_human" || k == "field_model" ||
                            k == "drop_system_message" || k == "preprocess_shards" || k == "trust_remote_code";
       if (axolotl) return refuse("is not supported (path, type and the field names are)");
@@ -401,6 +420,21 @@ Status set_one_dataset(const Input& in, const YAML::Node& item, const std::strin
     }
   }
   if (ds.path.empty()) return bad(in, key, "a dataset entry has no 'path'");
+  if (!hub_id.empty()) {  // io/hf_cache.h Note [Hub dataset splits]
+    StatusOr<std::string> snap = hf_cache_snapshot(hub_id, HubRepoKind::kDataset);
+    if (!snap.ok()) return InvalidArgument(Str() << hub_where << ": " << key << ".path: " << snap.status().message());
+    StatusOr<std::vector<std::string>> files = hub_dataset_split_files(*snap, split, config_name);
+    if (!files.ok()) return InvalidArgument(Str() << hub_where << ": " << key << ".path '" << hub_id << "': " << files.status().message());
+    ds.path = *snap;
+    ds.files = *files;
+  } else if (split != "train") {
+    return Unimplemented(Str() << split_where << ": " << key << ".split: '" << split
+                               << "': a local dataset file has no splits (split: train; a Hub dataset id read from the "
+                                  "Hugging Face cache has)");
+  } else if (!config_name.empty()) {
+    return Unimplemented(Str() << in.what << ": " << key << ".name: '" << config_name
+                               << "' selects a configuration of a Hub dataset; a local path has none");
+  }
   if (!ds.field_text.empty() && ds.type != "text")
     return bad(in, key, Str() << "'field' names the text of type text/completion, not of type " << ds.type);
   if (ds.overlap_len > 0 && ds.type != "text")

@@ -15,6 +15,9 @@ struct DatasetSpec {
   // field): "" = the type's own (data/datasets.h RecordFields).
   std::string field_messages = {}, field_role = {}, field_content = {}, field_text = {};
   int64_t overlap_len = 0;  // type text: tokens a window repeats as context (data/datasets.h Note [long texts])
+  // A Hub dataset id resolved in the Hugging Face cache (io/hf_cache.h): path is its snapshot and
+  // these its train split's files, read in this order instead of path.
+  std::vector<std::string> files = {};
 };
 
 // The most tokens a micro-batch (micro_batch_size x sequence_len) may hold: ~100x any real run,

@@ -19,6 +19,15 @@ DatasetSource dataset_source(const DatasetSpec& d) {
 // they do not (a dataset path printed twice read as two files).
 Status load_one(const DatasetSpec& d, const Tokenizer& tok, const DatasetOptions& o, std::vector<Sample>* out,
                 DatasetStats* stats) {
+  if (!d.files.empty()) {  // a Hub dataset's train split, file by file
+    for (const std::string& f : d.files) {
+      DatasetSpec one = d;
+      one.path = f;
+      one.files.clear();
+      RETURN_IF_ERROR(load_one(one, tok, o, out, stats));
+    }
+    return Status::OK();
+  }
   Status s = load_dataset(dataset_source(d), tok, o, out, stats);
   if (s.ok() || s.message().find(d.path) != std::string::npos) return s;
   return s.with_context("dataset " + d.path);

@@ -88,7 +88,8 @@ out=$("$BIN" train "$T/long40.yaml" --preview-data=1 2>&1); rc=$?
 printf 'base_model: model\ndatasets:\n  - path: sg.jsonl\n    type: sharegpt\n    overlap_len: 4\noutput_dir: out\n' >"$T/ov.yaml"
 out=$("$BIN" train "$T/ov.yaml" --preview-data=1 2>&1); rc=$?
 [[ $rc -ne 0 ]] && grep -qF "'overlap_len' applies to type text/completion, not to type sharegpt" <<<"$out" || { echo "FAIL overlap on sharegpt: rc $rc: $out"; fail=1; }
-# A Hub dataset id is not downloaded: the message says how to fetch it.
+# A Hub dataset id is not downloaded: the message says how to fetch it (an empty cache, whatever this machine holds).
+export HF_HUB_CACHE="$T/empty_hub"
 sed 's|^  - path: alpaca.json|  - path: tatsu-lab/alpaca|' "$T/t.yaml" >"$T/hub.yaml"
 out=$("$BIN" train "$T/hub.yaml" --preview-data=1 2>&1); rc=$?
 [[ $rc -ne 0 ]] && grep -qF "huggingface-cli download --repo-type dataset tatsu-lab/alpaca" <<<"$out" ||

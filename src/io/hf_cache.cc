@@ -1,0 +1,304 @@
+#include "io/hf_cache.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <set>
+
+#include <yaml-cpp/yaml.h>
+
+#include "core/file.h"
+
+namespace st {
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string env(const char* name) {
+  const char* v = std::getenv(name);
+  return v && *v ? std::string(v) : std::string();
+}
+
+std::string trim(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
+bool hub_char(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_' || c == '.';
+}
+
+bool is_sep(char c) { return c == '-' || c == '_' || c == '.' || c == ' '; }
+
+// Does a file or directory name name split `word`: equal to it, starting with it followed by a
+// separator, ending with a separator and it (a directory), or holding it between separators.
+bool names_split(const std::string& name, const std::string& word) {
+  for (size_t at = name.find(word); at != std::string::npos; at = name.find(word, at + 1)) {
+    const size_t end = at + word.size();
+    const bool before = at == 0 || is_sep(name[at - 1]);
+    const bool after = end == name.size() || is_sep(name[end]);
+    if (before && after) return true;
+  }
+  return false;
+}
+
+bool path_names_any(const fs::path& rel, const std::vector<std::string>& words) {
+  for (const fs::path& part : rel) {
+    std::string s = part.string();
+    std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    for (const std::string& w : words)
+      if (names_split(s, w)) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+bool dataset_file_name(const std::string& filename) {
+  std::string name = filename;
+  if (name.size() > 3 && name.ends_with(".gz")) name.resize(name.size() - 3);
+  // datasets' own metadata files are JSON too.
+  static const std::set<std::string> kMeta = {"dataset_infos.json", "dataset_info.json", "dataset_dict.json", "state.json"};
+  if (kMeta.count(name)) return false;
+  return name.ends_with(".jsonl") || name.ends_with(".json") || name.ends_with(".parquet");
+}
+
+std::string hf_hub_cache_dir() {
+  if (std::string d = env("HF_HUB_CACHE"); !d.empty()) return d;
+  if (std::string d = env("HUGGINGFACE_HUB_CACHE"); !d.empty()) return d;  // huggingface_hub's older name
+  if (std::string d = env("HF_HOME"); !d.empty()) return path_join(d, "hub");
+  if (std::string d = env("XDG_CACHE_HOME"); !d.empty()) return path_join(path_join(d, "huggingface"), "hub");
+  return path_join(env("HOME").empty() ? std::string("/root") : env("HOME"), ".cache/huggingface/hub");
+}
+
+bool looks_like_hub_id(const std::string& s) {
+  const size_t slash = s.find('/');
+  if (slash == std::string::npos || slash == 0 || slash + 1 == s.size() || s.find('/', slash + 1) != std::string::npos)
+    return false;
+  if (s[0] == '.' || s[slash + 1] == '.' || s.size() > 200) return false;
+  return std::all_of(s.begin(), s.end(), [](char c) { return c == '/' || hub_char(c); });
+}
+
+StatusOr<std::string> hf_cache_snapshot(const std::string& id, HubRepoKind kind) {
+  const char* type = kind == HubRepoKind::kModel ? "model" : "dataset";
+  const std::string hint = Str() << " (`huggingface-cli download " << (kind == HubRepoKind::kDataset ? "--repo-type dataset " : "")
+                                 << id << "` fetches it there; or give a local path)";
+  if (!looks_like_hub_id(id)) return InvalidArgument(Str() << "'" << id << "' is not a Hugging Face " << type << " id");
+  const size_t slash = id.find('/');
+  const std::string folder = Str() << type << "s--" << id.substr(0, slash) << "--" << id.substr(slash + 1);
+  const std::string repo = path_join(hf_hub_cache_dir(), folder), snaps = path_join(repo, "snapshots");
+  if (!is_directory(snaps))
+    return NotFound(Str() << "'" << id << "' is not a local path, and the Hugging Face cache has no " << type << " "
+                          << id << " (looked for " << snaps << ")" << hint);
+  if (file_exists(path_join(repo, "refs/main"))) {
+    ASSIGN_OR_RETURN(std::string commit, read_file_to_string(path_join(repo, "refs/main")));
+    commit = trim(commit);
+    const std::string snap = path_join(snaps, commit);
+    if (!commit.empty() && commit.find('/') == std::string::npos && is_directory(snap)) return snap;
+  }
+  std::vector<std::string> all;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(snaps, ec))
+    if (e.is_directory(ec)) all.push_back(e.path().filename().string());
+  std::sort(all.begin(), all.end());
+  if (all.size() == 1) return path_join(snaps, all[0]);
+  if (all.empty()) return NotFound(Str() << repo << ": no snapshot of " << id << " in the Hugging Face cache" << hint);
+  Str list;
+  for (const std::string& s : all) list << " " << s;
+  return InvalidArgument(Str() << repo << ": " << all.size() << " snapshots of " << id
+                               << " and no refs/main to choose one:" << list.str() << " -- give the snapshot's path");
+}
+
+namespace {
+
+// A data_files glob (datasets / fsspec): '*' and '?' within one path component, '**' across them.
+bool glob_match(std::string_view pat, std::string_view path) {
+  if (pat.empty()) return path.empty();
+  if (pat.starts_with("**")) {
+    std::string_view rest = pat.substr(2);
+    if (rest.starts_with("/")) rest.remove_prefix(1);
+    for (size_t i = 0; i <= path.size(); ++i)
+      if ((i == 0 || path[i - 1] == '/' || rest.empty() || !pat.substr(2).starts_with("/")) && glob_match(rest, path.substr(i)))
+        return true;
+    return false;
+  }
+  if (pat[0] == '*') {
+    for (size_t i = 0; i <= path.size(); ++i) {
+      if (glob_match(pat.substr(1), path.substr(i))) return true;
+      if (i < path.size() && path[i] == '/') break;
+    }
+    return false;
+  }
+  if (path.empty()) return false;
+  if (pat[0] == '?' ? path[0] != '/' : pat[0] == path[0]) return glob_match(pat.substr(1), path.substr(1));
+  return false;
+}
+
+// README.md's YAML front matter, if any ("---\n...\n---").
+std::optional<YAML::Node> readme_front_matter(const std::string& snapshot) {
+  StatusOr<std::string> text = read_file_to_string(path_join(snapshot, "README.md"));
+  if (!text.ok() || !text->starts_with("---")) return std::nullopt;
+  const size_t end = text->find("\n---", 3);
+  if (end == std::string::npos) return std::nullopt;
+  try {
+    YAML::Node n = YAML::Load(text->substr(3, end - 3));
+    if (n.IsMap()) return n;
+  } catch (const YAML::Exception&) {
+  }
+  return std::nullopt;
+}
+
+// A data_files value's globs: a string or a list of strings.
+std::vector<std::string> globs_of(const YAML::Node& n) {
+  std::vector<std::string> g;
+  if (n.IsScalar()) g.push_back(n.Scalar());
+  else if (n.IsSequence())
+    for (const auto& e : n)
+      if (e.IsScalar()) g.push_back(e.Scalar());
+  return g;
+}
+
+// The globs of `split` in a config's data_files, and every split it names (for the message).
+std::vector<std::string> split_globs(const YAML::Node& df, const std::string& split, std::vector<std::string>* splits) {
+  if (df.IsScalar() || (df.IsSequence() && df.size() > 0 && df[0].IsScalar())) {  // train only
+    splits->push_back("train");
+    return split == "train" ? globs_of(df) : std::vector<std::string>{};
+  }
+  std::vector<std::string> out;
+  if (df.IsSequence()) {
+    for (const auto& e : df) {
+      if (!e.IsMap() || !e["split"] || !e["path"]) continue;
+      const std::string s = e["split"].as<std::string>("");
+      splits->push_back(s);
+      if (s == split) out = globs_of(e["path"]);
+    }
+  } else if (df.IsMap()) {
+    for (const auto& kv : df) {
+      const std::string s = kv.first.as<std::string>("");
+      splits->push_back(s);
+      if (s == split) out = globs_of(kv.second);
+    }
+  }
+  return out;
+}
+
+std::string joined(const std::vector<std::string>& v) {
+  Str s;
+  for (size_t i = 0; i < v.size(); ++i) s << (i ? ", " : "") << v[i];
+  return s.str();
+}
+
+// Split keywords of `datasets`' default data-file patterns, by split.
+std::vector<std::string> split_words(const std::string& split) {
+  if (split == "train") return {"train", "training"};
+  if (split == "validation") return {"validation", "valid", "dev", "val"};
+  if (split == "test") return {"test", "testing", "eval", "evaluation"};
+  return {split};
+}
+
+}  // namespace
+
+StatusOr<std::vector<std::string>> hub_dataset_split_files(const std::string& snapshot, const std::string& split,
+                                                           const std::string& config_name) {
+  std::vector<fs::path> all;
+  std::error_code ec;
+  for (auto it = fs::recursive_directory_iterator(snapshot, fs::directory_options::follow_directory_symlink, ec);
+       !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    const fs::path rel = fs::relative(it->path(), snapshot, ec);
+    if (!rel.empty() && rel.begin()->string().starts_with(".")) {  // .git, .cache, .gitattributes
+      if (it->is_directory(ec)) it.disable_recursion_pending();
+      continue;
+    }
+    if (it->is_regular_file(ec)) all.push_back(rel);
+  }
+  if (ec) return InvalidArgument(Str() << snapshot << ": cannot list the dataset: " << ec.message());
+  std::sort(all.begin(), all.end());
+  std::vector<fs::path> chosen;
+  std::optional<YAML::Node> fm = readme_front_matter(snapshot);
+  const YAML::Node configs = fm ? (*fm)["configs"] : YAML::Node();
+  if (configs && configs.IsSequence() && configs.size() > 0) {
+    // The card's configs decide, as in `datasets`: name, else the default one, else the only one.
+    int pick = -1, at = 0;
+    std::vector<std::string> names;
+    for (const auto& c : configs) {
+      const std::string n = c["config_name"] ? c["config_name"].as<std::string>("") : "default";
+      names.push_back(n);
+      const bool dflt = c["default"] && c["default"].as<bool>(false);
+      if (config_name.empty() ? (dflt || (n == "default" && pick < 0)) : n == config_name) pick = at;
+      ++at;
+    }
+    if (pick < 0 && config_name.empty() && configs.size() == 1) pick = 0;
+    if (pick < 0)
+      return InvalidArgument(Str() << snapshot << "/README.md: "
+                                   << (config_name.empty() ? "several configs and no default; name one (name: ...): "
+                                                           : "no config '" + config_name + "' (configs: ")
+                                   << joined(names) << (config_name.empty() ? "" : ")"));
+    const YAML::Node cfg = configs[pick];
+    std::vector<std::string> splits;
+    const std::vector<std::string> globs = cfg["data_files"] ? split_globs(cfg["data_files"], split, &splits) : std::vector<std::string>{};
+    if (globs.empty())
+      return InvalidArgument(Str() << snapshot << "/README.md: config '" << names[static_cast<size_t>(pick)]
+                                   << "' has no split '" << split << "' (splits: " << joined(splits) << ")");
+    for (const fs::path& f : all)
+      for (const std::string& g : globs)
+        if (glob_match(g, f.generic_string())) {
+          chosen.push_back(f);
+          break;
+        }
+    if (chosen.empty())
+      return InvalidArgument(Str() << snapshot << ": no file matches split '" << split << "' (" << joined(globs)
+                                   << ") -- a partial download?");
+  } else {
+    if (!config_name.empty())
+      return InvalidArgument(Str() << snapshot << ": name '" << config_name << "' given, and the dataset card lists no configs");
+    std::vector<fs::path> files;
+    for (const fs::path& f : all)
+      if (dataset_file_name(f.filename().string())) files.push_back(f);
+    if (files.empty())
+      return InvalidArgument(Str() << snapshot << ": no data files (.parquet, .jsonl, .json, or .gz of them) in the dataset snapshot");
+    bool split_named = false;
+    for (const fs::path& f : files) {
+      const bool mine = path_names_any(f, split_words(split));
+      split_named = split_named || mine || path_names_any(f, split_words("train")) ||
+                    path_names_any(f, split_words("validation")) || path_names_any(f, split_words("test"));
+      if (mine) chosen.push_back(f);
+    }
+    if (!split_named && split == "train") chosen = files;  // no split anywhere: every file is train
+    if (chosen.empty())
+      return InvalidArgument(Str() << snapshot << ": no file of split '" << split << "' -- give a file's path");
+    std::set<std::string> dirs, tops;
+    for (const fs::path& f : chosen) {
+      dirs.insert(f.parent_path().generic_string());
+      tops.insert(f.begin()->string());
+    }
+    const bool split_dirs = std::all_of(tops.begin(), tops.end(), [&](const std::string& t) {
+      return t == "data" || path_names_any(fs::path(t), split_words(split));
+    });
+    if (dirs.size() > 1 && tops.size() > 1 && !split_dirs) {  // sibling configs (main/, socratic/)
+      Str list;
+      for (const std::string& d : dirs) list << " " << path_join(snapshot, d);
+      return InvalidArgument(Str() << snapshot << ": files of split '" << split
+                                   << "' in several configs of the dataset; give one directory as path:" << list.str());
+    }
+  }
+  std::vector<std::string> out;
+  for (const fs::path& f : chosen) {
+    if (!dataset_file_name(f.filename().string()))
+      return Unimplemented(Str() << path_join(snapshot, f.generic_string())
+                                 << ": not a file streamtune reads (.parquet, .jsonl, .json, or .gz of them)");
+    out.push_back(path_join(snapshot, f.generic_string()));
+  }
+  return out;
+}
+
+StatusOr<std::string> resolve_model_path(const std::string& given, std::string* note) {
+  std::error_code ec;
+  if (given.empty() || fs::exists(given, ec) || !looks_like_hub_id(given) || given.ends_with(".gguf")) return given;
+  ASSIGN_OR_RETURN(std::string snap, hf_cache_snapshot(given, HubRepoKind::kModel));
+  if (note) *note = Str() << given << ": the Hugging Face cache's snapshot " << snap;
+  return snap;
+}
+
+}  // namespace st
