@@ -249,9 +249,9 @@ Status set_string(const Input& in, const Field& f, std::string& dst) {
     // A Hub model id that is not a local path: its snapshot in the Hugging Face cache (io/hf_cache.h).
     if (std::string(f.name) == "base_model" && looks_like_hub_id(v) && !v.ends_with(".gguf") && !file_exists(local) &&
         !is_directory(local)) {
+      // A miss keeps the local path: load_train_config says what is missing (validate_train_config).
       StatusOr<std::string> snap = hf_cache_snapshot(v, HubRepoKind::kModel);
-      if (!snap.ok()) return bad(in, f.name, snap.status().message());
-      v = *snap;
+      v = snap.ok() ? *snap : local;
     } else {
       v = local;
     }
@@ -283,8 +283,13 @@ Status set_field(const Input& in, const Field& f, TrainConfig& cfg) {
             return Status::OK();
           }
           RETURN_IF_ERROR(set_string(in, f, dst));
-          if (std::string(f.name) == "base_model" && dst != resolve_path(in.scalar, in.base_dir))
-            cfg.notes.push_back(Str() << "base_model " << in.scalar << ": the Hugging Face cache's snapshot " << dst);
+          if (std::string(f.name) == "base_model") {
+            cfg.base_model_hub_id.clear();
+            if (dst != resolve_path(in.scalar, in.base_dir))
+              cfg.notes.push_back(Str() << "base_model " << in.scalar << ": the Hugging Face cache's snapshot " << dst);
+            else if (looks_like_hub_id(in.scalar) && !file_exists(dst) && !is_directory(dst))
+              cfg.base_model_hub_id = in.scalar;
+          }
           return Status::OK();
         } else if constexpr (std::is_same_v<T, std::vector<DatasetSpec>>) {
           RETURN_IF_ERROR(set_datasets(in, f, dst));
@@ -688,6 +693,9 @@ Status apply_train_override(TrainConfig& cfg, const std::string& arg) {
 
 Status validate_train_config(const TrainConfig& cfg) {
   if (cfg.base_model.empty()) return InvalidArgument("missing required key 'base_model'");
+  if (!cfg.base_model_hub_id.empty() && !file_exists(cfg.base_model) && !is_directory(cfg.base_model))
+    return Status(StatusCode::kNotFound,
+                  Str() << "base_model: " << hf_cache_snapshot(cfg.base_model_hub_id, HubRepoKind::kModel).status().message());
   if (cfg.datasets.empty()) return InvalidArgument("missing required key 'datasets' (a list of {path, type})");
   if (cfg.output_dir.empty()) return InvalidArgument("key 'output_dir' must not be empty");
   return Status::OK();

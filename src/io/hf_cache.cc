@@ -1,6 +1,7 @@
 #include "io/hf_cache.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 #include <map>
@@ -113,29 +114,6 @@ StatusOr<std::string> hf_cache_snapshot(const std::string& id, HubRepoKind kind)
 
 namespace {
 
-// A data_files glob (datasets / fsspec): '*' and '?' within one path component, '**' across them.
-bool glob_match(std::string_view pat, std::string_view path) {
-  if (pat.empty()) return path.empty();
-  if (pat.starts_with("**")) {
-    std::string_view rest = pat.substr(2);
-    if (rest.starts_with("/")) rest.remove_prefix(1);
-    for (size_t i = 0; i <= path.size(); ++i)
-      if ((i == 0 || path[i - 1] == '/' || rest.empty() || !pat.substr(2).starts_with("/")) && glob_match(rest, path.substr(i)))
-        return true;
-    return false;
-  }
-  if (pat[0] == '*') {
-    for (size_t i = 0; i <= path.size(); ++i) {
-      if (glob_match(pat.substr(1), path.substr(i))) return true;
-      if (i < path.size() && path[i] == '/') break;
-    }
-    return false;
-  }
-  if (path.empty()) return false;
-  if (pat[0] == '?' ? path[0] != '/' : pat[0] == path[0]) return glob_match(pat.substr(1), path.substr(1));
-  return false;
-}
-
 // README.md's YAML front matter, if any ("---\n...\n---").
 std::optional<YAML::Node> readme_front_matter(const std::string& snapshot) {
   StatusOr<std::string> text = read_file_to_string(path_join(snapshot, "README.md"));
@@ -200,6 +178,48 @@ std::vector<std::string> split_words(const std::string& split) {
 
 }  // namespace
 
+// A data_files glob (datasets / fsspec): '*' and '?' within one path component, '**' across them
+// ("**/" zero or more whole directories). A card is hostile input, so this is a table over
+// (pattern token, path position), never backtracking: O(pattern x path) time and memory.
+bool hub_glob_match(std::string_view pat, std::string_view path) {
+  enum Kind : uint8_t { kChar, kOne, kStar, kAny, kDirs };
+  struct Tok {
+    Kind kind;
+    char c;
+  };
+  if (pat.size() > 4096 || path.size() > 4096) return false;
+  std::vector<Tok> toks;
+  for (size_t i = 0; i < pat.size(); ++i) {
+    if (pat.compare(i, 3, "**/") == 0) toks.push_back({kDirs, 0}), i += 2;
+    else if (pat.compare(i, 2, "**") == 0) toks.push_back({kAny, 0}), ++i;
+    else if (pat[i] == '*') toks.push_back({kStar, 0});
+    else if (pat[i] == '?') toks.push_back({kOne, 0});
+    else toks.push_back({kChar, pat[i]});
+  }
+  const size_t n = path.size(), w = n + 1;
+  std::vector<uint8_t> m((toks.size() + 1) * w, 0);  // m[i * w + j]: toks[i..] match path[j..]
+  m[toks.size() * w + n] = 1;
+  for (size_t i = toks.size(); i-- > 0;) {
+    uint8_t* row = &m[i * w];
+    const uint8_t* next = &m[(i + 1) * w];
+    bool dirs = false;  // kDirs: some '/' at k >= j with next[k + 1]
+    for (size_t j = w; j-- > 0;) {
+      const bool more = j < n;
+      switch (toks[i].kind) {
+        case kChar: row[j] = more && path[j] == toks[i].c && next[j + 1]; break;
+        case kOne: row[j] = more && path[j] != '/' && next[j + 1]; break;
+        case kStar: row[j] = next[j] || (more && path[j] != '/' && row[j + 1]); break;
+        case kAny: row[j] = next[j] || (more && row[j + 1]); break;
+        case kDirs:
+          dirs = dirs || (more && path[j] == '/' && next[j + 1]);
+          row[j] = next[j] || dirs;
+          break;
+      }
+    }
+  }
+  return m[0] != 0;
+}
+
 StatusOr<std::vector<std::string>> hub_dataset_split_files(const std::string& snapshot, const std::string& split,
                                                            const std::string& config_name) {
   std::vector<fs::path> all;
@@ -243,7 +263,7 @@ StatusOr<std::vector<std::string>> hub_dataset_split_files(const std::string& sn
                                    << "' has no split '" << split << "' (splits: " << joined(splits) << ")");
     for (const fs::path& f : all)
       for (const std::string& g : globs)
-        if (glob_match(g, f.generic_string())) {
+        if (hub_glob_match(g, f.generic_string())) {
           chosen.push_back(f);
           break;
         }

@@ -28,6 +28,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/status.h"
@@ -49,6 +50,10 @@ StatusOr<std::vector<std::string>> hub_dataset_split_files(const std::string& sn
 
 // A data file by its name: .parquet, .jsonl, .json, optionally .gz (not `datasets`' metadata JSON).
 bool dataset_file_name(const std::string& filename);
+
+// A dataset card's data_files glob against a snapshot-relative path ('/'-separated): '*' and '?'
+// within a component, '**' across them, "**/" zero or more directories; linear-time in each.
+bool hub_glob_match(std::string_view pattern, std::string_view path);
 
 // A --model argument or base_model as given: itself when it exists; else, for a Hub id the cache
 // holds, its snapshot directory (with *note saying so); else NotFound naming both places.

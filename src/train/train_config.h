@@ -141,6 +141,9 @@ struct TrainConfig {
   // Not keys: what the config reader noted about other tools' keys it accepted (an axolotl key
   // with no effect here, an optimizer run as another), for the run's banner.
   std::vector<std::string> notes;
+  // Not a key: base_model as written when it is a Hub id found neither here nor in the Hugging
+  // Face cache (io/hf_cache.h); load_train_config refuses it, naming where it looked.
+  std::string base_model_hub_id;
 };
 
 // Turns the ratio keys (warmup_ratio, evals_per_epoch, saves_per_epoch) into step counts once the

@@ -134,6 +134,10 @@ else bad "card bad name: rc $rc: $out"; fi
 out=$("$BIN" tokenize --model nobody/missing --text x 2>&1); rc=$?
 if [[ $rc -ne 0 ]] && grep -q "huggingface-cli download nobody/missing" <<<"$out"; then ok "an id the cache lacks: refused with the download command"
 else bad "missing id: rc $rc: $out"; fi
+sed 's|^base_model: acme/tiny-1.5|base_model: nobody/model-x|' "$T/run/t.yaml" >"$T/run/miss.yaml"
+out=$("$BIN" train "$T/run/miss.yaml" --dry-run 2>&1); rc=$?
+if [[ $rc -ne 0 ]] && grep -q "huggingface-cli download nobody/model-x" <<<"$out"; then ok "a base_model id the cache lacks: refused with the download command"
+else bad "missing base_model: rc $rc: $out"; fi
 rm "$repo/refs/main"
 out=$(cd "$T" && "$BIN" logits --model acme/tiny-1.5 --ids 1 --out "$T/l3.safetensors" 2>&1); rc=$?
 if [[ $rc -ne 0 ]] && grep -q "2 snapshots" <<<"$out"; then ok "two snapshots and no refs/main: refused, naming them"
