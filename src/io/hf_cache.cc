@@ -1,10 +1,10 @@
 #include "io/hf_cache.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
-#include <map>
 #include <optional>
 #include <set>
 
@@ -71,7 +71,7 @@ std::string hf_hub_cache_dir() {
   if (std::string d = env("HUGGINGFACE_HUB_CACHE"); !d.empty()) return d;  // huggingface_hub's older name
   if (std::string d = env("HF_HOME"); !d.empty()) return path_join(d, "hub");
   if (std::string d = env("XDG_CACHE_HOME"); !d.empty()) return path_join(path_join(d, "huggingface"), "hub");
-  return path_join(env("HOME").empty() ? std::string("/root") : env("HOME"), ".cache/huggingface/hub");
+  return path_join(env("HOME"), ".cache/huggingface/hub");  // no HOME: relative to the working directory
 }
 
 bool looks_like_hub_id(const std::string& s) {
@@ -114,18 +114,24 @@ StatusOr<std::string> hf_cache_snapshot(const std::string& id, HubRepoKind kind)
 
 namespace {
 
-// README.md's YAML front matter, if any ("---\n...\n---").
-std::optional<YAML::Node> readme_front_matter(const std::string& snapshot) {
-  StatusOr<std::string> text = read_file_to_string(path_join(snapshot, "README.md"));
-  if (!text.ok() || !text->starts_with("---")) return std::nullopt;
-  const size_t end = text->find("\n---", 3);
-  if (end == std::string::npos) return std::nullopt;
+// README.md's YAML front matter, if any ("---\n...\n---"); a card whose front matter does not
+// parse is refused (its configs would decide, and cannot be read).
+StatusOr<std::optional<YAML::Node>> readme_front_matter(const std::string& snapshot) {
+  const std::string path = path_join(snapshot, "README.md");
+  if (!file_exists(path)) return std::optional<YAML::Node>();
+  ASSIGN_OR_RETURN(std::string text, read_file_to_string(path));
+  if (!text.starts_with("---")) return std::optional<YAML::Node>();
+  const size_t end = text.find("\n---", 3);
+  if (end == std::string::npos) return std::optional<YAML::Node>();
   try {
-    YAML::Node n = YAML::Load(text->substr(3, end - 3));
-    if (n.IsMap()) return n;
-  } catch (const YAML::Exception&) {
+    YAML::Node n = YAML::Load(text.substr(3, end - 3));
+    if (n.IsMap()) return std::optional<YAML::Node>(n);
+    if (n.IsNull()) return std::optional<YAML::Node>();
+    return InvalidArgument(Str() << path << ": the card's front matter is not a mapping -- give a data file's path");
+  } catch (const YAML::Exception& e) {
+    return InvalidArgument(Str() << path << ": the card's front matter does not parse (line " << e.mark.line + 1
+                                 << "): " << e.msg << " -- give a data file's path");
   }
-  return std::nullopt;
 }
 
 // A data_files value's globs: a string or a list of strings.
@@ -220,25 +226,15 @@ bool hub_glob_match(std::string_view pat, std::string_view path) {
   return m[0] != 0;
 }
 
-StatusOr<std::vector<std::string>> hub_dataset_split_files(const std::string& snapshot, const std::string& split,
-                                                           const std::string& config_name) {
-  std::vector<fs::path> all;
-  std::error_code ec;
-  for (auto it = fs::recursive_directory_iterator(snapshot, fs::directory_options::follow_directory_symlink, ec);
-       !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
-    const fs::path rel = fs::relative(it->path(), snapshot, ec);
-    if (!rel.empty() && rel.begin()->string().starts_with(".")) {  // .git, .cache, .gitattributes
-      if (it->is_directory(ec)) it.disable_recursion_pending();
-      continue;
-    }
-    if (it->is_regular_file(ec)) all.push_back(rel);
-  }
-  if (ec) return InvalidArgument(Str() << snapshot << ": cannot list the dataset: " << ec.message());
-  std::sort(all.begin(), all.end());
-  std::vector<fs::path> chosen;
-  std::optional<YAML::Node> fm = readme_front_matter(snapshot);
-  const YAML::Node configs = fm ? (*fm)["configs"] : YAML::Node();
-  if (configs && configs.IsSequence() && configs.size() > 0) {
+namespace {
+
+// The files of `split` by the card's configs (Note [Hub dataset splits]). A node of an unexpected
+// shape anywhere in them is refused, naming the card.
+StatusOr<std::vector<fs::path>> card_split_files(const YAML::Node& configs, const std::vector<fs::path>& all,
+                                                 const std::string& snapshot, const std::string& split,
+                                                 const std::string& config_name) {
+  std::vector<fs::path> out;
+  try {
     // The card's configs decide, as in `datasets`: name, else the default one, else the only one.
     int pick = -1, at = 0;
     std::vector<std::string> names;
@@ -264,12 +260,40 @@ StatusOr<std::vector<std::string>> hub_dataset_split_files(const std::string& sn
     for (const fs::path& f : all)
       for (const std::string& g : globs)
         if (hub_glob_match(g, f.generic_string())) {
-          chosen.push_back(f);
+          out.push_back(f);
           break;
         }
-    if (chosen.empty())
+    if (out.empty())
       return InvalidArgument(Str() << snapshot << ": no file matches split '" << split << "' (" << joined(globs)
                                    << ") -- a partial download?");
+  } catch (const YAML::Exception& e) {
+    return InvalidArgument(Str() << snapshot << "/README.md: the card's configs are not as `datasets` writes them: " << e.msg);
+  }
+  return out;
+}
+
+}  // namespace
+
+StatusOr<std::vector<std::string>> hub_dataset_split_files(const std::string& snapshot, const std::string& split,
+                                                           const std::string& config_name) {
+  std::vector<fs::path> all;
+  std::error_code ec;
+  for (auto it = fs::recursive_directory_iterator(snapshot, fs::directory_options::follow_directory_symlink, ec);
+       !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    const fs::path rel = fs::relative(it->path(), snapshot, ec);
+    if (!rel.empty() && rel.begin()->string().starts_with(".")) {  // .git, .cache, .gitattributes
+      if (it->is_directory(ec)) it.disable_recursion_pending();
+      continue;
+    }
+    if (it->is_regular_file(ec)) all.push_back(rel);
+  }
+  if (ec) return InvalidArgument(Str() << snapshot << ": cannot list the dataset: " << ec.message());
+  std::sort(all.begin(), all.end());
+  std::vector<fs::path> chosen;
+  ASSIGN_OR_RETURN(std::optional<YAML::Node> fm, readme_front_matter(snapshot));
+  const YAML::Node configs = fm ? (*fm)["configs"] : YAML::Node();
+  if (configs && configs.IsSequence() && configs.size() > 0) {
+    ASSIGN_OR_RETURN(chosen, card_split_files(configs, all, snapshot, split, config_name));
   } else {
     if (!config_name.empty())
       return InvalidArgument(Str() << snapshot << ": name '" << config_name << "' given, and the dataset card lists no configs");
