@@ -58,10 +58,12 @@ bool resolve_model_arg(std::string* path) {
 }
 
 Status resolve_model_flag(ParsedArgs* a) {
-  if (!a->has("model")) return Status::OK();
-  std::string note;
-  ASSIGN_OR_RETURN(a->flags["model"], resolve_model_path(a->flags["model"], &note));
-  if (!note.empty()) std::fprintf(stderr, "note: --model %s\n", note.c_str());
+  for (const char* flag : {"model", "adapter"}) {
+    if (!a->has(flag)) continue;
+    std::string note;
+    ASSIGN_OR_RETURN(a->flags[flag], resolve_model_path(a->flags[flag], &note));
+    if (!note.empty()) std::fprintf(stderr, "note: --%s %s\n", flag, note.c_str());
+  }
   return Status::OK();
 }
 

@@ -24,8 +24,9 @@ struct ParsedArgs {
 // InvalidArgument for an unknown flag (with a suggestion), a missing value, a repeated flag.
 StatusOr<ParsedArgs> parse_flags(const std::vector<std::string>& args, const std::vector<FlagSpec>& specs);
 
-// --model given as a Hugging Face Hub id that is not a local path: replaced by its snapshot in the
-// local Hugging Face cache (io/hf_cache.h), with a note on stderr; an id the cache lacks is NotFound.
+// --model (and --adapter: a PEFT adapter repo) given as a Hugging Face Hub id that is not a local
+// path: replaced by its snapshot in the local Hugging Face cache (io/hf_cache.h), with a note on
+// stderr; an id the cache lacks is NotFound.
 Status resolve_model_flag(ParsedArgs* a);
 // The same for a model path given as an argument; prints the error and returns false if unresolved.
 bool resolve_model_arg(std::string* path);

@@ -246,9 +246,10 @@ Status set_string(const Input& in, const Field& f, std::string& dst) {
       return Status::OK();
     }
     const std::string local = resolve_path(v, in.base_dir);
-    // A Hub model id that is not a local path: its snapshot in the Hugging Face cache (io/hf_cache.h).
-    if (std::string(f.name) == "base_model" && looks_like_hub_id(v) && !v.ends_with(".gguf") && !file_exists(local) &&
-        !is_directory(local)) {
+    // A Hub model (or adapter) id that is not a local path: its snapshot in the Hugging Face cache
+    // (io/hf_cache.h).
+    const bool model_dir = std::string(f.name) == "base_model" || std::string(f.name) == "lora_model_dir";
+    if (model_dir && looks_like_hub_id(v) && !v.ends_with(".gguf") && !file_exists(local) && !is_directory(local)) {
       // A miss keeps the local path: load_train_config says what is missing (validate_train_config).
       StatusOr<std::string> snap = hf_cache_snapshot(v, HubRepoKind::kModel);
       v = snap.ok() ? *snap : local;

@@ -72,6 +72,20 @@ out=$(cd "$T" && "$BIN" logits --model acme/tiny-1.5 --ids 1,2,3 --out "$T/l.saf
 if [[ $rc -eq 0 && -s "$T/l.safetensors" ]] && grep -q "Hugging Face cache" <<<"$out"; then ok "logits --model ID, with a note"
 else bad "logits: rc $rc: $out"; fi
 
+# A PEFT adapter repo in the cache: train one, file it as acme/tiny-lora, use it by id.
+out=$(cd "$T/run" && "$BIN" train t.yaml --output_dir=lora 2>&1); rc=$?
+if [[ $rc -ne 0 ]]; then bad "train: rc $rc: $out"
+else
+  arepo="$T/hub/models--acme--tiny-lora"
+  mkdir -p "$arepo/refs" "$arepo/snapshots/aa11"
+  cp "$T/run/lora/adapter_model.safetensors" "$T/run/lora/adapter_config.json" "$arepo/snapshots/aa11/"
+  echo aa11 >"$arepo/refs/main"
+  out=$(cd "$T" && "$BIN" logits --model acme/tiny-1.5 --adapter acme/tiny-lora --ids 1,2,3 --out "$T/la.safetensors" 2>&1); rc=$?
+  if [[ $rc -eq 0 ]] && grep -q "note: --adapter" <<<"$out" && ! cmp -s "$T/l.safetensors" "$T/la.safetensors"; then
+    ok "logits --adapter ID: the cached adapter applied"
+  else bad "adapter by id: rc $rc: $out"; fi
+fi
+
 # A local directory of the same shape wins (relative to the working directory).
 mkdir -p "$T/local/acme" && cp -r "$T/src" "$T/local/acme/tiny-1.5"
 out=$(cd "$T/local" && "$BIN" logits --model acme/tiny-1.5 --ids 1,2,3 --out "$T/l2.safetensors" 2>&1); rc=$?
