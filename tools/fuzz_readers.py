@@ -11,6 +11,7 @@ splices, length fields set huge, JSON edits) and runs the command that reads it:
   GGUF model                          logits --model F.gguf
   tokenizer.json                      tokenize --model F --text ...
   tokenizer.model (sentencepiece)     tokenize --model DIR --text ... (with a tokenizer_config.json)
+  pytorch_model.bin (torch.save zip)  logits --model DIR (a damaged shard of a 2-shard checkpoint)
   train YAML, dataset, checkpoint, store   train (a good run first, then one damaged file)
   alpaca / sharegpt / parquet datasets,    train --preview-data (tokenizes, loads no weights)
   a Jinja chat template, a model tokenizer
@@ -218,6 +219,18 @@ def main():
             f.write(cfg)
         return [a.bin, "tokenize", "--model", d, "--text", "[INST] Hello, world! 123 ünïcödé [/INST]"]
 
+    torch_src = os.path.join(FIX, "torch", "llama_bin")
+
+    def torch_cmd():  # one shard of a PyTorch checkpoint damaged (its pickle sits at the front)
+        d = os.path.join(work, "torchbin")
+        shutil.rmtree(d, ignore_errors=True)
+        shutil.copytree(torch_src, d)
+        shard = os.path.join(d, "pytorch_model-00001-of-00002.bin")
+        with open(shard, "wb") as f:
+            f.write(mutate_bytes(read(os.path.join(torch_src, "pytorch_model-00001-of-00002.bin")), rng, 1400))
+        return logits + ["--model", d]
+
+    targets["torch_bin"] = torch_cmd
     targets["gguf"] = gguf_cmd
     targets["tokenizer_json"] = tok_cmd
     targets["tokenizer_model"] = spm_cmd

@@ -1,5 +1,5 @@
 // Checkpoint: one model.safetensors, or a model.safetensors.index.json whose weight_map names the
-// shards. The index is checked against the shard headers both ways, because a stale index would
+// shards (or, without either, their PyTorch counterparts pytorch_model.bin[.index.json]). The index is checked against the shard headers both ways, because a stale index would
 // otherwise make a tensor silently missing or read from the wrong file.
 #include <algorithm>
 #include <cstring>
@@ -14,6 +14,9 @@ namespace {
 
 constexpr const char* kIndexName = "model.safetensors.index.json";
 constexpr const char* kSingleName = "model.safetensors";
+// PyTorch checkpoints (io/torch_zip.h), read where a directory has no safetensors.
+constexpr const char* kTorchIndexName = "pytorch_model.bin.index.json";
+constexpr const char* kTorchSingleName = "pytorch_model.bin";
 
 bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
@@ -39,8 +42,15 @@ std::string shape_str(const std::vector<int64_t>& s) {
 StatusOr<Checkpoint> Checkpoint::open(const std::string& dir) {
   Checkpoint ck;
   ck.dir_ = dir;
-  const std::string index_path = path_join(dir, kIndexName);
-  const std::string single_path = path_join(dir, kSingleName);
+  std::string index_path = path_join(dir, kIndexName);
+  std::string single_path = path_join(dir, kSingleName);
+  bool torch_files = false;
+  if (is_directory(dir) && !file_exists(index_path) && !file_exists(single_path) &&
+      (file_exists(path_join(dir, kTorchIndexName)) || file_exists(path_join(dir, kTorchSingleName)))) {
+    index_path = path_join(dir, kTorchIndexName);
+    single_path = path_join(dir, kTorchSingleName);
+    torch_files = true;
+  }
   std::map<std::string, std::string> weight_map;  // tensor -> shard file name
   if (!is_directory(dir) && ends_with(dir, ".safetensors") && file_exists(dir)) {
     ck.files_.push_back(dir);  // a single file given directly (e.g. adapter_model.safetensors)
@@ -61,10 +71,12 @@ StatusOr<Checkpoint> Checkpoint::open(const std::string& dir) {
   } else if (file_exists(single_path)) {
     ck.files_.push_back(single_path);
   } else {
-    return NotFound(Str() << dir << ": no " << kSingleName << " or " << kIndexName);
+    return NotFound(Str() << dir << ": no " << kSingleName << " or " << kIndexName << " (nor " << kTorchSingleName
+                          << " or " << kTorchIndexName << ")");
   }
   for (const std::string& f : ck.files_) {
-    ASSIGN_OR_RETURN(SafetensorsFile sf, SafetensorsFile::open(f), "opening checkpoint " << dir);
+    ASSIGN_OR_RETURN(SafetensorsFile sf, torch_files ? SafetensorsFile::open_torch(f) : SafetensorsFile::open(f),
+                     "opening checkpoint " << dir);
     ck.shards_.push_back(std::make_unique<SafetensorsFile>(std::move(sf)));
     const size_t si = ck.shards_.size() - 1;
     const std::string base = path_basename(f);

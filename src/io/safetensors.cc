@@ -9,6 +9,7 @@
 #include <set>
 
 #include "core/json.h"
+#include "io/torch_zip.h"
 
 namespace st {
 namespace {
@@ -162,6 +163,40 @@ StatusOr<SafetensorsFile> SafetensorsFile::open(const std::string& path) {
       reach_name = t.name;
     }
     f.index_[t.name] = i;
+  }
+  return f;
+}
+
+StatusOr<SafetensorsFile> SafetensorsFile::open_torch(const std::string& path) {
+  SafetensorsFile f;
+  ASSIGN_OR_RETURN(f.file_, MappedFile::open(path));
+  ASSIGN_OR_RETURN(std::vector<TorchTensor> ts, read_torch_zip(f.file_.data(), f.file_.size(), path));
+  for (TorchTensor& t : ts) {
+    TensorInfo ti;
+    ti.name = std::move(t.name);
+    ti.dtype = t.dtype;
+    ti.shape = t.shape;
+    ti.offset = t.file_offset;
+    const uint64_t es = dtype_size(t.dtype);
+    ti.nbytes = static_cast<uint64_t>(ti.numel()) * es;
+    if (!t.contiguous() && ti.nbytes > 0) {  // gather the view, element by element in row-major order
+      auto buf = std::make_unique<uint8_t[]>(ti.nbytes);
+      std::vector<int64_t> idx(t.shape.size(), 0);
+      for (uint64_t k = 0; k < ti.nbytes / es; ++k) {
+        uint64_t off = 0;
+        for (size_t d = 0; d < idx.size(); ++d) off += static_cast<uint64_t>(idx[d] * t.stride[d]);
+        std::memcpy(buf.get() + k * es, f.file_.data() + t.file_offset + off * es, es);
+        for (size_t d = idx.size(); d-- > 0;) {
+          if (++idx[d] < t.shape[d]) break;
+          idx[d] = 0;
+        }
+      }
+      ti.owned = buf.get();
+      f.owned_.push_back(std::move(buf));
+    }
+    if (f.index_.count(ti.name)) return Corruption(Str() << path << ": tensor '" << ti.name << "' is listed twice");
+    f.index_[ti.name] = f.tensors_.size();
+    f.tensors_.push_back(std::move(ti));
   }
   return f;
 }

@@ -25,19 +25,24 @@ struct TensorInfo {
   std::vector<int64_t> shape;
   uint64_t offset = 0;  // byte offset from the start of the data section
   uint64_t nbytes = 0;
+  const uint8_t* owned = nullptr;  // a PyTorch view gathered into memory the file object owns (else null)
   int64_t numel() const;
 };
 
+// A mapped file of named tensors: safetensors, or (open_torch) a PyTorch checkpoint.
 class SafetensorsFile {
  public:
   static StatusOr<SafetensorsFile> open(const std::string& path);
+  // A torch.save zip archive (pytorch_model.bin; io/torch_zip.h): its tensors read in place where
+  // contiguous, gathered into owned memory where a view is not; storages may be shared.
+  static StatusOr<SafetensorsFile> open_torch(const std::string& path);
 
   const std::string& path() const { return file_.path(); }
   const std::vector<TensorInfo>& tensors() const { return tensors_; }  // sorted by offset
   const TensorInfo* find(const std::string& name) const;               // nullptr if absent
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
   // Pointer to the tensor's bytes inside the mapping (valid while this object lives).
-  const uint8_t* data(const TensorInfo& t) const { return file_.data() + data_start_ + t.offset; }
+  const uint8_t* data(const TensorInfo& t) const { return t.owned ? t.owned : file_.data() + data_start_ + t.offset; }
   uint64_t data_start() const { return data_start_; }  // file offset of the data section
 
  private:
@@ -46,6 +51,7 @@ class SafetensorsFile {
   std::vector<TensorInfo> tensors_;
   std::map<std::string, size_t> index_;
   std::map<std::string, std::string> metadata_;
+  std::vector<std::unique_ptr<uint8_t[]>> owned_;  // gathered views (open_torch)
 };
 
 // A tensor to write: bytes are copied from `data` (host memory) at write time.

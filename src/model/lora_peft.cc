@@ -225,8 +225,11 @@ Status Lora::load_peft(const std::string& dir) {
                                  << ") differs from the run's (" << list(lc_.layers) << ")");
   }
 
-  const std::string st_path = path_join(dir, "adapter_model.safetensors");
-  ASSIGN_OR_RETURN(SafetensorsFile f, SafetensorsFile::open(st_path));
+  // adapter_model.bin: PEFT's file before safetensors (a torch.save archive, io/torch_zip.h).
+  std::string st_path = path_join(dir, "adapter_model.safetensors");
+  const bool torch_bin = !file_exists(st_path) && file_exists(path_join(dir, "adapter_model.bin"));
+  if (torch_bin) st_path = path_join(dir, "adapter_model.bin");
+  ASSIGN_OR_RETURN(SafetensorsFile f, torch_bin ? SafetensorsFile::open_torch(st_path) : SafetensorsFile::open(st_path));
   std::vector<float> host(static_cast<size_t>(section_), 0.0f);
   size_t expected = 0;
   // Reads tensor `name` (or `alt`) of `shape` (any float dtype) into host[off...] as f32.
