@@ -62,6 +62,85 @@ TEST(TorchZip, OnlyAllowedGlobalsAreCalled) {
   EXPECT_NE(t.status().message().find("evil.bin"), std::string::npos);
 }
 
+// Shards over 4 GiB keep their sizes and offsets in ZIP64 records. views.bin rewritten that way:
+// every central-directory entry with 0xFFFFFFFF sizes and offset and a ZIP64 extra field holding
+// them, then a ZIP64 end record, its locator and an end record that defers to them.
+void put(std::string* s, uint64_t v, int n) {
+  for (int i = 0; i < n; ++i) s->push_back(static_cast<char>(v >> (8 * i)));
+}
+uint64_t get(const std::string& s, size_t at, int n) {
+  uint64_t v = 0;
+  for (int i = n - 1; i >= 0; --i) v = v << 8 | static_cast<uint8_t>(s[at + i]);
+  return v;
+}
+std::string as_zip64(const std::string& z) {
+  const size_t eocd = z.rfind(std::string("PK\x05\x06", 4));
+  const uint64_t count = get(z, eocd + 10, 2), cd_off = get(z, eocd + 16, 4);
+  std::string out = z.substr(0, cd_off), cd;
+  size_t p = cd_off;
+  for (uint64_t k = 0; k < count; ++k) {
+    const uint64_t nl = get(z, p + 28, 2), el = get(z, p + 30, 2), cl = get(z, p + 32, 2);
+    std::string e = z.substr(p, 46);
+    for (size_t at : {20, 24, 42}) e.replace(at, 4, std::string(4, '\xFF'));
+    std::string extra;
+    put(&extra, 1, 2);
+    put(&extra, 24, 2);
+    put(&extra, get(z, p + 24, 4), 8);  // uncompressed, compressed, local header offset
+    put(&extra, get(z, p + 20, 4), 8);
+    put(&extra, get(z, p + 42, 4), 8);
+    e.replace(30, 2, std::string{static_cast<char>(extra.size()), 0});
+    e.replace(32, 2, std::string(2, '\0'));
+    cd += e + z.substr(p + 46, nl) + extra;
+    p += 46 + nl + el + cl;
+  }
+  out += cd;
+  const uint64_t rec = out.size();
+  put(&out, 0x06064b50, 4);
+  put(&out, 44, 8);
+  put(&out, 45, 2);
+  put(&out, 45, 2);
+  put(&out, 0, 4);
+  put(&out, 0, 4);
+  put(&out, count, 8);
+  put(&out, count, 8);
+  put(&out, cd.size(), 8);
+  put(&out, cd_off, 8);
+  put(&out, 0x07064b50, 4);
+  put(&out, 0, 4);
+  put(&out, rec, 8);
+  put(&out, 1, 4);
+  put(&out, 0x06054b50, 4);
+  put(&out, 0, 4);
+  put(&out, 0xFFFF, 2);
+  put(&out, 0xFFFF, 2);
+  put(&out, 0xFFFFFFFF, 4);
+  put(&out, 0xFFFFFFFF, 4);
+  put(&out, 0, 2);
+  return out;
+}
+
+TEST(TorchZip, Zip64RecordsAreFollowed) {
+  auto bytes = read_file_to_string(fixture("views.bin"));
+  ASSERT_TRUE(bytes.ok());
+  auto plain = read_torch_zip(reinterpret_cast<const uint8_t*>(bytes->data()), bytes->size(), "views.bin");
+  ASSERT_TRUE(plain.ok()) << plain.status().to_string();
+  const std::string z = as_zip64(*bytes);
+  ASSERT_NE(z, *bytes);
+  auto wide = read_torch_zip(reinterpret_cast<const uint8_t*>(z.data()), z.size(), "views64.bin");
+  ASSERT_TRUE(wide.ok()) << wide.status().to_string();
+  ASSERT_EQ(wide->size(), plain->size());
+  for (size_t i = 0; i < plain->size(); ++i) {
+    EXPECT_EQ((*wide)[i].name, (*plain)[i].name);
+    EXPECT_EQ((*wide)[i].file_offset, (*plain)[i].file_offset) << (*plain)[i].name;  // the data did not move
+  }
+  // The locator pointing elsewhere: refused by name.
+  std::string broken = z;
+  broken[broken.size() - 22 - 20 + 8] ^= 0x40;
+  auto bad = read_torch_zip(reinterpret_cast<const uint8_t*>(broken.data()), broken.size(), "views64.bin");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("ZIP64"), std::string::npos) << bad.status().to_string();
+}
+
 TEST(TorchZip, DamageNeverCrashes) {
   auto bytes = read_file_to_string(fixture("llama_bin/pytorch_model-00001-of-00002.bin"));
   ASSERT_TRUE(bytes.ok());
