@@ -82,12 +82,10 @@ std::string as_zip64(const std::string& z) {
     const uint64_t nl = get(z, p + 28, 2), el = get(z, p + 30, 2), cl = get(z, p + 32, 2);
     std::string e = z.substr(p, 46);
     for (size_t at : {20, 24, 42}) e.replace(at, 4, std::string(4, '\xFF'));
-    std::string extra;
-    put(&extra, 1, 2);
-    put(&extra, 24, 2);
-    put(&extra, get(z, p + 24, 4), 8);  // uncompressed, compressed, local header offset
-    put(&extra, get(z, p + 20, 4), 8);
-    put(&extra, get(z, p + 42, 4), 8);
+    std::string extra;  // id 1, 24 bytes: uncompressed size, compressed size, local header offset
+    for (auto [v, n] : {std::pair<uint64_t, int>{1, 2}, {24, 2}, {get(z, p + 24, 4), 8}, {get(z, p + 20, 4), 8},
+                        {get(z, p + 42, 4), 8}})
+      put(&extra, v, n);
     e.replace(30, 2, std::string{static_cast<char>(extra.size()), 0});
     e.replace(32, 2, std::string(2, '\0'));
     cd += e + z.substr(p + 46, nl) + extra;
@@ -95,27 +93,12 @@ std::string as_zip64(const std::string& z) {
   }
   out += cd;
   const uint64_t rec = out.size();
-  put(&out, 0x06064b50, 4);
-  put(&out, 44, 8);
-  put(&out, 45, 2);
-  put(&out, 45, 2);
-  put(&out, 0, 4);
-  put(&out, 0, 4);
-  put(&out, count, 8);
-  put(&out, count, 8);
-  put(&out, cd.size(), 8);
-  put(&out, cd_off, 8);
-  put(&out, 0x07064b50, 4);
-  put(&out, 0, 4);
-  put(&out, rec, 8);
-  put(&out, 1, 4);
-  put(&out, 0x06054b50, 4);
-  put(&out, 0, 4);
-  put(&out, 0xFFFF, 2);
-  put(&out, 0xFFFF, 2);
-  put(&out, 0xFFFFFFFF, 4);
-  put(&out, 0xFFFFFFFF, 4);
-  put(&out, 0, 2);
+  // (value, width) fields of the ZIP64 end record, its locator and the end record.
+  const std::pair<uint64_t, int> tail[] = {
+      {0x06064b50, 4}, {44, 8}, {45, 2}, {45, 2}, {0, 4}, {0, 4}, {count, 8}, {count, 8}, {cd.size(), 8}, {cd_off, 8},
+      {0x07064b50, 4}, {0, 4}, {rec, 8}, {1, 4},
+      {0x06054b50, 4}, {0, 4}, {0xFFFF, 2}, {0xFFFF, 2}, {0xFFFFFFFF, 4}, {0xFFFFFFFF, 4}, {0, 2}};
+  for (auto [v, n] : tail) put(&out, v, n);
   return out;
 }
 
