@@ -45,26 +45,30 @@ StatusOr<ParsedArgs> parse_flags(const std::vector<std::string>& args, const std
   return out;
 }
 
-bool resolve_model_arg(std::string* path) {
+namespace {
+
+// *path resolved by resolve_model_path; the note (labelled "--flag " when from a flag) and any
+// error go to stderr, and false means the command should exit 1.
+bool resolve_noted(std::string* path, const std::string& label) {
   std::string note;
   StatusOr<std::string> r = resolve_model_path(*path, &note);
   if (!r.ok()) {
     std::fprintf(stderr, "streamtune: error: %s\n", r.status().message().c_str());
     return false;
   }
-  if (!note.empty()) std::fprintf(stderr, "note: %s\n", note.c_str());
+  if (!note.empty()) std::fprintf(stderr, "note: %s%s\n", label.c_str(), note.c_str());
   *path = *r;
   return true;
 }
 
-Status resolve_model_flag(ParsedArgs* a) {
-  for (const char* flag : {"model", "adapter"}) {
-    if (!a->has(flag)) continue;
-    std::string note;
-    ASSIGN_OR_RETURN(a->flags[flag], resolve_model_path(a->flags[flag], &note));
-    if (!note.empty()) std::fprintf(stderr, "note: --%s %s\n", flag, note.c_str());
-  }
-  return Status::OK();
+}  // namespace
+
+bool resolve_model_arg(std::string* path) { return resolve_noted(path, ""); }
+
+bool resolve_model_flag(ParsedArgs* a) {
+  for (const char* flag : {"model", "adapter"})
+    if (a->has(flag) && !resolve_noted(&a->flags[flag], std::string("--") + flag + " ")) return false;
+  return true;
 }
 
 StatusOr<uint64_t> flag_u64(const ParsedArgs& a, const std::string& name, uint64_t def) {

@@ -26,9 +26,9 @@ StatusOr<ParsedArgs> parse_flags(const std::vector<std::string>& args, const std
 
 // --model (and --adapter: a PEFT adapter repo) given as a Hugging Face Hub id that is not a local
 // path: replaced by its snapshot in the local Hugging Face cache (io/hf_cache.h), with a note on
-// stderr; an id the cache lacks is NotFound.
-Status resolve_model_flag(ParsedArgs* a);
-// The same for a model path given as an argument; prints the error and returns false if unresolved.
+// stderr. An id the cache lacks is printed as an error and false returned (the command exits 1).
+bool resolve_model_flag(ParsedArgs* a);
+// The same for a model path given as an argument.
 bool resolve_model_arg(std::string* path);
 
 // Strict numbers for flag values; errors name the flag.

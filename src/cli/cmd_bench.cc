@@ -213,10 +213,7 @@ int cmd_bench(int argc, char** argv) {
              {"lora-r"}, {"targets"}, {"dora", false}, {"lora-dropout"}, {"vram-budget"}, {"offload-embeddings"}, {"recompute"}, {"device"}, {"dtype"}, {"quant"}, {"grad-accum"}, {"doc-len"}, {"prompt-len"}, {"layer-major"}, {"devices"}, {"seed"}, {"no-ceilings", false},
              {"json", false}});
   if (!a.ok()) return usage(a.status().message());
-  if (Status s = resolve_model_flag(&*a); !s.ok()) {
-    std::fprintf(stderr, "streamtune: error: %s\n", s.message().c_str());
-    return 1;
-  }
+  if (!resolve_model_flag(&*a)) return 1;
   StatusOr<BenchOptions> o = bench_options(*a);
   if (!o.ok()) return usage(o.status().message());
   if (a->has("devices")) return run_bench_devices(*a, *o);

@@ -210,10 +210,7 @@ int cmd_logits(int argc, char** argv) {
                                               {"device"}, {"dtype"}});
   if (!a.ok()) return usage(a.status().message());
   if (!a->positional.empty()) return usage("unexpected argument '" + a->positional[0] + "'");
-  if (Status s = resolve_model_flag(&*a); !s.ok()) {
-    std::fprintf(stderr, "streamtune: error: %s\n", s.message().c_str());
-    return 1;
-  }
+  if (!resolve_model_flag(&*a)) return 1;
   return run(*a);
 }
 

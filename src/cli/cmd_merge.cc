@@ -52,10 +52,7 @@ int cmd_merge(int argc, char** argv) {
   for (const char* f : {"model", "adapter", "out"}) {
     if (a->get(f).empty()) return usage(std::string("missing --") + f);
   }
-  if (Status s = resolve_model_flag(&*a); !s.ok()) {
-    std::fprintf(stderr, "streamtune: error: %s\n", s.message().c_str());
-    return 1;
-  }
+  if (!resolve_model_flag(&*a)) return 1;
   MergeOptions o;
   o.overwrite = a->has("force");
   if (a->has("dtype")) {

@@ -14,6 +14,7 @@
 #include "core/file.h"
 #include "core/json.h"
 #include "data/batch.h"
+#include "io/hf_cache.h"
 #include "io/parquet.h"
 
 namespace st {
@@ -336,17 +337,14 @@ StatusOr<Sample> tokenize_record(const std::string& type, const std::string& lin
 
 namespace {
 
-// The dataset files directly in `dir` (.jsonl, .json, .parquet, each optionally .gz), sorted by
-// name; InvalidArgument when there are none.
+// The dataset files directly in `dir` (io/hf_cache.h dataset_file_name: .jsonl, .json, .parquet,
+// each optionally .gz, not `datasets`' metadata JSON), sorted by name; InvalidArgument when none.
 StatusOr<std::vector<std::string>> dataset_files_in(const std::string& dir) {
   std::vector<std::string> files;
   std::error_code ec;
   for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
     if (!e.is_regular_file(ec)) continue;
-    std::string name = e.path().filename().string();
-    if (name.size() > 3 && name.ends_with(".gz")) name.resize(name.size() - 3);
-    if (name.ends_with(".jsonl") || name.ends_with(".json") || name.ends_with(".parquet"))
-      files.push_back(e.path().string());
+    if (dataset_file_name(e.path().filename().string())) files.push_back(e.path().string());
   }
   if (ec) return InvalidArgument(Str() << dir << ": cannot list the directory: " << ec.message());
   if (files.empty())
