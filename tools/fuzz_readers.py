@@ -334,6 +334,8 @@ def main():
     shutil.copy(os.path.join(FIX, "parquet", "chat.parquet"), os.path.join(pw, "chat.parquet"))
     shutil.copy(os.path.join(FIX, "parquet", "ids.parquet"), os.path.join(pw, "ids.parquet"))
     shutil.copy(os.path.join(FIX, "chat", "llama3.jinja"), os.path.join(pw, "t.jinja"))
+    shutil.copy(os.path.join(FIX, "csv", "alpaca.csv"), os.path.join(pw, "alpaca.csv"))
+    shutil.copy(os.path.join(FIX, "arrow", "saved", "data-00000-of-00001.arrow"), os.path.join(pw, "saved.arrow"))
     with open(os.path.join(pw, "alpaca.json"), "w") as f:
         json.dump([{"instruction": "say hi", "input": "", "output": "hi there"},
                    {"instruction": "add", "input": "1 1", "output": "2"}], f)
@@ -344,7 +346,8 @@ def main():
     with open(os.path.join(pw, "t.yaml"), "w") as f:
         f.write("base_model: model\ndatasets:\n  - path: alpaca.json\n    type: alpaca\n"
                 "  - path: sg.jsonl\n    type: sharegpt\n  - path: chat.parquet\n    type: chat_template\n"
-                "  - path: ids.parquet\n    type: tokenized\nchat_template: t.jinja\ndevice: cpu\n"
+                "  - path: ids.parquet\n    type: tokenized\n  - path: alpaca.csv\n    type: alpaca\n"
+                "  - path: saved.arrow\n    type: alpaca\nchat_template: t.jinja\ndevice: cpu\n"
                 "sequence_len: 512\noutput_dir: out\n")
     probe = subprocess.run([a.bin, "train", os.path.join(pw, "t.yaml"), "--preview-data=1"], capture_output=True, text=True)
     if probe.returncode != 0:
@@ -377,6 +380,7 @@ def main():
 
     targets.update({"data_alpaca": preview_cmd("alpaca.json"), "data_sharegpt": preview_cmd("sg.jsonl"),
                     "data_parquet_chat": preview_cmd("chat.parquet"), "data_parquet_ids": preview_cmd("ids.parquet"),
+                    "data_csv": preview_cmd("alpaca.csv"), "data_arrow": preview_cmd("saved.arrow"),
                     "chat_template": preview_cmd("t.jinja"), "tokenizer_in_model": preview_cmd("model/tokenizer.json")})
     only = set(filter(None, a.only.split(",")))
     findings = 0

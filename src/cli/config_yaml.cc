@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <limits>
+#include <map>
 #include <set>
 #include <variant>
 
@@ -17,6 +18,7 @@
 #include "cli/foreign_keys.h"
 #include "cli/suggest.h"
 #include "core/file.h"
+#include "io/csv.h"
 #include "io/hf_cache.h"
 #include "model/lora.h"
 
@@ -296,8 +298,11 @@ Status set_field(const Input& in, const Field& f, TrainConfig& cfg) {
           RETURN_IF_ERROR(set_datasets(in, f, dst));
           for (const DatasetSpec& d : dst)
             if (!d.files.empty())
-              cfg.notes.push_back(Str() << "dataset " << d.path << ": a Hugging Face cache snapshot, its train split ("
-                                        << d.files.size() << (d.files.size() == 1 ? " file" : " files") << ")");
+              cfg.notes.push_back(Str() << "dataset " << d.path << ": " << d.files.size()
+                                        << (d.files.size() == 1 ? " file (" : " files (first ") << d.files.front()
+                                        << (is_directory(d.path) && d.path.find("/snapshots/") != std::string::npos
+                                                ? "; a Hugging Face cache snapshot)"
+                                                : ")"));
           return Status::OK();
         } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
           return set_modules(in, f, dst);
@@ -342,13 +347,66 @@ const std::vector<std::string> kDatasetKeys = {"path", "type", "field_messages",
                                                "message_field_role", "message_field_content", "field", "split",
                                                "ds_type", "roles_to_train", "train_on_eos", "overlap_len"};
 
+Status check_dataset_entry(const Input& in, const std::string& key, const std::string& csv_where, const DatasetSpec& ds) {
+  if (!csv_where.empty() && ds.files.empty() && !is_directory(ds.path) && csv_delimiter_for(ds.path) == 0)
+    return InvalidArgument(Str() << csv_where << ": " << key << ".ds_type: csv, but '" << ds.path
+                                 << "' is not named .csv or .tsv (a CSV file is known by its name; rename it)");
+  if (!ds.field_text.empty() && ds.type != "text")
+    return bad(in, key, Str() << "'field' names the text of type text/completion, not of type " << ds.type);
+  if (ds.overlap_len > 0 && ds.type != "text")
+    return bad(in, key, Str() << "'overlap_len' applies to type text/completion, not to type " << ds.type);
+  const bool turns = ds.type == "messages" || ds.type == "sharegpt";
+  if (!turns && (!ds.field_messages.empty() || !ds.field_role.empty() || !ds.field_content.empty()))
+    return bad(in, key, Str() << "the message field names apply to types chat_template/messages and sharegpt, not " << ds.type);
+  return Status::OK();
+}
+
+// axolotl's `path: json` (or csv, parquet) with data_files: the files are named by data_files alone.
+bool builder_name(const std::string& p) { return p == "json" || p == "csv" || p == "parquet"; }
+
+// An entry's data_files (io/hf_cache.h resolve_data_files): under a Hub dataset's snapshot (the
+// card's splits then do not apply), a local directory, or, for `path: json|csv|parquet`, the
+// config's directory. A list is the train split; {split: files} gives each split its own.
+Status set_data_files(const Input& in, const std::string& key, const std::string& where, const std::string& path_given,
+                      const std::string& hub_id, const std::string& split, const std::string& config_name,
+                      const std::map<std::string, std::vector<std::string>>& by_split,
+                      const std::vector<std::string>& splits, DatasetSpec& ds) {
+  const auto it = by_split.find(split);
+  if (it == by_split.end())
+    return InvalidArgument(Str() << where << ": " << key << ".data_files: no split '" << split << "' (given: "
+                                 << join(splits) << ")");
+  if (!config_name.empty())
+    return InvalidArgument(Str() << where << ": " << key << ".data_files: give data_files or name, not both");
+  std::string root;
+  if (!hub_id.empty()) {
+    StatusOr<std::string> snap = hf_cache_snapshot(hub_id, HubRepoKind::kDataset);
+    if (!snap.ok()) return InvalidArgument(Str() << where << ": " << key << ".path: " << snap.status().message());
+    root = *snap;
+  } else if (is_directory(ds.path)) {
+    root = ds.path;
+  } else if (builder_name(path_given) && !file_exists(ds.path)) {
+    root = in.base_dir.empty() ? "." : in.base_dir;
+  } else {
+    return InvalidArgument(Str() << where << ": " << key << ".data_files: path '" << path_given
+                                 << "' is a file; data_files choose files under a directory, a Hub dataset, or path: "
+                                    "json | csv | parquet (the config's directory)");
+  }
+  StatusOr<std::vector<std::string>> files = resolve_data_files(root, it->second, Str() << where << ": " << key);
+  if (!files.ok()) return InvalidArgument(files.status().message());
+  ds.path = hub_id.empty() ? (builder_name(path_given) ? path_given : ds.path) : root;
+  ds.files = *files;
+  return Status::OK();
+}
+
 Status set_one_dataset(const Input& in, const YAML::Node& item, const std::string& key, DatasetSpec& ds) {
   if (item.IsScalar()) {  // "- data.jsonl": a path with the default type
     ds.path = resolve_path(item.Scalar(), in.base_dir);
     return Status::OK();
   }
   if (!item.IsMap()) return bad(in, key, "each entry must be a mapping {path, type} or a path");
-  std::string hub_id, hub_where, split = "train", split_where, config_name;
+  std::string hub_id, hub_where, split = "train", split_where, config_name, csv_where, path_given, data_files_where;
+  std::map<std::string, std::vector<std::string>> data_files_by_split;  // data_files by split ("train" for a list)
+  std::vector<std::string> data_files_splits;
   for (const auto& kv : item) {
     const std::string k = kv.first.Scalar();
     const std::string where = mark_str(in.what, kv.first.Mark());
@@ -374,9 +432,39 @@ Status set_one_dataset(const Input& in, const YAML::Node& item, const std::strin
       if (!ok) return refuse("only the assistant's turns are trained (roles_to_train: [assistant]; train_on_inputs: true trains all)");
       continue;
     }
+    if (k == "data_files") {  // a path or glob, a list of them, or {split: those}
+      data_files_where = where;
+      auto strings = [&](const YAML::Node& n, std::vector<std::string>* out) -> Status {
+        if (n.IsScalar()) {
+          out->push_back(n.Scalar());
+          return Status::OK();
+        }
+        if (n.IsSequence() && n.size() > 0) {
+          for (const auto& e : n) {
+            if (!e.IsScalar()) return InvalidArgument(Str() << where << ": " << key << ".data_files: expected paths");
+            out->push_back(e.Scalar());
+          }
+          return Status::OK();
+        }
+        return InvalidArgument(Str() << where << ": " << key << ".data_files: expected a path, a list of paths or {split: paths}");
+      };
+      if (v.IsMap()) {
+        for (const auto& m : v) {
+          data_files_splits.push_back(m.first.Scalar());
+          std::vector<std::string> files;
+          RETURN_IF_ERROR(strings(m.second, &files));
+          data_files_by_split[m.first.Scalar()] = std::move(files);
+        }
+      } else {
+        RETURN_IF_ERROR(strings(v, &data_files_by_split["train"]));
+        data_files_splits.push_back("train");
+      }
+      continue;
+    }
     if (!v.IsScalar()) return InvalidArgument(Str() << where << ": " << key << "." << k << ": expected a string");
     const std::string val = v.Scalar();
     if (k == "path") {
+      path_given = val;
       ds.path = resolve_path(val, in.base_dir);
       // "org/name" that is not here: a Hugging Face dataset id (axolotl downloads those), read from
       // the local Hugging Face cache once split and name are known (below).
@@ -412,12 +500,14 @@ Status set_one_dataset(const Input& in, const YAML::Node& item, const std::strin
       ds.overlap_len = *n;
     } else if (k == "ds_type") {
       const std::string t = lower(val);
-      if (t != "json" && t != "jsonl" && t != "parquet")
-        return refuse(Str() << "'" << val << "' is not read (json, jsonl, parquet: told apart by their bytes)");
+      if (t != "json" && t != "jsonl" && t != "parquet" && t != "arrow" && t != "csv")
+        return refuse(Str() << "'" << val << "' is not read (json, jsonl, parquet, arrow: told apart by their bytes; "
+                                            "csv by the file name, .csv or .tsv)");
+      if (t == "csv") csv_where = where;
     } else if (k == "train_on_eos") {
       if (lower(val) != "turn") return refuse(Str() << "'" << val << "': each trained turn keeps its end of turn (train_on_eos: turn)");
     } else {
-      const bool axolotl = k == "data_files" || k == "revision" || k == "shards" || k == "conversation" ||
+      const bool axolotl = k == "revision" || k == "shards" || k == "conversation" ||
                            k == "chat_template" || k == "field_system" || k == "field_human" || k == "field_model" ||
                            k == "drop_system_message" || k == "preprocess_shards" || k == "trust_remote_code";
       if (axolotl) return refuse("is not supported (path, type and the field names are)");
@@ -426,13 +516,32 @@ Status set_one_dataset(const Input& in, const YAML::Node& item, const std::strin
     }
   }
   if (ds.path.empty()) return bad(in, key, "a dataset entry has no 'path'");
-  if (!hub_id.empty()) {  // io/hf_cache.h Note [Hub dataset splits]
+  if (!data_files_splits.empty()) {
+    RETURN_IF_ERROR(set_data_files(in, key, data_files_where, path_given, hub_id, split, config_name,
+                                   data_files_by_split, data_files_splits, ds));
+  } else if (!hub_id.empty()) {  // io/hf_cache.h Note [Hub dataset splits]
     StatusOr<std::string> snap = hf_cache_snapshot(hub_id, HubRepoKind::kDataset);
     if (!snap.ok()) return InvalidArgument(Str() << hub_where << ": " << key << ".path: " << snap.status().message());
     StatusOr<std::vector<std::string>> files = hub_dataset_split_files(*snap, split, config_name);
     if (!files.ok()) return InvalidArgument(Str() << hub_where << ": " << key << ".path '" << hub_id << "': " << files.status().message());
     ds.path = *snap;
     ds.files = *files;
+  } else if (is_directory(ds.path) && file_exists(path_join(ds.path, "dataset_dict.json"))) {
+    // `datasets`' DatasetDict.save_to_disk: a directory a split (train/, test/), each a saved Dataset.
+    if (!config_name.empty())
+      return InvalidArgument(Str() << in.what << ": " << key << ".name: '" << config_name << "': " << ds.path
+                                   << " is a saved DatasetDict, which has splits but no configurations");
+    const std::string sub = path_join(ds.path, split);
+    if (!is_directory(sub)) {
+      std::vector<std::string> splits;
+      std::error_code ec;
+      for (const auto& e : std::filesystem::directory_iterator(ds.path, ec))
+        if (e.is_directory(ec)) splits.push_back(e.path().filename().string());
+      std::sort(splits.begin(), splits.end());
+      return InvalidArgument(Str() << (split_where.empty() ? in.what : split_where) << ": " << key << ": " << ds.path
+                                   << " (a saved DatasetDict) has no split '" << split << "' (splits: " << join(splits) << ")");
+    }
+    ds.path = sub;
   } else if (split != "train") {
     return Unimplemented(Str() << split_where << ": " << key << ".split: '" << split
                                << "': a local dataset file has no splits (split: train; a Hub dataset id read from the "
@@ -441,15 +550,9 @@ Status set_one_dataset(const Input& in, const YAML::Node& item, const std::strin
     return Unimplemented(Str() << in.what << ": " << key << ".name: '" << config_name
                                << "' selects a configuration of a Hub dataset; a local path has none");
   }
-  if (!ds.field_text.empty() && ds.type != "text")
-    return bad(in, key, Str() << "'field' names the text of type text/completion, not of type " << ds.type);
-  if (ds.overlap_len > 0 && ds.type != "text")
-    return bad(in, key, Str() << "'overlap_len' applies to type text/completion, not to type " << ds.type);
-  const bool turns = ds.type == "messages" || ds.type == "sharegpt";
-  if (!turns && (!ds.field_messages.empty() || !ds.field_role.empty() || !ds.field_content.empty()))
-    return bad(in, key, Str() << "the message field names apply to types chat_template/messages and sharegpt, not " << ds.type);
-  return Status::OK();
+  return check_dataset_entry(in, key, csv_where, ds);
 }
+
 
 Status set_datasets(const Input& in, const Field& f, std::vector<DatasetSpec>& dst) {
   if (!in.node) return bad(in, f.name, "is a list; set it in the YAML file, not on the command line");
@@ -620,9 +723,35 @@ Status apply_lr_kwargs(const Input& in, TrainConfig& cfg) {
   return Status::OK();
 }
 
+// special_tokens (axolotl): tokens the tokenizer has, as bos/eos/pad/unk (TrainConfig::SpecialTokens;
+// checked against the tokenizer when it is loaded: train/train_data.h apply_special_tokens).
+Status apply_special_tokens_key(const Input& in, TrainConfig& cfg) {
+  const std::string key = "special_tokens";
+  if (!in.node) return bad(in, key, "a mapping: set it in the YAML file");
+  if (in.node->IsNull()) return Status::OK();
+  if (!in.node->IsMap()) return bad(in, key, "expected a mapping such as {eos_token: \"<|im_end|>\"}");
+  for (const auto& kv : *in.node) {
+    const std::string k = kv.first.as<std::string>();
+    const std::string where = mark_str(in.what, kv.first.Mark());
+    if (!kv.second.IsScalar() || kv.second.Scalar().empty())
+      return InvalidArgument(Str() << where << ": " << key << "." << k << ": expected a token");
+    const std::string v = kv.second.Scalar();
+    if (k == "bos_token") cfg.special_tokens.bos = v;
+    else if (k == "eos_token") cfg.special_tokens.eos = v;
+    else if (k == "pad_token") cfg.special_tokens.pad = v;
+    else if (k == "unk_token") cfg.special_tokens.unk = v;
+    else
+      return Unimplemented(Str() << where << ": " << key << "." << k
+                                 << ": only bos_token, eos_token, pad_token and unk_token are set here (to tokens the "
+                                    "tokenizer has)");
+  }
+  return Status::OK();
+}
+
 Status apply_input(const std::string& key, const Input& in, TrainConfig& cfg) {
   Status st;
   if (key == "lr_scheduler_kwargs") return apply_lr_kwargs(in, cfg);
+  if (key == "special_tokens") return apply_special_tokens_key(in, cfg);
   if (check_variant_key(key, in, &st)) return st;
   const Field* f = find_field(canonical_key(key));
   if (!f) {
@@ -730,6 +859,11 @@ std::string train_config_to_yaml(const TrainConfig& cfg) {
                 out << YAML::Key << "message_field_content" << YAML::Value << d.field_content;
               if (!d.field_text.empty()) out << YAML::Key << "field" << YAML::Value << d.field_text;
               if (d.overlap_len > 0) out << YAML::Key << "overlap_len" << YAML::Value << d.overlap_len;
+              if (!d.files.empty()) {  // a Hub split or data_files, resolved: read back as data_files
+                out << YAML::Key << "data_files" << YAML::Value << YAML::BeginSeq;
+                for (const std::string& f : d.files) out << f;
+                out << YAML::EndSeq;
+              }
               out << YAML::EndMap;
             }
             out << YAML::EndSeq;
@@ -756,6 +890,14 @@ std::string train_config_to_yaml(const TrainConfig& cfg) {
   for (const auto& [k, v] : kwargs)
     if (v >= 0) out << YAML::Key << k << YAML::Value << v;
   out << YAML::EndMap;
+  const std::pair<const char*, std::string> special[] = {{"bos_token", cfg.special_tokens.bos},
+                                                         {"eos_token", cfg.special_tokens.eos},
+                                                         {"pad_token", cfg.special_tokens.pad},
+                                                         {"unk_token", cfg.special_tokens.unk}};
+  out << YAML::Key << "special_tokens" << YAML::Value << YAML::Flow << YAML::BeginMap;
+  for (const auto& [k, v] : special)
+    if (!v.empty()) out << YAML::Key << k << YAML::Value << v;
+  out << YAML::EndMap;
   out << YAML::EndMap;
   return std::string(out.c_str()) + "\n";
 }
@@ -764,6 +906,7 @@ std::vector<std::string> train_config_keys() {
   std::vector<std::string> out;
   for (const Field& f : fields()) out.push_back(f.name);
   out.push_back("lr_scheduler_kwargs");
+  out.push_back("special_tokens");
   return out;
 }
 

@@ -53,7 +53,6 @@ const Refused kRefusedUnlessEmpty[] = {
     {"lr_quadratic_warmup", "a quadratic warmup is not supported"},
     {"relora_steps", "ReLoRA is not supported"},
     {"early_stopping_patience", "early stopping is not supported"},
-    {"special_tokens", "adding or replacing special tokens (which resizes the embeddings) is not supported"},
     {"tokens", "adding tokens (which resizes the embeddings) is not supported"},
     {"added_tokens_overrides", "overriding tokens is not supported"},
     {"plugins", "axolotl plugins are not supported"},

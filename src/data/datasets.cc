@@ -15,6 +15,8 @@
 #include "core/json.h"
 #include "data/batch.h"
 #include "io/hf_cache.h"
+#include "io/arrow.h"
+#include "io/csv.h"
 #include "io/parquet.h"
 
 namespace st {
@@ -22,6 +24,7 @@ namespace {
 
 StatusOr<std::string> field(const OrderedJson& j, const char* key, const std::string& what) {
   if (!j.is_object() || !j.contains(key)) return InvalidArgument(Str() << what << ": missing field '" << key << "'");
+  if (j[key].is_null()) return InvalidArgument(Str() << what << ": field '" << key << "' is empty (null)");
   if (!j[key].is_string()) return InvalidArgument(Str() << what << ": field '" << key << "' is not a string");
   return j[key].get<std::string>();
 }
@@ -289,7 +292,9 @@ bool is_gzip(std::string_view text) {
 // Calls fn(record, what) for each record of a dataset file: JSON Lines (one object a line, blank
 // lines skipped; what = "PATH line N"; handed over raw), or one JSON array of objects (what =
 // "PATH record N"), as alpaca_data.json and many exported datasets are. Told apart by the first
-// non-blank byte. A Parquet file (starting "PAR1") gives one record a row (what = "PATH row N").
+// non-blank byte. A Parquet file (starting "PAR1") gives one record a row (what = "PATH row N"),
+// and so does a .csv / .tsv file past its header (what = "PATH line N": io/csv.h) and an Arrow IPC
+// file (.arrow, as `datasets` saves them: "PATH row N").
 // A gzip file (1f 8b: .jsonl.gz, .json.gz, even .parquet.gz) is inflated by the caller
 // (load_dataset), which says so with `inflated`.
 constexpr size_t kMaxGunzipBytes = size_t{16} << 30;
@@ -303,7 +308,18 @@ Status for_each_record(const std::string& path, std::string_view text, Fn fn, bo
     ASSIGN_OR_RETURN(ParquetFile pq, ParquetFile::from_bytes(text, path));
     return pq.for_each_row([&](const OrderedJson& row, int64_t i) { return fn(Record{row, {}}, Str() << path << " row " << i + 1); });
   }
+  const bool arrow_name = !inflated && path.ends_with(".arrow");
+  if (looks_like_arrow(text) || arrow_name) {  // io/arrow.h Note [Arrow IPC]: datasets' save_to_disk files
+    return for_each_arrow_row(text, path, [&](OrderedJson&& row, int64_t i) {
+      return fn(Record{std::move(row), {}}, Str() << path << " row " << i + 1);
+    });
+  }
   if (is_gzip(text)) return InvalidArgument(Str() << path << ": gzip inside gzip; decompress it first");
+  if (const char delim = csv_delimiter_for(path); delim != 0) {  // io/csv.h Note [CSV as datasets reads it]
+    return for_each_csv_record(text, delim, path, [&](OrderedJson&& j, int64_t line) {
+      return fn(Record{std::move(j), {}}, Str() << path << " line " << line);
+    });
+  }
   const size_t first = text.find_first_not_of(" \t\r\n");
   if (first != std::string::npos && text[first] == '[') {
     ASSIGN_OR_RETURN(OrderedJson arr, parse_ordered_json(text, path + " (a JSON array of records)"));
@@ -338,7 +354,7 @@ StatusOr<Sample> tokenize_record(const std::string& type, const std::string& lin
 namespace {
 
 // The dataset files directly in `dir` (io/hf_cache.h dataset_file_name: .jsonl, .json, .parquet,
-// each optionally .gz, not `datasets`' metadata JSON), sorted by name; InvalidArgument when none.
+// .csv, .tsv, each optionally .gz, and .arrow, not `datasets`' metadata JSON), sorted by name; InvalidArgument when none.
 StatusOr<std::vector<std::string>> dataset_files_in(const std::string& dir) {
   std::vector<std::string> files;
   std::error_code ec;
@@ -348,7 +364,7 @@ StatusOr<std::vector<std::string>> dataset_files_in(const std::string& dir) {
   }
   if (ec) return InvalidArgument(Str() << dir << ": cannot list the directory: " << ec.message());
   if (files.empty())
-    return InvalidArgument(Str() << dir << ": a directory without dataset files (.jsonl, .json, .parquet, or .gz of them)");
+    return InvalidArgument(Str() << dir << ": a directory without dataset files (.jsonl, .json, .parquet, .csv, .tsv, or .gz of them, .arrow)");
   std::sort(files.begin(), files.end());
   return files;
 }

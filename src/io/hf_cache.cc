@@ -63,7 +63,9 @@ bool dataset_file_name(const std::string& filename) {
   // datasets' own metadata files are JSON too.
   static const std::set<std::string> kMeta = {"dataset_infos.json", "dataset_info.json", "dataset_dict.json", "state.json"};
   if (kMeta.count(name)) return false;
-  return name.ends_with(".jsonl") || name.ends_with(".json") || name.ends_with(".parquet");
+  if (filename.ends_with(".arrow")) return true;  // not .arrow.gz
+  return name.ends_with(".jsonl") || name.ends_with(".json") || name.ends_with(".parquet") || name.ends_with(".csv") ||
+         name.ends_with(".tsv");
 }
 
 std::string hf_hub_cache_dir() {
@@ -274,21 +276,78 @@ StatusOr<std::vector<fs::path>> card_split_files(const YAML::Node& configs, cons
 
 }  // namespace
 
-StatusOr<std::vector<std::string>> hub_dataset_split_files(const std::string& snapshot, const std::string& split,
-                                                           const std::string& config_name) {
+namespace {
+
+// The regular files under `root` (links followed), relative to it, sorted; hidden entries (.git,
+// .cache, .gitattributes) skipped with what is under them. At most kMaxListed: a pattern rooted
+// at a home directory is refused, not walked for minutes.
+constexpr size_t kMaxListed = 200000;
+
+StatusOr<std::vector<fs::path>> list_tree(const std::string& root, const std::string& what) {
   std::vector<fs::path> all;
   std::error_code ec;
-  for (auto it = fs::recursive_directory_iterator(snapshot, fs::directory_options::follow_directory_symlink, ec);
+  for (auto it = fs::recursive_directory_iterator(root, fs::directory_options::follow_directory_symlink, ec);
        !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
-    const fs::path rel = fs::relative(it->path(), snapshot, ec);
-    if (!rel.empty() && rel.begin()->string().starts_with(".")) {  // .git, .cache, .gitattributes
+    if (it->path().filename().string().starts_with(".")) {
       if (it->is_directory(ec)) it.disable_recursion_pending();
       continue;
     }
-    if (it->is_regular_file(ec)) all.push_back(rel);
+    if (it->is_regular_file(ec)) all.push_back(fs::relative(it->path(), root, ec));
+    if (all.size() > kMaxListed)
+      return InvalidArgument(Str() << what << ": more than " << kMaxListed << " files under " << root
+                                   << "; give a narrower path or pattern");
   }
-  if (ec) return InvalidArgument(Str() << snapshot << ": cannot list the dataset: " << ec.message());
+  if (ec) return InvalidArgument(Str() << what << ": cannot list " << root << ": " << ec.message());
   std::sort(all.begin(), all.end());
+  return all;
+}
+
+}  // namespace
+
+StatusOr<std::vector<std::string>> resolve_data_files(const std::string& root, const std::vector<std::string>& patterns,
+                                                      const std::string& what) {
+  std::vector<std::string> out;
+  std::set<std::string> seen;
+  auto add = [&](const std::string& f) {
+    if (seen.insert(f).second) out.push_back(f);
+  };
+  for (const std::string& p : patterns) {
+    if (p.empty()) return InvalidArgument(Str() << what << ": an empty data_files entry");
+    const fs::path pp(p);
+    // The leading components without '*' or '?': the directory the pattern is walked from.
+    fs::path base = pp.is_absolute() ? fs::path("/") : fs::path(root), rest;
+    bool glob = false;
+    for (const fs::path& part : pp.relative_path()) {
+      glob = glob || part.string().find_first_of("*?") != std::string::npos;
+      (glob ? rest : base) /= part;
+    }
+    std::error_code ec;
+    if (!glob) {
+      if (!fs::is_regular_file(base, ec))
+        return NotFound(Str() << what << ": data_files '" << p << "': no such file (" << base.string() << ")");
+      add(base.lexically_normal().string());
+      continue;
+    }
+    if (!fs::is_directory(base, ec))
+      return NotFound(Str() << what << ": data_files '" << p << "': no directory " << base.string());
+    ASSIGN_OR_RETURN(std::vector<fs::path> all, list_tree(base.string(), Str() << what << ": data_files '" << p << "'"));
+    size_t matched = 0;
+    for (const fs::path& f : all)
+      if (dataset_file_name(f.filename().string()) && hub_glob_match(rest.generic_string(), f.generic_string())) {
+        add((base / f).lexically_normal().string());
+        ++matched;
+      }
+    if (matched == 0)
+      return NotFound(Str() << what << ": data_files '" << p << "': no dataset file (.jsonl, .json, .parquet, .csv, .tsv, "
+                                       "or .gz of them, .arrow) matches under "
+                            << base.string());
+  }
+  return out;
+}
+
+StatusOr<std::vector<std::string>> hub_dataset_split_files(const std::string& snapshot, const std::string& split,
+                                                           const std::string& config_name) {
+  ASSIGN_OR_RETURN(std::vector<fs::path> all, list_tree(snapshot, snapshot));
   std::vector<fs::path> chosen;
   ASSIGN_OR_RETURN(std::optional<YAML::Node> fm, readme_front_matter(snapshot));
   const YAML::Node configs = fm ? (*fm)["configs"] : YAML::Node();
@@ -301,7 +360,7 @@ StatusOr<std::vector<std::string>> hub_dataset_split_files(const std::string& sn
     for (const fs::path& f : all)
       if (dataset_file_name(f.filename().string())) files.push_back(f);
     if (files.empty())
-      return InvalidArgument(Str() << snapshot << ": no data files (.parquet, .jsonl, .json, or .gz of them) in the dataset snapshot");
+      return InvalidArgument(Str() << snapshot << ": no data files (.parquet, .jsonl, .json, .csv, .tsv, or .gz of them, .arrow) in the dataset snapshot");
     bool split_named = false;
     for (const fs::path& f : files) {
       const bool mine = path_names_any(f, split_words(split));
@@ -331,7 +390,7 @@ StatusOr<std::vector<std::string>> hub_dataset_split_files(const std::string& sn
   for (const fs::path& f : chosen) {
     if (!dataset_file_name(f.filename().string()))
       return Unimplemented(Str() << path_join(snapshot, f.generic_string())
-                                 << ": not a file streamtune reads (.parquet, .jsonl, .json, or .gz of them)");
+                                 << ": not a file streamtune reads (.parquet, .jsonl, .json, .csv, .tsv, or .gz of them, .arrow)");
     out.push_back(path_join(snapshot, f.generic_string()));
   }
   return out;

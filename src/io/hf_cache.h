@@ -21,10 +21,11 @@
 // directory name equal to a split word, starting with it followed by one of "-_. ", or holding
 // it between such separators names that split (train: train, training; validation: validation,
 // valid, dev, val; test: test, testing, eval, evaluation; any other split: its own name); with
-// no split named anywhere every data file (.parquet, .jsonl, .json, optionally .gz) is train.
+// no split named anywhere every data file (.parquet, .jsonl, .json, .csv, .tsv, optionally .gz;
+// .arrow) is train.
 // Files of a split spread over sibling directories that do not name it (configs such as main/
 // and socratic/) are not mixed: that is refused, naming the directories. Files are read in path
-// order; a chosen file of another format (.csv, .arrow) is refused by name.
+// order; a chosen file of another format (.txt, .xlsx) is refused by name.
 #pragma once
 
 #include <string>
@@ -48,7 +49,15 @@ StatusOr<std::string> hf_cache_snapshot(const std::string& id, HubRepoKind kind)
 StatusOr<std::vector<std::string>> hub_dataset_split_files(const std::string& snapshot, const std::string& split,
                                                            const std::string& config_name);
 
-// A data file by its name: .parquet, .jsonl, .json, optionally .gz (not `datasets`' metadata JSON).
+// A dataset entry's data_files (axolotl / `datasets`): each pattern a file path, or a glob ('*',
+// '?' within a component, '**' across them) matching the dataset files under it; relative ones
+// from `root` (a snapshot, a directory, the config's directory). In pattern order, each glob's
+// matches in path order, a file once. NotFound for a path that is not there or a glob matching
+// nothing, naming the pattern and `what`.
+StatusOr<std::vector<std::string>> resolve_data_files(const std::string& root, const std::vector<std::string>& patterns,
+                                                      const std::string& what);
+
+// A data file by its name: .parquet, .jsonl, .json, .csv, .tsv, optionally .gz, or .arrow (not `datasets`' metadata JSON).
 bool dataset_file_name(const std::string& filename);
 
 // A dataset card's data_files glob against a snapshot-relative path ('/'-separated): '*' and '?'

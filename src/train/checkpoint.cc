@@ -353,10 +353,14 @@ Status check_output_dir(const TrainConfig& tc) {
     return InvalidArgument(Str() << "output_dir " << out << " holds the base model (" << tc.base_model
                                  << "); the run writes its adapter, metrics and checkpoints there: choose another");
   for (const auto* list : {&tc.datasets, &tc.eval_datasets})
-    for (const DatasetSpec& d : *list)
-      if (path_is_within(d.path, out))
-        return InvalidArgument(Str() << "output_dir " << out << " holds the dataset " << d.path
-                                     << "; the run writes metrics.jsonl, adapter files and checkpoints there: choose another");
+    for (const DatasetSpec& d : *list) {
+      std::vector<std::string> paths = d.files;
+      if (paths.empty()) paths.push_back(d.path);
+      for (const std::string& p : paths)
+        if (path_is_within(p, out))
+          return InvalidArgument(Str() << "output_dir " << out << " holds the dataset " << p
+                                       << "; the run writes metrics.jsonl, adapter files and checkpoints there: choose another");
+    }
   for (const auto& e : fs::directory_iterator(out, ec)) {
     const std::string name = e.path().filename().string();
     if (checkpoint_name(name) && !replaceable_checkpoint(e.path()))

@@ -46,6 +46,14 @@ struct TrainConfig {
   // sample_packing is off (packed rows keep their fixed shape).
   std::string padding_free = "auto";
   bool train_on_inputs = false;
+  // axolotl's special_tokens naming tokens the tokenizer already has ("" = its own): eos_token is
+  // what text samples end with and what chat templates see as eos_token; pad_token fills padding
+  // (masked, so it changes no number); bos_token only as the tokenizer's own (another would change
+  // what its post-processor adds, differently in each HF class); unk_token changes nothing in a
+  // BPE tokenizer. A token the vocabulary lacks would resize the embeddings: refused.
+  struct SpecialTokens {
+    std::string bos, eos, pad, unk;
+  } special_tokens = {};
   std::string chat_template;        // "" = from tokenizer_config.json; a built-in name (chatml | qwen3 | llama3 | mistral | mistral_v3 | mistral_tekken) or a .jinja file
   double val_set_size = 0.0;        // fraction (<1) or count (>=1) of samples held out
   int64_t dataset_processes = 0;    // threads tokenizing the datasets (axolotl's key; 0 = every core)

@@ -74,11 +74,48 @@ std::string marked_text(const Tokenizer& tok, const Sample& s) {
   return out;
 }
 
+// The base model's tokenizer with the config's special_tokens applied.
+StatusOr<Tokenizer> train_tokenizer(const TrainConfig& cfg) {
+  ASSIGN_OR_RETURN(Tokenizer tok, load_model_tokenizer(cfg.base_model), "loading the tokenizer of " << cfg.base_model);
+  RETURN_IF_ERROR(apply_special_tokens(cfg.special_tokens, &tok));
+  return tok;
+}
+
 }  // namespace
+
+Status apply_special_tokens(const TrainConfig::SpecialTokens& st, Tokenizer* tok) {
+  auto id_of = [&](const char* key, const std::string& token) -> StatusOr<int32_t> {
+    const std::optional<int32_t> id = tok->token_to_id(token);
+    if (!id)
+      return Unimplemented(Str() << "special_tokens." << key << ": '" << token
+                                 << "' is not a token of this tokenizer; adding tokens (which resizes the embeddings) "
+                                    "is not supported");
+    return *id;
+  };
+  int32_t bos = tok->bos_id(), eos = tok->eos_id(), pad = tok->pad_id();
+  if (!st.bos.empty()) {
+    ASSIGN_OR_RETURN(int32_t id, id_of("bos_token", st.bos));
+    if (id != bos)
+      return Unimplemented(Str() << "special_tokens.bos_token: '" << st.bos << "': changing the tokenizer's bos_token ("
+                                 << (bos >= 0 ? "'" + tok->id_to_token(bos) + "'" : std::string("none"))
+                                 << ") is not supported (what its post-processor adds differs between HF classes)");
+  }
+  if (!st.eos.empty()) {
+    ASSIGN_OR_RETURN(eos, id_of("eos_token", st.eos));
+  }
+  if (!st.pad.empty()) {
+    ASSIGN_OR_RETURN(pad, id_of("pad_token", st.pad));
+  }
+  if (!st.unk.empty()) {
+    RETURN_IF_ERROR(id_of("unk_token", st.unk).status());
+  }
+  tok->set_special_ids(bos, eos, pad);
+  return Status::OK();
+}
 
 Status preview_train_data(const TrainConfig& cfg, int n, std::FILE* out) {
   if (cfg.datasets.empty()) return InvalidArgument("datasets: at least one {path, type} is required");
-  ASSIGN_OR_RETURN(Tokenizer tok, load_model_tokenizer(cfg.base_model), "loading the tokenizer of " << cfg.base_model);
+  ASSIGN_OR_RETURN(Tokenizer tok, train_tokenizer(cfg));
   const DatasetOptions o = dataset_options(cfg, 0);
   for (const DatasetSpec& d : cfg.datasets) {
     std::vector<Sample> samples;
@@ -117,7 +154,7 @@ StatusOr<TrainData> load_train_data(const TrainConfig& cfg, const ModelConfig& m
   if (cfg.datasets.empty()) return InvalidArgument("datasets: at least one {path, type} is required");
   Tokenizer tok;
   if (needs_tokenizer(cfg)) {
-    ASSIGN_OR_RETURN(tok, load_model_tokenizer(cfg.base_model), "loading the tokenizer of " << cfg.base_model);
+    ASSIGN_OR_RETURN(tok, train_tokenizer(cfg));
   }
   const DatasetOptions o = dataset_options(cfg, mc.vocab_size);
   TrainData td;

@@ -27,6 +27,11 @@ struct TrainData {
 // must be loaded.
 bool needs_tokenizer(const TrainConfig& cfg);
 
+// special_tokens (TrainConfig::SpecialTokens) onto a loaded tokenizer: eos and pad set to the named
+// tokens, bos only as the tokenizer's own, unk accepted (no effect); a token the tokenizer lacks
+// is Unimplemented (adding one resizes the embeddings), naming the key.
+Status apply_special_tokens(const TrainConfig::SpecialTokens& st, Tokenizer* tok);
+
 // InvalidArgument when there is no dataset or no sample with a trained token; load errors name
 // the dataset path.
 StatusOr<TrainData> load_train_data(const TrainConfig& cfg, const ModelConfig& mc);

@@ -218,7 +218,11 @@ TEST(ConfigYaml, ForeignKeysAreNotedMappedOrRefused) {  // cli/foreign_keys.h No
   EXPECT_HAS(error_of("optimizer: lion_8bit\n", kU), "only AdamW is supported");
   EXPECT_TRUE(parse("optimizer:\n").ok());  // axolotl's default: AdamW
   EXPECT_HAS(error_of("lora_modules_to_save: [lm_head]\n", kU), "modules_to_save");
-  EXPECT_HAS(error_of("special_tokens:\n  pad_token: \"<pad>\"\n", kU), "key 'special_tokens': adding");
+  auto sp = parse("special_tokens:\n  pad_token: \"<|end_of_text|>\"\n  eos_token: \"<|im_end|>\"\n");
+  ASSERT_TRUE(sp.ok()) << sp.status().to_string();  // checked against the tokenizer when it loads
+  EXPECT_EQ(sp->special_tokens.pad, "<|end_of_text|>");
+  EXPECT_EQ(sp->special_tokens.eos, "<|im_end|>");
+  EXPECT_HAS(error_of("special_tokens:\n  sep_token: \"<sep>\"\n", kU), "special_tokens.sep_token: only bos_token");
   EXPECT_HAS(error_of("group_by_length: true\n", kU), "reorders the data");
   EXPECT_HAS(error_of("save_strategy: best\n", kU), "only steps, epoch and no");
   EXPECT_HAS(error_of("bf16: true\ndtype: float32\n"), "key 'dtype' is set twice");

@@ -73,6 +73,18 @@ out=$("$BIN" train "$T/t.yaml" --preview-data --sequence_len=40 2>&1); rc=$?
 expect "alpaca.json (alpaca): 0 samples (0 tokens, 0 trained), 2 truncated to 40, 2 dropped"
 "$BIN" train "$T/t.yaml" --preview-data=0 >/dev/null 2>&1; rc=$?
 [[ $rc -eq 2 ]] || { echo "FAIL --preview-data=0 exit $rc (want 2)"; fail=1; }
+# special_tokens (axolotl): eos_token set to a token the tokenizer has ends each text sample with
+# it; a token it lacks, or another bos_token, is refused by name.
+printf 'base_model: model\ndatasets:\n  - path: comp.jsonl\n    type: completion\n    field: body\nspecial_tokens:\n  eos_token: "<|im_end|>"\n  pad_token: "<|im_start|>"\ndevice: cpu\nsequence_len: 64\noutput_dir: out\n' >"$T/sp.yaml"
+out=$("$BIN" train "$T/sp.yaml" --preview-data=1 2>&1); rc=$?
+[[ $rc -eq 0 ]] && grep -qF "p⟦lain words<|im_end|>⟧" <<<"$out" || { echo "FAIL special_tokens eos: rc $rc: $out"; fail=1; }
+sed 's/eos_token: "<|im_end|>"/eos_token: "<|nope|>"/' "$T/sp.yaml" >"$T/sp2.yaml"
+out=$("$BIN" train "$T/sp2.yaml" --preview-data=1 2>&1); rc=$?
+[[ $rc -ne 0 ]] && grep -qF "special_tokens.eos_token: '<|nope|>' is not a token of this tokenizer" <<<"$out" ||
+  { echo "FAIL special_tokens unknown token: rc $rc: $out"; fail=1; }
+sed 's/eos_token: "<|im_end|>"/bos_token: "<|im_end|>"/' "$T/sp.yaml" >"$T/sp3.yaml"
+out=$("$BIN" train "$T/sp3.yaml" --preview-data=1 2>&1); rc=$?
+[[ $rc -ne 0 ]] && grep -qF "changing the tokenizer's bos_token" <<<"$out" || { echo "FAIL special_tokens bos: rc $rc: $out"; fail=1; }
 # A long completion text becomes windows: 300 words in 40-token windows, 4 tokens of overlap.
 python3 -c "import json; print(json.dumps({'body': ' '.join('word%d' % i for i in range(300))}))" >"$T/long.jsonl"
 printf 'base_model: model\ndatasets:\n  - path: long.jsonl\n    type: completion\n    field: body\n    overlap_len: 4\ndevice: cpu\nsequence_len: 40\noutput_dir: out\n' >"$T/long.yaml"

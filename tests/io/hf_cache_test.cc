@@ -3,9 +3,13 @@
 #include "io/hf_cache.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <string>
+#include <vector>
 
 namespace st {
 namespace {
@@ -46,6 +50,39 @@ TEST(HfCache, Globs) {
   for (int i = 0; i < 1500; ++i) pat += "*a";
   EXPECT_FALSE(hub_glob_match(pat + "b", path));
   EXPECT_TRUE(hub_glob_match(pat, path));
+}
+
+// data_files: plain paths as given (relative to the root or absolute), globs walked from their
+// literal prefix, matches in path order, each file once, hidden entries and non-dataset files
+// skipped; a missing path and an empty match refused naming the pattern.
+TEST(HfCache, DataFiles) {
+  namespace fs = std::filesystem;
+  const fs::path root = fs::temp_directory_path() / ("st_data_files_" + std::to_string(::getpid()));
+  fs::remove_all(root);
+  for (const char* f : {"a/train-1.jsonl", "a/train-0.jsonl", "a/b/train-2.csv", "a/README.md", "a/.cache/train-9.jsonl",
+                        "c.parquet"}) {
+    fs::create_directories((root / f).parent_path());
+    std::ofstream(root / f) << "x";
+  }
+  auto names = [&](const std::vector<std::string>& pats) -> std::vector<std::string> {
+    auto r = resolve_data_files(root.string(), pats, "t");
+    EXPECT_TRUE(r.ok()) << r.status().message();
+    std::vector<std::string> out;
+    if (r.ok())
+      for (const std::string& f : *r) out.push_back(fs::path(f).lexically_relative(root).generic_string());
+    return out;
+  };
+  EXPECT_EQ(names({"a/**"}), (std::vector<std::string>{"a/b/train-2.csv", "a/train-0.jsonl", "a/train-1.jsonl"}));
+  EXPECT_EQ(names({"a/train-*"}), (std::vector<std::string>{"a/train-0.jsonl", "a/train-1.jsonl"}));
+  EXPECT_EQ(names({"c.parquet", "a/train-?.jsonl", "a/train-1.jsonl"}),
+            (std::vector<std::string>{"c.parquet", "a/train-0.jsonl", "a/train-1.jsonl"}));
+  EXPECT_EQ(names({(root / "a/train-1.jsonl").string()}), (std::vector<std::string>{"a/train-1.jsonl"}));
+  for (const char* bad : {"a/nope.jsonl", "a/zz-*", "nodir/*.jsonl", "a"}) {
+    auto r = resolve_data_files(root.string(), {bad}, "t");
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_NE(r.status().message().find(std::string("data_files '") + bad + "'"), std::string::npos) << r.status().message();
+  }
+  fs::remove_all(root);
 }
 
 }  // namespace

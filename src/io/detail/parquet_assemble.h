@@ -8,6 +8,7 @@
 
 #include "core/json.h"
 #include "core/status.h"
+#include "core/utf8.h"
 #include "io/detail/parquet_column.h"
 #include "io/detail/parquet_schema.h"
 
@@ -44,7 +45,6 @@ class RowAssembler {
   size_t row_bytes_ = 0;
 };
 
-// True when s is well-formed UTF-8 (no overlong forms, surrogates or code points > U+10FFFF).
-bool valid_utf8(std::string_view s);
+using st::valid_utf8;  // core/utf8.h
 
 }  // namespace st::parquet
