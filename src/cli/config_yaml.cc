@@ -361,8 +361,8 @@ Status check_dataset_entry(const Input& in, const std::string& key, const std::s
   return Status::OK();
 }
 
-// axolotl's `path: json` (or csv, parquet) with data_files: the files are named by data_files alone.
-bool builder_name(const std::string& p) { return p == "json" || p == "csv" || p == "parquet"; }
+// axolotl's `path: json` (or csv, parquet, text) with data_files: the files are named by data_files alone.
+bool builder_name(const std::string& p) { return p == "json" || p == "csv" || p == "parquet" || p == "text"; }
 
 // An entry's data_files (io/hf_cache.h resolve_data_files): under a Hub dataset's snapshot (the
 // card's splits then do not apply), a local directory, or, for `path: json|csv|parquet`, the
@@ -389,7 +389,7 @@ Status set_data_files(const Input& in, const std::string& key, const std::string
   } else {
     return InvalidArgument(Str() << where << ": " << key << ".data_files: path '" << path_given
                                  << "' is a file; data_files choose files under a directory, a Hub dataset, or path: "
-                                    "json | csv | parquet (the config's directory)");
+                                    "json | csv | parquet | text (the config's directory)");
   }
   StatusOr<std::vector<std::string>> files = resolve_data_files(root, it->second, Str() << where << ": " << key);
   if (!files.ok()) return InvalidArgument(files.status().message());
@@ -500,9 +500,9 @@ Status set_one_dataset(const Input& in, const YAML::Node& item, const std::strin
       ds.overlap_len = *n;
     } else if (k == "ds_type") {
       const std::string t = lower(val);
-      if (t != "json" && t != "jsonl" && t != "parquet" && t != "arrow" && t != "csv")
+      if (t != "json" && t != "jsonl" && t != "parquet" && t != "arrow" && t != "csv" && t != "text")
         return refuse(Str() << "'" << val << "' is not read (json, jsonl, parquet, arrow: told apart by their bytes; "
-                                            "csv by the file name, .csv or .tsv)");
+                                            "csv and text by the file name, .csv / .tsv and .txt)");
       if (t == "csv") csv_where = where;
     } else if (k == "train_on_eos") {
       if (lower(val) != "turn") return refuse(Str() << "'" << val << "': each trained turn keeps its end of turn (train_on_eos: turn)");

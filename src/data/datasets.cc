@@ -13,6 +13,7 @@
 
 #include "core/file.h"
 #include "core/json.h"
+#include "core/utf8.h"
 #include "data/batch.h"
 #include "io/hf_cache.h"
 #include "io/arrow.h"
@@ -294,10 +295,30 @@ bool is_gzip(std::string_view text) {
 // "PATH record N"), as alpaca_data.json and many exported datasets are. Told apart by the first
 // non-blank byte. A Parquet file (starting "PAR1") gives one record a row (what = "PATH row N"),
 // and so does a .csv / .tsv file past its header (what = "PATH line N": io/csv.h) and an Arrow IPC
-// file (.arrow, as `datasets` saves them: "PATH row N").
+// file (.arrow, as `datasets` saves them: "PATH row N"); a .txt file gives {"text": line} a line.
 // A gzip file (1f 8b: .jsonl.gz, .json.gz, even .parquet.gz) is inflated by the caller
 // (load_dataset), which says so with `inflated`.
 constexpr size_t kMaxGunzipBytes = size_t{16} << 30;
+
+// A .txt file as `datasets`' text builder reads it: each line a record {"text": line}, lines ended
+// by "\n", "\r\n" or "\r" (other Unicode breaks stay in the text), empty lines kept as "" (a
+// text sample with nothing to train, counted as dropped), no record after a final line break.
+template <class Fn>
+Status for_each_text_line(const std::string& path, std::string_view text, Fn& fn) {
+  size_t pos = 0;
+  for (int64_t line_no = 1; pos < text.size(); ++line_no) {
+    size_t e = text.find_first_of("\r\n", pos);
+    if (e == std::string::npos) e = text.size();
+    const std::string_view line = text.substr(pos, e - pos);
+    pos = e + (e + 1 < text.size() && text[e] == '\r' && text[e + 1] == '\n' ? 2 : 1);
+    const std::string what = Str() << path << " line " << line_no;
+    if (!valid_utf8(line)) return InvalidArgument(Str() << what << ": not valid UTF-8");
+    OrderedJson j = OrderedJson::object();
+    j["text"] = std::string(line);
+    RETURN_IF_ERROR(fn(Record{std::move(j), {}}, what));
+  }
+  return Status::OK();
+}
 
 template <class Fn>
 Status for_each_record(const std::string& path, std::string_view text, Fn fn, bool inflated) {
@@ -315,6 +336,7 @@ Status for_each_record(const std::string& path, std::string_view text, Fn fn, bo
     });
   }
   if (is_gzip(text)) return InvalidArgument(Str() << path << ": gzip inside gzip; decompress it first");
+  if (path.ends_with(".txt") || path.ends_with(".txt.gz")) return for_each_text_line(path, text, fn);
   if (const char delim = csv_delimiter_for(path); delim != 0) {  // io/csv.h Note [CSV as datasets reads it]
     return for_each_csv_record(text, delim, path, [&](OrderedJson&& j, int64_t line) {
       return fn(Record{std::move(j), {}}, Str() << path << " line " << line);

@@ -331,9 +331,11 @@ StatusOr<std::vector<std::string>> resolve_data_files(const std::string& root, c
     if (!fs::is_directory(base, ec))
       return NotFound(Str() << what << ": data_files '" << p << "': no directory " << base.string());
     ASSIGN_OR_RETURN(std::vector<fs::path> all, list_tree(base.string(), Str() << what << ": data_files '" << p << "'"));
+    // Text files only when the pattern asks for them (a repo's LICENSE.txt is not data).
+    const bool txt = p.ends_with(".txt") || p.ends_with(".txt.gz");
     size_t matched = 0;
     for (const fs::path& f : all)
-      if (dataset_file_name(f.filename().string()) && hub_glob_match(rest.generic_string(), f.generic_string())) {
+      if ((dataset_file_name(f.filename().string()) || txt) && hub_glob_match(rest.generic_string(), f.generic_string())) {
         add((base / f).lexically_normal().string());
         ++matched;
       }

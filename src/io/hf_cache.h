@@ -51,7 +51,8 @@ StatusOr<std::vector<std::string>> hub_dataset_split_files(const std::string& sn
 
 // A dataset entry's data_files (axolotl / `datasets`): each pattern a file path, or a glob ('*',
 // '?' within a component, '**' across them) matching the dataset files under it; relative ones
-// from `root` (a snapshot, a directory, the config's directory). In pattern order, each glob's
+// from `root` (a snapshot, a directory, the config's directory); a glob takes .txt files only when
+// it ends in .txt (or .txt.gz). In pattern order, each glob's
 // matches in path order, a file once. NotFound for a path that is not there or a glob matching
 // nothing, naming the pattern and `what`.
 StatusOr<std::vector<std::string>> resolve_data_files(const std::string& root, const std::vector<std::string>& patterns,

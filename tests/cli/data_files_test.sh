@@ -2,7 +2,7 @@
 # A dataset entry's data_files (axolotl / `datasets`; io/hf_cache.h resolve_data_files) through
 # `train --preview-data`: axolotl's `path: json` with data_files relative to the config; a list
 # read in its order; a glob under a local directory taking the train shards only; {split: files}
-# with split; a Hub dataset in a fake cache with data_files instead of its card's splits; --dry-run
+# with split; .txt files a line a record (`path: text`); a Hub dataset in a fake cache with data_files instead of its card's splits; --dry-run
 # printing the resolved files as data_files. Refused by name: a file missing, a glob matching nothing, data_files
 # under a path that is a file, a split data_files does not list.
 set -u
@@ -55,6 +55,16 @@ run hub '  - path: acme/rows\n    data_files: data/extra-*.jsonl\n    type: text
 out=$("$BIN" train "$T/list.yaml" --dry-run 2>&1)
 grep -qF -- "- $T/data/extra.jsonl" <<<"$out" && grep -qF -- "- $T/data/more.csv" <<<"$out" ||
   { echo "FAIL dry-run: $out"; fail=1; }
+# Plain text (`datasets`' text builder): a record {"text": line} a line, CRLF / CR / LF; an empty
+# line is a record with nothing to train (dropped). A glob takes .txt files only when it names them.
+printf 'first line\r\n\rsecond line\nthird line' >"$T/data/notes.txt"
+run txt '  - path: data/notes.txt\n    type: completion'
+[[ $rc -eq 0 ]] && grep -qF "notes.txt (text): 3 samples" <<<"$out" && grep -qF "1 dropped" <<<"$out" && order "first line" "second line" ||
+  { echo "FAIL .txt: rc $rc: $out"; fail=1; }
+run txtglob '  - path: text\n    data_files: "data/*.txt"\n    type: completion'
+[[ $rc -eq 0 ]] && grep -qF "text (text): 3 samples" <<<"$out" || { echo "FAIL text glob: rc $rc: $out"; fail=1; }
+run noglob '  - path: data\n    data_files: "*"\n    type: completion'
+[[ $rc -eq 0 ]] && ! grep -qF "first line" <<<"$out" || { echo "FAIL '*' took a .txt: rc $rc: $out"; fail=1; }
 # Refusals.
 run missing '  - path: json\n    data_files: data/nope.jsonl\n    type: text'
 [[ $rc -eq 2 ]] && grep -qF "data_files 'data/nope.jsonl': no such file" <<<"$out" || { echo "FAIL missing: rc $rc: $out"; fail=1; }
