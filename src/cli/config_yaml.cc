@@ -340,12 +340,15 @@ Status set_field(const Input& in, const Field& f, TrainConfig& cfg) {
 // chat_template is our messages (rendered by the chat template), completion is text; the field
 // names (field_messages, message_property_mappings / message_field_role / message_field_content,
 // field) say where the records keep what the type reads; overlap_len is completion's (data/datasets.h
-// Note [long texts]); split: train, ds_type and
-// roles_to_train / train_on_eos at their defaults (the assistant's turns, each with its end of
-// turn: what we train) are accepted; the rest is refused by name.
+// Note [long texts]); type as a mapping is axolotl's user-defined format (data/prompt_format.h);
+// split and name choose a Hub dataset's or a saved DatasetDict's files, data_files name them
+// (io/hf_cache.h resolve_data_files); ds_type and roles_to_train / train_on_eos at their defaults
+// (the assistant's turns, each with its end of turn: what we train) are accepted; the rest is
+// refused by name.
 const std::vector<std::string> kDatasetKeys = {"path", "type", "field_messages", "message_property_mappings",
                                                "message_field_role", "message_field_content", "field", "split",
-                                               "ds_type", "roles_to_train", "train_on_eos", "overlap_len"};
+                                               "ds_type", "roles_to_train", "train_on_eos", "overlap_len", "data_files",
+                                               "name"};
 
 Status check_dataset_entry(const Input& in, const std::string& key, const std::string& csv_where, const DatasetSpec& ds) {
   if (!csv_where.empty() && ds.files.empty() && !is_directory(ds.path) && csv_delimiter_for(ds.path) == 0)
@@ -430,6 +433,33 @@ Status set_one_dataset(const Input& in, const YAML::Node& item, const std::strin
       bool ok = v.size() > 0;
       for (const auto& r : v) ok = ok && r.IsScalar() && (r.Scalar() == "assistant" || r.Scalar() == "gpt");
       if (!ok) return refuse("only the assistant's turns are trained (roles_to_train: [assistant]; train_on_inputs: true trains all)");
+      continue;
+    }
+    if (k == "type" && v.IsMap()) {  // axolotl's user-defined prompt format (data/prompt_format.h)
+      PromptFormat& f = ds.format;
+      f.on = true;
+      ds.type = "user_defined";
+      for (const auto& m : v) {
+        const std::string mk = m.first.Scalar();
+        const std::string mwhere = mark_str(in.what, m.first.Mark());
+        if (!m.second.IsNull() && !m.second.IsScalar())
+          return InvalidArgument(Str() << mwhere << ": " << key << ".type." << mk << ": expected a string");
+        if (m.second.IsNull()) continue;  // axolotl's default (None)
+        const std::string mv = m.second.Scalar();
+        if (mk == "field_instruction") f.field_instruction = mv;
+        else if (mk == "field_input") f.field_input = mv;
+        else if (mk == "field_output") f.field_output = mv;
+        else if (mk == "field_system") f.field_system = mv;
+        else if (mk == "system_prompt") f.system_prompt = mv;
+        else if (mk == "system_format") f.system_format = mv;
+        else if (mk == "format") f.format = mv;
+        else if (mk == "no_input_format") f.no_input_format = mv, f.has_no_input_format = true;
+        else
+          return InvalidArgument(Str() << mwhere << ": " << key << ".type: unknown key '" << mk
+                                       << "' (field_instruction, field_input, field_output, field_system, system_prompt, "
+                                          "system_format, format, no_input_format)");
+      }
+      RETURN_IF_ERROR(check_prompt_format(f, Str() << where << ": " << key << ".type"));
       continue;
     }
     if (k == "data_files") {  // a path or glob, a list of them, or {split: those}
@@ -851,8 +881,22 @@ std::string train_config_to_yaml(const TrainConfig& cfg) {
           if constexpr (std::is_same_v<T, std::vector<DatasetSpec>>) {
             out << YAML::BeginSeq;
             for (const DatasetSpec& d : v) {
-              out << YAML::BeginMap << YAML::Key << "path" << YAML::Value << d.path << YAML::Key << "type"
-                  << YAML::Value << d.type;
+              out << YAML::BeginMap << YAML::Key << "path" << YAML::Value << d.path << YAML::Key << "type";
+              if (d.format.on) {  // as written: a mapping
+                const PromptFormat& pf = d.format;
+                out << YAML::Value << YAML::BeginMap;
+                const std::pair<const char*, const std::string*> keys[] = {
+                    {"field_instruction", &pf.field_instruction}, {"field_input", &pf.field_input},
+                    {"field_output", &pf.field_output},           {"field_system", &pf.field_system},
+                    {"system_prompt", &pf.system_prompt},         {"system_format", &pf.system_format},
+                    {"format", &pf.format}};
+                for (const auto& [k, v] : keys)
+                  if (!v->empty()) out << YAML::Key << k << YAML::Value << *v;
+                if (pf.has_no_input_format) out << YAML::Key << "no_input_format" << YAML::Value << pf.no_input_format;
+                out << YAML::EndMap;
+              } else {
+                out << YAML::Value << d.type;
+              }
               if (!d.field_messages.empty()) out << YAML::Key << "field_messages" << YAML::Value << d.field_messages;
               if (!d.field_role.empty()) out << YAML::Key << "message_field_role" << YAML::Value << d.field_role;
               if (!d.field_content.empty())

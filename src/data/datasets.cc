@@ -232,7 +232,8 @@ StatusOr<Sample> from_tokenized(const OrderedJson& j, int64_t vocab, const std::
 bool needs_chat_template(const std::string& type) { return type == "messages" || type == "sharegpt"; }
 
 StatusOr<Sample> tokenize_json(const std::string& type, const OrderedJson& j, const Tokenizer& tok, const ChatTemplate* chat,
-                               const DatasetOptions& opt, const std::string& what, DatasetStats* stats) {
+                               const DatasetOptions& opt, const std::string& what, DatasetStats* stats,
+                               const PromptFormat* format = nullptr) {
   Sample s;
   bool all = opt.train_on_inputs;
   auto prompt_completion = [&](const std::string& prompt, const std::string& completion) {
@@ -251,6 +252,10 @@ StatusOr<Sample> tokenize_json(const std::string& type, const OrderedJson& j, co
     prompt_completion(prompt, completion);
   } else if (type == "alpaca") {
     ASSIGN_OR_RETURN(auto pc, alpaca_prompt(j, what));
+    prompt_completion(pc.first, pc.second);
+  } else if (type == "user_defined") {
+    if (!format || !format->on) return Internal(Str() << what << ": a user_defined dataset without its format");
+    ASSIGN_OR_RETURN(auto pc, user_defined_prompt(j, *format, what));
     prompt_completion(pc.first, pc.second);
   } else if (type == "messages") {
     ASSIGN_OR_RETURN(s, from_messages(j, tok, *chat, all, what, stats));
@@ -500,9 +505,9 @@ StatusOr<Sample> tokenize_one(Record& rec, const std::string& what, const Datase
     if (!rec.raw.empty()) {
       ASSIGN_OR_RETURN(rec.j, parse_ordered_json(rec.raw, what));
     }
-    if (!src.fields.any()) return tokenize_json(src.type, rec.j, tok, &chat, opt, what, stats);
+    if (!src.fields.any()) return tokenize_json(src.type, rec.j, tok, &chat, opt, what, stats, &src.format);
     ASSIGN_OR_RETURN(OrderedJson r, remap_fields(rec.j, src.type, src.fields, what));
-    return tokenize_json(src.type, r, tok, &chat, opt, what, stats);
+    return tokenize_json(src.type, r, tok, &chat, opt, what, stats, &src.format);
   } catch (const std::bad_alloc&) {
     return ResourceExhausted(Str() << what << ": out of memory tokenizing the record");
   } catch (const std::exception& e) {

@@ -3,7 +3,8 @@
 // A file is JSON Lines (one object a line, blank lines skipped) or one JSON array of objects
 // (told apart by its first non-blank byte), either possibly gzip-compressed (.jsonl.gz, .json.gz),
 // or Parquet as the Hugging Face Hub serves datasets (one record a row: structs are objects, lists
-// arrays, e.g. `messages` as list<struct<role, content>>; io/parquet.h). A directory stands for
+// arrays, e.g. `messages` as list<struct<role, content>>; io/parquet.h), CSV / TSV (io/csv.h),
+// Arrow IPC as `datasets` saves it (io/arrow.h), or .txt ({"text": line} a line). A directory stands for
 // every such file directly in it, in name order (a downloaded dataset's shards). Record types:
 //   text               {"text": s}                         all tokens trained; BOS per the tokenizer's
 //                                                          post-processor, EOS appended; a text longer
@@ -11,6 +12,8 @@
 //                                                          (Note [long texts])
 //   prompt_completion  {"prompt": p, "completion": c}      loss on completion + EOS only
 //   alpaca             {"instruction", "input"?, "output"} the Stanford Alpaca prompt; loss on output + EOS
+//   user_defined       axolotl's `type:` mapping: its own fields and formats, then as alpaca
+//                                                          (data/prompt_format.h)
 //   messages           {"messages": [{"role", "content"}]} loss on assistant turns + their end token
 //   sharegpt           {"conversations": [{"from", "value"}]}  human/gpt/system: as messages
 //   input_output       {"segments": [{"text", "label"}]}   template-free: texts joined as they are (no
@@ -29,6 +32,7 @@
 
 #include "core/status.h"
 #include "data/chat_template.h"
+#include "data/prompt_format.h"
 #include "data/tokenizer.h"
 
 namespace st {
@@ -44,11 +48,12 @@ struct RecordFields {
 
 struct DatasetSource {
   std::string path;
-  std::string type = "tokenized";  // text | prompt_completion | alpaca | messages | sharegpt | input_output | tokenized
+  std::string type = "tokenized";  // text | prompt_completion | alpaca | user_defined | messages | sharegpt | input_output | tokenized
   RecordFields fields = {};
   // type text: tokens a window repeats from the one before it, as context only (axolotl's
   // overlap_len; Note [long texts]); 0 <= overlap_len < sequence_len.
   int64_t overlap_len = 0;
+  PromptFormat format = {};  // type user_defined (data/prompt_format.h Note [user-defined prompt format])
 };
 
 // Note [long texts]: a type text record longer than sequence_len tokens is split into windows of

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "data/prompt_format.h"
+
 namespace st {
 
 struct DatasetSpec {
@@ -15,6 +17,7 @@ struct DatasetSpec {
   // field): "" = the type's own (data/datasets.h RecordFields).
   std::string field_messages = {}, field_role = {}, field_content = {}, field_text = {};
   int64_t overlap_len = 0;  // type text: tokens a window repeats as context (data/datasets.h Note [long texts])
+  PromptFormat format = {};  // type user_defined: axolotl's `type:` mapping (data/prompt_format.h)
   // A Hub dataset id resolved in the Hugging Face cache (io/hf_cache.h): path is its snapshot and
   // these its train split's files, read in this order instead of path.
   std::vector<std::string> files = {};

@@ -12,7 +12,8 @@ namespace st {
 namespace {
 
 DatasetSource dataset_source(const DatasetSpec& d) {
-  return {d.path, d.type, {.messages = d.field_messages, .role = d.field_role, .content = d.field_content, .text = d.field_text}, d.overlap_len};
+  return {d.path, d.type, {.messages = d.field_messages, .role = d.field_role, .content = d.field_content, .text = d.field_text},
+          d.overlap_len, d.format};
 }
 
 // load_dataset's errors mostly name the file and line already; the context is added only where

@@ -73,6 +73,41 @@ out=$("$BIN" train "$T/t.yaml" --preview-data --sequence_len=40 2>&1); rc=$?
 expect "alpaca.json (alpaca): 0 samples (0 tokens, 0 trained), 2 truncated to 40, 2 dropped"
 "$BIN" train "$T/t.yaml" --preview-data=0 >/dev/null 2>&1; rc=$?
 [[ $rc -eq 2 ]] || { echo "FAIL --preview-data=0 exit $rc (want 2)"; fail=1; }
+# axolotl's user-defined prompt format (data/prompt_format.h): the record's own fields through the
+# formats, the output trained; a placeholder a format may not hold is refused when the config is read.
+printf '%s\n' '{"question": "Add 1 and 2", "context": "numbers", "answer": "3", "sys": "Be brief."}' \
+  '{"question": "Say hi", "answer": "hi"}' >"$T/ud.jsonl"
+cat >"$T/ud.yaml" <<'YAML'
+base_model: model
+datasets:
+  - path: ud.jsonl
+    type:
+      field_instruction: question
+      field_input: context
+      field_output: answer
+      field_system: sys
+      system_format: "<|im_start|>system\n{system}<|im_end|>\n"
+      format: "Q: {instruction} ({input})\nA: "
+      no_input_format: "Q: {instruction}\nA: "
+device: cpu
+sequence_len: 128
+output_dir: out
+YAML
+out=$("$BIN" train "$T/ud.yaml" --preview-data=2 2>&1); rc=$?
+[[ $rc -eq 0 ]] && grep -qF "ud.jsonl (user_defined): 2 samples" <<<"$out" ||  { echo "FAIL user-defined: rc $rc: $out"; fail=1; }
+plain=$(sed 's/⟦//g; s/⟧//g' <<<"$out")
+grep -qF "<|im_start|>system
+Be brief.<|im_end|>
+Q: Add 1 and 2 (numbers)
+A: 3" <<<"$plain" && grep -qF "Q: Say hi
+A: hi" <<<"$plain" || { echo "FAIL user-defined prompts: $out"; fail=1; }
+grep -qF "A: ⟦" <<<"$out" || { echo "FAIL user-defined: the answer is not what is trained: $out"; fail=1; }
+out=$("$BIN" train "$T/ud.yaml" --dry-run 2>&1)
+grep -qF "field_instruction: question" <<<"$out" || { echo "FAIL user-defined dry-run: $out"; fail=1; }
+sed 's/no_input_format: "Q: {instruction}/no_input_format: "Q: {input}/' "$T/ud.yaml" >"$T/ud2.yaml"
+out=$("$BIN" train "$T/ud2.yaml" --preview-data=1 2>&1); rc=$?
+[[ $rc -eq 2 ]] && grep -qF "datasets.type.no_input_format: '{input}' is not a placeholder it may hold ({instruction})" <<<"$out" ||
+  { echo "FAIL user-defined bad format: rc $rc: $out"; fail=1; }
 # special_tokens (axolotl): eos_token set to a token the tokenizer has ends each text sample with
 # it; a token it lacks, or another bos_token, is refused by name.
 printf 'base_model: model\ndatasets:\n  - path: comp.jsonl\n    type: completion\n    field: body\nspecial_tokens:\n  eos_token: "<|im_end|>"\n  pad_token: "<|im_start|>"\ndevice: cpu\nsequence_len: 64\noutput_dir: out\n' >"$T/sp.yaml"
