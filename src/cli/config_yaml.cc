@@ -63,7 +63,9 @@ const std::vector<Field>& fields() {
       {"sample_packing", &C::sample_packing},
       {"pad_to_multiple_of", &C::pad_to_multiple_of, {}, StrKind::kPlain, 0, kMaxTokens},
       {"train_on_inputs", &C::train_on_inputs},
-      {"chat_template", &C::chat_template, {"", "chatml", "qwen3", "llama3", "mistral", "mistral_v3", "mistral_tekken"}},
+      {"chat_template", &C::chat_template,
+       {"", "chatml", "qwen3", "llama3", "mistral", "mistral_v3", "mistral_tekken", "tokenizer_default",
+        "tokenizer_default_fallback_chatml"}},
       {"val_set_size", &C::val_set_size, {}, StrKind::kPlain, 0},
       {"dataset_processes", &C::dataset_processes, {}, StrKind::kPlain, 0, 1024},
       {"eval_datasets", &C::eval_datasets},
@@ -237,6 +239,7 @@ Status set_string(const Input& in, const Field& f, std::string& dst) {
                                     << (std::string(f.name) == "chat_template" ? ", or a template file (*.jinja)" : ""));
     }
     v = l;
+    if (v == "tokenizer_default") v.clear();  // axolotl's name for the tokenizer's own template
   }
   if (f.str_kind == StrKind::kByteSize && !v.empty() && !parse_byte_size(v).ok()) {
     return bad(in, f.name, Str() << "'" << v << "' is not a size (e.g. 4GiB, 512MB, or bytes)");

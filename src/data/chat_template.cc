@@ -292,7 +292,11 @@ StatusOr<ChatTemplate> chat_template_from_jinja(const std::string& j, const std:
 
 StatusOr<ChatTemplate> resolve_chat_template(const std::string& name, const Tokenizer& tok) {
   ChatTemplate t;
-  if (!name.empty()) {
+  // axolotl's tokenizer_default_fallback_chatml: the tokenizer's own template, else chatml.
+  const bool fallback = name == "tokenizer_default_fallback_chatml";
+  if (fallback && tok.chat_template().empty()) {
+    ASSIGN_OR_RETURN(t, chat_template_by_name("chatml"));
+  } else if (!name.empty() && !fallback) {
     ASSIGN_OR_RETURN(t, chat_template_by_name(name));
   } else if (!tok.chat_template().empty()) {
     ASSIGN_OR_RETURN(t, chat_template_from_jinja(tok.chat_template(), tok.chat_template_origin()));

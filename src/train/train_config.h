@@ -57,7 +57,7 @@ struct TrainConfig {
   struct SpecialTokens {
     std::string bos, eos, pad, unk;
   } special_tokens = {};
-  std::string chat_template;        // "" = from tokenizer_config.json; a built-in name (chatml | qwen3 | llama3 | mistral | mistral_v3 | mistral_tekken) or a .jinja file
+  std::string chat_template;        // "" = from tokenizer_config.json (axolotl's tokenizer_default); a built-in name (chatml | qwen3 | llama3 | mistral | mistral_v3 | mistral_tekken), tokenizer_default_fallback_chatml, or a .jinja file
   double val_set_size = 0.0;        // fraction (<1) or count (>=1) of samples held out
   int64_t dataset_processes = 0;    // threads tokenizing the datasets (axolotl's key; 0 = every core)
   std::vector<DatasetSpec> eval_datasets;

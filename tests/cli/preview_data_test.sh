@@ -73,6 +73,14 @@ out=$("$BIN" train "$T/t.yaml" --preview-data --sequence_len=40 2>&1); rc=$?
 expect "alpaca.json (alpaca): 0 samples (0 tokens, 0 trained), 2 truncated to 40, 2 dropped"
 "$BIN" train "$T/t.yaml" --preview-data=0 >/dev/null 2>&1; rc=$?
 [[ $rc -eq 2 ]] || { echo "FAIL --preview-data=0 exit $rc (want 2)"; fail=1; }
+# axolotl's chat_template names for the tokenizer's own template: this tokenizer has none, so
+# tokenizer_default is refused and tokenizer_default_fallback_chatml renders chatml.
+sed 's/^chat_template: chatml/chat_template: tokenizer_default_fallback_chatml/' "$T/t.yaml" >"$T/fb.yaml"
+out=$("$BIN" train "$T/fb.yaml" --preview-data=1 2>&1); rc=$?
+[[ $rc -eq 0 ]] && grep -qF "<|im_start|>user" <<<"$out" || { echo "FAIL fallback chatml: rc $rc: $out"; fail=1; }
+sed 's/^chat_template: chatml/chat_template: tokenizer_default/' "$T/t.yaml" >"$T/td.yaml"
+out=$("$BIN" train "$T/td.yaml" --preview-data=1 2>&1); rc=$?
+[[ $rc -ne 0 ]] && grep -qF "the tokenizer has no chat_template" <<<"$out" || { echo "FAIL tokenizer_default: rc $rc: $out"; fail=1; }
 # axolotl's user-defined prompt format (data/prompt_format.h): the record's own fields through the
 # formats, the output trained; a placeholder a format may not hold is refused when the config is read.
 printf '%s\n' '{"question": "Add 1 and 2", "context": "numbers", "answer": "3", "sys": "Be brief."}' \
