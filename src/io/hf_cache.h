@@ -25,7 +25,9 @@
 // .arrow) is train.
 // Files of a split spread over sibling directories that do not name it (configs such as main/
 // and socratic/) are not mixed: that is refused, naming the directories. Files are read in path
-// order; a chosen file of another format (.txt, .xlsx) is refused by name.
+// order; a chosen file of another format (.txt, .xlsx) is refused by name. Files of several
+// formats (train.csv beside train.jsonl) give one format's only, chosen as `datasets` chooses the
+// split's one builder (the most common extension; draws: parquet, arrow, jsonl, json, csv).
 #pragma once
 
 #include <string>

@@ -144,6 +144,22 @@ out=$(card '    name: nope\n'); rc=$?
 if [[ $rc -ne 0 ]] && grep -q "no config 'nope' (configs: default, small)" <<<"$out"; then ok "an unknown config name: refused, listing them"
 else bad "card bad name: rc $rc: $out"; fi
 
+# A split whose files come in two formats: `datasets` reads one (the most common; a draw goes to
+# jsonl over csv), and so do we -- checked against datasets 5.2 (train.csv + train.jsonl: the jsonl).
+mrepo="$T/hub/datasets--acme--mixed"
+mkdir -p "$mrepo/refs" "$mrepo/snapshots/m1x"
+echo m1x >"$mrepo/refs/main"
+printf '{"input_ids": [1, 2, 3, 4]}\n' >"$mrepo/snapshots/m1x/train.jsonl"
+printf 'input_ids\n"[5, 6]"\n' >"$mrepo/snapshots/m1x/train.csv"
+sed 's|  - path: acme/rows|  - path: acme/mixed|' "$T/run/t.yaml" >"$T/run/mixed.yaml"
+out=$("$BIN" train "$T/run/mixed.yaml" --preview-data=1 2>&1); rc=$?
+if [[ $rc -eq 0 ]] && grep -q "1 samples" <<<"$out"; then ok "csv beside jsonl: the jsonl only, as datasets"
+else bad "mixed formats: rc $rc: $out"; fi
+printf 'input_ids\n"[5, 6]"\n' >"$mrepo/snapshots/m1x/train-2.csv"
+out=$("$BIN" train "$T/run/mixed.yaml" --preview-data=1 2>&1); rc=$?
+if [[ $rc -ne 0 ]] && grep -q "train-2.csv line 2: 'input_ids' is not a list" <<<"$out"; then ok "two csv beside one jsonl: the csv (then refused: a CSV cell is text)"
+else bad "mixed formats 2: rc $rc: $out"; fi
+
 # Refusals, each naming what to do.
 out=$("$BIN" tokenize --model nobody/missing --text x 2>&1); rc=$?
 if [[ $rc -ne 0 ]] && grep -q "huggingface-cli download nobody/missing" <<<"$out"; then ok "an id the cache lacks: refused with the download command"
