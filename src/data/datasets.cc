@@ -381,7 +381,8 @@ StatusOr<Sample> tokenize_record(const std::string& type, const std::string& lin
 namespace {
 
 // The dataset files directly in `dir` (io/hf_cache.h dataset_file_name: .jsonl, .json, .parquet,
-// .csv, .tsv, each optionally .gz, and .arrow, not `datasets`' metadata JSON), sorted by name; InvalidArgument when none.
+// .csv, .tsv, each optionally .gz, and .arrow, not `datasets`' metadata JSON), sorted by name, of
+// one format (io/hf_cache.h one_builder_files); InvalidArgument when none.
 StatusOr<std::vector<std::string>> dataset_files_in(const std::string& dir) {
   std::vector<std::string> files;
   std::error_code ec;
@@ -393,7 +394,7 @@ StatusOr<std::vector<std::string>> dataset_files_in(const std::string& dir) {
   if (files.empty())
     return InvalidArgument(Str() << dir << ": a directory without dataset files (.jsonl, .json, .parquet, .csv, .tsv, or .gz of them, .arrow)");
   std::sort(files.begin(), files.end());
-  return files;
+  return one_builder_files(std::move(files));  // data.csv beside data.jsonl: one of them, as `datasets`
 }
 
 }  // namespace

@@ -349,6 +349,45 @@ StatusOr<std::vector<std::string>> resolve_data_files(const std::string& root, c
   return out;
 }
 
+// `datasets` builds a split with one builder (load.py infer_module_for_data_files_list): every
+// suffix of every name counted, the most common known one wins (draws: .parquet, .arrow, .jsonl,
+// .json, .csv, then the alphabetically last), and only that builder's files are read.
+std::vector<std::string> one_builder_files(std::vector<std::string> files) {
+  static const std::map<std::string, std::string> kModule = {{".csv", "csv"},   {".tsv", "csv"},         {".json", "json"},
+                                                             {".jsonl", "json"}, {".parquet", "parquet"}, {".arrow", "arrow"},
+                                                             {".txt", "text"}};
+  auto lower_ext = [](std::string e) {
+    for (char& c : e) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return e;
+  };
+  std::map<std::string, size_t> counts;
+  for (const std::string& f : files) {
+    const std::string n = fs::path(f).filename().string();
+    for (size_t dot = n.find('.'); dot != std::string::npos; dot = n.find('.', dot + 1))
+      ++counts[lower_ext(n.substr(dot, n.find('.', dot + 1) - dot))];
+  }
+  auto rank = [](const std::pair<std::string, size_t>& c) {
+    const std::string& e = c.first;
+    return std::make_tuple(c.second, e == ".parquet", e == ".arrow", e == ".jsonl", e == ".json", e == ".csv", e);
+  };
+  std::string module;
+  std::vector<std::pair<std::string, size_t>> order(counts.begin(), counts.end());
+  std::sort(order.begin(), order.end(), [&](const auto& a, const auto& b) { return rank(a) > rank(b); });
+  for (const auto& c : order)
+    if (kModule.count(c.first)) {
+      module = kModule.at(c.first);
+      break;
+    }
+  if (!module.empty())
+    std::erase_if(files, [&](const std::string& f) {
+      std::string n = fs::path(f).filename().string();
+      if (n.ends_with(".gz")) n.resize(n.size() - 3);
+      const auto it = kModule.find(lower_ext(fs::path(n).extension().string()));
+      return it == kModule.end() || it->second != module;
+    });
+  return files;
+}
+
 StatusOr<std::vector<std::string>> hub_dataset_split_files(const std::string& snapshot, const std::string& split,
                                                            const std::string& config_name) {
   ASSIGN_OR_RETURN(std::vector<fs::path> all, list_tree(snapshot, snapshot));
@@ -390,41 +429,12 @@ StatusOr<std::vector<std::string>> hub_dataset_split_files(const std::string& sn
                                    << "' in several configs of the dataset; give one directory as path:" << list.str());
     }
   }
-  // One format, as `datasets` builds a split with one builder (load.py infer_module_for_data_files_list):
-  // every suffix of every name counted, the most common known one wins (draws: .parquet, .arrow,
-  // .jsonl, .json, .csv, then the alphabetically last), and only that builder's files are read.
-  static const std::map<std::string, std::string> kModule = {{".csv", "csv"},   {".tsv", "csv"},         {".json", "json"},
-                                                             {".jsonl", "json"}, {".parquet", "parquet"}, {".arrow", "arrow"},
-                                                             {".txt", "text"}};
-  auto lower_ext = [](std::string e) {
-    for (char& c : e) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    return e;
-  };
-  std::map<std::string, size_t> counts;
-  for (const fs::path& f : chosen) {
-    const std::string n = f.filename().string();
-    for (size_t dot = n.find('.'); dot != std::string::npos; dot = n.find('.', dot + 1))
-      ++counts[lower_ext(n.substr(dot, n.find('.', dot + 1) - dot))];
+  {
+    std::vector<std::string> names;
+    for (const fs::path& f : chosen) names.push_back(f.generic_string());
+    names = one_builder_files(std::move(names));
+    chosen.assign(names.begin(), names.end());
   }
-  auto rank = [](const std::pair<std::string, size_t>& c) {
-    const std::string& e = c.first;
-    return std::make_tuple(c.second, e == ".parquet", e == ".arrow", e == ".jsonl", e == ".json", e == ".csv", e);
-  };
-  std::string module;
-  std::vector<std::pair<std::string, size_t>> order(counts.begin(), counts.end());
-  std::sort(order.begin(), order.end(), [&](const auto& a, const auto& b) { return rank(a) > rank(b); });
-  for (const auto& c : order)
-    if (kModule.count(c.first)) {
-      module = kModule.at(c.first);
-      break;
-    }
-  if (!module.empty())
-    std::erase_if(chosen, [&](const fs::path& f) {
-      std::string n = f.filename().string();
-      if (n.ends_with(".gz")) n.resize(n.size() - 3);
-      const auto it = kModule.find(lower_ext(fs::path(n).extension().string()));
-      return it == kModule.end() || it->second != module;
-    });
   std::vector<std::string> out;
   for (const fs::path& f : chosen) {
     if (!dataset_file_name(f.filename().string()))

@@ -60,6 +60,11 @@ StatusOr<std::vector<std::string>> hub_dataset_split_files(const std::string& sn
 StatusOr<std::vector<std::string>> resolve_data_files(const std::string& root, const std::vector<std::string>& patterns,
                                                       const std::string& what);
 
+// The files of one format among `files` (paths), as `datasets` chooses a split's one builder: the
+// most common extension (json/jsonl and csv/tsv each one builder; draws: parquet, arrow, jsonl,
+// json, csv). Order kept.
+std::vector<std::string> one_builder_files(std::vector<std::string> files);
+
 // A data file by its name: .parquet, .jsonl, .json, .csv, .tsv, optionally .gz, or .arrow (not `datasets`' metadata JSON).
 bool dataset_file_name(const std::string& filename);
 

@@ -49,6 +49,14 @@ yaml dir.yaml shards text
 out=$("$BIN" train "$T/dir.yaml" --preview-data=2 2>&1)
 grep -qF "shards (text): 2 samples" <<<"$out" && [[ $(grep -n 'irst shard' <<<"$out" | cut -d: -f1) -lt $(grep -n 'econd shard' <<<"$out" | cut -d: -f1) ]] ||
   { echo "FAIL csv directory: $out"; fail=1; }
+# A directory holding two formats: one builder's files, as `datasets` (two jsonl outnumber a csv).
+mkdir "$T/mixed"
+printf 'text\nfrom the csv\n' >"$T/mixed/a.csv"
+printf '{"text": "jsonl one"}\n' >"$T/mixed/b.jsonl"
+printf '{"text": "jsonl two"}\n' >"$T/mixed/c.jsonl"
+yaml mixed.yaml mixed text
+out=$("$BIN" train "$T/mixed.yaml" --preview-data=2 2>&1)
+grep -qF "mixed (text): 2 samples" <<<"$out" && ! grep -qF "rom the csv" <<<"$out" || { echo "FAIL mixed directory: $out"; fail=1; }
 # Refusals.
 printf 'text,label\nfine,1\nbad,2,3\n' >"$T/wide.csv"
 yaml wide.yaml wide.csv text
