@@ -10,20 +10,22 @@
 #include <cstdlib>
 #include <filesystem>
 #include <limits>
-#include <map>
 #include <set>
 #include <variant>
 
+#include "cli/config_datasets.h"
+#include "cli/config_input.h"
 #include "cli/config_words.h"
 #include "cli/foreign_keys.h"
 #include "cli/suggest.h"
 #include "core/file.h"
-#include "io/csv.h"
 #include "io/hf_cache.h"
 #include "model/lora.h"
 
 namespace st {
 namespace {
+
+using namespace cfg;  // NOLINT: cli/config_input.h's helpers
 
 // ---- the key table ---------------------------------------------------------------------------
 
@@ -138,69 +140,8 @@ const Field* find_field(const std::string& key) {
   return nullptr;
 }
 
-const std::vector<std::string> kDatasetTypes = {"tokenized", "text", "prompt_completion", "alpaca", "messages", "sharegpt", "input_output"};
 const std::vector<std::string> kLoraModules = {"q_proj", "k_proj", "v_proj", "o_proj",
                                                "gate_proj", "up_proj", "down_proj"};
-
-// ---- where a value came from -----------------------------------------------------------------
-
-// One value to assign: a YAML node (file) or an override string (command line).
-struct Input {
-  const YAML::Node* node = nullptr;  // null for overrides
-  std::string scalar;                // the text (YAML scalar or override value)
-  std::string where;                 // "cfg.yaml:12:3" or "--lr=3"
-  std::string base_dir;              // for relative paths; "" = keep as written
-  std::string what;                  // the YAML file name (for marks of nested nodes)
-};
-
-std::string mark_str(const std::string& what, const YAML::Mark& m) {
-  return Str() << what << ":" << (m.line + 1) << ":" << (m.column + 1);
-}
-
-Status bad(const Input& in, const std::string& key, const std::string& problem) {
-  return InvalidArgument(Str() << in.where << ": key '" << key << "': " << problem);
-}
-
-std::string lower(std::string s) { return ascii_lower(std::move(s)); }
-
-std::string join(const std::vector<std::string>& v, const char* sep = ", ") {
-  std::string out;
-  for (const std::string& s : v) out += (out.empty() ? "" : sep) + (s.empty() ? std::string("\"\"") : s);
-  return out;
-}
-
-// ---- scalar parsing --------------------------------------------------------------------------
-
-std::optional<bool> parse_bool(const std::string& s) { return parse_bool_word(s); }
-
-template <typename T>
-std::optional<T> parse_integer(const std::string& s) {
-  T v{};
-  const char* b = s.data();
-  const char* e = b + s.size();
-  if (b != e && *b == '+') ++b;
-  auto [p, ec] = std::from_chars(b, e, v);
-  if (ec != std::errc() || p != e || b == e) return std::nullopt;
-  return v;
-}
-
-std::optional<double> parse_real(const std::string& s) {
-  if (s.empty()) return std::nullopt;
-  char* end = nullptr;
-  const double v = std::strtod(s.c_str(), &end);
-  if (end != s.c_str() + s.size() || !std::isfinite(v)) return std::nullopt;
-  return v;
-}
-
-std::string resolve_path(const std::string& p, const std::string& base_dir) {
-  if (p.empty()) return p;
-  if (p == "~" || p.rfind("~/", 0) == 0) {
-    const char* home = std::getenv("HOME");
-    if (home) return std::string(home) + p.substr(1);
-  }
-  if (p[0] == '/' || base_dir.empty()) return p;
-  return std::filesystem::path(path_join(base_dir, p)).lexically_normal().string();
-}
 
 Status check_range(const Input& in, const Field& f, double v) {
   const bool lo_ok = f.lo_open ? v > f.lo : v >= f.lo;
@@ -266,7 +207,6 @@ Status set_string(const Input& in, const Field& f, std::string& dst) {
   return Status::OK();
 }
 
-Status set_datasets(const Input& in, const Field& f, std::vector<DatasetSpec>& dst);
 Status set_modules(const Input& in, const Field& f, std::vector<std::string>& dst);
 Status set_indices(const Input& in, const Field& f, std::vector<int64_t>& dst);
 
@@ -298,7 +238,7 @@ Status set_field(const Input& in, const Field& f, TrainConfig& cfg) {
           }
           return Status::OK();
         } else if constexpr (std::is_same_v<T, std::vector<DatasetSpec>>) {
-          RETURN_IF_ERROR(set_datasets(in, f, dst));
+          RETURN_IF_ERROR(set_datasets(in, f.name, dst));
           for (const DatasetSpec& d : dst)
             if (!d.files.empty())
               cfg.notes.push_back(Str() << "dataset " << d.path << ": " << d.files.size()
@@ -338,267 +278,6 @@ Status set_field(const Input& in, const Field& f, TrainConfig& cfg) {
 }
 
 // ---- list values -----------------------------------------------------------------------------
-
-// Note [axolotl dataset keys]: besides {path, type}, an entry may carry axolotl's keys. type
-// chat_template is our messages (rendered by the chat template), completion is text; the field
-// names (field_messages, message_property_mappings / message_field_role / message_field_content,
-// field) say where the records keep what the type reads; overlap_len is completion's (data/datasets.h
-// Note [long texts]); type as a mapping is axolotl's user-defined format (data/prompt_format.h);
-// split and name choose a Hub dataset's or a saved DatasetDict's files, data_files name them
-// (io/hf_cache.h resolve_data_files); ds_type and roles_to_train / train_on_eos at their defaults
-// (the assistant's turns, each with its end of turn: what we train) are accepted; the rest is
-// refused by name.
-const std::vector<std::string> kDatasetKeys = {"path", "type", "field_messages", "message_property_mappings",
-                                               "message_field_role", "message_field_content", "field", "split",
-                                               "ds_type", "roles_to_train", "train_on_eos", "overlap_len", "data_files",
-                                               "name"};
-
-Status check_dataset_entry(const Input& in, const std::string& key, const std::string& csv_where, const DatasetSpec& ds) {
-  if (!csv_where.empty() && ds.files.empty() && !is_directory(ds.path) && csv_delimiter_for(ds.path) == 0)
-    return InvalidArgument(Str() << csv_where << ": " << key << ".ds_type: csv, but '" << ds.path
-                                 << "' is not named .csv or .tsv (a CSV file is known by its name; rename it)");
-  if (!ds.field_text.empty() && ds.type != "text")
-    return bad(in, key, Str() << "'field' names the text of type text/completion, not of type " << ds.type);
-  if (ds.overlap_len > 0 && ds.type != "text")
-    return bad(in, key, Str() << "'overlap_len' applies to type text/completion, not to type " << ds.type);
-  const bool turns = ds.type == "messages" || ds.type == "sharegpt";
-  if (!turns && (!ds.field_messages.empty() || !ds.field_role.empty() || !ds.field_content.empty()))
-    return bad(in, key, Str() << "the message field names apply to types chat_template/messages and sharegpt, not " << ds.type);
-  return Status::OK();
-}
-
-// axolotl's `path: json` (or csv, parquet, text) with data_files: the files are named by data_files alone.
-bool builder_name(const std::string& p) { return p == "json" || p == "csv" || p == "parquet" || p == "text"; }
-
-// An entry's data_files (io/hf_cache.h resolve_data_files): under a Hub dataset's snapshot (the
-// card's splits then do not apply), a local directory, or, for `path: json|csv|parquet`, the
-// config's directory. A list is the train split; {split: files} gives each split its own.
-Status set_data_files(const Input& in, const std::string& key, const std::string& where, const std::string& path_given,
-                      const std::string& hub_id, const std::string& split, const std::string& config_name,
-                      const std::map<std::string, std::vector<std::string>>& by_split,
-                      const std::vector<std::string>& splits, DatasetSpec& ds) {
-  const auto it = by_split.find(split);
-  if (it == by_split.end())
-    return InvalidArgument(Str() << where << ": " << key << ".data_files: no split '" << split << "' (given: "
-                                 << join(splits) << ")");
-  if (!config_name.empty())
-    return InvalidArgument(Str() << where << ": " << key << ".data_files: give data_files or name, not both");
-  std::string root;
-  if (!hub_id.empty()) {
-    StatusOr<std::string> snap = hf_cache_snapshot(hub_id, HubRepoKind::kDataset);
-    if (!snap.ok()) return InvalidArgument(Str() << where << ": " << key << ".path: " << snap.status().message());
-    root = *snap;
-  } else if (is_directory(ds.path)) {
-    root = ds.path;
-  } else if (builder_name(path_given) && !file_exists(ds.path)) {
-    root = in.base_dir.empty() ? "." : in.base_dir;
-  } else {
-    return InvalidArgument(Str() << where << ": " << key << ".data_files: path '" << path_given
-                                 << "' is a file; data_files choose files under a directory, a Hub dataset, or path: "
-                                    "json | csv | parquet | text (the config's directory)");
-  }
-  StatusOr<std::vector<std::string>> files = resolve_data_files(root, it->second, Str() << where << ": " << key);
-  if (!files.ok()) return InvalidArgument(files.status().message());
-  ds.path = hub_id.empty() ? (builder_name(path_given) ? path_given : ds.path) : root;
-  ds.files = *files;
-  return Status::OK();
-}
-
-Status set_one_dataset(const Input& in, const YAML::Node& item, const std::string& key, DatasetSpec& ds) {
-  if (item.IsScalar()) {  // "- data.jsonl": a path with the default type
-    ds.path = resolve_path(item.Scalar(), in.base_dir);
-    return Status::OK();
-  }
-  if (!item.IsMap()) return bad(in, key, "each entry must be a mapping {path, type} or a path");
-  std::string hub_id, hub_where, split = "train", split_where, config_name, csv_where, path_given, data_files_where;
-  std::map<std::string, std::vector<std::string>> data_files_by_split;  // data_files by split ("train" for a list)
-  std::vector<std::string> data_files_splits;
-  for (const auto& kv : item) {
-    const std::string k = kv.first.Scalar();
-    const std::string where = mark_str(in.what, kv.first.Mark());
-    const YAML::Node& v = kv.second;
-    auto refuse = [&](const std::string& why) {
-      return Unimplemented(Str() << where << ": " << key << "." << k << ": " << why);
-    };
-    if (k == "message_property_mappings") {  // {role: <field>, content: <field>}
-      if (!v.IsMap()) return InvalidArgument(Str() << where << ": " << key << "." << k << ": expected a mapping");
-      for (const auto& m : v) {
-        const std::string mk = m.first.Scalar();
-        if (!m.second.IsScalar()) return InvalidArgument(Str() << where << ": " << key << "." << k << "." << mk << ": expected a string");
-        if (mk == "role") ds.field_role = m.second.Scalar();
-        else if (mk == "content") ds.field_content = m.second.Scalar();
-        else return refuse(Str() << "mapping '" << mk << "' is not supported (role, content)");
-      }
-      continue;
-    }
-    if (k == "roles_to_train") {  // the assistant's turns are what we train
-      if (!v.IsSequence()) return InvalidArgument(Str() << where << ": " << key << "." << k << ": expected a list");
-      bool ok = v.size() > 0;
-      for (const auto& r : v) ok = ok && r.IsScalar() && (r.Scalar() == "assistant" || r.Scalar() == "gpt");
-      if (!ok) return refuse("only the assistant's turns are trained (roles_to_train: [assistant]; train_on_inputs: true trains all)");
-      continue;
-    }
-    if (k == "type" && v.IsMap()) {  // axolotl's user-defined prompt format (data/prompt_format.h)
-      PromptFormat& f = ds.format;
-      f.on = true;
-      ds.type = "user_defined";
-      for (const auto& m : v) {
-        const std::string mk = m.first.Scalar();
-        const std::string mwhere = mark_str(in.what, m.first.Mark());
-        if (!m.second.IsNull() && !m.second.IsScalar())
-          return InvalidArgument(Str() << mwhere << ": " << key << ".type." << mk << ": expected a string");
-        if (m.second.IsNull()) continue;  // axolotl's default (None)
-        const std::string mv = m.second.Scalar();
-        if (mk == "field_instruction") f.field_instruction = mv;
-        else if (mk == "field_input") f.field_input = mv;
-        else if (mk == "field_output") f.field_output = mv;
-        else if (mk == "field_system") f.field_system = mv;
-        else if (mk == "system_prompt") f.system_prompt = mv;
-        else if (mk == "system_format") f.system_format = mv;
-        else if (mk == "format") f.format = mv;
-        else if (mk == "no_input_format") f.no_input_format = mv, f.has_no_input_format = true;
-        else
-          return InvalidArgument(Str() << mwhere << ": " << key << ".type: unknown key '" << mk
-                                       << "' (field_instruction, field_input, field_output, field_system, system_prompt, "
-                                          "system_format, format, no_input_format)");
-      }
-      RETURN_IF_ERROR(check_prompt_format(f, Str() << where << ": " << key << ".type"));
-      continue;
-    }
-    if (k == "data_files") {  // a path or glob, a list of them, or {split: those}
-      data_files_where = where;
-      auto strings = [&](const YAML::Node& n, std::vector<std::string>* out) -> Status {
-        if (n.IsScalar()) {
-          out->push_back(n.Scalar());
-          return Status::OK();
-        }
-        if (n.IsSequence() && n.size() > 0) {
-          for (const auto& e : n) {
-            if (!e.IsScalar()) return InvalidArgument(Str() << where << ": " << key << ".data_files: expected paths");
-            out->push_back(e.Scalar());
-          }
-          return Status::OK();
-        }
-        return InvalidArgument(Str() << where << ": " << key << ".data_files: expected a path, a list of paths or {split: paths}");
-      };
-      if (v.IsMap()) {
-        for (const auto& m : v) {
-          data_files_splits.push_back(m.first.Scalar());
-          std::vector<std::string> files;
-          RETURN_IF_ERROR(strings(m.second, &files));
-          data_files_by_split[m.first.Scalar()] = std::move(files);
-        }
-      } else {
-        RETURN_IF_ERROR(strings(v, &data_files_by_split["train"]));
-        data_files_splits.push_back("train");
-      }
-      continue;
-    }
-    if (!v.IsScalar()) return InvalidArgument(Str() << where << ": " << key << "." << k << ": expected a string");
-    const std::string val = v.Scalar();
-    if (k == "path") {
-      path_given = val;
-      ds.path = resolve_path(val, in.base_dir);
-      // "org/name" that is not here: a Hugging Face dataset id (axolotl downloads those), read from
-      // the local Hugging Face cache once split and name are known (below).
-      if (looks_like_hub_id(val) && !dataset_file_name(val) && !file_exists(ds.path) && !is_directory(ds.path)) {
-        hub_id = val;
-        hub_where = where;
-      }
-    } else if (k == "split") {
-      split = val;
-      split_where = where;
-    } else if (k == "name") {
-      config_name = val;
-    } else if (k == "type") {
-      ds.type = lower(val);
-      if (ds.type == "chat_template") ds.type = "messages";
-      if (ds.type == "completion") ds.type = "text";
-      if (std::find(kDatasetTypes.begin(), kDatasetTypes.end(), ds.type) == kDatasetTypes.end()) {
-        return InvalidArgument(Str() << where << ": " << key << ".type: '" << val << "' is not one of: "
-                                     << join(kDatasetTypes) << " (or axolotl's chat_template, completion)");
-      }
-    } else if (k == "field_messages") {
-      ds.field_messages = val;
-    } else if (k == "message_field_role") {
-      ds.field_role = val;
-    } else if (k == "message_field_content") {
-      ds.field_content = val;
-    } else if (k == "field") {
-      ds.field_text = val;
-    } else if (k == "overlap_len") {
-      const std::optional<int64_t> n = parse_integer<int64_t>(val);
-      if (!n || *n < 0 || *n > kMaxMicroBatchTokens)
-        return InvalidArgument(Str() << where << ": " << key << ".overlap_len: '" << val << "' is not a token count >= 0");
-      ds.overlap_len = *n;
-    } else if (k == "ds_type") {
-      const std::string t = lower(val);
-      if (t != "json" && t != "jsonl" && t != "parquet" && t != "arrow" && t != "csv" && t != "text")
-        return refuse(Str() << "'" << val << "' is not read (json, jsonl, parquet, arrow: told apart by their bytes; "
-                                            "csv and text by the file name, .csv / .tsv and .txt)");
-      if (t == "csv") csv_where = where;
-    } else if (k == "train_on_eos") {
-      if (lower(val) != "turn") return refuse(Str() << "'" << val << "': each trained turn keeps its end of turn (train_on_eos: turn)");
-    } else {
-      const bool axolotl = k == "revision" || k == "shards" || k == "conversation" ||
-                           k == "chat_template" || k == "field_system" || k == "field_human" || k == "field_model" ||
-                           k == "drop_system_message" || k == "preprocess_shards" || k == "trust_remote_code";
-      if (axolotl) return refuse("is not supported (path, type and the field names are)");
-      return InvalidArgument(Str() << where << ": unknown dataset key '" << k << "' in " << key
-                                   << did_you_mean(k, kDatasetKeys) << " (known: " << join(kDatasetKeys) << ")");
-    }
-  }
-  if (ds.path.empty()) return bad(in, key, "a dataset entry has no 'path'");
-  if (!data_files_splits.empty()) {
-    RETURN_IF_ERROR(set_data_files(in, key, data_files_where, path_given, hub_id, split, config_name,
-                                   data_files_by_split, data_files_splits, ds));
-  } else if (!hub_id.empty()) {  // io/hf_cache.h Note [Hub dataset splits]
-    StatusOr<std::string> snap = hf_cache_snapshot(hub_id, HubRepoKind::kDataset);
-    if (!snap.ok()) return InvalidArgument(Str() << hub_where << ": " << key << ".path: " << snap.status().message());
-    StatusOr<std::vector<std::string>> files = hub_dataset_split_files(*snap, split, config_name);
-    if (!files.ok()) return InvalidArgument(Str() << hub_where << ": " << key << ".path '" << hub_id << "': " << files.status().message());
-    ds.path = *snap;
-    ds.files = *files;
-  } else if (is_directory(ds.path) && file_exists(path_join(ds.path, "dataset_dict.json"))) {
-    // `datasets`' DatasetDict.save_to_disk: a directory a split (train/, test/), each a saved Dataset.
-    if (!config_name.empty())
-      return InvalidArgument(Str() << in.what << ": " << key << ".name: '" << config_name << "': " << ds.path
-                                   << " is a saved DatasetDict, which has splits but no configurations");
-    const std::string sub = path_join(ds.path, split);
-    if (!is_directory(sub)) {
-      std::vector<std::string> splits;
-      std::error_code ec;
-      for (const auto& e : std::filesystem::directory_iterator(ds.path, ec))
-        if (e.is_directory(ec)) splits.push_back(e.path().filename().string());
-      std::sort(splits.begin(), splits.end());
-      return InvalidArgument(Str() << (split_where.empty() ? in.what : split_where) << ": " << key << ": " << ds.path
-                                   << " (a saved DatasetDict) has no split '" << split << "' (splits: " << join(splits) << ")");
-    }
-    ds.path = sub;
-  } else if (split != "train") {
-    return Unimplemented(Str() << split_where << ": " << key << ".split: '" << split
-                               << "': a local dataset file has no splits (split: train; a Hub dataset id read from the "
-                                  "Hugging Face cache has)");
-  } else if (!config_name.empty()) {
-    return Unimplemented(Str() << in.what << ": " << key << ".name: '" << config_name
-                               << "' selects a configuration of a Hub dataset; a local path has none");
-  }
-  return check_dataset_entry(in, key, csv_where, ds);
-}
-
-
-Status set_datasets(const Input& in, const Field& f, std::vector<DatasetSpec>& dst) {
-  if (!in.node) return bad(in, f.name, "is a list; set it in the YAML file, not on the command line");
-  dst.clear();
-  if (in.node->IsNull()) return Status::OK();
-  if (!in.node->IsSequence()) return bad(in, f.name, "expected a list of {path, type} entries");
-  for (const auto& item : *in.node) {
-    DatasetSpec ds;
-    RETURN_IF_ERROR(set_one_dataset(in, item, f.name, ds));
-    dst.push_back(std::move(ds));
-  }
-  return Status::OK();
-}
 
 // The items of a list value: a YAML sequence of scalars, or one scalar in the comma form ("a, b");
 // false when the value is neither (a mapping, a nested list, null).
@@ -882,38 +561,7 @@ std::string train_config_to_yaml(const TrainConfig& cfg) {
           using T = std::remove_cv_t<std::remove_reference_t<decltype(cfg.*ptr)>>;
           const T& v = cfg.*ptr;
           if constexpr (std::is_same_v<T, std::vector<DatasetSpec>>) {
-            out << YAML::BeginSeq;
-            for (const DatasetSpec& d : v) {
-              out << YAML::BeginMap << YAML::Key << "path" << YAML::Value << d.path << YAML::Key << "type";
-              if (d.format.on) {  // as written: a mapping
-                const PromptFormat& pf = d.format;
-                out << YAML::Value << YAML::BeginMap;
-                const std::pair<const char*, const std::string*> keys[] = {
-                    {"field_instruction", &pf.field_instruction}, {"field_input", &pf.field_input},
-                    {"field_output", &pf.field_output},           {"field_system", &pf.field_system},
-                    {"system_prompt", &pf.system_prompt},         {"system_format", &pf.system_format},
-                    {"format", &pf.format}};
-                for (const auto& [k, v] : keys)
-                  if (!v->empty()) out << YAML::Key << k << YAML::Value << *v;
-                if (pf.has_no_input_format) out << YAML::Key << "no_input_format" << YAML::Value << pf.no_input_format;
-                out << YAML::EndMap;
-              } else {
-                out << YAML::Value << d.type;
-              }
-              if (!d.field_messages.empty()) out << YAML::Key << "field_messages" << YAML::Value << d.field_messages;
-              if (!d.field_role.empty()) out << YAML::Key << "message_field_role" << YAML::Value << d.field_role;
-              if (!d.field_content.empty())
-                out << YAML::Key << "message_field_content" << YAML::Value << d.field_content;
-              if (!d.field_text.empty()) out << YAML::Key << "field" << YAML::Value << d.field_text;
-              if (d.overlap_len > 0) out << YAML::Key << "overlap_len" << YAML::Value << d.overlap_len;
-              if (!d.files.empty()) {  // a Hub split or data_files, resolved: read back as data_files
-                out << YAML::Key << "data_files" << YAML::Value << YAML::BeginSeq;
-                for (const std::string& f : d.files) out << f;
-                out << YAML::EndSeq;
-              }
-              out << YAML::EndMap;
-            }
-            out << YAML::EndSeq;
+            emit_dataset_list(out, v);
           } else if constexpr (std::is_same_v<T, std::vector<std::string>> || std::is_same_v<T, std::vector<int64_t>>) {
             out << YAML::Flow << v;
           } else if constexpr (std::is_same_v<T, double>) {

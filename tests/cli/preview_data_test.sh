@@ -4,7 +4,7 @@
 # Stanford Alpaca prompt text with only the output marked, a ShareGPT record through chatml with
 # only the assistant turn (and its <|im_end|>) marked, the drop count when sequence_len cuts the
 # answer off, no output_dir or layer cache written, and exit 2 for a bad N. Axolotl's dataset keys
-# (config_yaml.cc Note [axolotl dataset keys]): type chat_template with field_messages and
+# (config_datasets.cc Note [axolotl dataset keys]): type chat_template with field_messages and
 # message_property_mappings renders as the same conversation does; type completion with field,
 # and overlap_len: a text past sequence_len split into windows (data/datasets.h Note [long texts]).
 set -u

@@ -116,15 +116,17 @@ TEST(DatasetsParquet, ErrorsNameFileAndRow) {
 namespace st {
 namespace {
 
-// A downloaded dataset folder: every dataset file in it, in name order (other files ignored); an
-// empty folder is refused by name.
+// A downloaded dataset folder: every dataset file in it, in name order (other files ignored), of
+// one format as `datasets` reads one builder's (two .parquet outnumber a .jsonl.gz); an empty
+// folder is refused by name.
 TEST(DatasetsParquet, DirectoryOfShards) {
   const Tokenizer tok = load_tok("qwen2");
   const std::string dir = ::testing::TempDir() + "/dsp_dir_" + std::to_string(::getpid());
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   std::filesystem::copy_file(kDir + "chat.parquet", dir + "/train-00001-of-00002.parquet");
-  std::filesystem::copy_file(kDir + "chat.jsonl.gz", dir + "/train-00000-of-00002.jsonl.gz");
+  std::filesystem::copy_file(kDir + "chat.parquet", dir + "/train-00000-of-00002.parquet");
+  std::filesystem::copy_file(kDir + "chat.jsonl.gz", dir + "/extra.jsonl.gz");
   std::ofstream(dir + "/README.md") << "# not data\n";
   const Loaded all = load(dir, "messages", tok);
   const Loaded one = load(kDir + "chat.jsonl", "messages", tok);

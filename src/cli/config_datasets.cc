@@ -1,0 +1,316 @@
+#include "cli/config_datasets.h"
+
+#include <algorithm>
+#include <map>
+#include <system_error>
+
+#include "cli/suggest.h"
+#include "io/csv.h"
+#include "io/hf_cache.h"
+
+namespace st {
+namespace {
+
+using namespace cfg;  // NOLINT: cli/config_input.h's helpers, as in config_yaml.cc
+
+const std::vector<std::string> kDatasetTypes = {"tokenized", "text", "prompt_completion", "alpaca", "messages", "sharegpt", "input_output"};
+
+// Note [axolotl dataset keys]: besides {path, type}, an entry may carry axolotl's keys. type
+// chat_template is our messages (rendered by the chat template), completion is text; the field
+// names (field_messages, message_property_mappings / message_field_role / message_field_content,
+// field) say where the records keep what the type reads; overlap_len is completion's (data/datasets.h
+// Note [long texts]); type as a mapping is axolotl's user-defined format (data/prompt_format.h);
+// split and name choose a Hub dataset's or a saved DatasetDict's files, data_files name them
+// (io/hf_cache.h resolve_data_files); ds_type and roles_to_train / train_on_eos at their defaults
+// (the assistant's turns, each with its end of turn: what we train) are accepted; the rest is
+// refused by name.
+const std::vector<std::string> kDatasetKeys = {"path", "type", "field_messages", "message_property_mappings",
+                                               "message_field_role", "message_field_content", "field", "split",
+                                               "ds_type", "roles_to_train", "train_on_eos", "overlap_len", "data_files",
+                                               "name"};
+
+Status check_dataset_entry(const Input& in, const std::string& key, const std::string& csv_where, const DatasetSpec& ds) {
+  if (!csv_where.empty() && ds.files.empty() && !is_directory(ds.path) && csv_delimiter_for(ds.path) == 0)
+    return InvalidArgument(Str() << csv_where << ": " << key << ".ds_type: csv, but '" << ds.path
+                                 << "' is not named .csv or .tsv (a CSV file is known by its name; rename it)");
+  if (!ds.field_text.empty() && ds.type != "text")
+    return bad(in, key, Str() << "'field' names the text of type text/completion, not of type " << ds.type);
+  if (ds.overlap_len > 0 && ds.type != "text")
+    return bad(in, key, Str() << "'overlap_len' applies to type text/completion, not to type " << ds.type);
+  const bool turns = ds.type == "messages" || ds.type == "sharegpt";
+  if (!turns && (!ds.field_messages.empty() || !ds.field_role.empty() || !ds.field_content.empty()))
+    return bad(in, key, Str() << "the message field names apply to types chat_template/messages and sharegpt, not " << ds.type);
+  return Status::OK();
+}
+
+// axolotl's `path: json` (or csv, parquet, text) with data_files: the files are named by data_files alone.
+bool builder_name(const std::string& p) { return p == "json" || p == "csv" || p == "parquet" || p == "text"; }
+
+// An entry's data_files (io/hf_cache.h resolve_data_files): under a Hub dataset's snapshot (the
+// card's splits then do not apply), a local directory, or, for `path: json|csv|parquet`, the
+// config's directory. A list is the train split; {split: files} gives each split its own.
+Status set_data_files(const Input& in, const std::string& key, const std::string& where, const std::string& path_given,
+                      const std::string& hub_id, const std::string& split, const std::string& config_name,
+                      const std::map<std::string, std::vector<std::string>>& by_split,
+                      const std::vector<std::string>& splits, DatasetSpec& ds) {
+  const auto it = by_split.find(split);
+  if (it == by_split.end())
+    return InvalidArgument(Str() << where << ": " << key << ".data_files: no split '" << split << "' (given: "
+                                 << join(splits) << ")");
+  if (!config_name.empty())
+    return InvalidArgument(Str() << where << ": " << key << ".data_files: give data_files or name, not both");
+  std::string root;
+  if (!hub_id.empty()) {
+    StatusOr<std::string> snap = hf_cache_snapshot(hub_id, HubRepoKind::kDataset);
+    if (!snap.ok()) return InvalidArgument(Str() << where << ": " << key << ".path: " << snap.status().message());
+    root = *snap;
+  } else if (is_directory(ds.path)) {
+    root = ds.path;
+  } else if (builder_name(path_given) && !file_exists(ds.path)) {
+    root = in.base_dir.empty() ? "." : in.base_dir;
+  } else {
+    return InvalidArgument(Str() << where << ": " << key << ".data_files: path '" << path_given
+                                 << "' is a file; data_files choose files under a directory, a Hub dataset, or path: "
+                                    "json | csv | parquet | text (the config's directory)");
+  }
+  StatusOr<std::vector<std::string>> files = resolve_data_files(root, it->second, Str() << where << ": " << key);
+  if (!files.ok()) return InvalidArgument(files.status().message());
+  ds.path = hub_id.empty() ? (builder_name(path_given) ? path_given : ds.path) : root;
+  ds.files = *files;
+  return Status::OK();
+}
+
+Status set_one_dataset(const Input& in, const YAML::Node& item, const std::string& key, DatasetSpec& ds) {
+  if (item.IsScalar()) {  // "- data.jsonl": a path with the default type
+    ds.path = resolve_path(item.Scalar(), in.base_dir);
+    return Status::OK();
+  }
+  if (!item.IsMap()) return bad(in, key, "each entry must be a mapping {path, type} or a path");
+  std::string hub_id, hub_where, split = "train", split_where, config_name, csv_where, path_given, data_files_where;
+  std::map<std::string, std::vector<std::string>> data_files_by_split;  // data_files by split ("train" for a list)
+  std::vector<std::string> data_files_splits;
+  for (const auto& kv : item) {
+    const std::string k = kv.first.Scalar();
+    const std::string where = mark_str(in.what, kv.first.Mark());
+    const YAML::Node& v = kv.second;
+    auto refuse = [&](const std::string& why) {
+      return Unimplemented(Str() << where << ": " << key << "." << k << ": " << why);
+    };
+    if (k == "message_property_mappings") {  // {role: <field>, content: <field>}
+      if (!v.IsMap()) return InvalidArgument(Str() << where << ": " << key << "." << k << ": expected a mapping");
+      for (const auto& m : v) {
+        const std::string mk = m.first.Scalar();
+        if (!m.second.IsScalar()) return InvalidArgument(Str() << where << ": " << key << "." << k << "." << mk << ": expected a string");
+        if (mk == "role") ds.field_role = m.second.Scalar();
+        else if (mk == "content") ds.field_content = m.second.Scalar();
+        else return refuse(Str() << "mapping '" << mk << "' is not supported (role, content)");
+      }
+      continue;
+    }
+    if (k == "roles_to_train") {  // the assistant's turns are what we train
+      if (!v.IsSequence()) return InvalidArgument(Str() << where << ": " << key << "." << k << ": expected a list");
+      bool ok = v.size() > 0;
+      for (const auto& r : v) ok = ok && r.IsScalar() && (r.Scalar() == "assistant" || r.Scalar() == "gpt");
+      if (!ok) return refuse("only the assistant's turns are trained (roles_to_train: [assistant]; train_on_inputs: true trains all)");
+      continue;
+    }
+    if (k == "type" && v.IsMap()) {  // axolotl's user-defined prompt format (data/prompt_format.h)
+      PromptFormat& f = ds.format;
+      f.on = true;
+      ds.type = "user_defined";
+      for (const auto& m : v) {
+        const std::string mk = m.first.Scalar();
+        const std::string mwhere = mark_str(in.what, m.first.Mark());
+        if (!m.second.IsNull() && !m.second.IsScalar())
+          return InvalidArgument(Str() << mwhere << ": " << key << ".type." << mk << ": expected a string");
+        if (m.second.IsNull()) continue;  // axolotl's default (None)
+        const std::string mv = m.second.Scalar();
+        if (mk == "field_instruction") f.field_instruction = mv;
+        else if (mk == "field_input") f.field_input = mv;
+        else if (mk == "field_output") f.field_output = mv;
+        else if (mk == "field_system") f.field_system = mv;
+        else if (mk == "system_prompt") f.system_prompt = mv;
+        else if (mk == "system_format") f.system_format = mv;
+        else if (mk == "format") f.format = mv;
+        else if (mk == "no_input_format") f.no_input_format = mv, f.has_no_input_format = true;
+        else
+          return InvalidArgument(Str() << mwhere << ": " << key << ".type: unknown key '" << mk
+                                       << "' (field_instruction, field_input, field_output, field_system, system_prompt, "
+                                          "system_format, format, no_input_format)");
+      }
+      RETURN_IF_ERROR(check_prompt_format(f, Str() << where << ": " << key << ".type"));
+      continue;
+    }
+    if (k == "data_files") {  // a path or glob, a list of them, or {split: those}
+      data_files_where = where;
+      auto strings = [&](const YAML::Node& n, std::vector<std::string>* out) -> Status {
+        if (n.IsScalar()) {
+          out->push_back(n.Scalar());
+          return Status::OK();
+        }
+        if (n.IsSequence() && n.size() > 0) {
+          for (const auto& e : n) {
+            if (!e.IsScalar()) return InvalidArgument(Str() << where << ": " << key << ".data_files: expected paths");
+            out->push_back(e.Scalar());
+          }
+          return Status::OK();
+        }
+        return InvalidArgument(Str() << where << ": " << key << ".data_files: expected a path, a list of paths or {split: paths}");
+      };
+      if (v.IsMap()) {
+        for (const auto& m : v) {
+          data_files_splits.push_back(m.first.Scalar());
+          std::vector<std::string> files;
+          RETURN_IF_ERROR(strings(m.second, &files));
+          data_files_by_split[m.first.Scalar()] = std::move(files);
+        }
+      } else {
+        RETURN_IF_ERROR(strings(v, &data_files_by_split["train"]));
+        data_files_splits.push_back("train");
+      }
+      continue;
+    }
+    if (!v.IsScalar()) return InvalidArgument(Str() << where << ": " << key << "." << k << ": expected a string");
+    const std::string val = v.Scalar();
+    if (k == "path") {
+      path_given = val;
+      ds.path = resolve_path(val, in.base_dir);
+      // "org/name" that is not here: a Hugging Face dataset id (axolotl downloads those), read from
+      // the local Hugging Face cache once split and name are known (below).
+      if (looks_like_hub_id(val) && !dataset_file_name(val) && !file_exists(ds.path) && !is_directory(ds.path)) {
+        hub_id = val;
+        hub_where = where;
+      }
+    } else if (k == "split") {
+      split = val;
+      split_where = where;
+    } else if (k == "name") {
+      config_name = val;
+    } else if (k == "type") {
+      ds.type = lower(val);
+      if (ds.type == "chat_template") ds.type = "messages";
+      if (ds.type == "completion") ds.type = "text";
+      if (std::find(kDatasetTypes.begin(), kDatasetTypes.end(), ds.type) == kDatasetTypes.end()) {
+        return InvalidArgument(Str() << where << ": " << key << ".type: '" << val << "' is not one of: "
+                                     << join(kDatasetTypes) << " (or axolotl's chat_template, completion)");
+      }
+    } else if (k == "field_messages") {
+      ds.field_messages = val;
+    } else if (k == "message_field_role") {
+      ds.field_role = val;
+    } else if (k == "message_field_content") {
+      ds.field_content = val;
+    } else if (k == "field") {
+      ds.field_text = val;
+    } else if (k == "overlap_len") {
+      const std::optional<int64_t> n = parse_integer<int64_t>(val);
+      if (!n || *n < 0 || *n > kMaxMicroBatchTokens)
+        return InvalidArgument(Str() << where << ": " << key << ".overlap_len: '" << val << "' is not a token count >= 0");
+      ds.overlap_len = *n;
+    } else if (k == "ds_type") {
+      const std::string t = lower(val);
+      if (t != "json" && t != "jsonl" && t != "parquet" && t != "arrow" && t != "csv" && t != "text")
+        return refuse(Str() << "'" << val << "' is not read (json, jsonl, parquet, arrow: told apart by their bytes; "
+                                            "csv and text by the file name, .csv / .tsv and .txt)");
+      if (t == "csv") csv_where = where;
+    } else if (k == "train_on_eos") {
+      if (lower(val) != "turn") return refuse(Str() << "'" << val << "': each trained turn keeps its end of turn (train_on_eos: turn)");
+    } else {
+      const bool axolotl = k == "revision" || k == "shards" || k == "conversation" ||
+                           k == "chat_template" || k == "field_system" || k == "field_human" || k == "field_model" ||
+                           k == "drop_system_message" || k == "preprocess_shards" || k == "trust_remote_code";
+      if (axolotl) return refuse("is not supported (path, type and the field names are)");
+      return InvalidArgument(Str() << where << ": unknown dataset key '" << k << "' in " << key
+                                   << did_you_mean(k, kDatasetKeys) << " (known: " << join(kDatasetKeys) << ")");
+    }
+  }
+  if (ds.path.empty()) return bad(in, key, "a dataset entry has no 'path'");
+  if (!data_files_splits.empty()) {
+    RETURN_IF_ERROR(set_data_files(in, key, data_files_where, path_given, hub_id, split, config_name,
+                                   data_files_by_split, data_files_splits, ds));
+  } else if (!hub_id.empty()) {  // io/hf_cache.h Note [Hub dataset splits]
+    StatusOr<std::string> snap = hf_cache_snapshot(hub_id, HubRepoKind::kDataset);
+    if (!snap.ok()) return InvalidArgument(Str() << hub_where << ": " << key << ".path: " << snap.status().message());
+    StatusOr<std::vector<std::string>> files = hub_dataset_split_files(*snap, split, config_name);
+    if (!files.ok()) return InvalidArgument(Str() << hub_where << ": " << key << ".path '" << hub_id << "': " << files.status().message());
+    ds.path = *snap;
+    ds.files = *files;
+  } else if (is_directory(ds.path) && file_exists(path_join(ds.path, "dataset_dict.json"))) {
+    // `datasets`' DatasetDict.save_to_disk: a directory a split (train/, test/), each a saved Dataset.
+    if (!config_name.empty())
+      return InvalidArgument(Str() << in.what << ": " << key << ".name: '" << config_name << "': " << ds.path
+                                   << " is a saved DatasetDict, which has splits but no configurations");
+    const std::string sub = path_join(ds.path, split);
+    if (!is_directory(sub)) {
+      std::vector<std::string> splits;
+      std::error_code ec;
+      for (const auto& e : std::filesystem::directory_iterator(ds.path, ec))
+        if (e.is_directory(ec)) splits.push_back(e.path().filename().string());
+      std::sort(splits.begin(), splits.end());
+      return InvalidArgument(Str() << (split_where.empty() ? in.what : split_where) << ": " << key << ": " << ds.path
+                                   << " (a saved DatasetDict) has no split '" << split << "' (splits: " << join(splits) << ")");
+    }
+    ds.path = sub;
+  } else if (split != "train") {
+    return Unimplemented(Str() << split_where << ": " << key << ".split: '" << split
+                               << "': a local dataset file has no splits (split: train; a Hub dataset id read from the "
+                                  "Hugging Face cache has)");
+  } else if (!config_name.empty()) {
+    return Unimplemented(Str() << in.what << ": " << key << ".name: '" << config_name
+                               << "' selects a configuration of a Hub dataset; a local path has none");
+  }
+  return check_dataset_entry(in, key, csv_where, ds);
+}
+
+
+}  // namespace
+
+Status set_datasets(const Input& in, const std::string& key, std::vector<DatasetSpec>& dst) {
+  if (!in.node) return bad(in, key, "is a list; set it in the YAML file, not on the command line");
+  dst.clear();
+  if (in.node->IsNull()) return Status::OK();
+  if (!in.node->IsSequence()) return bad(in, key, "expected a list of {path, type} entries");
+  for (const auto& item : *in.node) {
+    DatasetSpec ds;
+    RETURN_IF_ERROR(set_one_dataset(in, item, key, ds));
+    dst.push_back(std::move(ds));
+  }
+  return Status::OK();
+}
+
+void emit_dataset_list(YAML::Emitter& out, const std::vector<DatasetSpec>& list) {
+  out << YAML::BeginSeq;
+  for (const DatasetSpec& d : list) {
+    out << YAML::BeginMap << YAML::Key << "path" << YAML::Value << d.path << YAML::Key << "type";
+    if (d.format.on) {  // as written: a mapping
+      const PromptFormat& pf = d.format;
+      out << YAML::Value << YAML::BeginMap;
+      const std::pair<const char*, const std::string*> keys[] = {
+          {"field_instruction", &pf.field_instruction}, {"field_input", &pf.field_input},
+          {"field_output", &pf.field_output},           {"field_system", &pf.field_system},
+          {"system_prompt", &pf.system_prompt},         {"system_format", &pf.system_format},
+          {"format", &pf.format}};
+      for (const auto& [k, v] : keys)
+        if (!v->empty()) out << YAML::Key << k << YAML::Value << *v;
+      if (pf.has_no_input_format) out << YAML::Key << "no_input_format" << YAML::Value << pf.no_input_format;
+      out << YAML::EndMap;
+    } else {
+      out << YAML::Value << d.type;
+    }
+    if (!d.field_messages.empty()) out << YAML::Key << "field_messages" << YAML::Value << d.field_messages;
+    if (!d.field_role.empty()) out << YAML::Key << "message_field_role" << YAML::Value << d.field_role;
+    if (!d.field_content.empty())
+      out << YAML::Key << "message_field_content" << YAML::Value << d.field_content;
+    if (!d.field_text.empty()) out << YAML::Key << "field" << YAML::Value << d.field_text;
+    if (d.overlap_len > 0) out << YAML::Key << "overlap_len" << YAML::Value << d.overlap_len;
+    if (!d.files.empty()) {  // a Hub split or data_files, resolved: read back as data_files
+      out << YAML::Key << "data_files" << YAML::Value << YAML::BeginSeq;
+      for (const std::string& f : d.files) out << f;
+      out << YAML::EndSeq;
+    }
+    out << YAML::EndMap;
+  }
+  out << YAML::EndSeq;
+}
+
+}  // namespace st
