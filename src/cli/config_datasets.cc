@@ -43,25 +43,38 @@ Status check_dataset_entry(const Input& in, const std::string& key, const std::s
   return Status::OK();
 }
 
+// Where an entry's records are, as its keys say (each with the position it was written at, for errors).
+struct EntrySource {
+  std::string path_given;                 // `path` as written
+  std::string hub_id, hub_where;          // path named a Hub dataset the working tree lacks
+  std::string split = "train", split_where;
+  std::string config_name;                // `name`
+  std::string revision, revision_where;   // of a Hub dataset
+  std::string data_files_where;
+  std::map<std::string, std::vector<std::string>> data_files;  // by split ("train" for a list)
+  std::vector<std::string> data_files_splits;                 // in the order written
+  std::string csv_where;                  // ds_type: csv
+};
+
 // axolotl's `path: json` (or csv, parquet, text) with data_files: the files are named by data_files alone.
 bool builder_name(const std::string& p) { return p == "json" || p == "csv" || p == "parquet" || p == "text"; }
 
 // An entry's data_files (io/hf_cache.h resolve_data_files): under a Hub dataset's snapshot (the
 // card's splits then do not apply), a local directory, or, for `path: json|csv|parquet`, the
 // config's directory. A list is the train split; {split: files} gives each split its own.
-Status set_data_files(const Input& in, const std::string& key, const std::string& where, const std::string& path_given,
-                      const std::string& hub_id, const std::string& split, const std::string& config_name,
-                      const std::map<std::string, std::vector<std::string>>& by_split,
-                      const std::vector<std::string>& splits, DatasetSpec& ds) {
-  const auto it = by_split.find(split);
-  if (it == by_split.end())
-    return InvalidArgument(Str() << where << ": " << key << ".data_files: no split '" << split << "' (given: "
-                                 << join(splits) << ")");
-  if (!config_name.empty())
+Status set_data_files(const Input& in, const std::string& key, const EntrySource& e, DatasetSpec& ds) {
+  const std::string& where = e.data_files_where;
+  const std::string& path_given = e.path_given;
+  const std::string& hub_id = e.hub_id;
+  const auto it = e.data_files.find(e.split);
+  if (it == e.data_files.end())
+    return InvalidArgument(Str() << where << ": " << key << ".data_files: no split '" << e.split << "' (given: "
+                                 << join(e.data_files_splits) << ")");
+  if (!e.config_name.empty())
     return InvalidArgument(Str() << where << ": " << key << ".data_files: give data_files or name, not both");
   std::string root;
   if (!hub_id.empty()) {
-    StatusOr<std::string> snap = hf_cache_snapshot(hub_id, HubRepoKind::kDataset);
+    StatusOr<std::string> snap = hf_cache_snapshot(hub_id, HubRepoKind::kDataset, e.revision);
     if (!snap.ok()) return InvalidArgument(Str() << where << ": " << key << ".path: " << snap.status().message());
     root = *snap;
   } else if (is_directory(ds.path)) {
@@ -86,9 +99,7 @@ Status set_one_dataset(const Input& in, const YAML::Node& item, const std::strin
     return Status::OK();
   }
   if (!item.IsMap()) return bad(in, key, "each entry must be a mapping {path, type} or a path");
-  std::string hub_id, hub_where, split = "train", split_where, config_name, csv_where, path_given, data_files_where;
-  std::map<std::string, std::vector<std::string>> data_files_by_split;  // data_files by split ("train" for a list)
-  std::vector<std::string> data_files_splits;
+  EntrySource e;
   for (const auto& kv : item) {
     const std::string k = kv.first.Scalar();
     const std::string where = mark_str(in.what, kv.first.Mark());
@@ -142,7 +153,7 @@ Status set_one_dataset(const Input& in, const YAML::Node& item, const std::strin
       continue;
     }
     if (k == "data_files") {  // a path or glob, a list of them, or {split: those}
-      data_files_where = where;
+      e.data_files_where = where;
       auto strings = [&](const YAML::Node& n, std::vector<std::string>* out) -> Status {
         if (n.IsScalar()) {
           out->push_back(n.Scalar());
@@ -159,33 +170,36 @@ Status set_one_dataset(const Input& in, const YAML::Node& item, const std::strin
       };
       if (v.IsMap()) {
         for (const auto& m : v) {
-          data_files_splits.push_back(m.first.Scalar());
+          e.data_files_splits.push_back(m.first.Scalar());
           std::vector<std::string> files;
           RETURN_IF_ERROR(strings(m.second, &files));
-          data_files_by_split[m.first.Scalar()] = std::move(files);
+          e.data_files[m.first.Scalar()] = std::move(files);
         }
       } else {
-        RETURN_IF_ERROR(strings(v, &data_files_by_split["train"]));
-        data_files_splits.push_back("train");
+        RETURN_IF_ERROR(strings(v, &e.data_files["train"]));
+        e.data_files_splits.push_back("train");
       }
       continue;
     }
     if (!v.IsScalar()) return InvalidArgument(Str() << where << ": " << key << "." << k << ": expected a string");
     const std::string val = v.Scalar();
     if (k == "path") {
-      path_given = val;
+      e.path_given = val;
       ds.path = resolve_path(val, in.base_dir);
       // "org/name" that is not here: a Hugging Face dataset id (axolotl downloads those), read from
       // the local Hugging Face cache once split and name are known (below).
       if (looks_like_hub_id(val) && !dataset_file_name(val) && !file_exists(ds.path) && !is_directory(ds.path)) {
-        hub_id = val;
-        hub_where = where;
+        e.hub_id = val;
+        e.hub_where = where;
       }
     } else if (k == "split") {
-      split = val;
-      split_where = where;
+      e.split = val;
+      e.split_where = where;
     } else if (k == "name") {
-      config_name = val;
+      e.config_name = val;
+    } else if (k == "revision") {  // of a Hub dataset in the cache
+      e.revision = val;
+      e.revision_where = where;
     } else if (k == "type") {
       ds.type = lower(val);
       if (ds.type == "chat_template") ds.type = "messages";
@@ -212,11 +226,11 @@ Status set_one_dataset(const Input& in, const YAML::Node& item, const std::strin
       if (t != "json" && t != "jsonl" && t != "parquet" && t != "arrow" && t != "csv" && t != "text")
         return refuse(Str() << "'" << val << "' is not read (json, jsonl, parquet, arrow: told apart by their bytes; "
                                             "csv and text by the file name, .csv / .tsv and .txt)");
-      if (t == "csv") csv_where = where;
+      if (t == "csv") e.csv_where = where;
     } else if (k == "train_on_eos") {
       if (lower(val) != "turn") return refuse(Str() << "'" << val << "': each trained turn keeps its end of turn (train_on_eos: turn)");
     } else {
-      const bool axolotl = k == "revision" || k == "shards" || k == "conversation" ||
+      const bool axolotl = k == "shards" || k == "conversation" ||
                            k == "chat_template" || k == "field_system" || k == "field_human" || k == "field_model" ||
                            k == "drop_system_message" || k == "preprocess_shards" || k == "trust_remote_code";
       if (axolotl) return refuse("is not supported (path, type and the field names are)");
@@ -225,41 +239,43 @@ Status set_one_dataset(const Input& in, const YAML::Node& item, const std::strin
     }
   }
   if (ds.path.empty()) return bad(in, key, "a dataset entry has no 'path'");
-  if (!data_files_splits.empty()) {
-    RETURN_IF_ERROR(set_data_files(in, key, data_files_where, path_given, hub_id, split, config_name,
-                                   data_files_by_split, data_files_splits, ds));
-  } else if (!hub_id.empty()) {  // io/hf_cache.h Note [Hub dataset splits]
-    StatusOr<std::string> snap = hf_cache_snapshot(hub_id, HubRepoKind::kDataset);
-    if (!snap.ok()) return InvalidArgument(Str() << hub_where << ": " << key << ".path: " << snap.status().message());
-    StatusOr<std::vector<std::string>> files = hub_dataset_split_files(*snap, split, config_name);
-    if (!files.ok()) return InvalidArgument(Str() << hub_where << ": " << key << ".path '" << hub_id << "': " << files.status().message());
+  if (!e.revision.empty() && e.hub_id.empty())
+    return InvalidArgument(Str() << e.revision_where << ": " << key << ".revision: '" << e.revision
+                                 << "' applies to a Hugging Face dataset id, and '" << e.path_given << "' is a local path");
+  if (!e.data_files_splits.empty()) {
+    RETURN_IF_ERROR(set_data_files(in, key, e, ds));
+  } else if (!e.hub_id.empty()) {  // io/hf_cache.h Note [Hub dataset splits]
+    StatusOr<std::string> snap = hf_cache_snapshot(e.hub_id, HubRepoKind::kDataset, e.revision);
+    if (!snap.ok()) return InvalidArgument(Str() << e.hub_where << ": " << key << ".path: " << snap.status().message());
+    StatusOr<std::vector<std::string>> files = hub_dataset_split_files(*snap, e.split, e.config_name);
+    if (!files.ok()) return InvalidArgument(Str() << e.hub_where << ": " << key << ".path '" << e.hub_id << "': " << files.status().message());
     ds.path = *snap;
     ds.files = *files;
   } else if (is_directory(ds.path) && file_exists(path_join(ds.path, "dataset_dict.json"))) {
     // `datasets`' DatasetDict.save_to_disk: a directory a split (train/, test/), each a saved Dataset.
-    if (!config_name.empty())
-      return InvalidArgument(Str() << in.what << ": " << key << ".name: '" << config_name << "': " << ds.path
+    if (!e.config_name.empty())
+      return InvalidArgument(Str() << in.what << ": " << key << ".name: '" << e.config_name << "': " << ds.path
                                    << " is a saved DatasetDict, which has splits but no configurations");
-    const std::string sub = path_join(ds.path, split);
+    const std::string sub = path_join(ds.path, e.split);
     if (!is_directory(sub)) {
       std::vector<std::string> splits;
       std::error_code ec;
       for (const auto& e : std::filesystem::directory_iterator(ds.path, ec))
         if (e.is_directory(ec)) splits.push_back(e.path().filename().string());
       std::sort(splits.begin(), splits.end());
-      return InvalidArgument(Str() << (split_where.empty() ? in.what : split_where) << ": " << key << ": " << ds.path
-                                   << " (a saved DatasetDict) has no split '" << split << "' (splits: " << join(splits) << ")");
+      return InvalidArgument(Str() << (e.split_where.empty() ? in.what : e.split_where) << ": " << key << ": " << ds.path
+                                   << " (a saved DatasetDict) has no split '" << e.split << "' (splits: " << join(splits) << ")");
     }
     ds.path = sub;
-  } else if (split != "train") {
-    return Unimplemented(Str() << split_where << ": " << key << ".split: '" << split
+  } else if (e.split != "train") {
+    return Unimplemented(Str() << e.split_where << ": " << key << ".split: '" << e.split
                                << "': a local dataset file has no splits (split: train; a Hub dataset id read from the "
                                   "Hugging Face cache has)");
-  } else if (!config_name.empty()) {
-    return Unimplemented(Str() << in.what << ": " << key << ".name: '" << config_name
+  } else if (!e.config_name.empty()) {
+    return Unimplemented(Str() << in.what << ": " << key << ".name: '" << e.config_name
                                << "' selects a configuration of a Hub dataset; a local path has none");
   }
-  return check_dataset_entry(in, key, csv_where, ds);
+  return check_dataset_entry(in, key, e.csv_where, ds);
 }
 
 

@@ -86,10 +86,11 @@ bool looks_like_hub_id(const std::string& s) {
   return std::all_of(s.begin(), s.end(), [](char c) { return c == '/' || hub_char(c); });
 }
 
-StatusOr<std::string> hf_cache_snapshot(const std::string& id, HubRepoKind kind) {
+StatusOr<std::string> hf_cache_snapshot(const std::string& id, HubRepoKind kind, const std::string& revision) {
   const char* type = kind == HubRepoKind::kModel ? "model" : "dataset";
   const std::string hint = Str() << " (`huggingface-cli download " << (kind == HubRepoKind::kDataset ? "--repo-type dataset " : "")
-                                 << id << "` fetches it there; or give a local path)";
+                                 << (revision.empty() ? "" : "--revision " + revision + " ") << id
+                                 << "` fetches it there; or give a local path)";
   if (!looks_like_hub_id(id)) return InvalidArgument(Str() << "'" << id << "' is not a Hugging Face " << type << " id");
   const size_t slash = id.find('/');
   const std::string folder = Str() << type << "s--" << id.substr(0, slash) << "--" << id.substr(slash + 1);
@@ -97,6 +98,21 @@ StatusOr<std::string> hf_cache_snapshot(const std::string& id, HubRepoKind kind)
   if (!is_directory(snaps))
     return NotFound(Str() << "'" << id << "' is not a local path, and the Hugging Face cache has no " << type << " "
                           << id << " (looked for " << snaps << ")" << hint);
+  if (!revision.empty()) {  // a branch or tag (refs/<name>) or a commit (snapshots/<hash>)
+    const bool safe = revision.find("..") == std::string::npos && revision[0] != '/' && revision.size() < 256 &&
+                      std::all_of(revision.begin(), revision.end(), [](char c) { return c == '/' || hub_char(c); });
+    if (!safe) return InvalidArgument(Str() << "revision '" << revision << "' of " << id << " is not a branch, tag or commit name");
+    std::string commit = revision;
+    if (file_exists(path_join(repo, "refs/" + revision))) {
+      ASSIGN_OR_RETURN(commit, read_file_to_string(path_join(repo, "refs/" + revision)));
+      commit = trim(commit);
+    }
+    const std::string snap = path_join(snaps, commit);
+    if (!commit.empty() && commit.find('/') == std::string::npos && is_directory(snap)) return snap;
+    return NotFound(Str() << "revision '" << revision << "' of " << type << " " << id
+                          << " is not in the Hugging Face cache (no refs/" << revision << " naming a snapshot, no snapshots/"
+                          << revision << " in " << repo << ")" << hint);
+  }
   if (file_exists(path_join(repo, "refs/main"))) {
     ASSIGN_OR_RETURN(std::string commit, read_file_to_string(path_join(repo, "refs/main")));
     commit = trim(commit);

@@ -45,7 +45,9 @@ std::string hf_hub_cache_dir();
 bool looks_like_hub_id(const std::string& s);
 // The snapshot directory of `id` in the cache (Note [Hugging Face cache]); NotFound saying where
 // it looked and how to download it.
-StatusOr<std::string> hf_cache_snapshot(const std::string& id, HubRepoKind kind);
+// `revision` (axolotl's dataset key): a branch or tag the cache has under refs/, or a commit
+// hash under snapshots/; "" = refs/main as above.
+StatusOr<std::string> hf_cache_snapshot(const std::string& id, HubRepoKind kind, const std::string& revision = "");
 // The data files of `split` under a dataset snapshot, in path order (Note [Hub dataset splits]);
 // config_name: the dataset card's config (axolotl's `name`), "" for its default.
 StatusOr<std::vector<std::string>> hub_dataset_split_files(const std::string& snapshot, const std::string& split,

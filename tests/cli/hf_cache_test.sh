@@ -160,6 +160,22 @@ out=$("$BIN" train "$T/run/mixed.yaml" --preview-data=1 2>&1); rc=$?
 if [[ $rc -ne 0 ]] && grep -q "train-2.csv line 2: 'input_ids' is not a list" <<<"$out"; then ok "two csv beside one jsonl: the csv (then refused: a CSV cell is text)"
 else bad "mixed formats 2: rc $rc: $out"; fi
 
+# revision: a branch the cache has under refs/, or a commit under snapshots/; one it lacks is
+# refused with the download command; a local path takes none.
+mkdir -p "$mrepo/snapshots/0ld0" "$mrepo/refs"
+printf '{"input_ids": [1, 2]}\n{"input_ids": [3, 4]}\n{"input_ids": [5, 6]}\n' >"$mrepo/snapshots/0ld0/train.jsonl"
+echo 0ld0 >"$mrepo/refs/v1"
+for rev in v1 0ld0; do
+  sed "s|  - path: acme/mixed|  - path: acme/mixed\n    revision: $rev|" "$T/run/mixed.yaml" >"$T/run/rev.yaml"
+  out=$("$BIN" train "$T/run/rev.yaml" --preview-data=1 2>&1); rc=$?
+  if [[ $rc -eq 0 ]] && grep -q "3 samples" <<<"$out"; then ok "revision: $rev reads that snapshot"
+  else bad "revision $rev: rc $rc: $out"; fi
+done
+sed "s|  - path: acme/mixed|  - path: acme/mixed\n    revision: v9|" "$T/run/mixed.yaml" >"$T/run/rev.yaml"
+out=$("$BIN" train "$T/run/rev.yaml" --preview-data=1 2>&1); rc=$?
+if [[ $rc -ne 0 ]] && grep -q "huggingface-cli download --repo-type dataset --revision v9 acme/mixed" <<<"$out"; then ok "a revision the cache lacks: refused with the download command"
+else bad "revision v9: rc $rc: $out"; fi
+
 # Refusals, each naming what to do.
 out=$("$BIN" tokenize --model nobody/missing --text x 2>&1); rc=$?
 if [[ $rc -ne 0 ]] && grep -q "huggingface-cli download nobody/missing" <<<"$out"; then ok "an id the cache lacks: refused with the download command"
