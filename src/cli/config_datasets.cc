@@ -20,6 +20,7 @@ const std::vector<std::string> kDatasetTypes = {"tokenized", "text", "prompt_com
 // names (field_messages, message_property_mappings / message_field_role / message_field_content,
 // field) say where the records keep what the type reads; overlap_len is completion's (data/datasets.h
 // Note [long texts]); type as a mapping is axolotl's user-defined format (data/prompt_format.h);
+// chat_template (and the legacy conversation, FastChat's names we render) sets this entry's template;
 // split and name choose a Hub dataset's or a saved DatasetDict's files, data_files name them
 // (io/hf_cache.h resolve_data_files); ds_type and roles_to_train / train_on_eos at their defaults
 // (the assistant's turns, each with its end of turn: what we train) are accepted; the rest is
@@ -27,7 +28,7 @@ const std::vector<std::string> kDatasetTypes = {"tokenized", "text", "prompt_com
 const std::vector<std::string> kDatasetKeys = {"path", "type", "field_messages", "message_property_mappings",
                                                "message_field_role", "message_field_content", "field", "split",
                                                "ds_type", "roles_to_train", "train_on_eos", "overlap_len", "data_files",
-                                               "name"};
+                                               "name", "revision", "chat_template", "conversation"};
 
 Status check_dataset_entry(const Input& in, const std::string& key, const std::string& csv_where, const DatasetSpec& ds) {
   if (!csv_where.empty() && ds.files.empty() && !is_directory(ds.path) && csv_delimiter_for(ds.path) == 0)
@@ -197,6 +198,24 @@ Status set_one_dataset(const Input& in, const YAML::Node& item, const std::strin
       e.split_where = where;
     } else if (k == "name") {
       e.config_name = val;
+    } else if (k == "chat_template" || k == "conversation") {  // this entry's template (axolotl's keys)
+      // conversation takes FastChat's names (the legacy sharegpt type's); the ones we render map.
+      std::string t = lower(val);
+      if (k == "conversation") {
+        if (t == "llama-3") t = "llama3";
+        if (t != "chatml" && t != "llama3" && t != "mistral")
+          return refuse(Str() << "'" << val << "': the conversation formats rendered here are chatml, llama-3 and mistral "
+                                              "(or set chat_template)");
+      }
+      if (val.size() > 6 && val.ends_with(".jinja")) {
+        t = resolve_path(val, in.base_dir);
+      } else if (std::find(chat_template_names().begin(), chat_template_names().end(), t) == chat_template_names().end()) {
+        return InvalidArgument(Str() << where << ": " << key << "." << k << ": '" << val << "' is not one of: "
+                                     << join(chat_template_names()) << ", or a template file (*.jinja)");
+      }
+      if (t == "tokenizer_default") t.clear();
+      // "" would mean the config's template; the tokenizer's own is asked for by name.
+      ds.chat_template = t.empty() ? "tokenizer_default" : t;
     } else if (k == "revision") {  // of a Hub dataset in the cache
       e.revision = val;
       e.revision_where = where;
@@ -230,8 +249,7 @@ Status set_one_dataset(const Input& in, const YAML::Node& item, const std::strin
     } else if (k == "train_on_eos") {
       if (lower(val) != "turn") return refuse(Str() << "'" << val << "': each trained turn keeps its end of turn (train_on_eos: turn)");
     } else {
-      const bool axolotl = k == "shards" || k == "conversation" ||
-                           k == "chat_template" || k == "field_system" || k == "field_human" || k == "field_model" ||
+      const bool axolotl = k == "shards" || k == "field_system" || k == "field_human" || k == "field_model" ||
                            k == "drop_system_message" || k == "preprocess_shards" || k == "trust_remote_code";
       if (axolotl) return refuse("is not supported (path, type and the field names are)");
       return InvalidArgument(Str() << where << ": unknown dataset key '" << k << "' in " << key
@@ -319,6 +337,7 @@ void emit_dataset_list(YAML::Emitter& out, const std::vector<DatasetSpec>& list)
       out << YAML::Key << "message_field_content" << YAML::Value << d.field_content;
     if (!d.field_text.empty()) out << YAML::Key << "field" << YAML::Value << d.field_text;
     if (d.overlap_len > 0) out << YAML::Key << "overlap_len" << YAML::Value << d.overlap_len;
+    if (!d.chat_template.empty()) out << YAML::Key << "chat_template" << YAML::Value << d.chat_template;
     if (!d.files.empty()) {  // a Hub split or data_files, resolved: read back as data_files
       out << YAML::Key << "data_files" << YAML::Value << YAML::BeginSeq;
       for (const std::string& f : d.files) out << f;

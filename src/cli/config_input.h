@@ -79,4 +79,13 @@ inline std::string resolve_path(const std::string& p, const std::string& base_di
   return std::filesystem::path(path_join(base_dir, p)).lexically_normal().string();
 }
 
+// chat_template's names (TrainConfig::chat_template, a dataset entry's chat_template): ours and
+// axolotl's two for the tokenizer's own ("" is the tokenizer's too; a *.jinja path also works).
+inline const std::vector<std::string>& chat_template_names() {
+  static const std::vector<std::string> k = {"",         "chatml",         "qwen3",
+                                             "llama3",   "mistral",        "mistral_v3",
+                                             "mistral_tekken", "tokenizer_default", "tokenizer_default_fallback_chatml"};
+  return k;
+}
+
 }  // namespace st::cfg

@@ -294,9 +294,10 @@ StatusOr<ChatTemplate> resolve_chat_template(const std::string& name, const Toke
   ChatTemplate t;
   // axolotl's tokenizer_default_fallback_chatml: the tokenizer's own template, else chatml.
   const bool fallback = name == "tokenizer_default_fallback_chatml";
+  const bool own = name.empty() || name == "tokenizer_default" || fallback;
   if (fallback && tok.chat_template().empty()) {
     ASSIGN_OR_RETURN(t, chat_template_by_name("chatml"));
-  } else if (!name.empty() && !fallback) {
+  } else if (!own) {
     ASSIGN_OR_RETURN(t, chat_template_by_name(name));
   } else if (!tok.chat_template().empty()) {
     ASSIGN_OR_RETURN(t, chat_template_from_jinja(tok.chat_template(), tok.chat_template_origin()));

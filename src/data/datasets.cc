@@ -530,13 +530,18 @@ Status load_dataset(const DatasetSource& src, const Tokenizer& tok, const Datase
                                  << opt.sequence_len);
   ChatTemplate chat;
   if (needs_chat_template(src.type)) {
-    ASSIGN_OR_RETURN(chat, resolve_chat_template(opt.chat_template, tok), src.path);
+    ASSIGN_OR_RETURN(chat, resolve_chat_template(src.chat_template.empty() ? opt.chat_template : src.chat_template, tok),
+                     src.path);
   }
   if (is_directory(src.path)) {
     // A downloaded dataset folder (the Hub's data/train-00000-of-00003.parquet shards): every
     // dataset file in it, in name order.
     ASSIGN_OR_RETURN(std::vector<std::string> files, dataset_files_in(src.path));
-    for (const std::string& f : files) RETURN_IF_ERROR(load_dataset({f, src.type, src.fields, src.overlap_len}, tok, opt, out, stats));
+    for (const std::string& f : files) {
+      DatasetSource one = src;
+      one.path = f;
+      RETURN_IF_ERROR(load_dataset(one, tok, opt, out, stats));
+    }
     return Status::OK();
   }
   // Mapped, not read: a Parquet file is decoded a row group at a time straight from the mapping.

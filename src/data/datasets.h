@@ -54,6 +54,7 @@ struct DatasetSource {
   // overlap_len; Note [long texts]); 0 <= overlap_len < sequence_len.
   int64_t overlap_len = 0;
   PromptFormat format = {};  // type user_defined (data/prompt_format.h Note [user-defined prompt format])
+  std::string chat_template = {};  // this dataset's template ("" = DatasetOptions::chat_template)
 };
 
 // Note [long texts]: a type text record longer than sequence_len tokens is split into windows of

@@ -18,6 +18,8 @@ struct DatasetSpec {
   std::string field_messages = {}, field_role = {}, field_content = {}, field_text = {};
   int64_t overlap_len = 0;  // type text: tokens a window repeats as context (data/datasets.h Note [long texts])
   PromptFormat format = {};  // type user_defined: axolotl's `type:` mapping (data/prompt_format.h)
+  std::string chat_template = {};  // this entry's chat template (axolotl's per-dataset chat_template /
+                                   // conversation): as TrainConfig::chat_template; "" = that one
   // A Hub dataset id resolved in the Hugging Face cache (io/hf_cache.h): path is its snapshot and
   // these its train split's files, read in this order instead of path.
   std::vector<std::string> files = {};

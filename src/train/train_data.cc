@@ -13,7 +13,7 @@ namespace {
 
 DatasetSource dataset_source(const DatasetSpec& d) {
   return {d.path, d.type, {.messages = d.field_messages, .role = d.field_role, .content = d.field_content, .text = d.field_text},
-          d.overlap_len, d.format};
+          d.overlap_len, d.format, d.chat_template};
 }
 
 // load_dataset's errors mostly name the file and line already; the context is added only where

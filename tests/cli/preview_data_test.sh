@@ -81,6 +81,19 @@ out=$("$BIN" train "$T/fb.yaml" --preview-data=1 2>&1); rc=$?
 sed 's/^chat_template: chatml/chat_template: tokenizer_default/' "$T/t.yaml" >"$T/td.yaml"
 out=$("$BIN" train "$T/td.yaml" --preview-data=1 2>&1); rc=$?
 [[ $rc -ne 0 ]] && grep -qF "the tokenizer has no chat_template" <<<"$out" || { echo "FAIL tokenizer_default: rc $rc: $out"; fail=1; }
+# A dataset entry's own template (axolotl's chat_template / legacy conversation keys): no config-level
+# template and a tokenizer without one, yet the entry renders chatml; FastChat names we do not render
+# are refused by name.
+printf 'base_model: model\ndatasets:\n  - path: sg.jsonl\n    type: sharegpt\n    conversation: chatml\ndevice: cpu\nsequence_len: 64\noutput_dir: out\n' >"$T/conv.yaml"
+out=$("$BIN" train "$T/conv.yaml" --preview-data=1 2>&1); rc=$?
+[[ $rc -eq 0 ]] && grep -qF "<|im_start|>assistant" <<<"$out" || { echo "FAIL conversation: chatml: rc $rc: $out"; fail=1; }
+sed 's/conversation: chatml/chat_template: tokenizer_default/' "$T/conv.yaml" >"$T/conv2.yaml"
+out=$("$BIN" train "$T/conv2.yaml" --preview-data=1 2>&1); rc=$?
+[[ $rc -ne 0 ]] && grep -qF "the tokenizer has no chat_template" <<<"$out" || { echo "FAIL entry tokenizer_default: rc $rc: $out"; fail=1; }
+sed 's/conversation: chatml/conversation: vicuna_v1.1/' "$T/conv.yaml" >"$T/conv3.yaml"
+out=$("$BIN" train "$T/conv3.yaml" --preview-data=1 2>&1); rc=$?
+[[ $rc -eq 2 ]] && grep -qF "datasets.conversation: 'vicuna_v1.1': the conversation formats rendered here" <<<"$out" ||
+  { echo "FAIL conversation vicuna: rc $rc: $out"; fail=1; }
 # axolotl's user-defined prompt format (data/prompt_format.h): the record's own fields through the
 # formats, the output trained; a placeholder a format may not hold is refused when the config is read.
 printf '%s\n' '{"question": "Add 1 and 2", "context": "numbers", "answer": "3", "sys": "Be brief."}' \
