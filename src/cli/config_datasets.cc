@@ -213,7 +213,6 @@ Status set_one_dataset(const Input& in, const YAML::Node& item, const std::strin
         return InvalidArgument(Str() << where << ": " << key << "." << k << ": '" << val << "' is not one of: "
                                      << join(chat_template_names()) << ", or a template file (*.jinja)");
       }
-      if (t == "tokenizer_default") t.clear();
       // "" would mean the config's template; the tokenizer's own is asked for by name.
       ds.chat_template = t.empty() ? "tokenizer_default" : t;
     } else if (k == "revision") {  // of a Hub dataset in the cache

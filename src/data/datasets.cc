@@ -15,9 +15,9 @@
 #include "core/json.h"
 #include "core/utf8.h"
 #include "data/batch.h"
-#include "io/hf_cache.h"
 #include "io/arrow.h"
 #include "io/csv.h"
+#include "io/hf_cache.h"
 #include "io/parquet.h"
 
 namespace st {
@@ -341,7 +341,7 @@ Status for_each_record(const std::string& path, std::string_view text, Fn fn, bo
     });
   }
   if (is_gzip(text)) return InvalidArgument(Str() << path << ": gzip inside gzip; decompress it first");
-  if (path.ends_with(".txt") || path.ends_with(".txt.gz")) return for_each_text_line(path, text, fn);
+  if (dataset_builder(path) == "text") return for_each_text_line(path, text, fn);
   if (const char delim = csv_delimiter_for(path); delim != 0) {  // io/csv.h Note [CSV as datasets reads it]
     return for_each_csv_record(text, delim, path, [&](OrderedJson&& j, int64_t line) {
       return fn(Record{std::move(j), {}}, Str() << path << " line " << line);

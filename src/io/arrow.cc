@@ -328,8 +328,6 @@ double half_to_double(uint16_t h) {
   return s * std::ldexp(m + 1024, e - 25);
 }
 
-OrderedJson value(const Column& c, int64_t i, int depth);
-
 OrderedJson bytes_value(const Column& c, const uint8_t* p, int64_t n, bool must_be_text) {
   std::string_view s(reinterpret_cast<const char*>(p), static_cast<size_t>(n));
   if (valid_utf8(s)) return std::string(s);
@@ -337,7 +335,8 @@ OrderedJson bytes_value(const Column& c, const uint8_t* p, int64_t n, bool must_
   return nullptr;
 }
 
-OrderedJson value(const Column& c, int64_t i, int depth) {
+// Row i of column c (depth bounded by the schema: read_field caps it).
+OrderedJson value(const Column& c, int64_t i) {
   const FieldDesc& f = *c.f;
   if (i >= c.length) corrupt("column '" + f.name + "': a value index past its length");
   if (c.validity.p && !bit(c.validity, i)) return nullptr;
@@ -370,12 +369,12 @@ OrderedJson value(const Column& c, int64_t i, int depth) {
       if (f.kind == Kind::kList) std::tie(a, b) = span(c, i, ch.length);
       else a = i * f.list_size, b = a + f.list_size;
       OrderedJson arr = OrderedJson::array();
-      for (int64_t j = a; j < b; ++j) arr.push_back(value(ch, j, depth + 1));
+      for (int64_t j = a; j < b; ++j) arr.push_back(value(ch, j));
       return arr;
     }
     case Kind::kStruct: {
       OrderedJson obj = OrderedJson::object();
-      for (const Column& ch : c.children) obj[ch.f->name] = value(ch, i, depth + 1);
+      for (const Column& ch : c.children) obj[ch.f->name] = value(ch, i);
       return obj;
     }
     case Kind::kMap: {  // an object; keys as text (a string key as itself, another as its JSON)
@@ -383,8 +382,8 @@ OrderedJson value(const Column& c, int64_t i, int depth) {
       const auto [a, b] = span(c, i, entries.length);
       OrderedJson obj = OrderedJson::object();
       for (int64_t j = a; j < b; ++j) {
-        const OrderedJson k = value(entries.children[0], j, depth + 1);
-        obj[k.is_string() ? k.get<std::string>() : k.dump()] = value(entries.children[1], j, depth + 1);
+        const OrderedJson k = value(entries.children[0], j);
+        obj[k.is_string() ? k.get<std::string>() : k.dump()] = value(entries.children[1], j);
       }
       return obj;
     }
@@ -474,7 +473,7 @@ Status for_each_arrow_row(std::string_view bytes, const std::string& name,
       reader.check_all_used();
       for (int64_t r = 0; r < length; ++r, ++row) {
         OrderedJson obj = OrderedJson::object();
-        for (const Column& c : cols) obj[c.f->name] = value(c, r, 0);
+        for (const Column& c : cols) obj[c.f->name] = value(c, r);
         Status st = fn(std::move(obj), row);
         if (!st.ok()) return st;
       }

@@ -59,15 +59,24 @@ bool path_names_any(const fs::path& rel, const std::vector<std::string>& words) 
 
 }  // namespace
 
-bool dataset_file_name(const std::string& filename) {
+std::string dataset_builder(const std::string& filename) {
+  if (filename.ends_with(".arrow")) return "arrow";  // not .arrow.gz
   std::string name = filename;
   if (name.size() > 3 && name.ends_with(".gz")) name.resize(name.size() - 3);
+  if (name.ends_with(".jsonl") || name.ends_with(".json")) return "json";
+  if (name.ends_with(".csv") || name.ends_with(".tsv")) return "csv";
+  if (name.ends_with(".parquet")) return "parquet";
+  if (name.ends_with(".txt")) return "text";
+  return {};
+}
+
+bool dataset_file_name(const std::string& filename) {
   // datasets' own metadata files are JSON too.
   static const std::set<std::string> kMeta = {"dataset_infos.json", "dataset_info.json", "dataset_dict.json", "state.json"};
-  if (kMeta.count(name)) return false;
-  if (filename.ends_with(".arrow")) return true;  // not .arrow.gz
-  return name.ends_with(".jsonl") || name.ends_with(".json") || name.ends_with(".parquet") || name.ends_with(".csv") ||
-         name.ends_with(".tsv");
+  std::string name = filename;
+  if (name.size() > 3 && name.ends_with(".gz")) name.resize(name.size() - 3);
+  const std::string builder = dataset_builder(filename);
+  return !kMeta.count(name) && !builder.empty() && builder != "text";
 }
 
 std::string hf_hub_cache_dir() {
@@ -350,7 +359,7 @@ StatusOr<std::vector<std::string>> resolve_data_files(const std::string& root, c
       return NotFound(Str() << what << ": data_files '" << p << "': no directory " << base.string());
     ASSIGN_OR_RETURN(std::vector<fs::path> all, list_tree(base.string(), Str() << what << ": data_files '" << p << "'"));
     // Text files only when the pattern asks for them (a repo's LICENSE.txt is not data).
-    const bool txt = p.ends_with(".txt") || p.ends_with(".txt.gz");
+    const bool txt = dataset_builder(p) == "text";
     size_t matched = 0;
     for (const fs::path& f : all)
       if ((dataset_file_name(f.filename().string()) || txt) && hub_glob_match(rest.generic_string(), f.generic_string())) {
@@ -369,10 +378,7 @@ StatusOr<std::vector<std::string>> resolve_data_files(const std::string& root, c
 // suffix of every name counted, the most common known one wins (draws: .parquet, .arrow, .jsonl,
 // .json, .csv, then the alphabetically last), and only that builder's files are read.
 std::vector<std::string> one_builder_files(std::vector<std::string> files) {
-  static const std::map<std::string, std::string> kModule = {{".csv", "csv"},   {".tsv", "csv"},         {".json", "json"},
-                                                             {".jsonl", "json"}, {".parquet", "parquet"}, {".arrow", "arrow"},
-                                                             {".txt", "text"}};
-  auto lower_ext = [](std::string e) {
+  auto lower = [](std::string e) {
     for (char& c : e) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
     return e;
   };
@@ -380,27 +386,19 @@ std::vector<std::string> one_builder_files(std::vector<std::string> files) {
   for (const std::string& f : files) {
     const std::string n = fs::path(f).filename().string();
     for (size_t dot = n.find('.'); dot != std::string::npos; dot = n.find('.', dot + 1))
-      ++counts[lower_ext(n.substr(dot, n.find('.', dot + 1) - dot))];
+      ++counts[lower(n.substr(dot, n.find('.', dot + 1) - dot))];
   }
   auto rank = [](const std::pair<std::string, size_t>& c) {
     const std::string& e = c.first;
     return std::make_tuple(c.second, e == ".parquet", e == ".arrow", e == ".jsonl", e == ".json", e == ".csv", e);
   };
-  std::string module;
   std::vector<std::pair<std::string, size_t>> order(counts.begin(), counts.end());
   std::sort(order.begin(), order.end(), [&](const auto& a, const auto& b) { return rank(a) > rank(b); });
+  std::string builder;
   for (const auto& c : order)
-    if (kModule.count(c.first)) {
-      module = kModule.at(c.first);
-      break;
-    }
-  if (!module.empty())
-    std::erase_if(files, [&](const std::string& f) {
-      std::string n = fs::path(f).filename().string();
-      if (n.ends_with(".gz")) n.resize(n.size() - 3);
-      const auto it = kModule.find(lower_ext(fs::path(n).extension().string()));
-      return it == kModule.end() || it->second != module;
-    });
+    if (c.first != ".gz" && !(builder = dataset_builder("f" + c.first)).empty()) break;
+  if (!builder.empty())
+    std::erase_if(files, [&](const std::string& f) { return dataset_builder(lower(fs::path(f).filename().string())) != builder; });
   return files;
 }
 

@@ -67,6 +67,10 @@ StatusOr<std::vector<std::string>> resolve_data_files(const std::string& root, c
 // json, csv). Order kept.
 std::vector<std::string> one_builder_files(std::vector<std::string> files);
 
+// The `datasets` builder that reads a file by its name: "json" (.json, .jsonl), "csv" (.csv, .tsv),
+// "parquet", "arrow", "text" (.txt); each but arrow also gzipped; "" for any other name.
+std::string dataset_builder(const std::string& filename);
+
 // A data file by its name: .parquet, .jsonl, .json, .csv, .tsv, optionally .gz, or .arrow (not `datasets`' metadata JSON).
 bool dataset_file_name(const std::string& filename);
 
