@@ -52,7 +52,6 @@ const Refused kRefusedUnlessEmpty[] = {
     {"cosine_constant_lr_ratio", "this cosine variant is not supported (constant, linear, cosine)"},
     {"lr_quadratic_warmup", "a quadratic warmup is not supported"},
     {"relora_steps", "ReLoRA is not supported"},
-    {"early_stopping_patience", "early stopping is not supported"},
     {"tokens", "adding tokens (which resizes the embeddings) is not supported"},
     {"added_tokens_overrides", "overriding tokens is not supported"},
     {"plugins", "axolotl plugins are not supported"},
@@ -75,6 +74,7 @@ const BoolOnly kBoolOnly[] = {
     {"s2_attention", false, "shifted sparse attention is not supported"},
     {"lora_fan_in_fan_out", false, "fan_in_fan_out (Conv1D-style weights) is not supported"},
     {"auto_find_batch_size", false, "micro_batch_size is fixed (the planner fits it or says what would)"},
+    {"greater_is_better", false, "the best model is the lowest eval_loss (metric_for_best_model: loss)"},
 };
 
 // AdamW as torch / HF spell it: the same update as ours (train/optimizer.h).

@@ -115,6 +115,12 @@ void print_banner(const TrainConfig& cfg, const Backend& be, const BaseWeights& 
               static_cast<long long>(td.stats.target_tokens), static_cast<long long>(td.stats.truncated),
               static_cast<long long>(td.stats.dropped_no_targets),
               static_cast<long long>(td.eval ? td.eval->size() : 0));
+  if (cfg.early_stopping_patience > 0 || cfg.load_best_model_at_end) {
+    if (cfg.early_stopping_patience > 0)
+      std::printf("  stopping   after %lld evals in a row that do not lower eval_loss by more than %g (early_stopping_patience)\n",
+                  static_cast<long long>(cfg.early_stopping_patience), cfg.early_stopping_threshold);
+    std::printf("  final      the adapter of the lowest eval_loss (each new best is checkpointed; load_best_model_at_end)\n");
+  }
   if (td.stats.split > 0)
     std::printf("  note       %lld text(s) longer than sequence_len %lld split into %lld windows (each its own sample)\n",
                 static_cast<long long>(td.stats.split), static_cast<long long>(cfg.sequence_len),

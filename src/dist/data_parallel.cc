@@ -93,6 +93,10 @@ Status validate(const TrainConfig& tc) {
   const bool fresh = tc.resume_from_checkpoint == "auto" && list_checkpoints(tc.output_dir).empty();
   if (!tc.resume_from_checkpoint.empty() && !fresh)
     return Unimplemented("resume_from_checkpoint is not supported with devices > 1 yet");
+  // A data-parallel run evaluates once, at the end: nothing to stop on or choose from.
+  if (tc.early_stopping_patience > 0 || tc.load_best_model_at_end)
+    return Unimplemented(Str() << (tc.early_stopping_patience > 0 ? "early_stopping_patience" : "load_best_model_at_end")
+                               << " is not supported with devices > 1 (a data-parallel run evaluates only at the end)");
   return Status::OK();
 }
 

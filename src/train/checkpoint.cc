@@ -163,6 +163,9 @@ Json trainer_state_to_json(const TrainerState& s) {
                   {"elapsed_at_log", s.elapsed_at_log}};
   j["config_fingerprint"] = s.fingerprint;
   j["log_history"] = s.log_history;
+  j["best_eval"] = {{"eval_loss", s.best.loss ? Json(*s.best.loss) : Json()},
+                    {"step", s.best.step},
+                    {"evals_not_improved", s.best.evals_not_improved}};
   return j;
 }
 
@@ -210,6 +213,16 @@ StatusOr<TrainerState> trainer_state_from_json(const Json& j, const std::string&
     s.elapsed_at_log = field<double>(lg, "elapsed_at_log", "logging");
     s.fingerprint = field<Json>(j, "config_fingerprint");
     s.log_history = j.value("log_history", Json::array());
+    if (j.contains("best_eval")) {
+      const Json& b = j["best_eval"];
+      const Json loss = field<Json>(b, "eval_loss", "best_eval");
+      if (!loss.is_null()) s.best.loss = field<double>(b, "eval_loss", "best_eval");
+      s.best.step = field<int64_t>(b, "step", "best_eval");
+      s.best.evals_not_improved = field<int64_t>(b, "evals_not_improved", "best_eval");
+      if (s.best.step < 0 || s.best.evals_not_improved < 0 || s.best.step > s.global_step)
+        return Corruption(Str() << what << ": best_eval: step " << s.best.step << " / count " << s.best.evals_not_improved
+                                << " out of range (global_step " << s.global_step << ")");
+    }
   } catch (const FieldError& e) {
     return Corruption(Str() << what << ": " << e.message);
   } catch (const Json::exception& e) {
@@ -422,13 +435,13 @@ StatusOr<TrainerState> read_checkpoint(const std::string& dir, const Json& expec
   return s;
 }
 
-Status prune_checkpoints(const std::string& output_dir, int64_t limit, int64_t keep_step) {
+Status prune_checkpoints(const std::string& output_dir, int64_t limit, int64_t keep_step, int64_t best_step) {
   if (limit <= 0) return Status::OK();
   auto all = list_checkpoints(output_dir);
   int64_t n = static_cast<int64_t>(all.size());
   for (const auto& [step, path] : all) {
     if (n <= limit) break;
-    if (step == keep_step) continue;
+    if (step == keep_step || (best_step > 0 && step == best_step)) continue;
     RETURN_IF_ERROR(remove_tree(path), "save_total_limit");
     --n;
   }

@@ -23,6 +23,7 @@
 #include "data/data_loader.h"
 #include "io/hf_config.h"
 #include "model/lora.h"
+#include "train/best_eval.h"
 #include "train/train_config.h"
 
 namespace st {
@@ -45,6 +46,7 @@ struct TrainerState {
   double elapsed_at_log = 0;
   Json fingerprint;                // config_fingerprint() of the run that wrote it
   Json log_history = Json::array();  // logged {step, loss, lr, grad_norm} and {step, eval_loss}
+  BestEval best;                   // "best_eval" (absent in checkpoints of runs before it: none yet)
 };
 
 Json trainer_state_to_json(const TrainerState& s);
@@ -81,7 +83,8 @@ StatusOr<std::string> write_checkpoint(const std::string& output_dir, const Lora
 StatusOr<TrainerState> read_checkpoint(const std::string& dir, const Json& expect, Lora* lora, Backend* be);
 
 // Deletes the oldest checkpoints until at most `limit` remain (limit <= 0: keep all); never the
-// one of step `keep_step`.
-Status prune_checkpoints(const std::string& output_dir, int64_t limit, int64_t keep_step);
+// one of step `keep_step` nor that of `best_step` (the best eval's, kept for the final adapter as
+// HF keeps its best_model_checkpoint; 0 = none).
+Status prune_checkpoints(const std::string& output_dir, int64_t limit, int64_t keep_step, int64_t best_step = 0);
 
 }  // namespace st

@@ -65,6 +65,16 @@ struct TrainConfig {
   std::vector<DatasetSpec> eval_datasets;
   int64_t eval_steps = 0;           // 0 = eval only at the end when there is an eval set
   int64_t evals_per_epoch = 0;      // axolotl's: eval_steps = ceil(total steps / (this x num_epochs)); 0 = off
+  // Early stopping (HF's EarlyStoppingCallback; train/best_eval.h Note [best eval and early
+  // stopping]): stop once this many evals in a row did not lower eval_loss by more than
+  // early_stopping_threshold; 0 = off. Needs an eval set evaluated every eval_steps.
+  int64_t early_stopping_patience = 0;
+  double early_stopping_threshold = 0.0;
+  // The final adapter is the best eval's (lowest eval_loss; a checkpoint is written at every new
+  // best so it is kept); on whenever early stopping is (axolotl's rule). metric_for_best_model:
+  // loss / eval_loss, the one metric computed here.
+  bool load_best_model_at_end = false;
+  std::string metric_for_best_model = "loss";
   // adapter
   std::string adapter = "lora";    // lora | qlora (NF4 base: model/weights.h Note [NF4 base layout])
   bool load_in_4bit = false;       // axolotl's QLoRA flag: true only with adapter qlora

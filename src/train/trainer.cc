@@ -261,18 +261,53 @@ Status Trainer::log_step(const StepMetrics& m) {
   return Status::OK();
 }
 
-Status Trainer::run_eval(int64_t step) {
+StatusOr<BestEval::Verdict> Trainer::run_eval(int64_t step) {
   ASSIGN_OR_RETURN(double loss, evaluate(*eval_data_), "evaluation at step " << step);
   EvalMetrics e{.step = step, .loss = loss};
   RETURN_IF_ERROR(metrics_->write(e));
   log_history_.push_back({{"step", step}, {"eval_loss", loss}});
   last_eval_step_ = step;
   if (on_eval) on_eval(e);
+  return best_.observe(loss, step, tc_.early_stopping_patience, tc_.early_stopping_threshold);
+}
+
+// Early stopping and load_best_model_at_end read evals: refused before any step when there are none
+// to read (HF asserts the same at on_train_begin; axolotl refuses the config).
+Status Trainer::check_eval_plan() const {
+  const bool want_best = tc_.load_best_model_at_end || tc_.early_stopping_patience > 0;
+  const char* key = tc_.early_stopping_patience > 0 ? "early_stopping_patience" : "load_best_model_at_end";
+  if (want_best && !eval_data_)
+    return InvalidArgument(Str() << key << " compares evaluations, and this run has no eval set (set val_set_size or "
+                                    "eval_datasets)");
+  if (tc_.early_stopping_patience > 0 && tc_.eval_steps <= 0)
+    return InvalidArgument("early_stopping_patience counts evaluations during training, and this run evaluates only at "
+                           "the end (set eval_steps or evals_per_epoch)");
   return Status::OK();
+}
+
+// The final adapter: the trained state, or with keep_best() the best eval's, read back from the
+// checkpoint written at that step (Note [best eval and early stopping]).
+Status Trainer::save_final_adapter() {
+  const int64_t now = opt_->steps_taken();
+  if (keep_best() && best_.loss && best_.step != now) {
+    const std::string dir = checkpoint_dir(tc_.output_dir, best_.step);
+    Status ls = model_->lora().load_peft(dir);
+    if (ls.ok()) {
+      if (on_message)
+        on_message(Str() << "final adapter: the best eval's, step " << best_.step << " (eval_loss " << *best_.loss
+                         << "; from " << dir << "), not step " << now << "'s");
+    } else if (on_message) {
+      // The trained state is still a result: write it rather than nothing, and say so.
+      on_message(Str() << "warning: the best eval's checkpoint (step " << best_.step << ") could not be read ("
+                       << ls.message() << "); the final adapter is step " << now << "'s");
+    }
+  }
+  return save_adapter(tc_.output_dir);
 }
 
 Status Trainer::train(BatchSource& data) {
   RETURN_IF_ERROR(plan_steps(data));
+  RETURN_IF_ERROR(check_eval_plan());
   RETURN_IF_ERROR(make_dirs(tc_.output_dir));
   const std::string metrics_path = path_join(tc_.output_dir, "metrics.jsonl");
   bool append = false;
@@ -286,7 +321,12 @@ Status Trainer::train(BatchSource& data) {
   }
   ASSIGN_OR_RETURN(metrics_, MetricsWriter::open(metrics_path, append));
   std::vector<Batch> window;
-  while (opt_->steps_taken() < sched_.total_steps) {
+  // A checkpoint written at the step its run stopped early at (a save step) resumes as stopped.
+  bool stopped_early = tc_.early_stopping_patience > 0 && best_.evals_not_improved >= tc_.early_stopping_patience;
+  if (stopped_early && on_message)
+    on_message(Str() << "the run of this checkpoint had stopped early at step " << opt_->steps_taken()
+                     << " (early_stopping_patience " << tc_.early_stopping_patience << "): not training further");
+  while (opt_->steps_taken() < sched_.total_steps && !stopped_early) {
     ASSIGN_OR_RETURN(bool more, fill_window(data, &window));
     if (!more) break;
     ASSIGN_OR_RETURN(StepMetrics m, train_step(window),
@@ -296,18 +336,29 @@ Status Trainer::train(BatchSource& data) {
     if (on_step) on_step(m);
     RETURN_IF_ERROR(log_step(m));
     const bool last = m.step == sched_.total_steps;
-    if (eval_data_ && (last || (tc_.eval_steps > 0 && m.step % tc_.eval_steps == 0))) RETURN_IF_ERROR(run_eval(m.step));
-    const bool stop = !last && stop_requested && stop_requested();
-    if (stop || (tc_.save_steps > 0 && m.step % tc_.save_steps == 0)) RETURN_IF_ERROR(save_checkpoint(data));
+    BestEval::Verdict ev;
+    if (eval_data_ && (last || (tc_.eval_steps > 0 && m.step % tc_.eval_steps == 0))) {
+      ASSIGN_OR_RETURN(ev, run_eval(m.step));
+    }
+    stopped_early = ev.stop && !last;
+    const bool stop = !last && !stopped_early && stop_requested && stop_requested();
+    // A new best is checkpointed so that it can be the final adapter (the last step's is the model itself).
+    const bool keep = keep_best() && ev.new_best && !last && !stopped_early;
+    if (stop || keep || (tc_.save_steps > 0 && m.step % tc_.save_steps == 0)) RETURN_IF_ERROR(save_checkpoint(data));
     if (stop) {
       interrupted_ = true;
       return Status::OK();
     }
+    if (stopped_early && on_message)
+      on_message(Str() << "early stopping at step " << m.step << " of " << sched_.total_steps << ": "
+                       << best_.evals_not_improved << " evals in a row did not lower eval_loss by more than "
+                       << tc_.early_stopping_threshold << " (best " << *best_.loss << " at step " << best_.step
+                       << "; early_stopping_patience " << tc_.early_stopping_patience << ")");
   }
   // The data ran out before total_steps (or a finished run was resumed): evaluate what we have.
   if (eval_data_ && last_eval_step_ != opt_->steps_taken() && opt_->steps_taken() > 0)
-    RETURN_IF_ERROR(run_eval(opt_->steps_taken()));
-  return save_adapter(tc_.output_dir);
+    RETURN_IF_ERROR(run_eval(opt_->steps_taken()).status());
+  return save_final_adapter();
 }
 
 Json Trainer::fingerprint(BatchSource& data) const {
@@ -334,10 +385,11 @@ Status Trainer::save_checkpoint(BatchSource& data) {
   st.elapsed_at_log = elapsed_at_log_;
   st.fingerprint = fingerprint(data);
   st.log_history = log_history_;
+  st.best = best_;
   be_->sync_all();
   ASSIGN_OR_RETURN(last_checkpoint_, write_checkpoint(tc_.output_dir, model_->lora(), be_, parts_.base_model_name, st),
                    "writing checkpoint-" << st.global_step);
-  RETURN_IF_ERROR(prune_checkpoints(tc_.output_dir, tc_.save_total_limit, st.global_step));
+  RETURN_IF_ERROR(prune_checkpoints(tc_.output_dir, tc_.save_total_limit, st.global_step, keep_best() ? best_.step : 0));
   if (on_message) on_message("checkpoint saved: " + last_checkpoint_);
   return Status::OK();
 }
@@ -385,6 +437,7 @@ Status Trainer::resume(const std::string& ckpt_dir, BatchSource& data) {
   tokens_at_log_ = st.tokens_at_log;
   elapsed_at_log_ = st.elapsed_at_log;
   log_history_ = st.log_history;
+  best_ = st.best;
   last_eval_step_ = -1;
   for (const Json& e : log_history_)
     if (e.contains("eval_loss")) last_eval_step_ = e.value("step", int64_t{-1});

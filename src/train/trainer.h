@@ -111,7 +111,11 @@ class Trainer {
   StatusOr<bool> fill_window(BatchSource& data, std::vector<Batch>* window);
   Status start_epoch(BatchSource& data, int64_t epoch);
   Status log_step(const StepMetrics& m);
-  Status run_eval(int64_t step);
+  StatusOr<BestEval::Verdict> run_eval(int64_t step);
+  // load_best_model_at_end, or early stopping (which implies it): the final adapter is the best eval's.
+  bool keep_best() const { return eval_data_ && (tc_.load_best_model_at_end || tc_.early_stopping_patience > 0); }
+  Status check_eval_plan() const;
+  Status save_final_adapter();
   Status position_data(const TrainerState& st, BatchSource& data);
   Json fingerprint(BatchSource& data) const;
 
@@ -137,6 +141,7 @@ class Trainer {
   double elapsed_at_log_ = 0;
   int64_t last_eval_step_ = -1;
   Json log_history_ = Json::array();
+  BestEval best_;
   std::string last_checkpoint_;
   bool interrupted_ = false;
 };

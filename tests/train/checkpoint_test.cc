@@ -224,8 +224,23 @@ TEST(Checkpoint, DamagedTrainerStateFieldsAreRefusedNamingThem) {
   good.total_steps = 6;
   good.micro_batches_run = 6;
   good.log_history = Json::array({Json{{"step", 1}, {"loss", 2.5}}});
+  good.best.loss = 1.25;
+  good.best.step = 2;
+  good.best.evals_not_improved = 1;
   const Json j = trainer_state_to_json(good);
-  ASSERT_TRUE(trainer_state_from_json(j, "ts").ok());
+  StatusOr<TrainerState> back = trainer_state_from_json(j, "ts");
+  ASSERT_TRUE(back.ok()) << back.status().to_string();
+  ASSERT_TRUE(back->best.loss.has_value());
+  EXPECT_EQ(*back->best.loss, 1.25);
+  EXPECT_EQ(back->best.step, 2);
+  EXPECT_EQ(back->best.evals_not_improved, 1);
+  {  // a checkpoint from before best_eval existed: no best yet
+    Json old = j;
+    old.erase("best_eval");
+    StatusOr<TrainerState> o = trainer_state_from_json(old, "ts");
+    ASSERT_TRUE(o.ok()) << o.status().to_string();
+    EXPECT_FALSE(o->best.loss.has_value());
+  }
   struct Case {
     const char* key;
     Json value;
@@ -240,6 +255,11 @@ TEST(Checkpoint, DamagedTrainerStateFieldsAreRefusedNamingThem) {
       {"tokens", Json(-3), "negative"},
       {"total_steps", Json(-1), "negative"},
       {"global_step", Json("x"), "field 'global_step'"},
+      {"best_eval", Json(3), "best_eval"},
+      {"best_eval", Json{{"eval_loss", "low"}, {"step", 1}, {"evals_not_improved", 0}}, "field 'best_eval.eval_loss'"},
+      {"best_eval", Json{{"eval_loss", 1.0}, {"step", 9}, {"evals_not_improved", 0}}, "best_eval: step 9"},
+      {"best_eval", Json{{"eval_loss", 1.0}, {"step", 1}, {"evals_not_improved", -2}}, "out of range"},
+      {"best_eval", Json{{"eval_loss", 1.0}, {"step", 1}}, "field 'best_eval.evals_not_improved'"},
   };
   for (const Case& c : cases) {
     Json bad = j;
