@@ -56,6 +56,7 @@ const std::vector<Field>& fields() {
   using C = TrainConfig;
   static const std::vector<Field> kFields = {
       {"base_model", &C::base_model, {}, StrKind::kPath},
+      {"revision_of_model", &C::revision_of_model},
       {"dtype", &C::dtype, {"bfloat16", "float32"}},
       {"device", &C::device, {"auto", "cpu", "cuda"}},
       {"devices", &C::devices},  // "1" | "all" | N: checked by dist/run_train_dp.h resolve_devices
@@ -132,6 +133,7 @@ std::string canonical_key(const std::string& key) {
   if (key == "peft_use_rslora" || key == "lora_use_rslora") return "use_rslora";
   if (key == "peft_use_dora" || key == "lora_use_dora") return "use_dora";
   if (key == "layers_to_transform") return "peft_layers_to_transform";  // PEFT's name
+  if (key == "model_revision") return "revision_of_model";  // axolotl's alias
   return key;
 }
 
@@ -233,10 +235,14 @@ Status set_field(const Input& in, const Field& f, TrainConfig& cfg) {
           RETURN_IF_ERROR(set_string(in, f, dst));
           if (std::string(f.name) == "base_model") {
             cfg.base_model_hub_id.clear();
-            if (dst != resolve_path(in.scalar, in.base_dir))
+            cfg.base_model_cache_id.clear();
+            if (dst != resolve_path(in.scalar, in.base_dir)) {
               cfg.notes.push_back(Str() << "base_model " << in.scalar << ": the Hugging Face cache's snapshot " << dst);
-            else if (looks_like_hub_id(in.scalar) && !file_exists(dst) && !is_directory(dst))
+              cfg.base_model_cache_id = in.scalar;
+            } else if (looks_like_hub_id(in.scalar) && !file_exists(dst) && !is_directory(dst)) {
               cfg.base_model_hub_id = in.scalar;
+              cfg.base_model_cache_id = in.scalar;
+            }
           }
           return Status::OK();
         } else if constexpr (std::is_same_v<T, std::vector<DatasetSpec>>) {
@@ -535,6 +541,27 @@ Status apply_train_override(TrainConfig& cfg, const std::string& arg) {
   return apply_input(key, in, cfg);
 }
 
+// revision_of_model: base_model's snapshot at that revision, once every key is read (the keys
+// come in any order, and --base_model / --revision_of_model may override either).
+Status resolve_model_revision(TrainConfig& cfg) {
+  if (cfg.revision_of_model.empty()) return Status::OK();
+  if (cfg.base_model_cache_id.empty())
+    return InvalidArgument(Str() << "revision_of_model: '" << cfg.revision_of_model
+                                 << "' applies to a Hugging Face model id, and base_model '" << cfg.base_model
+                                 << "' is a local path");
+  StatusOr<std::string> snap = hf_cache_snapshot(cfg.base_model_cache_id, HubRepoKind::kModel, cfg.revision_of_model);
+  if (!snap.ok())
+    return Status(snap.status().code(), Str() << "base_model " << cfg.base_model_cache_id << " at revision_of_model '"
+                                              << cfg.revision_of_model << "': " << snap.status().message());
+  cfg.base_model = *snap;
+  cfg.base_model_hub_id.clear();
+  const std::string head = "base_model " + cfg.base_model_cache_id + ": ";
+  std::erase_if(cfg.notes, [&](const std::string& n) { return n.rfind(head, 0) == 0; });
+  cfg.notes.push_back(Str() << head << "the Hugging Face cache's snapshot at revision " << cfg.revision_of_model << ", "
+                            << *snap);
+  return Status::OK();
+}
+
 Status validate_train_config(const TrainConfig& cfg) {
   if (cfg.base_model.empty()) return InvalidArgument("missing required key 'base_model'");
   if (!cfg.base_model_hub_id.empty() && !file_exists(cfg.base_model) && !is_directory(cfg.base_model))
@@ -549,6 +576,7 @@ StatusOr<TrainConfig> load_train_config(const std::string& path, const std::vect
   ASSIGN_OR_RETURN(std::string text, read_file_to_string(path), "reading config " << path);
   ASSIGN_OR_RETURN(TrainConfig cfg, parse_train_config_yaml(text, path, yaml_base_dir(path)));
   for (const std::string& o : overrides) RETURN_IF_ERROR(apply_train_override(cfg, o));
+  RETURN_IF_ERROR(resolve_model_revision(cfg), path);
   RETURN_IF_ERROR(validate_train_config(cfg), path);
   return cfg;
 }

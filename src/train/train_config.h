@@ -33,6 +33,9 @@ constexpr int64_t kMaxMicroBatchTokens = int64_t{1} << 24;
 struct TrainConfig {
   // model
   std::string base_model;           // HF dir, store dir, or .gguf
+  // A Hub model's revision in the Hugging Face cache (axolotl's revision_of_model / model_revision):
+  // a branch or tag under refs/, or a commit under snapshots/; "" = refs/main (io/hf_cache.h).
+  std::string revision_of_model;
   std::string dtype = "bfloat16";   // bfloat16 | float32
   std::string device = "auto";      // auto | cpu | cuda
   // Data parallel replicas (dist/): "1" (default), "all" (every visible GPU) or N. One process
@@ -167,6 +170,9 @@ struct TrainConfig {
   // Not a key: base_model as written when it is a Hub id found neither here nor in the Hugging
   // Face cache (io/hf_cache.h); load_train_config refuses it, naming where it looked.
   std::string base_model_hub_id;
+  // Not a key: base_model as written when it is a Hub id and no local path (found in the cache or
+  // not): revision_of_model resolves it again once every key is read.
+  std::string base_model_cache_id;
 };
 
 // Turns the ratio keys (warmup_ratio, evals_per_epoch, saves_per_epoch) into step counts once the

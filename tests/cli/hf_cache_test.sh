@@ -176,6 +176,26 @@ out=$("$BIN" train "$T/run/rev.yaml" --preview-data=1 2>&1); rc=$?
 if [[ $rc -ne 0 ]] && grep -q "huggingface-cli download --repo-type dataset --revision v9 acme/mixed" <<<"$out"; then ok "a revision the cache lacks: refused with the download command"
 else bad "revision v9: rc $rc: $out"; fi
 
+# revision_of_model (axolotl's; model_revision its alias): base_model's snapshot at a branch or a
+# commit, whichever key comes first; one the cache lacks, or one for a local path, refused.
+mkdir -p "$repo/snapshots/beef0001"
+cp -P "$repo"/snapshots/0123abcd/* "$repo/snapshots/beef0001/"
+echo beef0001 >"$repo/refs/v2"
+out=$("$BIN" train "$T/run/t.yaml" --dry-run --revision_of_model=v2 2>&1); rc=$?
+if [[ $rc -eq 0 ]] && grep -q "snapshots/beef0001" <<<"$out" && ! grep -q "snapshots/0123abcd" <<<"$out"; then ok "revision_of_model: v2 loads that snapshot"
+else bad "revision_of_model v2: rc $rc: $out"; fi
+{ echo "model_revision: beef0001"; cat "$T/run/t.yaml"; } >"$T/run/mrev.yaml"
+out=$("$BIN" train "$T/run/mrev.yaml" --dry-run 2>&1); rc=$?
+if [[ $rc -eq 0 ]] && grep -q "snapshots/beef0001" <<<"$out"; then ok "model_revision (before base_model): a commit under snapshots/"
+else bad "model_revision: rc $rc: $out"; fi
+out=$("$BIN" train "$T/run/t.yaml" --dry-run --revision_of_model=v9 2>&1); rc=$?
+if [[ $rc -ne 0 ]] && grep -q "revision v9 acme/tiny-1.5" <<<"$out"; then ok "a model revision the cache lacks: refused with the download command"
+else bad "revision_of_model v9: rc $rc: $out"; fi
+out=$("$BIN" train "$T/run/t.yaml" --dry-run --base_model="$T/tiny" --revision_of_model=v2 2>&1); rc=$?
+if [[ $rc -ne 0 ]] && grep -q "applies to a Hugging Face model id" <<<"$out"; then ok "revision_of_model with a local base_model: refused"
+else bad "revision_of_model local: rc $rc: $out"; fi
+rm -rf "$repo/snapshots/beef0001" "$repo/refs/v2"
+
 # Refusals, each naming what to do.
 out=$("$BIN" tokenize --model nobody/missing --text x 2>&1); rc=$?
 if [[ $rc -ne 0 ]] && grep -q "huggingface-cli download nobody/missing" <<<"$out"; then ok "an id the cache lacks: refused with the download command"
