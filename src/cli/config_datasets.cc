@@ -28,7 +28,7 @@ const std::vector<std::string> kDatasetTypes = {"tokenized", "text", "prompt_com
 const std::vector<std::string> kDatasetKeys = {"path", "type", "field_messages", "message_property_mappings",
                                                "message_field_role", "message_field_content", "field", "split",
                                                "ds_type", "roles_to_train", "train_on_eos", "overlap_len", "data_files",
-                                               "name", "revision", "chat_template", "conversation"};
+                                               "name", "revision", "chat_template", "chat_template_jinja", "conversation"};
 
 Status check_dataset_entry(const Input& in, const std::string& key, const std::string& csv_where, const DatasetSpec& ds) {
   if (!csv_where.empty() && ds.files.empty() && !is_directory(ds.path) && csv_delimiter_for(ds.path) == 0)
@@ -215,6 +215,9 @@ Status set_one_dataset(const Input& in, const YAML::Node& item, const std::strin
       }
       // "" would mean the config's template; the tokenizer's own is asked for by name.
       ds.chat_template = t.empty() ? "tokenizer_default" : t;
+    } else if (k == "chat_template_jinja") {  // this entry's template text (or its file), for chat_template: jinja
+      RETURN_IF_ERROR(read_template_text({.scalar = val, .where = where, .base_dir = in.base_dir, .what = in.what},
+                                         Str() << key << "." << k, &ds.chat_template_jinja));
     } else if (k == "revision") {  // of a Hub dataset in the cache
       e.revision = val;
       e.revision_where = where;
@@ -256,6 +259,10 @@ Status set_one_dataset(const Input& in, const YAML::Node& item, const std::strin
     }
   }
   if (ds.path.empty()) return bad(in, key, "a dataset entry has no 'path'");
+  // axolotl reads an entry's chat_template_jinja with its chat_template only (extract_chat_template_args).
+  if (ds.chat_template == "jinja" && ds.chat_template_jinja.empty())
+    return bad(in, key, "an entry's chat_template: jinja needs its chat_template_jinja (the template's text or file)");
+  if (!ds.chat_template_jinja.empty() && ds.chat_template.empty()) ds.chat_template = "jinja";
   if (!e.revision.empty() && e.hub_id.empty())
     return InvalidArgument(Str() << e.revision_where << ": " << key << ".revision: '" << e.revision
                                  << "' applies to a Hugging Face dataset id, and '" << e.path_given << "' is a local path");
@@ -337,6 +344,8 @@ void emit_dataset_list(YAML::Emitter& out, const std::vector<DatasetSpec>& list)
     if (!d.field_text.empty()) out << YAML::Key << "field" << YAML::Value << d.field_text;
     if (d.overlap_len > 0) out << YAML::Key << "overlap_len" << YAML::Value << d.overlap_len;
     if (!d.chat_template.empty()) out << YAML::Key << "chat_template" << YAML::Value << d.chat_template;
+    if (!d.chat_template_jinja.empty())
+      out << YAML::Key << "chat_template_jinja" << YAML::Value << YAML::Literal << d.chat_template_jinja;
     if (!d.files.empty()) {  // a Hub split or data_files, resolved: read back as data_files
       out << YAML::Key << "data_files" << YAML::Value << YAML::BeginSeq;
       for (const std::string& f : d.files) out << f;

@@ -79,12 +79,42 @@ inline std::string resolve_path(const std::string& p, const std::string& base_di
   return std::filesystem::path(path_join(base_dir, p)).lexically_normal().string();
 }
 
+// axolotl's chat_template_jinja: a template's text, or the path of a file holding it (relative to
+// the config; read now, so the run and its dataset fingerprints see the text).
+inline Status read_template_text(const Input& in, const std::string& key, std::string* out) {
+  const std::string v = in.scalar;
+  const std::string path = resolve_path(v, in.base_dir);
+  std::error_code ec;
+  if (v.find('\n') == std::string::npos && v.find("{%") == std::string::npos && v.find("{{") == std::string::npos &&
+      std::filesystem::is_regular_file(path, ec)) {
+    StatusOr<std::string> text = read_file_to_string(path);
+    if (!text.ok()) return bad(in, key, text.status().message());
+    *out = *text;
+  } else {
+    *out = v;
+  }
+  if (out->empty()) return bad(in, key, "the template is empty");
+  return Status::OK();
+}
+
 // chat_template's names (TrainConfig::chat_template, a dataset entry's chat_template): ours and
 // axolotl's two for the tokenizer's own ("" is the tokenizer's too; a *.jinja path also works).
 inline const std::vector<std::string>& chat_template_names() {
-  static const std::vector<std::string> k = {"",         "chatml",         "qwen3",
-                                             "llama3",   "mistral",        "mistral_v3",
-                                             "mistral_tekken", "tokenizer_default", "tokenizer_default_fallback_chatml"};
+  static const std::vector<std::string> k = {"",
+                                             "chatml",
+                                             "qwen3",
+                                             "qwen_25",
+                                             "llama3",
+                                             "mistral",
+                                             "mistral_v1",
+                                             "mistral_v3",
+                                             "mistral_v2v3",
+                                             "mistral_tekken",
+                                             "mistral_v3_tekken",
+                                             "alpaca",
+                                             "jinja",
+                                             "tokenizer_default",
+                                             "tokenizer_default_fallback_chatml"};
   return k;
 }
 

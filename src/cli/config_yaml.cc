@@ -67,6 +67,7 @@ const std::vector<Field>& fields() {
       {"pad_to_multiple_of", &C::pad_to_multiple_of, {}, StrKind::kPlain, 0, kMaxTokens},
       {"train_on_inputs", &C::train_on_inputs},
       {"chat_template", &C::chat_template, chat_template_names()},
+      {"chat_template_jinja", &C::chat_template_jinja},
       {"val_set_size", &C::val_set_size, {}, StrKind::kPlain, 0},
       {"dataset_processes", &C::dataset_processes, {}, StrKind::kPlain, 0, 1024},
       {"eval_datasets", &C::eval_datasets},
@@ -172,6 +173,7 @@ Status set_string(const Input& in, const Field& f, std::string& dst) {
     dst = resolve_path(v, in.base_dir);
     return Status::OK();
   }
+  if (std::string(f.name) == "chat_template_jinja") return read_template_text(in, f.name, &dst);
   if (!f.choices.empty()) {
     const std::string l = lower(v);
     if (std::find(f.choices.begin(), f.choices.end(), l) == f.choices.end()) {
@@ -562,6 +564,17 @@ Status resolve_model_revision(TrainConfig& cfg) {
   return Status::OK();
 }
 
+// chat_template: jinja takes chat_template_jinja's text, and that text alone means jinja (axolotl's
+// check_chat_template_config); beside another template it is not used, said in the banner.
+Status resolve_jinja_template(TrainConfig& cfg) {
+  if (cfg.chat_template == "jinja" && cfg.chat_template_jinja.empty())
+    return InvalidArgument("chat_template: jinja needs chat_template_jinja (the template's text, or a file holding it)");
+  if (!cfg.chat_template_jinja.empty() && cfg.chat_template.empty()) cfg.chat_template = "jinja";
+  if (!cfg.chat_template_jinja.empty() && cfg.chat_template != "jinja")
+    cfg.notes.push_back(Str() << "chat_template_jinja is not used: chat_template is " << cfg.chat_template);
+  return Status::OK();
+}
+
 Status validate_train_config(const TrainConfig& cfg) {
   if (cfg.base_model.empty()) return InvalidArgument("missing required key 'base_model'");
   if (!cfg.base_model_hub_id.empty() && !file_exists(cfg.base_model) && !is_directory(cfg.base_model))
@@ -577,6 +590,7 @@ StatusOr<TrainConfig> load_train_config(const std::string& path, const std::vect
   ASSIGN_OR_RETURN(TrainConfig cfg, parse_train_config_yaml(text, path, yaml_base_dir(path)));
   for (const std::string& o : overrides) RETURN_IF_ERROR(apply_train_override(cfg, o));
   RETURN_IF_ERROR(resolve_model_revision(cfg), path);
+  RETURN_IF_ERROR(resolve_jinja_template(cfg), path);
   RETURN_IF_ERROR(validate_train_config(cfg), path);
   return cfg;
 }

@@ -55,8 +55,7 @@ void render_chatml(const ChatTemplate& t, const std::vector<ChatMessage>& m, con
   size_t first = 0;
   if (!tools.empty()) {
     const bool sys = m[0].role == "system";
-    add(out, "<|im_start|>system\n" + (sys ? m[0].content : std::string("You are a helpful assistant.")) + "\n\n" +
-                 tools_block(tools), false);
+    add(out, "<|im_start|>system\n" + (sys ? m[0].content : t.tools_default_system) + "\n\n" + tools_block(tools), false);
     first = sys ? 1 : 0;
   } else if (!t.default_system.empty() && m[0].role != "system") {
     add(out, "<|im_start|>system\n" + t.default_system + "<|im_end|>\n", false);
@@ -183,6 +182,23 @@ void render_mistral_v3(const std::vector<ChatMessage>& m, bool tekken, std::vect
   }
 }
 
+// axolotl's mistral_v1 (mistral-common's v1 layout): "<s> [INST] q [/INST] a</s> [INST] ...", a
+// first system message before the first user message (the template's loop.first; check_roles
+// holds the turns to user / assistant alternation, as the template's raise_exception does).
+void render_mistral_v1(const std::vector<ChatMessage>& m, std::vector<ChatSegment>* out) {
+  add(out, "<s>", false);
+  const bool has_system = m[0].role == "system";
+  for (size_t i = has_system ? 1 : 0; i < m.size(); ++i) {
+    if (m[i].role == "user") {
+      const bool first = i == (has_system ? 1u : 0u);
+      add(out, " [INST] " + (first && has_system ? m[0].content + "\n\n" : std::string()) + m[i].content + " [/INST]", false);
+    } else {
+      add(out, " " + m[i].content, true);
+      add(out, "</s>", true);
+    }
+  }
+}
+
 // System text is prepended to the first user message (the Mistral templates have no system role).
 void render_mistral(const std::vector<ChatMessage>& m, std::vector<ChatSegment>* out) {
   add(out, "<s>", false);
@@ -204,11 +220,13 @@ void render_mistral(const std::vector<ChatMessage>& m, std::vector<ChatSegment>*
 }  // namespace
 
 std::string ChatTemplate::name() const {
+  if (!label.empty()) return label;
   switch (format) {
     case ChatFormat::kChatML: return "chatml";
     case ChatFormat::kQwen3: return "qwen3";
     case ChatFormat::kLlama3: return "llama3";
     case ChatFormat::kMistral: return "mistral";
+    case ChatFormat::kMistralV1: return "mistral_v1";
     case ChatFormat::kMistralV3: return "mistral_v3";
     case ChatFormat::kMistralTekken: return "mistral_tekken";
     case ChatFormat::kJinja: return "jinja";
@@ -229,19 +247,55 @@ StatusOr<ChatTemplate> jinja_template(const std::string& source, const std::stri
 
 }  // namespace
 
+// Note [axolotl template names]: axolotl's named templates for the families trained here, checked
+// against its templates' text (axolotl 0.19, utils/chat_templates/templates):
+//   qwen_25            ChatML; without a system message, Qwen2.5's default one, also in a tools block
+//   mistral_v2v3       our mistral_v3 ("[INST] q[/INST] a</s>", the system text with the last user turn)
+//   mistral_v3_tekken  our mistral_tekken ("[INST]q[/INST]a</s>")
+//   mistral_v1         its own layout: "<s> [INST] q [/INST] a</s>" (render_mistral_v1), not HF's
+//                      Mistral-7B-Instruct-v0.1 template (our mistral: "<s>[INST] q [/INST]a</s>")
+//   alpaca             a system text, "### Instruction:\n" user and "### Response:\n" assistant +
+//                      eos, "\n\n" between turns: kAlpacaJinja below, our own text of that layout
+//   llama3, chatml, qwen3  the same names here (axolotl's qwen3 differs only in generation prompts)
+// Their other names (gemma, phi_3, cohere, ...) are for architectures not trained here; a .jinja
+// file or chat_template_jinja renders any of them.
+constexpr const char* kAlpacaJinja =
+    "{{ bos_token }}{% for m in messages %}"
+    "{% if m.role == 'system' and loop.first %}{{ m.content }}"
+    "{% elif m.role == 'user' %}{{ '### Instruction:\n' + m.content }}"
+    "{% elif m.role == 'assistant' %}{{ '### Response:\n' + m.content + eos_token }}{% endif %}"
+    "{% if not loop.last %}{{ '\n\n' }}{% endif %}{% endfor %}"
+    "{% if add_generation_prompt %}{{ '\n\n### Response:\n' }}{% endif %}";
+
 StatusOr<ChatTemplate> chat_template_by_name(const std::string& name) {
   ChatTemplate t;
   if (name.size() > 6 && name.ends_with(".jinja")) {
     ASSIGN_OR_RETURN(std::string source, read_file_to_string(name), "chat_template " << name);
     return jinja_template(source, name);
   }
+  if (name.starts_with("jinja:")) return jinja_template(name.substr(6), "chat_template_jinja");
+  if (name == "alpaca") {
+    ASSIGN_OR_RETURN(t, jinja_template(kAlpacaJinja, "the alpaca chat template"));
+    t.label = "alpaca";
+    return t;
+  }
+  if (name == "qwen_25") {
+    t.format = ChatFormat::kChatML;
+    t.tools = true;
+    t.default_system = t.tools_default_system = kQwen25System;
+    t.label = name;
+    return t;
+  }
   if (name == "chatml") t.format = ChatFormat::kChatML;
   else if (name == "qwen3") t.format = ChatFormat::kQwen3, t.tools = true;
   else if (name == "llama3") t.format = ChatFormat::kLlama3;
   else if (name == "mistral") t.format = ChatFormat::kMistral;
-  else if (name == "mistral_v3") t.format = ChatFormat::kMistralV3;
-  else if (name == "mistral_tekken") t.format = ChatFormat::kMistralTekken;
-  else return InvalidArgument(Str() << "chat_template '" << name << "': expected chatml, qwen3, llama3, mistral, mistral_v3, mistral_tekken or a .jinja file");
+  else if (name == "mistral_v3" || name == "mistral_v2v3") t.format = ChatFormat::kMistralV3;
+  else if (name == "mistral_tekken" || name == "mistral_v3_tekken") t.format = ChatFormat::kMistralTekken;
+  else if (name == "mistral_v1") t.format = ChatFormat::kMistralV1;
+  else return InvalidArgument(Str() << "chat_template '" << name << "': expected chatml, qwen3, qwen_25, llama3, mistral, "
+                                       "mistral_v1, mistral_v3 (mistral_v2v3), mistral_tekken (mistral_v3_tekken), alpaca "
+                                       "or a .jinja file");
   return t;
 }
 
@@ -308,7 +362,8 @@ StatusOr<ChatTemplate> resolve_chat_template(const std::string& name, const Toke
   std::vector<const char*> need;
   if (t.format == ChatFormat::kChatML || t.format == ChatFormat::kQwen3) need = {"<|im_start|>", "<|im_end|>"};
   if (t.format == ChatFormat::kLlama3) need = {"<|begin_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"};
-  if (t.format == ChatFormat::kMistral || t.format == ChatFormat::kMistralV3 || t.format == ChatFormat::kMistralTekken)
+  if (t.format == ChatFormat::kMistral || t.format == ChatFormat::kMistralV1 || t.format == ChatFormat::kMistralV3 ||
+      t.format == ChatFormat::kMistralTekken)
     need = {"<s>", "</s>"};
   for (const char* s : need)
     if (!tok.token_to_id(s)) return InvalidArgument(Str() << "chat template " << t.name() << " needs token " << s << ", which the tokenizer lacks");
@@ -337,9 +392,16 @@ Status check_roles(const ChatTemplate& t, const std::vector<ChatMessage>& msgs, 
       return InvalidArgument(Str() << what << ": message " << i << " (" << r << ") has tool_calls; only assistant turns may");
     if (!msgs[i].tool_calls.empty() && !t.tools)
       return InvalidArgument(Str() << what << ": message " << i << " has tool_calls" << no_tools);
-    if (r == "system" && i > 0 && (t.format == ChatFormat::kMistralV3 || t.format == ChatFormat::kMistralTekken))
+    if (r == "system" && i > 0 &&
+        (t.format == ChatFormat::kMistralV1 || t.format == ChatFormat::kMistralV3 || t.format == ChatFormat::kMistralTekken))
       return InvalidArgument(Str() << what << ": message " << i << " is a system message; the " << t.name()
                                    << " template takes one only first");
+    if (t.format == ChatFormat::kMistralV1 && r != "system") {
+      const size_t turn = i - (msgs[0].role == "system" ? 1 : 0);
+      if ((r == "user") != (turn % 2 == 0))
+        return InvalidArgument(Str() << what << ": message " << i << " (" << r << "): the " << t.name()
+                                     << " template takes user and assistant turns in alternation, the user first");
+    }
   }
   return Status::OK();
 }
@@ -352,6 +414,7 @@ std::vector<ChatSegment> render(const ChatTemplate& t, const std::vector<ChatMes
     case ChatFormat::kQwen3: render_qwen3(msgs, tools, &out); break;
     case ChatFormat::kLlama3: render_llama3(t, msgs, &out); break;
     case ChatFormat::kMistral: render_mistral(msgs, &out); break;
+    case ChatFormat::kMistralV1: render_mistral_v1(msgs, &out); break;
     case ChatFormat::kMistralV3: render_mistral_v3(msgs, false, &out); break;
     case ChatFormat::kMistralTekken: render_mistral_v3(msgs, true, &out); break;
     case ChatFormat::kJinja: break;  // render_jinja_chat: it can fail
@@ -503,7 +566,7 @@ StatusOr<std::string> render_generation_prompt(const ChatTemplate& t, const std:
     for (const ChatSegment& g : render(t, msgs, tools)) s += g.text;
     return s + "<|im_start|>assistant\n" + (t.think_prompt ? "<think>\n" : "");
   }
-  if (t.format == ChatFormat::kMistralV3 || t.format == ChatFormat::kMistralTekken) {
+  if (t.format == ChatFormat::kMistralV1 || t.format == ChatFormat::kMistralV3 || t.format == ChatFormat::kMistralTekken) {
     // These templates have no assistant header: the prompt ends with the last "[/INST]".
     RETURN_IF_ERROR(check_roles(t, msgs, tools, "generation prompt"));
     if (msgs.back().role != "user")

@@ -23,12 +23,16 @@
 
 namespace st {
 
-enum class ChatFormat { kChatML, kQwen3, kLlama3, kMistral, kMistralV3, kMistralTekken, kJinja };
+enum class ChatFormat { kChatML, kQwen3, kLlama3, kMistral, kMistralV1, kMistralV3, kMistralTekken, kJinja };
 
 struct ChatTemplate {
   ChatFormat format = ChatFormat::kChatML;
-  // ChatML: system block inserted when the first message is not a system message ("" = none).
+  // ChatML: system block inserted when the first message is not a system message ("" = none), and
+  // the system text of a tools block without a system message (the Qwen2.5 templates differ).
   std::string default_system;
+  std::string tools_default_system = "You are a helpful assistant.";
+  // The name it was asked for when that is not the format's own (axolotl's qwen_25 is ChatML).
+  std::string label;
   // Llama-3.1+: the system block always starts with the knowledge-cutoff / date lines.
   bool llama31_dates = false;
   // Qwen3 thinking-only templates (Qwen3-*-Thinking-2507) open the generation with "<think>\n".
@@ -62,9 +66,11 @@ struct ChatSegment {
   bool trained = false;
 };
 
-// "chatml" | "qwen3" | "llama3" | "mistral" | "mistral_v3" | "mistral_tekken", or a path ending in
-// ".jinja" (a template file, rendered by the interpreter; NotFound / IOError / InvalidArgument
-// naming the file); InvalidArgument otherwise.
+// "chatml" | "qwen3" | "llama3" | "mistral" | "mistral_v3" | "mistral_tekken", axolotl's names
+// (Note [axolotl template names]: qwen_25, mistral_v1, mistral_v2v3, mistral_v3_tekken, alpaca),
+// a path ending in ".jinja" (a template file, rendered by the interpreter; NotFound / IOError /
+// InvalidArgument naming the file), or "jinja:" + a template's text (axolotl's
+// chat_template_jinja); InvalidArgument otherwise.
 StatusOr<ChatTemplate> chat_template_by_name(const std::string& name);
 // Recognises a tokenizer_config.json chat_template (Jinja) by its markers as one of the built-in
 // formats; any other template is parsed for the interpreter (kJinja; InvalidArgument with

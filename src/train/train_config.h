@@ -20,6 +20,7 @@ struct DatasetSpec {
   PromptFormat format = {};  // type user_defined: axolotl's `type:` mapping (data/prompt_format.h)
   std::string chat_template = {};  // this entry's chat template (axolotl's per-dataset chat_template /
                                    // conversation): as TrainConfig::chat_template; "" = that one
+  std::string chat_template_jinja = {};  // with chat_template "jinja": the template's text
   // A Hub dataset id resolved in the Hugging Face cache (io/hf_cache.h): path is its snapshot and
   // these its train split's files, read in this order instead of path.
   std::vector<std::string> files = {};
@@ -62,7 +63,10 @@ struct TrainConfig {
   struct SpecialTokens {
     std::string bos, eos, pad, unk;
   } special_tokens = {};
-  std::string chat_template;        // "" = from tokenizer_config.json (axolotl's tokenizer_default); a built-in name (chatml | qwen3 | llama3 | mistral | mistral_v3 | mistral_tekken), tokenizer_default_fallback_chatml, or a .jinja file
+  std::string chat_template;        // "" = from tokenizer_config.json (axolotl's tokenizer_default); a built-in name (cli/config_input.h chat_template_names), tokenizer_default_fallback_chatml, a .jinja file, or jinja (chat_template_jinja)
+  // axolotl's chat_template_jinja: the template's text (a file's, when the value names one) for
+  // chat_template: jinja (which a chat_template_jinja without a chat_template implies).
+  std::string chat_template_jinja;
   double val_set_size = 0.0;        // fraction (<1) or count (>=1) of samples held out
   int64_t dataset_processes = 0;    // threads tokenizing the datasets (axolotl's key; 0 = every core)
   std::vector<DatasetSpec> eval_datasets;
@@ -174,6 +178,11 @@ struct TrainConfig {
   // not): revision_of_model resolves it again once every key is read.
   std::string base_model_cache_id;
 };
+
+// The chat template name data/chat_template.h reads: "jinja" (with its text) as "jinja:" + text.
+inline std::string effective_chat_template(const std::string& name, const std::string& jinja_text) {
+  return name == "jinja" ? "jinja:" + jinja_text : name;
+}
 
 // Turns the ratio keys (warmup_ratio, evals_per_epoch, saves_per_epoch) into step counts once the
 // run's total optimizer steps are known, as HF's Trainer rounds a ratio: ceil(total x ratio).

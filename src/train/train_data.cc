@@ -13,7 +13,7 @@ namespace {
 
 DatasetSource dataset_source(const DatasetSpec& d) {
   return {d.path, d.type, {.messages = d.field_messages, .role = d.field_role, .content = d.field_content, .text = d.field_text},
-          d.overlap_len, d.format, d.chat_template};
+          d.overlap_len, d.format, effective_chat_template(d.chat_template, d.chat_template_jinja)};
 }
 
 // load_dataset's errors mostly name the file and line already; the context is added only where
@@ -46,7 +46,7 @@ DatasetOptions dataset_options(const TrainConfig& cfg, int64_t vocab_size) {
   DatasetOptions o;
   o.sequence_len = cfg.sequence_len;
   o.train_on_inputs = cfg.train_on_inputs;
-  o.chat_template = cfg.chat_template;
+  o.chat_template = effective_chat_template(cfg.chat_template, cfg.chat_template_jinja);
   o.vocab_size = vocab_size;
   o.threads = static_cast<int>(cfg.dataset_processes);
   // Big dataset files take a while to tokenize: say how far it got (a rewritten line on a

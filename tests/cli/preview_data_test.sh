@@ -94,6 +94,23 @@ sed 's/conversation: chatml/conversation: vicuna_v1.1/' "$T/conv.yaml" >"$T/conv
 out=$("$BIN" train "$T/conv3.yaml" --preview-data=1 2>&1); rc=$?
 [[ $rc -eq 2 ]] && grep -qF "datasets.conversation: 'vicuna_v1.1': the conversation formats rendered here" <<<"$out" ||
   { echo "FAIL conversation vicuna: rc $rc: $out"; fail=1; }
+# axolotl's chat_template names and chat_template_jinja: qwen_25 adds Qwen2.5's default system turn;
+# chat_template: jinja renders chat_template_jinja's text (inline, or a file beside the config), an
+# entry's own too; jinja without the text is refused.
+sed 's/conversation: chatml/chat_template: qwen_25/' "$T/conv.yaml" >"$T/q25.yaml"
+out=$("$BIN" train "$T/q25.yaml" --preview-data=1 --sequence_len=512 2>&1); rc=$?
+[[ $rc -eq 0 ]] && grep -qF "You are Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>" <<<"$out" ||
+  { echo "FAIL qwen_25: rc $rc: $out"; fail=1; }
+printf '{%% for m in messages %%}{{ m.role | upper }}: {{ m.content }}{%% if m.role == "assistant" %%}<|im_end|>{%% endif %%}\n{%% endfor %%}{%% if add_generation_prompt %%}ASSISTANT: {%% endif %%}' >"$T/mine.tmpl"
+printf 'base_model: model\ndatasets:\n  - path: sg.jsonl\n    type: sharegpt\nchat_template: jinja\nchat_template_jinja: mine.tmpl\ndevice: cpu\nsequence_len: 64\noutput_dir: out\n' >"$T/jf.yaml"
+out=$("$BIN" train "$T/jf.yaml" --preview-data=1 2>&1); rc=$?
+[[ $rc -eq 0 ]] && grep -qF "USER: qASSISTANT: ⟦a<|im_end|>⟧" <<<"$out" || { echo "FAIL chat_template_jinja file: rc $rc: $out"; fail=1; }
+printf 'base_model: model\ndatasets:\n  - path: sg.jsonl\n    type: sharegpt\n    chat_template: jinja\n    chat_template_jinja: "{%% for m in messages %%}<{{ m.role }}>{{ m.content }}{%% endfor %%}{%% if add_generation_prompt %%}<assistant>{%% endif %%}"\ndevice: cpu\nsequence_len: 64\noutput_dir: out\n' >"$T/ji.yaml"
+out=$("$BIN" train "$T/ji.yaml" --preview-data=1 2>&1); rc=$?
+[[ $rc -eq 0 ]] && grep -qF "<user>q<assistant>⟦a⟧" <<<"$out" || { echo "FAIL entry chat_template_jinja: rc $rc: $out"; fail=1; }
+sed '/chat_template_jinja/d' "$T/jf.yaml" >"$T/jn.yaml"
+out=$("$BIN" train "$T/jn.yaml" --preview-data=1 2>&1); rc=$?
+[[ $rc -ne 0 ]] && grep -qF "chat_template: jinja needs chat_template_jinja" <<<"$out" || { echo "FAIL jinja without text: rc $rc: $out"; fail=1; }
 # axolotl's user-defined prompt format (data/prompt_format.h): the record's own fields through the
 # formats, the output trained; a placeholder a format may not hold is refused when the config is read.
 printf '%s\n' '{"question": "Add 1 and 2", "context": "numbers", "answer": "3", "sys": "Be brief."}' \
