@@ -101,6 +101,7 @@ Status set_one_dataset(const Input& in, const YAML::Node& item, const std::strin
   }
   if (!item.IsMap()) return bad(in, key, "each entry must be a mapping {path, type} or a path");
   EntrySource e;
+  std::string preset_type, preset_where, conversation, conversation_where;
   for (const auto& kv : item) {
     const std::string k = kv.first.Scalar();
     const std::string where = mark_str(in.what, kv.first.Mark());
@@ -198,15 +199,11 @@ Status set_one_dataset(const Input& in, const YAML::Node& item, const std::strin
       e.split_where = where;
     } else if (k == "name") {
       e.config_name = val;
-    } else if (k == "chat_template" || k == "conversation") {  // this entry's template (axolotl's keys)
-      // conversation takes FastChat's names (the legacy sharegpt type's); the ones we render map.
+    } else if (k == "conversation") {  // after the loop: its meaning depends on the type
+      conversation = val;
+      conversation_where = where;
+    } else if (k == "chat_template") {  // this entry's template (axolotl's key)
       std::string t = lower(val);
-      if (k == "conversation") {
-        if (t == "llama-3") t = "llama3";
-        if (t != "chatml" && t != "llama3" && t != "mistral")
-          return refuse(Str() << "'" << val << "': the conversation formats rendered here are chatml, llama-3 and mistral "
-                                              "(or set chat_template)");
-      }
       if (val.size() > 6 && val.ends_with(".jinja")) {
         t = resolve_path(val, in.base_dir);
       } else if (std::find(chat_template_names().begin(), chat_template_names().end(), t) == chat_template_names().end()) {
@@ -223,6 +220,13 @@ Status set_one_dataset(const Input& in, const YAML::Node& item, const std::strin
       e.revision_where = where;
     } else if (k == "type") {
       ds.type = lower(val);
+      ASSIGN_OR_RETURN(std::optional<PromptFormat> named, axolotl_prompt_strategy(ds.type, ""));
+      if (named) {  // Note [axolotl prompt strategies]: a format, once conversation is known
+        preset_type = ds.type;
+        preset_where = where;
+        ds.type = "user_defined";
+        continue;
+      }
       if (ds.type == "chat_template") ds.type = "messages";
       if (ds.type == "completion") ds.type = "text";
       if (std::find(kDatasetTypes.begin(), kDatasetTypes.end(), ds.type) == kDatasetTypes.end()) {
@@ -259,6 +263,22 @@ Status set_one_dataset(const Input& in, const YAML::Node& item, const std::strin
     }
   }
   if (ds.path.empty()) return bad(in, key, "a dataset entry has no 'path'");
+  if (!preset_type.empty()) {  // alpaca_chat's conversation is its prompt style
+    StatusOr<std::optional<PromptFormat>> f = axolotl_prompt_strategy(preset_type, lower(conversation));
+    if (!f.ok())
+      return InvalidArgument(Str() << (conversation_where.empty() ? preset_where : conversation_where) << ": " << key
+                                   << ": " << f.status().message());
+    ds.format = **f;
+  } else if (!conversation.empty()) {
+    // The legacy sharegpt type's conversation: FastChat's names; the ones we render map to templates.
+    std::string t = lower(conversation);
+    if (t == "llama-3") t = "llama3";
+    if (t != "chatml" && t != "llama3" && t != "mistral")
+      return Unimplemented(Str() << conversation_where << ": " << key << ".conversation: '" << conversation
+                                 << "': the conversation formats rendered here are chatml, llama-3 and mistral (or set "
+                                    "chat_template)");
+    if (ds.chat_template.empty()) ds.chat_template = t;
+  }
   // axolotl reads an entry's chat_template_jinja with its chat_template only (extract_chat_template_args).
   if (ds.chat_template == "jinja" && ds.chat_template_jinja.empty())
     return bad(in, key, "an entry's chat_template: jinja needs its chat_template_jinja (the template's text or file)");
@@ -322,7 +342,11 @@ void emit_dataset_list(YAML::Emitter& out, const std::vector<DatasetSpec>& list)
   out << YAML::BeginSeq;
   for (const DatasetSpec& d : list) {
     out << YAML::BeginMap << YAML::Key << "path" << YAML::Value << d.path << YAML::Key << "type";
-    if (d.format.on) {  // as written: a mapping
+    if (!d.format.preset.empty()) {  // an axolotl strategy by its name
+      out << YAML::Value << d.format.preset;
+      if (!d.format.preset_conversation.empty())
+        out << YAML::Key << "conversation" << YAML::Value << d.format.preset_conversation;
+    } else if (d.format.on) {  // as written: a mapping
       const PromptFormat& pf = d.format;
       out << YAML::Value << YAML::BeginMap;
       const std::pair<const char*, const std::string*> keys[] = {

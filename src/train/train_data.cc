@@ -123,7 +123,8 @@ Status preview_train_data(const TrainConfig& cfg, int n, std::FILE* out) {
     DatasetStats st;
     RETURN_IF_ERROR(load_one(d, tok, o, &samples, &st));
     std::fprintf(out, "dataset %s (%s): %lld samples (%lld tokens, %lld trained), %lld truncated to %lld, %lld dropped with no trained token left\n",
-                 d.path.c_str(), d.type.c_str(), static_cast<long long>(st.samples), static_cast<long long>(st.tokens),
+                 d.path.c_str(), d.format.preset.empty() ? d.type.c_str() : d.format.preset.c_str(),
+                 static_cast<long long>(st.samples), static_cast<long long>(st.tokens),
                  static_cast<long long>(st.target_tokens), static_cast<long long>(st.truncated),
                  static_cast<long long>(cfg.sequence_len), static_cast<long long>(st.dropped_no_targets));
     if (st.split > 0)

@@ -111,6 +111,19 @@ out=$("$BIN" train "$T/ji.yaml" --preview-data=1 2>&1); rc=$?
 sed '/chat_template_jinja/d' "$T/jf.yaml" >"$T/jn.yaml"
 out=$("$BIN" train "$T/jn.yaml" --preview-data=1 2>&1); rc=$?
 [[ $rc -ne 0 ]] && grep -qF "chat_template: jinja needs chat_template_jinja" <<<"$out" || { echo "FAIL jinja without text: rc $rc: $out"; fail=1; }
+# axolotl's named alpaca-family types (data/prompt_format.h Note [axolotl prompt strategies]):
+# alpaca_chat.load_qa reads question/answer; alpaca_chat takes conversation as its prompt style.
+printf '%s\n' '{"question": "Q?", "answer": "A.", "instruction": "Add", "output": "3"}' >"$T/qa.jsonl"
+printf 'base_model: model\ndatasets:\n  - path: qa.jsonl\n    type: alpaca_chat.load_qa\n  - path: qa.jsonl\n    conversation: chatml\n    type: alpaca_chat\ndevice: cpu\nsequence_len: 256\noutput_dir: out\n' >"$T/qa.yaml"
+out=$("$BIN" train "$T/qa.yaml" --preview-data=1 2>&1); rc=$?
+[[ $rc -eq 0 ]] && grep -qF "qa.jsonl (alpaca_chat.load_qa): 1 samples" <<<"$out" && grep -qF "USER: Q?
+ASSISTANT:⟦A." <<<"$out" && grep -qF "qa.jsonl (alpaca_chat): 1 samples" <<<"$out" &&
+  grep -qF "<|im_start|>user
+Add<|im_end|>
+<|im_start|>assistant
+⟦3" <<<"$out" || { echo "FAIL alpaca_chat strategies: rc $rc: $out"; fail=1; }
+out=$("$BIN" train "$T/qa.yaml" --dry-run 2>&1)
+grep -qF "type: alpaca_chat.load_qa" <<<"$out" && grep -qF "conversation: chatml" <<<"$out" || { echo "FAIL strategies dry-run: $out"; fail=1; }
 # axolotl's user-defined prompt format (data/prompt_format.h): the record's own fields through the
 # formats, the output trained; a placeholder a format may not hold is refused when the config is read.
 printf '%s\n' '{"question": "Add 1 and 2", "context": "numbers", "answer": "3", "sys": "Be brief."}' \

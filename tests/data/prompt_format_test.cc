@@ -6,6 +6,8 @@
 
 #include <string>
 
+#include "core/file.h"
+
 namespace st {
 namespace {
 
@@ -87,6 +89,47 @@ TEST(PromptFormat, RefusesWhatPythonWouldNotFormat) {
   r = user_defined_prompt(rec(R"({"q": "Hi", "a": 3})"), fmt(), "r");
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("field 'a' is not a string"), std::string::npos);
+}
+
+// Note [axolotl prompt strategies]: every named strategy against the prompts axolotl's own
+// prompters build (tools/ref/make_prompt_strategy_fixture.py), with and without an input, with a
+// null input and system, and braces in a field (not formatted again).
+TEST(PromptFormat, AxolotlStrategiesAsItsPromptersBuildThem) {
+  StatusOr<std::string> text = read_file_to_string(std::string(ST_SOURCE_DIR) + "/tests/fixtures/prompt_strategies/axolotl_prompts.json");
+  ASSERT_TRUE(text.ok()) << text.status().to_string();
+  const OrderedJson all = *parse_ordered_json(*text, "fixture");
+  int n = 0;
+  for (const OrderedJson& c : all["cases"]) {
+    const std::string type = c["type"].get<std::string>(), conv = c["conversation"].get<std::string>();
+    StatusOr<std::optional<PromptFormat>> f = axolotl_prompt_strategy(type, conv);
+    ASSERT_TRUE(f.ok()) << type << ": " << f.status().to_string();
+    ASSERT_TRUE(f->has_value()) << type;
+    EXPECT_TRUE(check_prompt_format(**f, type).ok()) << type;
+    StatusOr<std::pair<std::string, std::string>> p = user_defined_prompt(c["record"], **f, "rec");
+    ASSERT_TRUE(p.ok()) << type << ": " << p.status().to_string();
+    EXPECT_EQ(p->first, c["prompt"].get<std::string>()) << type << " " << conv << " " << c["record"].dump();
+    EXPECT_EQ(p->second, c["output"].get<std::string>()) << type;
+    ++n;
+  }
+  EXPECT_EQ(n, 45);
+}
+
+TEST(PromptFormat, AxolotlStrategyRefusals) {
+  StatusOr<std::optional<PromptFormat>> none = axolotl_prompt_strategy("alpaca", "");
+  ASSERT_TRUE(none.ok());
+  EXPECT_FALSE(none->has_value());  // our own type, not a preset
+  StatusOr<std::optional<PromptFormat>> bad = axolotl_prompt_strategy("alpaca_w_system", "chatml");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("applies to type alpaca_chat"), std::string::npos) << bad.status().to_string();
+  bad = axolotl_prompt_strategy("alpaca_chat", "vicuna");
+  ASSERT_FALSE(bad.ok());
+  // alpaca_w_system's system field is required (axolotl reads prompt["system"]).
+  StatusOr<std::optional<PromptFormat>> w = axolotl_prompt_strategy("alpaca_w_system", "");
+  ASSERT_TRUE(w.ok() && w->has_value());
+  StatusOr<std::pair<std::string, std::string>> p = user_defined_prompt(rec(R"({"instruction": "a", "output": "b"})"), **w, "f.jsonl line 3");
+  ASSERT_FALSE(p.ok());
+  EXPECT_NE(p.status().message().find("f.jsonl line 3: missing field 'system' (type alpaca_w_system)"), std::string::npos)
+      << p.status().to_string();
 }
 
 }  // namespace
