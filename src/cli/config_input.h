@@ -90,10 +90,10 @@ inline Status read_template_text(const Input& in, const std::string& key, std::s
     StatusOr<std::string> text = read_file_to_string(path);
     if (!text.ok()) return bad(in, key, text.status().message());
     *out = *text;
+    if (out->empty()) return bad(in, key, path + " is empty");
   } else {
-    *out = v;
+    *out = v;  // "" = none
   }
-  if (out->empty()) return bad(in, key, "the template is empty");
   return Status::OK();
 }
 

@@ -43,7 +43,7 @@ struct Field {
   double lo = -std::numeric_limits<double>::infinity();  // numbers: inclusive bounds
   double hi = std::numeric_limits<double>::infinity();
   bool lo_open = false, hi_open = false;  // exclusive bound
-  bool null_unset = false;                // numbers: a null value (`key:` alone) keeps the default
+  bool null_unset = false;                // numbers, booleans: a null value (`key:` alone) keeps the default
 };
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
@@ -92,7 +92,7 @@ const std::vector<Field>& fields() {
       {"evals_per_epoch", &C::evals_per_epoch, {}, StrKind::kPlain, 0},
       {"early_stopping_patience", &C::early_stopping_patience, {}, StrKind::kPlain, 0, kInf, false, false, true},
       {"early_stopping_threshold", &C::early_stopping_threshold, {}, StrKind::kPlain, 0, kInf, false, false, true},
-      {"load_best_model_at_end", &C::load_best_model_at_end},
+      {"load_best_model_at_end", &C::load_best_model_at_end, {}, StrKind::kPlain, -kInf, kInf, false, false, true},
       {"metric_for_best_model", &C::metric_for_best_model, {"loss", "eval_loss"}},
       {"saves_per_epoch", &C::saves_per_epoch, {}, StrKind::kPlain, 0},
       {"lora_target_linear", &C::lora_target_linear},
@@ -262,6 +262,7 @@ Status set_field(const Input& in, const Field& f, TrainConfig& cfg) {
         } else if constexpr (std::is_same_v<T, std::vector<int64_t>>) {
           return set_indices(in, f, dst);
         } else if constexpr (std::is_same_v<T, bool>) {
+          if (is_null(in) && f.null_unset) return Status::OK();
           auto v = parse_bool(in.scalar);
           if (!v || is_null(in)) return bad(in, f.name, Str() << "expected true or false, got '" << in.scalar << "'");
           dst = *v;
@@ -274,6 +275,7 @@ Status set_field(const Input& in, const Field& f, TrainConfig& cfg) {
           dst = *v;
           return Status::OK();
         } else {
+          if (is_null(in) && f.null_unset) return Status::OK();
           auto v = parse_integer<T>(in.scalar);
           if (!v || is_null(in)) {
             return bad(in, f.name, Str() << "expected " << (std::is_signed_v<T> ? "an integer" : "a non-negative integer")

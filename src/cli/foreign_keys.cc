@@ -84,6 +84,16 @@ const std::vector<std::string> kAdamW = {"adamw_torch", "adamw_torch_fused", "ad
 const std::vector<std::string> kAdamW8bit = {"adamw_bnb_8bit", "adamw_8bit", "paged_adamw_8bit", "adamw_anyprecision",
                                              "adamw_torch_4bit", "adamw_torch_8bit"};
 
+// axolotl's config keys (tools/ref/axolotl_config_keys.py), sorted.
+constexpr const char* kAxolotlKeys[] = {
+#include "cli/axolotl_keys.inc"
+};
+
+bool axolotl_key(const std::string& key) {
+  return std::binary_search(std::begin(kAxolotlKeys), std::end(kAxolotlKeys), key,
+                            [](const std::string& a, const std::string& b) { return a < b; });
+}
+
 bool contains(const std::vector<std::string>& v, const std::string& s) {
   return std::find(v.begin(), v.end(), s) != v.end();
 }
@@ -189,6 +199,21 @@ bool apply_foreign_key(const std::string& key, const ForeignValue& v, TrainConfi
     auto x = as_bool(v);
     if (!x && !v.is_null) *st = bad(key, v, Str() << "expected true or false, got '" << v.scalar << "'");
     else if (x && *x && cfg.resume_from_checkpoint.empty()) cfg.resume_from_checkpoint = "auto";
+    return true;
+  }
+  if (axolotl_key(key)) {  // Note [foreign keys]: the rest of axolotl's schema
+    if (!empty_value(v)) {
+      *st = refuse(key, v, "this axolotl setting is not built here (left at its default -- null, false or empty -- it is "
+                           "accepted)");
+      return true;
+    }
+    static const std::string kHead = "axolotl keys left at their defaults: ";
+    for (std::string& n : cfg.notes)
+      if (n.rfind(kHead, 0) == 0) {
+        n += ", " + key;
+        return true;
+      }
+    cfg.notes.push_back(kHead + key);
     return true;
   }
   return false;

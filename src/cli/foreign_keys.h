@@ -9,7 +9,11 @@
 //     save_strategy: epoch -> saves_per_epoch 1, ...): applied;
 //   * a change to the training we do not build (group_by_length: true, lora_modules_to_save, new
 //     special tokens, ...): refused by name.
-// A key outside the table stays an unknown key (a typo of ours gets its suggestion).
+// Any other key of axolotl's schema (axolotl_keys.inc, generated from it) left at its default --
+// null, empty, false or an empty list -- is accepted and listed in the banner as left at its
+// default; set to anything else it is refused by name as an axolotl setting not built here
+// (rather than as an unknown key with a misleading suggestion). A key outside both stays an
+// unknown key (a typo of ours gets its suggestion).
 #pragma once
 
 #include <string>

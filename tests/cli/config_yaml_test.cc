@@ -230,6 +230,23 @@ TEST(ConfigYaml, ForeignKeysAreNotedMappedOrRefused) {  // cli/foreign_keys.h No
   EXPECT_HAS(error_of("fp16: maybe\n"), "key 'fp16': expected true or false");
 }
 
+// The rest of axolotl's schema (cli/axolotl_keys.inc): left at a default it is accepted and
+// listed; set, it is refused as an axolotl setting, not reported as an unknown key.
+TEST(ConfigYaml, OtherAxolotlKeysAtTheirDefaultsAreAccepted) {
+  auto c = parse("dataset_exact_deduplication: false\nlora_on_cpu:\nchat_template_kwargs: {}\n"
+                 "eager_attention: false\n");
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  ASSERT_EQ(c->notes.size(), 1u);
+  EXPECT_HAS(c->notes[0], "axolotl keys left at their defaults: dataset_exact_deduplication, lora_on_cpu, "
+                          "chat_template_kwargs, eager_attention");
+  const StatusCode kU = StatusCode::kUnimplemented;
+  EXPECT_HAS(error_of("dataset_exact_deduplication: true\n", kU),
+             "key 'dataset_exact_deduplication' = 'true': this axolotl setting is not built here");
+  EXPECT_HAS(error_of("chat_template_kwargs: {enable_thinking: false}\n", kU), "key 'chat_template_kwargs': this axolotl setting");
+  // Not axolotl's: still an unknown key.
+  EXPECT_HAS(error_of("dataset_exact_dedup: false\n"), "unknown key 'dataset_exact_dedup'");
+}
+
 TEST(ConfigYaml, DoraUnderItsNames) {
   for (const char* text : {"use_dora: true\n", "peft_use_dora: yes\n", "lora_use_dora: true\n"}) {
     auto c = parse(text);
