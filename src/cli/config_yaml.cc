@@ -19,6 +19,7 @@
 #include "cli/foreign_keys.h"
 #include "cli/suggest.h"
 #include "core/file.h"
+#include "core/json.h"
 #include "io/hf_cache.h"
 #include "model/lora.h"
 
@@ -447,6 +448,39 @@ Status apply_lr_kwargs(const Input& in, TrainConfig& cfg) {
   return Status::OK();
 }
 
+// chat_template_kwargs (axolotl): a mapping of scalars, typed as YAML types them (true/false, null,
+// numbers; quoted or other text a string), kept as a JSON object's text.
+Status apply_chat_template_kwargs(const Input& in, TrainConfig& cfg) {
+  const std::string key = "chat_template_kwargs";
+  if (!in.node) return bad(in, key, "a mapping: set it in the YAML file");
+  cfg.chat_template_kwargs.clear();
+  if (in.node->IsNull()) return Status::OK();
+  if (!in.node->IsMap()) return bad(in, key, "expected a mapping such as {enable_thinking: false}");
+  Json obj = Json::object();
+  for (const auto& kv : *in.node) {
+    const std::string k = kv.first.Scalar();
+    const YAML::Node& v = kv.second;
+    const std::string where = mark_str(in.what, kv.second.Mark());
+    if (v.IsNull()) {
+      obj[k] = nullptr;
+      continue;
+    }
+    if (!v.IsScalar())
+      return InvalidArgument(Str() << where << ": " << key << "." << k << ": expected a single value (true/false, a number or text)");
+    const std::string t = v.Scalar();
+    const bool quoted = v.Tag() == "!";
+    std::optional<bool> b = quoted ? std::nullopt : parse_bool(t);
+    std::optional<int64_t> i = quoted ? std::nullopt : parse_integer<int64_t>(t);
+    std::optional<double> d = quoted ? std::nullopt : parse_real(t);
+    if (b && (t == "true" || t == "false" || t == "True" || t == "False")) obj[k] = *b;
+    else if (i) obj[k] = *i;
+    else if (d) obj[k] = *d;
+    else obj[k] = t;
+  }
+  if (!obj.empty()) cfg.chat_template_kwargs = obj.dump();
+  return Status::OK();
+}
+
 // special_tokens (axolotl): tokens the tokenizer has, as bos/eos/pad/unk (TrainConfig::SpecialTokens;
 // checked against the tokenizer when it is loaded: train/train_data.h apply_special_tokens).
 Status apply_special_tokens_key(const Input& in, TrainConfig& cfg) {
@@ -476,6 +510,7 @@ Status apply_input(const std::string& key, const Input& in, TrainConfig& cfg) {
   Status st;
   if (key == "lr_scheduler_kwargs") return apply_lr_kwargs(in, cfg);
   if (key == "special_tokens") return apply_special_tokens_key(in, cfg);
+  if (key == "chat_template_kwargs") return apply_chat_template_kwargs(in, cfg);
   if (check_variant_key(key, in, &st)) return st;
   const Field* f = find_field(canonical_key(key));
   if (!f) {
@@ -639,6 +674,19 @@ std::string train_config_to_yaml(const TrainConfig& cfg) {
   for (const auto& [k, v] : special)
     if (!v.empty()) out << YAML::Key << k << YAML::Value << v;
   out << YAML::EndMap;
+  out << YAML::Key << "chat_template_kwargs" << YAML::Value << YAML::Flow << YAML::BeginMap;
+  if (!cfg.chat_template_kwargs.empty()) {
+    const Json kw = Json::parse(cfg.chat_template_kwargs);  // a local: items() refers into it
+    for (const auto& [k, v] : kw.items()) {
+      out << YAML::Key << k << YAML::Value;
+      if (v.is_boolean()) out << v.get<bool>();
+      else if (v.is_number_integer()) out << v.get<int64_t>();
+      else if (v.is_number()) out << v.get<double>();
+      else if (v.is_string()) out << YAML::DoubleQuoted << v.get<std::string>();
+      else out << YAML::Null;
+    }
+  }
+  out << YAML::EndMap;
   out << YAML::EndMap;
   return std::string(out.c_str()) + "\n";
 }
@@ -648,6 +696,7 @@ std::vector<std::string> train_config_keys() {
   for (const Field& f : fields()) out.push_back(f.name);
   out.push_back("lr_scheduler_kwargs");
   out.push_back("special_tokens");
+  out.push_back("chat_template_kwargs");
   return out;
 }
 

@@ -463,6 +463,7 @@ StatusOr<OrderedJson> jinja_context(const ChatTemplate& t, const std::vector<Cha
   ctx["bos_token"] = t.bos_token;
   ctx["eos_token"] = t.eos_token;
   ctx["add_generation_prompt"] = gen;
+  for (const auto& [k, v] : t.kwargs.items()) ctx[k] = v;  // as transformers' **kwargs: last, so they win
   return ctx;
 }
 
@@ -521,6 +522,21 @@ StatusOr<std::vector<ChatSegment>> render_jinja_chat(const ChatTemplate& t, cons
 
 }  // namespace
 
+Status set_chat_template_kwargs(ChatTemplate* t, OrderedJson kwargs) {
+  if (!kwargs.is_object()) return InvalidArgument("chat_template_kwargs: expected a mapping");
+  if (!t->jinja) {
+    for (const auto& [k, v] : kwargs.items()) {
+      const bool thinking = t->format == ChatFormat::kQwen3 && k == "enable_thinking" && v.is_boolean();
+      if (!thinking)
+        return InvalidArgument(Str() << "chat_template_kwargs: '" << k << "' is a variable of a Jinja template, and the "
+                                     << t->name() << " template here is built in (qwen3 takes enable_thinking; the "
+                                     << "tokenizer's own template, a .jinja file or chat_template_jinja take any)");
+    }
+  }
+  t->kwargs = std::move(kwargs);
+  return Status::OK();
+}
+
 bool mistral_drops_system(const ChatTemplate& t, const std::vector<ChatMessage>& msgs) {
   return (t.format == ChatFormat::kMistralV3 || t.format == ChatFormat::kMistralTekken) && msgs.size() > 1 &&
          msgs[0].role == "system" && msgs.back().role != "user";
@@ -564,7 +580,9 @@ StatusOr<std::string> render_generation_prompt(const ChatTemplate& t, const std:
     RETURN_IF_ERROR(check_roles(t, msgs, tools, "generation prompt"));
     std::string s;
     for (const ChatSegment& g : render(t, msgs, tools)) s += g.text;
-    return s + "<|im_start|>assistant\n" + (t.think_prompt ? "<think>\n" : "");
+    // enable_thinking false (chat_template_kwargs): Qwen3's template opens the answer with an empty think block.
+    const bool no_thinking = t.kwargs.contains("enable_thinking") && t.kwargs["enable_thinking"] == false;
+    return s + "<|im_start|>assistant\n" + (no_thinking ? "<think>\n\n</think>\n\n" : t.think_prompt ? "<think>\n" : "");
   }
   if (t.format == ChatFormat::kMistralV1 || t.format == ChatFormat::kMistralV3 || t.format == ChatFormat::kMistralTekken) {
     // These templates have no assistant header: the prompt ends with the last "[/INST]".

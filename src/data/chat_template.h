@@ -43,6 +43,9 @@ struct ChatTemplate {
   // kJinja: the parsed template and the tokenizer's bos / eos token strings it is rendered with.
   std::shared_ptr<const JinjaTemplate> jinja;
   std::string bos_token, eos_token;
+  // chat_template_kwargs: variables the Jinja template is rendered with besides messages, tools and
+  // the special tokens (an object; set_chat_template_kwargs).
+  OrderedJson kwargs = OrderedJson::object();
   std::string name() const;  // "chatml" | "qwen3" | "llama3" | "mistral" | "mistral_v3" | "mistral_tekken" | "jinja"
 };
 
@@ -79,6 +82,12 @@ StatusOr<ChatTemplate> chat_template_from_jinja(const std::string& jinja, const 
 // name if non-empty, else the tokenizer's own template. Checks that the tokenizer has the
 // format's special tokens (InvalidArgument naming the missing token).
 StatusOr<ChatTemplate> resolve_chat_template(const std::string& name, const Tokenizer& tok);
+
+// chat_template_kwargs for `t`: a Jinja template (or a built-in format checked against its
+// template, Note [built-in formats, checked]) is rendered with them; a built-in format without one
+// takes only what it renders itself (qwen3: enable_thinking, which changes its generation prompt),
+// else InvalidArgument naming the key.
+Status set_chat_template_kwargs(ChatTemplate* t, OrderedJson kwargs);
 
 // Renders a conversation. InvalidArgument for an empty conversation, an unknown role, or an
 // assistant-free conversation (nothing to train on); `what` names the source ("f.jsonl line 3").

@@ -532,6 +532,10 @@ Status load_dataset(const DatasetSource& src, const Tokenizer& tok, const Datase
   if (needs_chat_template(src.type)) {
     ASSIGN_OR_RETURN(chat, resolve_chat_template(src.chat_template.empty() ? opt.chat_template : src.chat_template, tok),
                      src.path);
+    if (!opt.chat_template_kwargs.empty()) {
+      ASSIGN_OR_RETURN(OrderedJson kw, parse_ordered_json(opt.chat_template_kwargs, "chat_template_kwargs"));
+      RETURN_IF_ERROR(set_chat_template_kwargs(&chat, std::move(kw)), src.path);
+    }
   }
   if (is_directory(src.path)) {
     // A downloaded dataset folder (the Hub's data/train-00000-of-00003.parquet shards): every

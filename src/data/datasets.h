@@ -77,6 +77,7 @@ struct DatasetOptions {
   int64_t sequence_len = 2048;  // longer samples are truncated, long texts split (and counted)
   bool train_on_inputs = false;
   std::string chat_template;    // "" = the tokenizer's own; a built-in name or a .jinja file
+  std::string chat_template_kwargs;  // a JSON object's text: the template's extra variables ("" = none)
   int64_t vocab_size = 0;       // ids must be < this (0 = tokenizer.vocab_size()); the model's may be larger
   int threads = 0;              // tokenizing threads (0 = every hardware thread; the result is the same)
   // Long files: called with (path, records read so far, done) every ~2 s while a file is read, and

@@ -67,6 +67,9 @@ struct TrainConfig {
   // axolotl's chat_template_jinja: the template's text (a file's, when the value names one) for
   // chat_template: jinja (which a chat_template_jinja without a chat_template implies).
   std::string chat_template_jinja;
+  // axolotl's chat_template_kwargs: extra variables a Jinja chat template is rendered with
+  // (transformers' apply_chat_template **kwargs), as a JSON object's text; "" = none.
+  std::string chat_template_kwargs;
   double val_set_size = 0.0;        // fraction (<1) or count (>=1) of samples held out
   int64_t dataset_processes = 0;    // threads tokenizing the datasets (axolotl's key; 0 = every core)
   std::vector<DatasetSpec> eval_datasets;

@@ -47,6 +47,7 @@ DatasetOptions dataset_options(const TrainConfig& cfg, int64_t vocab_size) {
   o.sequence_len = cfg.sequence_len;
   o.train_on_inputs = cfg.train_on_inputs;
   o.chat_template = effective_chat_template(cfg.chat_template, cfg.chat_template_jinja);
+  o.chat_template_kwargs = cfg.chat_template_kwargs;
   o.vocab_size = vocab_size;
   o.threads = static_cast<int>(cfg.dataset_processes);
   // Big dataset files take a while to tokenize: say how far it got (a rewritten line on a

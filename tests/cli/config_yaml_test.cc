@@ -233,16 +233,14 @@ TEST(ConfigYaml, ForeignKeysAreNotedMappedOrRefused) {  // cli/foreign_keys.h No
 // The rest of axolotl's schema (cli/axolotl_keys.inc): left at a default it is accepted and
 // listed; set, it is refused as an axolotl setting, not reported as an unknown key.
 TEST(ConfigYaml, OtherAxolotlKeysAtTheirDefaultsAreAccepted) {
-  auto c = parse("dataset_exact_deduplication: false\nlora_on_cpu:\nchat_template_kwargs: {}\n"
-                 "eager_attention: false\n");
+  auto c = parse("dataset_exact_deduplication: false\nlora_on_cpu:\neager_attention: false\n");
   ASSERT_TRUE(c.ok()) << c.status().to_string();
   ASSERT_EQ(c->notes.size(), 1u);
-  EXPECT_HAS(c->notes[0], "axolotl keys left at their defaults: dataset_exact_deduplication, lora_on_cpu, "
-                          "chat_template_kwargs, eager_attention");
+  EXPECT_HAS(c->notes[0], "axolotl keys left at their defaults: dataset_exact_deduplication, lora_on_cpu, eager_attention");
   const StatusCode kU = StatusCode::kUnimplemented;
   EXPECT_HAS(error_of("dataset_exact_deduplication: true\n", kU),
              "key 'dataset_exact_deduplication' = 'true': this axolotl setting is not built here");
-  EXPECT_HAS(error_of("chat_template_kwargs: {enable_thinking: false}\n", kU), "key 'chat_template_kwargs': this axolotl setting");
+  EXPECT_HAS(error_of("dataset_exact_deduplication: [1]\n", kU), "key 'dataset_exact_deduplication': this axolotl setting");
   // Not axolotl's: still an unknown key.
   EXPECT_HAS(error_of("dataset_exact_dedup: false\n"), "unknown key 'dataset_exact_dedup'");
 }
@@ -391,6 +389,22 @@ TEST(ConfigYaml, LoadFileResolvesPathsAndChecksRequiredKeys) {
   EXPECT_HAS(r.status().message(), "nope.yaml");
   std::remove(path.c_str());
   rmdir(dir.c_str());
+}
+
+// chat_template_kwargs: YAML's types kept (a quoted "false" stays text), round trip through the
+// emitted YAML.
+TEST(ConfigYaml, ChatTemplateKwargs) {
+  auto c = parse("chat_template_kwargs: {enable_thinking: false, effort: high, n: 3, r: 0.5, q: \"false\", z:}\n");
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ(c->chat_template_kwargs, R"({"effort":"high","enable_thinking":false,"n":3,"q":"false","r":0.5,"z":null})");
+  const std::string y = train_config_to_yaml(*c);
+  EXPECT_HAS(y, "chat_template_kwargs: {");
+  auto back = parse(y);
+  ASSERT_TRUE(back.ok()) << back.status().to_string() << "\n" << y;
+  EXPECT_EQ(back->chat_template_kwargs, c->chat_template_kwargs);
+  EXPECT_HAS(error_of("chat_template_kwargs: [a]\n"), "key 'chat_template_kwargs': expected a mapping");
+  EXPECT_HAS(error_of("chat_template_kwargs: {a: [1]}\n"), "chat_template_kwargs.a: expected a single value");
+  EXPECT_TRUE(parse("chat_template_kwargs:\n").ok());
 }
 
 }  // namespace

@@ -113,5 +113,24 @@ TEST(ChatTemplateNames, UnknownNameListsThem) {
   EXPECT_NE(t.status().message().find("qwen_25"), std::string::npos) << t.status().to_string();
 }
 
+// chat_template_kwargs: a Jinja template sees them (transformers' **kwargs); a built-in format
+// without a template refuses them, but qwen3's enable_thinking (its generation prompt).
+TEST(ChatTemplateNames, Kwargs) {
+  ChatTemplate j = named("jinja:{% for m in messages %}{% if m.role == 'user' and tag is defined %}[{{ tag }}]{% endif %}"
+                         "{{ m.content }}{% endfor %}");
+  EXPECT_EQ(text(j, kNoSys), "HiHello!");
+  ASSERT_TRUE(set_chat_template_kwargs(&j, *parse_ordered_json(R"({"tag": "q"})", "kw")).ok());
+  EXPECT_EQ(text(j, kNoSys), "[q]HiHello!");
+  ChatTemplate c = named("chatml");
+  Status s = set_chat_template_kwargs(&c, *parse_ordered_json(R"({"tag": "q"})", "kw"));
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("'tag' is a variable of a Jinja template"), std::string::npos) << s.to_string();
+  ChatTemplate q = named("qwen3");
+  ASSERT_TRUE(set_chat_template_kwargs(&q, *parse_ordered_json(R"({"enable_thinking": false})", "kw")).ok());
+  StatusOr<std::string> p = render_generation_prompt(q, {{"user", "Hi"}});
+  ASSERT_TRUE(p.ok()) << p.status().to_string();
+  EXPECT_EQ(*p, "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n");
+}
+
 }  // namespace
 }  // namespace st
