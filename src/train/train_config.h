@@ -84,6 +84,11 @@ struct TrainConfig {
   // best so it is kept); on whenever early stopping is (axolotl's rule). metric_for_best_model:
   // loss / eval_loss, the one metric computed here.
   bool load_best_model_at_end = false;
+  // axolotl's loss watchdog (its LossWatchDogCallback): stop -- keeping the adapter, as it does --
+  // once loss_watchdog_patience steps in a row end with the last logged training loss above this;
+  // 0 = off (train/trainer.cc Note [loss watchdog]).
+  double loss_watchdog_threshold = 0.0;
+  int64_t loss_watchdog_patience = 3;
   std::string metric_for_best_model = "loss";
   // adapter
   std::string adapter = "lora";    // lora | qlora (NF4 base: model/weights.h Note [NF4 base layout])
@@ -141,6 +146,7 @@ struct TrainConfig {
   int64_t save_steps = 0;           // 0 = only at the end
   int64_t saves_per_epoch = 0;      // axolotl's: save_steps = ceil(total steps / (this x num_epochs)); 0 = off
   int64_t save_total_limit = 0;     // 0 = keep all
+  bool save_first_step = false;     // axolotl's: a checkpoint after step 1 too
   std::string resume_from_checkpoint;  // "" | path | "true" (latest in output_dir)
   int64_t logging_steps = 1;
   // streaming (design.md §3)

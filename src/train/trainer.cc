@@ -271,6 +271,21 @@ StatusOr<BestEval::Verdict> Trainer::run_eval(int64_t step) {
   return best_.observe(loss, step, tc_.early_stopping_patience, tc_.early_stopping_threshold);
 }
 
+// Note [loss watchdog]: axolotl's LossWatchDogCallback, as it runs: at the end of every step,
+// before that step is logged, it looks at the last entry of the log history; a training loss above
+// the threshold counts a violation, one at or below it resets the count, an eval entry does
+// neither. At loss_watchdog_patience violations the training stops after this step (its log, eval
+// and checkpoint as scheduled) and the adapter is written, as HF's should_training_stop does. The
+// count restarts with a resumed run (the callback keeps no state in checkpoints).
+bool Trainer::watch_loss() {
+  if (tc_.loss_watchdog_threshold <= 0 || log_history_.empty()) return false;
+  const Json& last = log_history_.back();
+  if (!last.contains("loss")) return false;
+  if (last["loss"].get<double>() > tc_.loss_watchdog_threshold) ++watchdog_violations_;
+  else watchdog_violations_ = 0;
+  return watchdog_violations_ >= tc_.loss_watchdog_patience;
+}
+
 // Early stopping and load_best_model_at_end read evals: refused before any step when there are none
 // to read (HF asserts the same at on_train_begin; axolotl refuses the config).
 Status Trainer::check_eval_plan() const {
@@ -334,22 +349,29 @@ Status Trainer::train(BatchSource& data) {
                              << (last_checkpoint_.empty() ? std::string()
                                                           : "; the last good checkpoint is " + last_checkpoint_));
     if (on_step) on_step(m);
+    const bool watchdog = watch_loss();  // before this step's log: Note [loss watchdog]
     RETURN_IF_ERROR(log_step(m));
     const bool last = m.step == sched_.total_steps;
     BestEval::Verdict ev;
     if (eval_data_ && (last || (tc_.eval_steps > 0 && m.step % tc_.eval_steps == 0))) {
       ASSIGN_OR_RETURN(ev, run_eval(m.step));
     }
-    stopped_early = ev.stop && !last;
+    stopped_early = (ev.stop || watchdog) && !last;
     const bool stop = !last && !stopped_early && stop_requested && stop_requested();
     // A new best is checkpointed so that it can be the final adapter (the last step's is the model itself).
     const bool keep = keep_best() && ev.new_best && !last && !stopped_early;
-    if (stop || keep || (tc_.save_steps > 0 && m.step % tc_.save_steps == 0)) RETURN_IF_ERROR(save_checkpoint(data));
+    const bool first = tc_.save_first_step && m.step == 1;
+    if (stop || keep || first || (tc_.save_steps > 0 && m.step % tc_.save_steps == 0)) RETURN_IF_ERROR(save_checkpoint(data));
     if (stop) {
       interrupted_ = true;
       return Status::OK();
     }
-    if (stopped_early && on_message)
+    if (watchdog && !last && on_message)
+      on_message(Str() << "loss watchdog: the logged training loss was above loss_watchdog_threshold "
+                       << tc_.loss_watchdog_threshold << " at the end of " << watchdog_violations_
+                       << " steps in a row; stopping at step " << m.step << " of " << sched_.total_steps
+                       << " (the adapter is written; lower learning_rate or check the data)");
+    if (ev.stop && !last && on_message)
       on_message(Str() << "early stopping at step " << m.step << " of " << sched_.total_steps << ": "
                        << best_.evals_not_improved << " evals in a row did not lower eval_loss by more than "
                        << tc_.early_stopping_threshold << " (best " << *best_.loss << " at step " << best_.step

@@ -115,6 +115,7 @@ class Trainer {
   // load_best_model_at_end, or early stopping (which implies it): the final adapter is the best eval's.
   bool keep_best() const { return eval_data_ && (tc_.load_best_model_at_end || tc_.early_stopping_patience > 0); }
   Status check_eval_plan() const;
+  bool watch_loss();
   Status save_final_adapter();
   Status position_data(const TrainerState& st, BatchSource& data);
   Json fingerprint(BatchSource& data) const;
@@ -142,6 +143,7 @@ class Trainer {
   int64_t last_eval_step_ = -1;
   Json log_history_ = Json::array();
   BestEval best_;
+  int64_t watchdog_violations_ = 0;  // not in checkpoints (Note [loss watchdog])
   std::string last_checkpoint_;
   bool interrupted_ = false;
 };

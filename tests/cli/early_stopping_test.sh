@@ -10,7 +10,8 @@
 #      beside the newest (save_steps S: one at the stopping step)
 #   C: B resumed from checkpoint-B and from checkpoint-S: the same stop, the same adapter bytes;
 #      the second trains no further step
-#   D: refusals: no eval set, no evals during training, greater_is_better, another metric, devices 2
+#   D: refusals: no eval set, no evals during training, greater_is_better, another metric
+#   E: axolotl's loss watchdog and save_first_step
 set -u
 BIN="$1"
 T=$(mktemp -d /tmp/st_cli_early_XXXXXX)
@@ -112,6 +113,17 @@ for from in "$B" "$S"; do
     grep -q "early stopping at step $S of 6" <<<"$out" || fail "resume from $B: did not stop at $S: $out"
   fi
 done
+
+# E: axolotl's loss watchdog (train/trainer.cc Note [loss watchdog]): a threshold below every loss
+# and patience 2 stop the run at step 3 (the checks at the ends of steps 2 and 3 see the logged
+# losses of steps 1 and 2), the adapter written; save_first_step writes checkpoint-1.
+out=$(train --output_dir="$T/e" --loss_watchdog_threshold=0.001 \
+      --loss_watchdog_patience=2 --save_first_step=true --config_noeval) || fail "run E: $out"
+[[ $(last_step "$T/e") == 3 ]] || fail "run E trained to step $(last_step "$T/e"), want 3: $out"
+grep -q "loss watchdog: .* 2 steps in a row; stopping at step 3 of 6" <<<"$out" || fail "run E: no watchdog notice: $out"
+[[ -f "$T/e/adapter_model.safetensors" && -d "$T/e/checkpoint-1" ]] || fail "run E: adapter / checkpoint-1 missing: $(ls "$T/e")"
+out=$(train --output_dir="$T/e2" --loss_watchdog_threshold=1000 --config_noeval) || fail "run E2: $out"
+[[ $(last_step "$T/e2") == 6 ]] || fail "run E2 (threshold above every loss) stopped at $(last_step "$T/e2")"
 
 # D: refusals, each before any step.
 expect_refusal() {  # message, then train args
