@@ -48,6 +48,8 @@ lora_target_modules: [q_proj, v_proj, o_proj, down_proj]
 eval_steps: 1
 logging_steps: 1
 YAML
+# ST_TEST_DEVICE=cuda runs the same checks on a GPU (tools/gpu: the same bits rules hold there).
+sed -i "s/^device: cpu/device: ${ST_TEST_DEVICE:-cpu}/" "$T/noeval.yaml"
 { cat "$T/noeval.yaml"; printf 'eval_datasets:\n  - path: eval.jsonl\n    type: tokenized\n'; } >"$T/base.yaml"
 train() {
   local cfg="$T/base.yaml"
