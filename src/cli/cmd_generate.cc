@@ -16,6 +16,7 @@
 #include "backend/backend.h"
 #include "cli/cli_args.h"
 #include "core/file.h"
+#include "core/json.h"
 #include "data/chat_template.h"
 #include "data/model_tokenizer.h"
 #include "data/tokenizer.h"
@@ -91,6 +92,9 @@ constexpr const char* kUsage =
     "                       with the model loaded once; prints '> PROMPT' before each answer\n"
     "  --chat               apply the model's chat template; without --prompt(s), read user lines from stdin\n"
     "  --system TEXT        system message for --chat\n"
+    "  --chat-template T    the template --chat renders with: a name (chatml, llama3, qwen3, mistral, ...) or a\n"
+    "                       .jinja file (default: the one saved with --adapter by train, else the model's own)\n"
+    "  --chat-template-kwargs JSON  the template's extra variables, e.g. '{\"enable_thinking\": false}'\n"
     "  --max-new-tokens N   default 128\n"
     "  --temperature T      0 = greedy (default)\n"
     "  --top-p P            nucleus sampling mass (default 1.0)\n"
@@ -117,6 +121,26 @@ StatusOr<Tokenizer> load_tokenizer(const std::string& path, std::set<int32_t>* s
   int32_t eot = -1;
   ASSIGN_OR_RETURN(Tokenizer t, load_model_tokenizer(path, &eot));
   if (eot >= 0) stops->insert(eot);
+  return t;
+}
+
+// --chat's template: --chat-template (a name or a .jinja file); else the one saved with the adapter
+// (train saves the template it trained with beside the adapter: train/train_data.h
+// save_train_tokenizer); else the model's own. --chat-template-kwargs: the Jinja variables.
+StatusOr<ChatTemplate> chat_template_for(const ParsedArgs& a, Tokenizer* tok) {
+  const std::string name = a.get("chat-template");
+  if (name.empty() && a.has("adapter")) {
+    ASSIGN_OR_RETURN(DirChatTemplate saved, read_dir_chat_template(a.get("adapter")));
+    if (!saved.text.empty()) {
+      std::fprintf(stderr, "chat template: %s (saved with the adapter)\n", saved.origin.c_str());
+      tok->set_chat_template(saved.text, saved.origin);
+    }
+  }
+  ASSIGN_OR_RETURN(ChatTemplate t, resolve_chat_template(name, *tok));
+  if (a.has("chat-template-kwargs")) {
+    ASSIGN_OR_RETURN(OrderedJson kw, parse_ordered_json(a.get("chat-template-kwargs"), "--chat-template-kwargs"));
+    RETURN_IF_ERROR(set_chat_template_kwargs(&t, std::move(kw)));
+  }
   return t;
 }
 
@@ -244,6 +268,14 @@ int run(const ParsedArgs& a) {
   Gen g;
   StatusOr<Tokenizer> tok = load_tokenizer(a.get("model"), &g.stops);
   if (!tok.ok()) return fail(tok.status());
+  std::optional<ChatTemplate> tmpl;  // resolved before the weights load: a bad template fails fast
+  if (a.has("chat")) {
+    StatusOr<ChatTemplate> t = chat_template_for(a, &*tok);
+    if (!t.ok()) return fail(t.status());
+    tmpl = std::move(t).value();
+  } else if (a.has("chat-template") || a.has("chat-template-kwargs")) {
+    return usage("--chat-template and --chat-template-kwargs go with --chat");
+  }
   const std::string tier = a.get("stream", "off");
   if (tier != "off" && tier != "ram" && tier != "disk") return usage("--stream: off | ram | disk");
   StatusOr<uint64_t> buffers = flag_u64(a, "stream-buffers", 2);
@@ -296,17 +328,9 @@ int run(const ParsedArgs& a) {
   }
   Status st;
   if (a.has("prompts-file")) {
-    std::optional<ChatTemplate> t;
-    if (a.has("chat")) {
-      StatusOr<ChatTemplate> r = resolve_chat_template("", *tok);
-      if (!r.ok()) return fail(r.status());
-      t = std::move(r).value();
-    }
-    st = run_prompts_file(g, t ? &*t : nullptr, a.get("system"), a.get("prompts-file"));
-  } else if (a.has("chat")) {
-    StatusOr<ChatTemplate> t = resolve_chat_template("", *tok);
-    if (!t.ok()) return fail(t.status());
-    st = chat(g, *t, a.get("system"), a.get("prompt"), !a.has("prompt"));
+    st = run_prompts_file(g, tmpl ? &*tmpl : nullptr, a.get("system"), a.get("prompts-file"));
+  } else if (tmpl) {
+    st = chat(g, *tmpl, a.get("system"), a.get("prompt"), !a.has("prompt"));
   } else {
     st = generate(g, tok->encode(a.get("prompt"), AddSpecial::kYes)).status();
   }
@@ -324,7 +348,7 @@ int cmd_generate(int argc, char** argv) {
       return 0;
     }
   }
-  StatusOr<ParsedArgs> a = parse_flags(args, {{"model"}, {"adapter"}, {"prompt"}, {"prompts-file"}, {"chat", false}, {"system"},
+  StatusOr<ParsedArgs> a = parse_flags(args, {{"model"}, {"adapter"}, {"prompt"}, {"prompts-file"}, {"chat", false}, {"system"}, {"chat-template"}, {"chat-template-kwargs"},
                                               {"max-new-tokens"}, {"temperature"}, {"top-p"}, {"seed"},
                                               {"max-seq"}, {"device"}, {"dtype"}, {"stream"}, {"stream-buffers"}});
   if (!a.ok()) return usage(a.status().message());

@@ -242,6 +242,7 @@ StatusOr<ChatTemplate> jinja_template(const std::string& source, const std::stri
   t.format = ChatFormat::kJinja;
   t.tools = true;  // tools and tool calls go to the template in HF's shape; it renders them or not
   t.jinja = std::make_shared<const JinjaTemplate>(std::move(parsed));
+  t.source = source;
   return t;
 }
 
@@ -341,6 +342,7 @@ StatusOr<ChatTemplate> chat_template_from_jinja(const std::string& j, const std:
     StatusOr<ChatTemplate> parsed = jinja_template(j, what);
     if (parsed.ok()) t.jinja = parsed->jinja;
   }
+  t.source = j;
   return t;
 }
 
@@ -356,7 +358,8 @@ StatusOr<ChatTemplate> resolve_chat_template(const std::string& name, const Toke
   } else if (!tok.chat_template().empty()) {
     ASSIGN_OR_RETURN(t, chat_template_from_jinja(tok.chat_template(), tok.chat_template_origin()));
   } else {
-    return InvalidArgument("the tokenizer has no chat_template (tokenizer_config.json has none); a train config can name one: "
+    return InvalidArgument("the tokenizer has no chat_template (neither chat_template.jinja nor tokenizer_config.json has a default one); "
+                           "a train config can name one: "
                            "chat_template: chatml | llama3 | mistral | PATH.jinja");
   }
   std::vector<const char*> need;
@@ -562,6 +565,15 @@ StatusOr<std::vector<ChatSegment>> render_chat(const ChatTemplate& t, const std:
                                << "the built-in " << t.name() << " format, and not turn by turn ("
                                << own.status().message() << "); set chat_template: " << t.name()
                                << " to train on the built-in rendering");
+}
+
+StatusOr<std::string> render_chat_text(const ChatTemplate& t, const std::vector<ChatMessage>& msgs,
+                                       const std::vector<std::string>& tools) {
+  RETURN_IF_ERROR(check_roles(t, msgs, tools, "conversation"));
+  if (t.format == ChatFormat::kJinja) return render_jinja(t, msgs, msgs.size(), tools, false);
+  std::string s;
+  for (const ChatSegment& g : render(t, msgs, tools)) s += g.text;
+  return s;
 }
 
 StatusOr<std::string> render_generation_prompt(const ChatTemplate& t, const std::vector<ChatMessage>& msgs,

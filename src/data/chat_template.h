@@ -46,6 +46,9 @@ struct ChatTemplate {
   // chat_template_kwargs: variables the Jinja template is rendered with besides messages, tools and
   // the special tokens (an object; set_chat_template_kwargs).
   OrderedJson kwargs = OrderedJson::object();
+  // The Jinja text this template was made from (a tokenizer's, a .jinja file's, chat_template_jinja);
+  // "" for a built-in named in a config.
+  std::string source;
   std::string name() const;  // "chatml" | "qwen3" | "llama3" | "mistral" | "mistral_v3" | "mistral_tekken" | "jinja"
 };
 
@@ -89,11 +92,20 @@ StatusOr<ChatTemplate> resolve_chat_template(const std::string& name, const Toke
 // else InvalidArgument naming the key.
 Status set_chat_template_kwargs(ChatTemplate* t, OrderedJson kwargs);
 
+// The Jinja text that renders as `t` does under HF's apply_chat_template, for the tokenizer files
+// saved with an adapter: `source` when there is one, else the built-in's own text
+// (data/chat_template_jinja.cc Note [built-in formats as Jinja]); Unimplemented for qwen3.
+StatusOr<std::string> chat_template_jinja_text(const ChatTemplate& t);
+
 // Renders a conversation. InvalidArgument for an empty conversation, an unknown role, or an
 // assistant-free conversation (nothing to train on); `what` names the source ("f.jsonl line 3").
 // tools: the tool schemas as JSON text (python_json_dumps), rendered in the system block.
 StatusOr<std::vector<ChatSegment>> render_chat(const ChatTemplate& t, const std::vector<ChatMessage>& msgs,
                                                const std::string& what, const std::vector<std::string>& tools = {});
+// The whole conversation as text, as apply_chat_template(tokenize=False) gives it: a Jinja template
+// renders it in one pass (no trained spans are looked for); a built-in joins its segments.
+StatusOr<std::string> render_chat_text(const ChatTemplate& t, const std::vector<ChatMessage>& msgs,
+                                       const std::vector<std::string>& tools = {});
 // Whether the template leaves the conversation's system message out (Mistral v3 / tekken: only a
 // conversation ending with a user message carries it, as in HF's templates).
 bool mistral_drops_system(const ChatTemplate& t, const std::vector<ChatMessage>& msgs);

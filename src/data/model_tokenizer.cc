@@ -1,6 +1,10 @@
 #include "data/model_tokenizer.h"
 
+#include <filesystem>
+
 #include "core/file.h"
+#include "core/json.h"
+#include "core/utf8.h"
 #include "data/detail/tokenizer_json.h"
 #include "io/gguf_checkpoint.h"
 
@@ -51,6 +55,74 @@ StatusOr<Tokenizer> load_model_tokenizer(const std::string& model_path, int32_t*
   if (is_directory(model_path)) return Tokenizer::from_dir(model_path);
   ASSIGN_OR_RETURN(GgufFile f, GgufFile::open(model_path));
   return gguf_file_tokenizer(f, eot_id);
+}
+
+StatusOr<std::vector<std::string>> save_model_tokenizer(const std::string& model_path, const std::string& dir,
+                                                        const std::string& chat_template) {
+  std::vector<std::string> written;
+  auto put = [&](const std::string& name, std::string_view text) -> Status {
+    RETURN_IF_ERROR(write_file_atomic(path_join(dir, name), text), "saving the tokenizer");
+    written.push_back(name);
+    return Status::OK();
+  };
+  std::string config_text;  // tokenizer_config.json as it is to be written ("" = none)
+  if (is_directory(model_path)) {
+    for (const char* f : {"tokenizer.json", "tokenizer.model", "special_tokens_map.json", "added_tokens.json"}) {
+      const std::string from = path_join(model_path, f);
+      if (!file_exists(from)) continue;
+      ASSIGN_OR_RETURN(std::string text, read_file_to_string(from));
+      RETURN_IF_ERROR(put(f, text));
+    }
+    const std::string cfg = path_join(model_path, "tokenizer_config.json");
+    if (file_exists(cfg)) {
+      ASSIGN_OR_RETURN(config_text, read_file_to_string(cfg));
+    }
+    if (chat_template.empty()) {  // the base's own template files travel as they are
+      const std::string side = path_join(model_path, "chat_template.jinja");
+      if (file_exists(side)) {
+        ASSIGN_OR_RETURN(std::string text, read_file_to_string(side));
+        RETURN_IF_ERROR(put("chat_template.jinja", text));
+      } else {  // an earlier run's (with a named template) would win over tokenizer_config.json's
+        std::error_code ec;
+        std::filesystem::remove(path_join(dir, "chat_template.jinja"), ec);
+      }
+      const std::string extras = path_join(model_path, "additional_chat_templates");
+      if (is_directory(extras)) {
+        RETURN_IF_ERROR(make_dirs(path_join(dir, "additional_chat_templates")));
+        std::error_code ec;
+        for (const auto& e : std::filesystem::directory_iterator(extras, ec)) {
+          if (e.path().extension() != ".jinja") continue;
+          ASSIGN_OR_RETURN(std::string text, read_file_to_string(e.path().string()));
+          RETURN_IF_ERROR(put("additional_chat_templates/" + e.path().filename().string(), text));
+        }
+        if (ec) return IOError(Str() << extras << ": " << ec.message());
+      } else {
+        std::error_code ec;
+        std::filesystem::remove_all(path_join(dir, "additional_chat_templates"), ec);
+      }
+    }
+  } else {
+    ASSIGN_OR_RETURN(GgufFile f, GgufFile::open(model_path));
+    ASSIGN_OR_RETURN(HfTokenizerFiles files, gguf_hf_tokenizer_files(f));
+    RETURN_IF_ERROR(put("tokenizer.json", files.tokenizer_json));
+    config_text = files.tokenizer_config_json;
+  }
+  if (!chat_template.empty()) {
+    if (!valid_utf8(chat_template)) return InvalidArgument("the chat template is not UTF-8 text");
+    OrderedJson cfg = OrderedJson::object();
+    if (!config_text.empty()) {
+      ASSIGN_OR_RETURN(cfg, parse_ordered_json(config_text, path_join(model_path, "tokenizer_config.json")));
+      if (!cfg.is_object()) return Corruption(Str() << model_path << ": tokenizer_config.json is not a JSON object");
+    }
+    cfg["chat_template"] = chat_template;
+    config_text = cfg.dump(2) + "\n";
+    RETURN_IF_ERROR(put("chat_template.jinja", chat_template));
+    // A template of an earlier run's extras would be picked for calls with tools: none stay.
+    std::error_code ec;
+    std::filesystem::remove_all(path_join(dir, "additional_chat_templates"), ec);
+  }
+  if (!config_text.empty()) RETURN_IF_ERROR(put("tokenizer_config.json", config_text));
+  return written;
 }
 
 }  // namespace st

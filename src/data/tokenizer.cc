@@ -1,7 +1,11 @@
 #include "data/tokenizer.h"
 
+#include <algorithm>
+#include <filesystem>
+
 #include "core/file.h"
 #include "core/json.h"
+#include "core/utf8.h"
 #include "data/detail/tokenizer_json.h"
 #include "data/detail/unicode.h"
 
@@ -53,6 +57,49 @@ std::string config_template(const Json& cfg) {
   return "";
 }
 
+// Note [chat template files]: transformers (4.47 on) saves a tokenizer's chat template as
+// chat_template.jinja beside tokenizer_config.json and named extras as
+// additional_chat_templates/NAME.jinja; when any of those files is there, they replace
+// tokenizer_config.json's chat_template whole (its _from_pretrained). chat_template.jinja is the
+// "default" template; apply_chat_template renders with "default" unless asked for another by name
+// (or for "tool_use" in a call with tools), so "default" is what we render. Without one (extras
+// only) the tokenizer has no template to render, as HF then has none to pick. Each file must be
+// UTF-8 (Python reads it so); anything else is refused naming the file.
+struct SidecarTemplates {
+  bool any = false;
+  std::string text, origin;  // the default template and its file; "" when there is none
+};
+
+StatusOr<SidecarTemplates> read_sidecar_templates(const std::string& dir) {
+  SidecarTemplates s;
+  auto read = [&](const std::string& path) -> StatusOr<std::string> {
+    ASSIGN_OR_RETURN(std::string text, read_file_to_string(path), "chat template file");
+    if (!valid_utf8(text)) return Corruption(Str() << path << ": not UTF-8 text (a chat template file is read as UTF-8)");
+    return text;
+  };
+  const std::string main = path_join(dir, "chat_template.jinja");
+  if (file_exists(main)) {
+    ASSIGN_OR_RETURN(s.text, read(main));
+    s.any = true;
+    s.origin = main;
+  }
+  const std::string extras = path_join(dir, "additional_chat_templates");
+  if (is_directory(extras)) {
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(extras, ec)) {
+      if (e.path().extension() != ".jinja") continue;
+      s.any = true;
+      // A named "default" here is the default too (transformers keys both by name; the later wins).
+      if (e.path().stem() == "default") {
+        ASSIGN_OR_RETURN(s.text, read(e.path().string()));
+        s.origin = e.path().string();
+      }
+    }
+    if (ec) return IOError(Str() << extras << ": " << ec.message());
+  }
+  return s;
+}
+
 // A flag of tokenizer_config.json: absent or null keeps `*v`; anything but a bool is refused.
 Status config_bool(const Json& cfg, const char* key, const std::string& path, bool* v) {
   if (!cfg.contains(key) || cfg[key].is_null()) return Status::OK();
@@ -92,6 +139,26 @@ StatusOr<Tokenizer> from_spm_model(const std::string& path, const Json& cfg, con
 }
 
 }  // namespace
+
+StatusOr<DirChatTemplate> read_dir_chat_template(const std::string& dir) {
+  DirChatTemplate out;
+  const std::string cfg_path = path_join(dir, "tokenizer_config.json");
+  if (file_exists(cfg_path)) {
+    ASSIGN_OR_RETURN(Json cfg, read_json_file(cfg_path));
+    if (!cfg.is_object()) return Corruption(Str() << cfg_path << ": not a JSON object");
+    if (cfg.contains("chat_template") && !cfg["chat_template"].is_null() && !cfg["chat_template"].is_string() &&
+        !cfg["chat_template"].is_array())
+      return Corruption(Str() << cfg_path << ": 'chat_template' is neither a string nor a list of named templates");
+    out.text = config_template(cfg);
+    out.origin = cfg_path + " chat_template";
+  }
+  ASSIGN_OR_RETURN(SidecarTemplates side, read_sidecar_templates(dir));
+  if (side.any) {  // Note [chat template files]
+    out.text = std::move(side.text);
+    out.origin = side.origin.empty() ? path_join(dir, "additional_chat_templates") : side.origin;
+  }
+  return out;
+}
 
 StatusOr<Tokenizer> Tokenizer::from_file(const std::string& path) {
   // A sentencepiece model alone: transformers' defaults for everything tokenizer_config.json sets.
@@ -135,11 +202,11 @@ StatusOr<Tokenizer> Tokenizer::from_dir(const std::string& dir) {
     ASSIGN_OR_RETURN(t.bos_, id_of("bos_token", t.bos_, true));
     ASSIGN_OR_RETURN(t.eos_, id_of("eos_token", t.eos_, true));
     ASSIGN_OR_RETURN(t.pad_, id_of("pad_token", t.pad_, false));
-    if (cfg.contains("chat_template") && !cfg["chat_template"].is_null() && !cfg["chat_template"].is_string() &&
-        !cfg["chat_template"].is_array())
-      return Corruption(Str() << cfg_path << ": 'chat_template' is neither a string nor a list of named templates");
-    t.chat_template_ = config_template(cfg);
-    t.chat_template_origin_ = cfg_path + " chat_template";
+  }
+  ASSIGN_OR_RETURN(DirChatTemplate ct, read_dir_chat_template(dir));
+  if (!ct.origin.empty()) {
+    t.chat_template_ = std::move(ct.text);
+    t.chat_template_origin_ = std::move(ct.origin);
   }
   std::string gen_path = path_join(dir, "generation_config.json");
   if (t.eos_ < 0 && file_exists(gen_path)) {

@@ -92,6 +92,15 @@ struct HfTokenizerFiles {
   std::string tokenizer_json, tokenizer_config_json;
 };
 
+// The chat template a tokenizer directory holds, as Tokenizer::from_dir reads it (chat_template.jinja
+// and additional_chat_templates/ over tokenizer_config.json's chat_template: tokenizer.cc Note
+// [chat template files]), without reading the vocabulary: {text, where it came from}, text ""
+// when there is none. Errors name the file.
+struct DirChatTemplate {
+  std::string text, origin;
+};
+StatusOr<DirChatTemplate> read_dir_chat_template(const std::string& dir);
+
 class Tokenizer {
  public:
   Tokenizer();

@@ -174,7 +174,10 @@ Status run_train_data_parallel(const TrainConfig& cfg, int n) {
     ASSIGN_OR_RETURN(double loss, trainer.evaluate(eval));
     std::printf("eval loss %.6f\n", loss);
   }
-  if (talk) std::printf("adapter written to %s\n", cfg.output_dir.c_str());
+  if (talk) {
+    std::printf("adapter written to %s\n", cfg.output_dir.c_str());
+    std::printf("tokenizer  %s\n", save_train_tokenizer(cfg).c_str());
+  }
   return Status::OK();
 }
 

@@ -22,9 +22,6 @@ namespace st {
 namespace fs = std::filesystem;
 namespace {
 
-constexpr const char* kTokenizerFiles[] = {"tokenizer.json", "tokenizer.model", "tokenizer_config.json",
-                                           "special_tokens_map.json", "generation_config.json"};
-
 struct OutTensor {
   std::string name;
   std::vector<int64_t> shape;
@@ -97,6 +94,7 @@ struct MergeCtx {
   const LoraConfig* lc;
   const Lora* lora;
   const std::vector<float>* params;
+  std::string adapter_dir;
   int64_t merged = 0;
 };
 
@@ -146,21 +144,30 @@ Status write_gguf_tokenizer(const GgufCheckpoint& ck, const std::string& dir, Me
   return write_file_atomic(path_join(dir, "tokenizer_config.json"), t->tokenizer_config_json);
 }
 
-Status write_side_files(const ModelSource& src, const std::string& dir, const std::vector<OutTensor>& ts,
-                        MergeResult* r) {
+// Note [the adapter's tokenizer]: `train` saves the tokenizer beside the adapter with the chat
+// template it trained with (train/train_data.h save_train_tokenizer); the merged model takes those
+// files, so that it renders conversations as they were trained. An adapter without them (PEFT's
+// own, or older) leaves the base's.
+Status write_side_files(const ModelSource& src, const std::string& adapter_dir, const std::string& dir,
+                        const std::vector<OutTensor>& ts, MergeResult* r) {
   ModelConfig c = src.config();
   DType d0 = ts.empty() ? DType::kBF16 : ts.front().dtype;
   c.torch_dtype = d0 == DType::kF32 ? "float32" : d0 == DType::kF16 ? "float16" : "bfloat16";
   RETURN_IF_ERROR(write_file_atomic(path_join(dir, "config.json"), hf_config_to_json(c).dump(2) + "\n"));
-  if (src.gguf()) return write_gguf_tokenizer(*src.gguf(), dir, r);
-  for (const char* f : kTokenizerFiles) {
-    const std::string from = path_join(src.hf_dir(), f);
-    std::error_code ec;
-    if (!fs::exists(from, ec)) continue;
-    ASSIGN_OR_RETURN(std::string text, read_file_to_string(from));
-    RETURN_IF_ERROR(write_file_atomic(path_join(dir, f), text));
+  const bool saved = file_exists(path_join(adapter_dir, "tokenizer.json")) || file_exists(path_join(adapter_dir, "tokenizer.model"));
+  if (saved) {
+    RETURN_IF_ERROR(save_model_tokenizer(adapter_dir, dir).status(), "merge: the adapter's tokenizer");
+    r->notes.push_back("tokenizer files: the adapter's (" + adapter_dir + "), with the chat template it was trained with");
+  } else if (src.gguf()) {
+    return write_gguf_tokenizer(*src.gguf(), dir, r);
+  } else {  // the base's tokenizer files, chat_template.jinja and additional_chat_templates/ with them
+    RETURN_IF_ERROR(save_model_tokenizer(src.hf_dir(), dir).status(), "merge: the base's tokenizer");
   }
-  return Status::OK();
+  if (src.gguf()) return Status::OK();
+  const std::string gen = path_join(src.hf_dir(), "generation_config.json");
+  if (!file_exists(gen)) return Status::OK();
+  ASSIGN_OR_RETURN(std::string text, read_file_to_string(gen));
+  return write_file_atomic(path_join(dir, "generation_config.json"), text);
 }
 
 StatusOr<std::vector<OutTensor>> list_outputs(const ModelSource& src, const MergeOptions& o) {
@@ -193,7 +200,7 @@ Status write_all(MergeCtx& m, const std::string& tmp, const std::vector<OutTenso
     r->files.push_back(name);
   }
   if (shards.size() > 1) RETURN_IF_ERROR(write_index(tmp, ts, shards, r->bytes));
-  return write_side_files(*m.src, tmp, ts, r);
+  return write_side_files(*m.src, m.adapter_dir, tmp, ts, r);
 }
 
 // Note [GGUF merge]: a GGUF base merged into a GGUF: every metadata key (tokenizer, chat
@@ -293,7 +300,7 @@ StatusOr<MergeResult> merge_lora(const std::string& model_path, const std::strin
       return InvalidArgument(Str() << "merge: a .gguf output needs a .gguf base (" << model_path
                                    << " is an HF checkpoint: merge to a directory, then convert it with llama.cpp's "
                                       "convert_hf_to_gguf.py)");
-    MergeCtx m{src.get(), &lc, lora.get(), &params};
+    MergeCtx m{src.get(), &lc, lora.get(), &params, adapter_dir};
     MergeResult r;
     int64_t expect = 0;
     for (bool b : lc.targets) expect += b ? lc.adapted_layers(src->config().num_layers) : 0;
@@ -305,7 +312,7 @@ StatusOr<MergeResult> merge_lora(const std::string& model_path, const std::strin
   const std::string tmp = out_dir + ".tmp-" + std::to_string(::getpid());
   fs::remove_all(tmp, ec);
   RETURN_IF_ERROR(make_dirs(tmp));
-  MergeCtx m{src.get(), &lc, lora.get(), &params};
+  MergeCtx m{src.get(), &lc, lora.get(), &params, adapter_dir};
   MergeResult r;
   Status st = write_all(m, tmp, ts, opts, &r);
   if (!st.ok()) {

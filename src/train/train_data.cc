@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <span>
 
+#include "data/chat_template.h"
 #include "data/model_tokenizer.h"
 
 namespace st {
@@ -113,6 +114,41 @@ Status apply_special_tokens(const TrainConfig::SpecialTokens& st, Tokenizer* tok
   }
   tok->set_special_ids(bos, eos, pad);
   return Status::OK();
+}
+
+namespace {
+
+// The Jinja text of the config's chat_template for the saved tokenizer; "" keeps the base's own.
+StatusOr<std::string> trained_template_text(const TrainConfig& cfg, const Tokenizer& tok) {
+  const std::string name = effective_chat_template(cfg.chat_template, cfg.chat_template_jinja);
+  const bool own = name.empty() || name == "tokenizer_default" ||
+                   (name == "tokenizer_default_fallback_chatml" && !tok.chat_template().empty());
+  if (own) return std::string();
+  ASSIGN_OR_RETURN(ChatTemplate t, resolve_chat_template(name, tok));
+  StatusOr<std::string> text = chat_template_jinja_text(t);
+  if (text.ok() || text.status().code() != StatusCode::kUnimplemented || tok.chat_template().empty()) return text;
+  // qwen3 has no text of ours: the tokenizer's own template serves when it is that format.
+  StatusOr<ChatTemplate> mine = chat_template_from_jinja(tok.chat_template(), tok.chat_template_origin());
+  if (mine.ok() && mine->format == t.format) return std::string();
+  return text;
+}
+
+}  // namespace
+
+std::string save_train_tokenizer(const TrainConfig& cfg) {
+  StatusOr<Tokenizer> tok = train_tokenizer(cfg);
+  if (!tok.ok()) return "not saved: " + tok.status().message();
+  StatusOr<std::string> text = trained_template_text(cfg, *tok);
+  std::string note;
+  if (!text.ok()) {
+    note = Str() << "; its chat template is the base's (" << text.status().message() << ")";
+    text = std::string();
+  }
+  StatusOr<std::vector<std::string>> files = save_model_tokenizer(cfg.base_model, cfg.output_dir, *text);
+  if (!files.ok()) return "not saved: " + files.status().message();
+  if (files->empty()) return "not saved: " + cfg.base_model + " has no tokenizer files";
+  const std::string what = text->empty() ? std::string("the base's chat template") : "chat_template " + cfg.chat_template;
+  return Str() << "saved to " << cfg.output_dir << " (" << files->size() << " files, " << what << ")" << note;
 }
 
 Status preview_train_data(const TrainConfig& cfg, int n, std::FILE* out) {

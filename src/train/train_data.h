@@ -36,6 +36,14 @@ Status apply_special_tokens(const TrainConfig::SpecialTokens& st, Tokenizer* tok
 // the dataset path.
 StatusOr<TrainData> load_train_data(const TrainConfig& cfg, const ModelConfig& mc);
 
+// The tokenizer saved beside the adapter in output_dir, as axolotl saves it there: the base's
+// tokenizer files with, when the config names a chat_template, that template as the tokenizer's
+// own (data/model_tokenizer.h save_model_tokenizer), so that transformers' apply_chat_template,
+// `generate --adapter` and `merge` render conversations as they were trained. Returns the banner
+// line that says what was saved, or why nothing was (a base without tokenizer files, a built-in
+// template without Jinja text): a missing tokenizer is a note, not a failed run.
+std::string save_train_tokenizer(const TrainConfig& cfg);
+
 // `train --preview-data`: every training dataset's counts and its first n samples as text, the
 // trained tokens between ⟦ and ⟧ (decoded run by run), so a loss mask can be checked by eye.
 Status preview_train_data(const TrainConfig& cfg, int n, std::FILE* out);

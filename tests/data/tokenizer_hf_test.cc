@@ -288,5 +288,41 @@ TEST(Tokenizer, ConfigSpecialTokensAreCheckedByName) {
   std::filesystem::remove_all(dir);
 }
 
+// Note [chat template files]: chat_template.jinja (and additional_chat_templates/default.jinja)
+// replace tokenizer_config.json's chat_template, as transformers' loader has it; extras without a
+// default leave no template; a non-UTF-8 file is refused naming it.
+TEST(Tokenizer, ChatTemplateFilesWinOverTheConfig) {
+  const std::string dir = ::testing::TempDir() + "/tokjinja_" + std::to_string(::getpid());
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  CHECK_OK(write_file_atomic(dir + "/tokenizer.json",
+      R"({"model":{"type":"BPE","vocab":{"a":0,"b":1,"<s>":2,"</s>":3},"merges":[]},"pre_tokenizer":{"type":"ByteLevel"},
+          "added_tokens":[{"id":2,"content":"<s>","special":true},{"id":3,"content":"</s>","special":true}]})"));
+  CHECK_OK(write_file_atomic(dir + "/tokenizer_config.json", R"({"eos_token":"</s>","chat_template":"from config"})"));
+  auto load = [&]() {
+    auto t = Tokenizer::from_dir(dir);
+    EXPECT_TRUE(t.ok()) << t.status().to_string();
+    return t.ok() ? std::make_pair(t->chat_template(), t->chat_template_origin()) : std::make_pair(std::string("?"), std::string());
+  };
+  EXPECT_EQ(load().first, "from config");
+  CHECK_OK(write_file_atomic(dir + "/chat_template.jinja", "from the file"));
+  EXPECT_EQ(load().first, "from the file");
+  EXPECT_EQ(load().second, dir + "/chat_template.jinja");
+  std::filesystem::create_directories(dir + "/additional_chat_templates");
+  CHECK_OK(write_file_atomic(dir + "/additional_chat_templates/tool_use.jinja", "tools"));
+  EXPECT_EQ(load().first, "from the file");  // the default is still chat_template.jinja
+  CHECK_OK(write_file_atomic(dir + "/additional_chat_templates/default.jinja", "named default"));
+  EXPECT_EQ(load().first, "named default");
+  std::filesystem::remove(dir + "/additional_chat_templates/default.jinja");
+  std::filesystem::remove(dir + "/chat_template.jinja");
+  EXPECT_EQ(load().first, "");  // extras only: no default to render, and the config's is replaced
+  CHECK_OK(write_file_atomic(dir + "/chat_template.jinja", std::string("bad \xff\xfe bytes")));
+  auto bad = Tokenizer::from_dir(dir);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find(dir + "/chat_template.jinja"), std::string::npos) << bad.status().to_string();
+  EXPECT_NE(bad.status().message().find("not UTF-8"), std::string::npos) << bad.status().to_string();
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace st
