@@ -1,13 +1,14 @@
 // The Jinja text of a chat template, for the tokenizer files saved beside an adapter
 // (chat_template.h chat_template_jinja_text). Note [built-in formats as Jinja]: a template read
 // from text (a tokenizer's, a .jinja file, chat_template_jinja) is that text; a built-in named in a
-// train config (chatml, qwen_25, llama3, mistral, mistral_v1, mistral_v3, mistral_tekken) has no
+// train config (chatml, qwen_25, qwen3, llama3, mistral, mistral_v1, mistral_v3, mistral_tekken) has no
 // text of its own, so HF's apply_chat_template could not render what was trained. The texts below
 // are written here, one per built-in renderer of chat_template.cc, and render what that renderer
 // renders: chat_template_jinja_test runs each through the interpreter (itself checked against
 // Python's jinja2) beside the built-in over conversations with and without system messages, tool
-// calls and tool results, generation prompts included. qwen3 (its <think> bookkeeping) has none:
-// a tokenizer whose own template is Qwen3's gives its text instead (the caller's choice).
+// calls and tool results, generation prompts included. qwen3 included (its think blocks kept after
+// the last real user turn); the variants only a tokenizer's template has (Llama-3.1's date lines,
+// Qwen3-Thinking's generation prompt) are that template's own text.
 #include <string>
 
 #include "data/chat_template.h"
@@ -113,6 +114,58 @@ std::string mistral_v3(bool tekken) {
          "{%- endfor %}\n";
 }
 
+// Qwen3: ChatML whose assistant turns after the last real user message (one that is not a
+// <tool_response> block) keep their reasoning as "<think>\nR\n</think>\n\n" (the last turn always);
+// earlier turns drop it; a message's reasoning_content field, when there is one, is its reasoning (as
+// in Qwen3's own template, which is also how chat_template_from_jinja knows the text for Qwen3's).
+// Tool schemas, calls (string arguments as they are) and results as Qwen2.5's.
+std::string qwen3() {
+  return "{%- if tools %}{{- '<|im_start|>system\\n' }}"
+         "{%- if messages[0].role == 'system' %}{{- messages[0].content + '\\n\\n' }}{%- endif %}"
+         "{{- '# Tools\\n\\nYou may call one or more functions to assist with the user query.\\n\\nYou are "
+         "provided with function signatures within <tools></tools> XML tags:\\n<tools>' }}"
+         "{%- for tool in tools %}{{- '\\n' + tool | tojson }}{%- endfor %}"
+         "{{- '\\n</tools>\\n\\nFor each function call, return a json object with function name and arguments "
+         "within <tool_call></tool_call> XML tags:\\n<tool_call>\\n{\"name\": <function-name>, \"arguments\": "
+         "<args-json-object>}\\n</tool_call><|im_end|>\\n' }}{%- endif %}\n"
+         "{%- set q = namespace(last=messages | length - 1, found=false) %}"
+         "{%- for message in messages | reverse %}"
+         "{%- if not q.found and message.role == 'user' and not (message.content.startswith('<tool_response>') and "
+         "message.content.endswith('</tool_response>')) %}"
+         "{%- set q.found = true %}{%- set q.last = messages | length - 1 - loop.index0 %}{%- endif %}"
+         "{%- endfor %}\n"
+         "{%- for message in messages %}\n"
+         "{%- if tools and loop.first and message.role == 'system' %}\n"
+         "{%- elif message.role == 'tool' %}"
+         "{%- if loop.first or messages[loop.index0 - 1].role != 'tool' %}{{- '<|im_start|>user' }}{%- endif %}"
+         "{{- '\\n<tool_response>\\n' + message.content + '\\n</tool_response>' }}"
+         "{%- if loop.last or messages[loop.index0 + 1].role != 'tool' %}{{- '<|im_end|>\\n' }}{%- endif %}\n"
+         "{%- elif message.role != 'assistant' %}"
+         "{{- '<|im_start|>' + message.role + '\\n' + message.content + '<|im_end|>\\n' }}\n"
+         "{%- else %}"
+         "{%- set content = message.content if message.content is string else '' %}{%- set reasoning = '' %}"
+         "{%- if message.reasoning_content is string %}{%- set reasoning = message.reasoning_content %}"
+         "{%- elif '</think>' in content %}"
+         "{%- set reasoning = content.split('</think>')[0].rstrip('\\n').split('<think>')[-1].lstrip('\\n') %}"
+         "{%- set content = content.split('</think>')[-1].lstrip('\\n') %}{%- endif %}"
+         "{{- '<|im_start|>assistant\\n' }}"
+         "{%- if loop.index0 > q.last and (loop.last or reasoning) %}"
+         "{{- '<think>\\n' + reasoning.strip('\\n') + '\\n</think>\\n\\n' + content.lstrip('\\n') }}"
+         "{%- else %}{{- content }}{%- endif %}"
+         "{%- for call in message.tool_calls or [] %}"
+         "{%- set f = call.function if call.function is defined else call %}"
+         "{%- if not loop.first or content %}{{- '\\n' }}{%- endif %}"
+         "{{- '<tool_call>\\n{\"name\": \"' + f.name + '\", \"arguments\": ' }}"
+         "{%- if f.arguments is string %}{{- f.arguments }}{%- else %}{{- f.arguments | tojson }}{%- endif %}"
+         "{{- '}\\n</tool_call>' }}{%- endfor %}"
+         "{{- '<|im_end|>\\n' }}\n"
+         "{%- endif %}\n"
+         "{%- endfor %}\n"
+         "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}"
+         "{%- if enable_thinking is defined and enable_thinking is false %}{{- '<think>\\n\\n</think>\\n\\n' }}{%- endif %}"
+         "{%- endif %}\n";
+}
+
 }  // namespace
 
 StatusOr<std::string> chat_template_jinja_text(const ChatTemplate& t) {
@@ -127,6 +180,8 @@ StatusOr<std::string> chat_template_jinja_text(const ChatTemplate& t) {
     case ChatFormat::kMistralV3: return mistral_v3(false);
     case ChatFormat::kMistralTekken: return mistral_v3(true);
     case ChatFormat::kQwen3:
+      if (t.think_prompt) break;  // only a tokenizer's template (with its text) opens with <think>
+      return qwen3();
     case ChatFormat::kJinja: break;
   }
   return Unimplemented(Str() << "the built-in " << t.name() << " chat template has no Jinja text here");

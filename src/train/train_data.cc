@@ -127,7 +127,7 @@ StatusOr<std::string> trained_template_text(const TrainConfig& cfg, const Tokeni
   ASSIGN_OR_RETURN(ChatTemplate t, resolve_chat_template(name, tok));
   StatusOr<std::string> text = chat_template_jinja_text(t);
   if (text.ok() || text.status().code() != StatusCode::kUnimplemented || tok.chat_template().empty()) return text;
-  // qwen3 has no text of ours: the tokenizer's own template serves when it is that format.
+  // A built-in variant without a text of ours: the tokenizer's own template serves when it is that format.
   StatusOr<ChatTemplate> mine = chat_template_from_jinja(tok.chat_template(), tok.chat_template_origin());
   if (mine.ok() && mine->format == t.format) return std::string();
   return text;

@@ -4,6 +4,7 @@
 // conversations, their trained spans and generation prompts -- and refuses what it refuses.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 
@@ -68,6 +69,14 @@ std::vector<Conv> conversations() {
         {"tool", "21"}, {"assistant", "21."}},
        {kTool}},
       {{{"user", "Hi"}, {"assistant", "Hello!"}}, {kTool}},
+      {{{"user", "q"}, {"assistant", "<think>\nhmm\n</think>\n\nanswer"}}, {}},
+      {{{"system", "s"}, {"user", "a"}, {"assistant", "<think>r1</think>x"}, {"user", "b"},
+        {"assistant", "\n<think>\n\nr2\n\n</think>\n\ny"}},
+       {}},
+      {{{"user", "a"}, {"assistant", "<think>r</think>x"}, {"user", "b"}, {"assistant", "no think"}}, {}},
+      {{{"user", "q"}, {"assistant", "", {call}}, {"user", "<tool_response>\n21\n</tool_response>"},
+        {"assistant", "<think>z</think>done"}},
+       {}},
   };
 }
 
@@ -99,7 +108,7 @@ std::string case_json(const std::vector<ChatMessage>& m, const std::vector<std::
 
 TEST(ChatTemplateJinja, EveryNamedBuiltInRendersAsItsJinja) {
   const char* dump = std::getenv("ST_DUMP_BUILTIN_JINJA");  // a directory: writes NAME.jinja for a jinja2 check
-  for (const char* name : {"chatml", "qwen_25", "llama3", "mistral", "mistral_v1", "mistral_v3", "mistral_tekken"}) {
+  for (const char* name : {"chatml", "qwen_25", "qwen3", "llama3", "mistral", "mistral_v1", "mistral_v3", "mistral_tekken"}) {
     SCOPED_TRACE(name);
     const ChatTemplate built = named(name);
     StatusOr<std::string> text = chat_template_jinja_text(built);
@@ -113,13 +122,16 @@ TEST(ChatTemplateJinja, EveryNamedBuiltInRendersAsItsJinja) {
       const Rendered want = render(built, c.m, c.tools);
       Rendered got = render(jt, c.m, c.tools);
       if (want.ok && !got.ok && got.error.find("turn by turn") != std::string::npos) {
-        // HF's Mistral v3 / tekken templates put the system text into the last user turn: no
-        // renderer finds trained spans from prefixes there (the built-in trains on such data
-        // itself); the whole text must still agree.
+        // HF's Mistral v3 / tekken templates put the system text into the last user turn, and
+        // Qwen3's drops earlier turns' think blocks once a later user turn comes: no renderer finds
+        // trained spans from prefixes there (the built-in trains on such data itself); the whole
+        // text must still agree.
         StatusOr<std::string> whole = render_chat_text(jt, c.m, c.tools);
         ASSERT_TRUE(whole.ok()) << whole.status().to_string();
         EXPECT_EQ(*whole, want.text);
-        EXPECT_TRUE(built.format == ChatFormat::kMistralV3 || built.format == ChatFormat::kMistralTekken) << got.error;
+        EXPECT_TRUE(built.format == ChatFormat::kMistralV3 || built.format == ChatFormat::kMistralTekken ||
+                    built.format == ChatFormat::kQwen3)
+            << got.error;
         ++compared;
         continue;
       }
@@ -134,11 +146,21 @@ TEST(ChatTemplateJinja, EveryNamedBuiltInRendersAsItsJinja) {
       EXPECT_EQ(got.text, want.text) << *text;
       // (An assistant turn of tool calls opens "<|im_start|>assistant\n<tool_call>": the built-in
       // trains its "\n", prefix rendering puts it in the header. The text is what HF sees.)
-      if (c.tools.empty()) {
+      if (std::none_of(c.m.begin(), c.m.end(), [](const ChatMessage& x) { return !x.tool_calls.empty(); })) {
         EXPECT_EQ(got.trained, want.trained);
       }
     }
     EXPECT_GE(compared, 3);
+    // Read back as a tokenizer's template (the saved tokenizer loaded by a later run): the same text.
+    StatusOr<ChatTemplate> back = chat_template_from_jinja(*text, "saved");
+    ASSERT_TRUE(back.ok()) << back.status().to_string();
+    for (const Conv& c : conversations()) {
+      const Rendered want = render(built, c.m, c.tools);
+      if (!want.ok) continue;
+      const Rendered got = render(with_tokens(*back), c.m, c.tools);
+      ASSERT_TRUE(got.ok) << got.error;
+      EXPECT_EQ(got.text, want.text);
+    }
     if (dump) {  // the built-in's texts, for tools/ref/check_builtin_jinja.py to render with jinja2
       std::ofstream out(std::string(dump) + "/" + name + ".cases.jsonl");
       for (const Conv& c : conversations()) {
@@ -172,8 +194,8 @@ TEST(ChatTemplateJinja, MistralV1RefusesWhatTheBuiltInRefuses) {
   EXPECT_NE(r.error.find("alternation"), std::string::npos) << r.error;
 }
 
-// A template read from text keeps that text; qwen3 named in a config has none here.
-TEST(ChatTemplateJinja, SourceTextAndQwen3) {
+// A template read from text keeps that text.
+TEST(ChatTemplateJinja, SourceText) {
   const std::string src = "{% for m in messages %}{{ m.content }}{% endfor %}";
   StatusOr<ChatTemplate> t = chat_template_by_name("jinja:" + src);
   ASSERT_TRUE(t.ok());
@@ -184,9 +206,23 @@ TEST(ChatTemplateJinja, SourceTextAndQwen3) {
   ASSERT_TRUE(from_tok.ok());
   EXPECT_EQ(from_tok->format, ChatFormat::kChatML);
   EXPECT_EQ(*chat_template_jinja_text(*from_tok), chatml_like);
-  StatusOr<std::string> q = chat_template_jinja_text(named("qwen3"));
-  ASSERT_FALSE(q.ok());
-  EXPECT_EQ(q.status().code(), StatusCode::kUnimplemented);
+}
+
+// qwen3's enable_thinking (chat_template_kwargs) reaches the saved text's generation prompt.
+TEST(ChatTemplateJinja, Qwen3EnableThinking) {
+  ChatTemplate built = named("qwen3");
+  StatusOr<std::string> text = chat_template_jinja_text(built);
+  ASSERT_TRUE(text.ok());
+  StatusOr<ChatTemplate> jt = chat_template_by_name("jinja:" + *text);
+  ASSERT_TRUE(jt.ok());
+  ChatTemplate j = with_tokens(*jt);
+  ASSERT_TRUE(set_chat_template_kwargs(&built, OrderedJson::parse(R"({"enable_thinking": false})")).ok());
+  ASSERT_TRUE(set_chat_template_kwargs(&j, OrderedJson::parse(R"({"enable_thinking": false})")).ok());
+  StatusOr<std::string> want = render_generation_prompt(built, {{"user", "Hi"}});
+  StatusOr<std::string> got = render_generation_prompt(j, {{"user", "Hi"}});
+  ASSERT_TRUE(want.ok() && got.ok());
+  EXPECT_EQ(*got, *want);
+  EXPECT_TRUE(want->ends_with("<think>\n\n</think>\n\n")) << *want;
 }
 
 }  // namespace
