@@ -129,8 +129,9 @@ StatusOr<Tokenizer> load_tokenizer(const std::string& path, std::set<int32_t>* s
 // save_train_tokenizer); else the model's own. --chat-template-kwargs: the Jinja variables.
 StatusOr<ChatTemplate> chat_template_for(const ParsedArgs& a, Tokenizer* tok) {
   const std::string name = a.get("chat-template");
-  if (name.empty() && a.has("adapter")) {
-    ASSIGN_OR_RETURN(DirChatTemplate saved, read_dir_chat_template(a.get("adapter")));
+  const std::string dir = a.has("adapter") ? saved_tokenizer_dir(a.get("adapter")) : std::string();
+  if (name.empty() && !dir.empty()) {
+    ASSIGN_OR_RETURN(DirChatTemplate saved, read_dir_chat_template(dir));
     if (!saved.text.empty()) {
       std::fprintf(stderr, "chat template: %s (saved with the adapter)\n", saved.origin.c_str());
       tok->set_chat_template(saved.text, saved.origin);

@@ -146,18 +146,18 @@ Status write_gguf_tokenizer(const GgufCheckpoint& ck, const std::string& dir, Me
 
 // Note [the adapter's tokenizer]: `train` saves the tokenizer beside the adapter with the chat
 // template it trained with (train/train_data.h save_train_tokenizer); the merged model takes those
-// files, so that it renders conversations as they were trained. An adapter without them (PEFT's
-// own, or older) leaves the base's.
+// files (a checkpoint-N adapter: its output_dir's), so that it renders conversations as they were
+// trained. An adapter without them (PEFT's own, or older) leaves the base's.
 Status write_side_files(const ModelSource& src, const std::string& adapter_dir, const std::string& dir,
                         const std::vector<OutTensor>& ts, MergeResult* r) {
   ModelConfig c = src.config();
   DType d0 = ts.empty() ? DType::kBF16 : ts.front().dtype;
   c.torch_dtype = d0 == DType::kF32 ? "float32" : d0 == DType::kF16 ? "float16" : "bfloat16";
   RETURN_IF_ERROR(write_file_atomic(path_join(dir, "config.json"), hf_config_to_json(c).dump(2) + "\n"));
-  const bool saved = file_exists(path_join(adapter_dir, "tokenizer.json")) || file_exists(path_join(adapter_dir, "tokenizer.model"));
-  if (saved) {
-    RETURN_IF_ERROR(save_model_tokenizer(adapter_dir, dir).status(), "merge: the adapter's tokenizer");
-    r->notes.push_back("tokenizer files: the adapter's (" + adapter_dir + "), with the chat template it was trained with");
+  const std::string saved = saved_tokenizer_dir(adapter_dir);
+  if (!saved.empty()) {
+    RETURN_IF_ERROR(save_model_tokenizer(saved, dir).status(), "merge: the adapter's tokenizer");
+    r->notes.push_back("tokenizer files: the adapter's (" + saved + "), with the chat template it was trained with");
   } else if (src.gguf()) {
     return write_gguf_tokenizer(*src.gguf(), dir, r);
   } else {  // the base's tokenizer files, chat_template.jinja and additional_chat_templates/ with them

@@ -26,6 +26,7 @@ stream: "off"
 sequence_len: 64
 micro_batch_size: 2
 max_steps: 2
+save_steps: 1
 lora_r: 4
 output_dir: out
 YAML
@@ -62,6 +63,15 @@ if [[ $rc -eq 0 ]] && cmp -s "$T/out/chat_template.jinja" "$T/merged/chat_templa
    cmp -s "$T/out/tokenizer_config.json" "$T/merged/tokenizer_config.json"; then
   echo "ok   merge: the adapter's tokenizer files"
 else echo "FAIL merge: rc $rc: $out; $(ls "$T/merged" 2>&1)"; fail=1; fi
+# A checkpoint's adapter: the tokenizer saved in its output_dir.
+err=$(gen --adapter "$T/out/checkpoint-1" 2>&1 >/dev/null); rc=$?
+if [[ $rc -eq 0 ]] && grep -q "chat template: $T/out/chat_template.jinja (saved with the adapter)" <<<"$err"; then
+  echo "ok   generate --adapter out/checkpoint-1: output_dir's template"
+else echo "FAIL generate with a checkpoint adapter: rc $rc: $err"; fail=1; fi
+out=$("$BIN" merge --model "$T/model" --adapter "$T/out/checkpoint-1/" --out "$T/merged1" 2>&1); rc=$?
+if [[ $rc -eq 0 ]] && cmp -s "$T/out/chat_template.jinja" "$T/merged1/chat_template.jinja"; then
+  echo "ok   merge of a checkpoint: output_dir's tokenizer files"
+else echo "FAIL merge of a checkpoint: rc $rc: $out"; fail=1; fi
 # A base with a chat_template.jinja sidecar: the run renders with it and passes it on unchanged.
 cp -r "$T/model" "$T/model2"
 printf '%s' "{% for m in messages %}{{ '<|im_start|>' + m.role + '\n' + m.content + '<|im_end|>\n' }}{% endfor %}" >"$T/model2/chat_template.jinja"
