@@ -168,16 +168,17 @@ Status run_train_data_parallel(const TrainConfig& cfg, int n) {
     std::fflush(stdout);
   };
   DataLoaderSource train(data.train, loader_options(cfg, data.pad_id, /*train=*/true, *run->owned[0]));
+  if (talk) {  // as the single-device run: before training (train_data.h save_train_tokenizer)
+    RETURN_IF_ERROR(make_dirs(cfg.output_dir), "output_dir");
+    std::printf("tokenizer  %s\n", save_train_tokenizer(cfg).c_str());
+  }
   RETURN_IF_ERROR(trainer.train(train));
   if (data.eval && talk) {
     DataLoaderSource eval(data.eval, loader_options(cfg, data.pad_id, /*train=*/false, *run->owned[0]));
     ASSIGN_OR_RETURN(double loss, trainer.evaluate(eval));
     std::printf("eval loss %.6f\n", loss);
   }
-  if (talk) {
-    std::printf("adapter written to %s\n", cfg.output_dir.c_str());
-    std::printf("tokenizer  %s\n", save_train_tokenizer(cfg).c_str());
-  }
+  if (talk) std::printf("adapter written to %s\n", cfg.output_dir.c_str());
   return Status::OK();
 }
 
