@@ -135,6 +135,7 @@ StatusOr<ChatTemplate> chat_template_for(const ParsedArgs& a, Tokenizer* tok) {
     if (!saved.text.empty()) {
       std::fprintf(stderr, "chat template: %s (saved with the adapter)\n", saved.origin.c_str());
       tok->set_chat_template(saved.text, saved.origin);
+      if (!saved.tool_use.empty()) tok->set_tool_use_template(saved.tool_use, saved.tool_use_origin);
     }
   }
   ASSIGN_OR_RETURN(ChatTemplate t, resolve_chat_template(name, *tok));

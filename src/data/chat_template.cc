@@ -372,6 +372,12 @@ StatusOr<ChatTemplate> resolve_chat_template(const std::string& name, const Toke
     if (!tok.token_to_id(s)) return InvalidArgument(Str() << "chat template " << t.name() << " needs token " << s << ", which the tokenizer lacks");
   if (tok.bos_id() >= 0) t.bos_token = tok.id_to_token(tok.bos_id());
   if (tok.eos_id() >= 0) t.eos_token = tok.id_to_token(tok.eos_id());
+  if (own && !tok.tool_use_template().empty() && !(fallback && tok.chat_template().empty())) {
+    ASSIGN_OR_RETURN(ChatTemplate tu, chat_template_from_jinja(tok.tool_use_template(), tok.tool_use_origin()));
+    tu.bos_token = t.bos_token;
+    tu.eos_token = t.eos_token;
+    t.tool_use = std::make_shared<const ChatTemplate>(std::move(tu));
+  }
   return t;
 }
 
@@ -527,6 +533,11 @@ StatusOr<std::vector<ChatSegment>> render_jinja_chat(const ChatTemplate& t, cons
 
 Status set_chat_template_kwargs(ChatTemplate* t, OrderedJson kwargs) {
   if (!kwargs.is_object()) return InvalidArgument("chat_template_kwargs: expected a mapping");
+  if (t->tool_use) {
+    ChatTemplate tu = *t->tool_use;
+    RETURN_IF_ERROR(set_chat_template_kwargs(&tu, kwargs), "the tool_use template");
+    t->tool_use = std::make_shared<const ChatTemplate>(std::move(tu));
+  }
   if (!t->jinja) {
     for (const auto& [k, v] : kwargs.items()) {
       const bool thinking = t->format == ChatFormat::kQwen3 && k == "enable_thinking" && v.is_boolean();
@@ -547,6 +558,7 @@ bool mistral_drops_system(const ChatTemplate& t, const std::vector<ChatMessage>&
 
 StatusOr<std::vector<ChatSegment>> render_chat(const ChatTemplate& t, const std::vector<ChatMessage>& msgs,
                                                const std::string& what, const std::vector<std::string>& tools) {
+  if (!tools.empty() && t.tool_use) return render_chat(*t.tool_use, msgs, what, tools);
   RETURN_IF_ERROR(check_roles(t, msgs, tools, what));
   if (std::none_of(msgs.begin(), msgs.end(), [](const ChatMessage& m) { return m.role == "assistant"; }))
     return InvalidArgument(Str() << what << ": conversation has no assistant message");
@@ -569,6 +581,7 @@ StatusOr<std::vector<ChatSegment>> render_chat(const ChatTemplate& t, const std:
 
 StatusOr<std::string> render_chat_text(const ChatTemplate& t, const std::vector<ChatMessage>& msgs,
                                        const std::vector<std::string>& tools) {
+  if (!tools.empty() && t.tool_use) return render_chat_text(*t.tool_use, msgs, tools);
   RETURN_IF_ERROR(check_roles(t, msgs, tools, "conversation"));
   if (t.format == ChatFormat::kJinja) return render_jinja(t, msgs, msgs.size(), tools, false);
   std::string s;
@@ -578,6 +591,7 @@ StatusOr<std::string> render_chat_text(const ChatTemplate& t, const std::vector<
 
 StatusOr<std::string> render_generation_prompt(const ChatTemplate& t, const std::vector<ChatMessage>& msgs,
                                                const std::vector<std::string>& tools) {
+  if (!tools.empty() && t.tool_use) return render_generation_prompt(*t.tool_use, msgs, tools);
   if (t.format == ChatFormat::kJinja) {
     RETURN_IF_ERROR(check_roles(t, msgs, tools, "generation prompt"));
     return render_jinja(t, msgs, msgs.size(), tools, true);

@@ -49,6 +49,9 @@ struct ChatTemplate {
   // The Jinja text this template was made from (a tokenizer's, a .jinja file's, chat_template_jinja);
   // "" for a built-in named in a config.
   std::string source;
+  // A tokenizer's "tool_use" template: transformers' apply_chat_template renders a conversation
+  // given tools with it (its rule for a dict of named templates); the renderers below do the same.
+  std::shared_ptr<const ChatTemplate> tool_use;
   std::string name() const;  // "chatml" | "qwen3" | "llama3" | "mistral" | "mistral_v3" | "mistral_tekken" | "jinja"
 };
 

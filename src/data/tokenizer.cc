@@ -46,13 +46,16 @@ StatusOr<std::string> config_token(const Json& cfg, const char* key, const std::
   return Corruption(Str() << path << ": '" << key << "' is " << v.dump() << ", not a token string or {\"content\": ...}");
 }
 
-std::string config_template(const Json& cfg) {
+// tokenizer_config.json's chat_template: a string, or [{"name": ..., "template": ...}, ...] of which
+// `name` is taken ("default" is the string form's).
+std::string config_template(const Json& cfg, const std::string& name = "default") {
   if (!cfg.contains("chat_template")) return "";
   const Json& v = cfg["chat_template"];
-  if (v.is_string()) return v.get<std::string>();
-  if (v.is_array())  // [{"name": "default", "template": ...}, ...]
+  if (v.is_string()) return name == "default" ? v.get<std::string>() : "";
+  if (v.is_array())
     for (const Json& e : v)
-      if (e.is_object() && e.value("name", "") == "default" && e.contains("template") && e["template"].is_string())
+      if (e.is_object() && e.contains("name") && e["name"].is_string() && e["name"].get<std::string>() == name &&
+          e.contains("template") && e["template"].is_string())
         return e["template"].get<std::string>();
   return "";
 }
@@ -68,6 +71,7 @@ std::string config_template(const Json& cfg) {
 struct SidecarTemplates {
   bool any = false;
   std::string text, origin;  // the default template and its file; "" when there is none
+  std::string tool_use, tool_use_origin;
 };
 
 StatusOr<SidecarTemplates> read_sidecar_templates(const std::string& dir) {
@@ -93,6 +97,9 @@ StatusOr<SidecarTemplates> read_sidecar_templates(const std::string& dir) {
       if (e.path().stem() == "default") {
         ASSIGN_OR_RETURN(s.text, read(e.path().string()));
         s.origin = e.path().string();
+      } else if (e.path().stem() == "tool_use") {
+        ASSIGN_OR_RETURN(s.tool_use, read(e.path().string()));
+        s.tool_use_origin = e.path().string();
       }
     }
     if (ec) return IOError(Str() << extras << ": " << ec.message());
@@ -151,12 +158,17 @@ StatusOr<DirChatTemplate> read_dir_chat_template(const std::string& dir) {
       return Corruption(Str() << cfg_path << ": 'chat_template' is neither a string nor a list of named templates");
     out.text = config_template(cfg);
     out.origin = cfg_path + " chat_template";
+    out.tool_use = config_template(cfg, "tool_use");
+    out.tool_use_origin = cfg_path + " chat_template 'tool_use'";
   }
   ASSIGN_OR_RETURN(SidecarTemplates side, read_sidecar_templates(dir));
   if (side.any) {  // Note [chat template files]
     out.text = std::move(side.text);
     out.origin = side.origin.empty() ? path_join(dir, "additional_chat_templates") : side.origin;
+    out.tool_use = std::move(side.tool_use);
+    out.tool_use_origin = std::move(side.tool_use_origin);
   }
+  if (out.tool_use.empty()) out.tool_use_origin.clear();
   return out;
 }
 
@@ -207,6 +219,8 @@ StatusOr<Tokenizer> Tokenizer::from_dir(const std::string& dir) {
   if (!ct.origin.empty()) {
     t.chat_template_ = std::move(ct.text);
     t.chat_template_origin_ = std::move(ct.origin);
+    t.tool_use_ = std::move(ct.tool_use);
+    t.tool_use_origin_ = std::move(ct.tool_use_origin);
   }
   std::string gen_path = path_join(dir, "generation_config.json");
   if (t.eos_ < 0 && file_exists(gen_path)) {
@@ -280,6 +294,8 @@ void Tokenizer::set_special_ids(int32_t bos, int32_t eos, int32_t pad) {
 void Tokenizer::set_chat_template(std::string tmpl, std::string origin) {
   chat_template_ = std::move(tmpl);
   chat_template_origin_ = std::move(origin);
+  tool_use_.clear();  // it belonged to the templates replaced
+  tool_use_origin_.clear();
 }
 
 }  // namespace st

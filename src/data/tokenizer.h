@@ -98,6 +98,10 @@ struct HfTokenizerFiles {
 // when there is none. Errors name the file.
 struct DirChatTemplate {
   std::string text, origin;
+  // The "tool_use" template beside the default (a list-form chat_template's entry, or
+  // additional_chat_templates/tool_use.jinja): transformers renders a conversation given tools
+  // with it. "" when there is none.
+  std::string tool_use, tool_use_origin;
 };
 StatusOr<DirChatTemplate> read_dir_chat_template(const std::string& dir);
 
@@ -150,13 +154,22 @@ class Tokenizer {
   // chat_template", "F.gguf tokenizer.chat_template").
   const std::string& chat_template_origin() const { return chat_template_origin_; }
   void set_special_ids(int32_t bos, int32_t eos, int32_t pad);
+  // Replaces the templates: the tool_use one too (set it after, if there is one).
   void set_chat_template(std::string tmpl, std::string origin = "tokenizer chat_template");
+  // The "tool_use" template (DirChatTemplate::tool_use); "" when there is none.
+  const std::string& tool_use_template() const { return tool_use_; }
+  const std::string& tool_use_origin() const { return tool_use_origin_; }
+  void set_tool_use_template(std::string tmpl, std::string origin) {
+    tool_use_ = std::move(tmpl);
+    tool_use_origin_ = std::move(origin);
+  }
 
  private:
   std::shared_ptr<tok::TokenizerImpl> impl_;
   int32_t bos_ = -1, eos_ = -1, pad_ = -1;
   std::string chat_template_;
   std::string chat_template_origin_ = "tokenizer chat_template";
+  std::string tool_use_, tool_use_origin_;
 };
 
 }  // namespace st

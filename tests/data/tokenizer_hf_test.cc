@@ -17,6 +17,7 @@
 #include "core/check.h"
 #include "core/file.h"
 #include "core/json.h"
+#include "data/chat_template.h"
 #include "data/tokenizer.h"
 
 namespace st {
@@ -313,6 +314,7 @@ TEST(Tokenizer, ChatTemplateFilesWinOverTheConfig) {
   EXPECT_EQ(load().first, "from the file");  // the default is still chat_template.jinja
   CHECK_OK(write_file_atomic(dir + "/additional_chat_templates/default.jinja", "named default"));
   EXPECT_EQ(load().first, "named default");
+  EXPECT_EQ(Tokenizer::from_dir(dir)->tool_use_template(), "tools");
   std::filesystem::remove(dir + "/additional_chat_templates/default.jinja");
   std::filesystem::remove(dir + "/chat_template.jinja");
   EXPECT_EQ(load().first, "");  // extras only: no default to render, and the config's is replaced
@@ -321,6 +323,38 @@ TEST(Tokenizer, ChatTemplateFilesWinOverTheConfig) {
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find(dir + "/chat_template.jinja"), std::string::npos) << bad.status().to_string();
   EXPECT_NE(bad.status().message().find("not UTF-8"), std::string::npos) << bad.status().to_string();
+  std::filesystem::remove_all(dir);
+}
+
+// A list-form chat_template's "tool_use" entry (Hermes-style tokenizers): transformers renders a
+// conversation given tools with it, one without tools with "default"; so do we.
+TEST(Tokenizer, ToolUseTemplateRendersConversationsWithTools) {
+  const std::string dir = ::testing::TempDir() + "/tokuse_" + std::to_string(::getpid());
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  CHECK_OK(write_file_atomic(dir + "/tokenizer.json",
+      R"({"model":{"type":"BPE","vocab":{"a":0,"b":1,"<s>":2,"</s>":3},"merges":[]},"pre_tokenizer":{"type":"ByteLevel"},
+          "added_tokens":[{"id":2,"content":"<s>","special":true},{"id":3,"content":"</s>","special":true}]})"));
+  CHECK_OK(write_file_atomic(dir + "/tokenizer_config.json", R"({"eos_token":"</s>","chat_template":[
+      {"name":"default","template":"D{% for m in messages %}|{{ m.content }}{% endfor %}"},
+      {"name":"tool_use","template":"T{{ tools | length }}{% for m in messages %}|{{ m.content }}{% endfor %}"}]})"));
+  auto tok = Tokenizer::from_dir(dir);
+  ASSERT_TRUE(tok.ok()) << tok.status().to_string();
+  EXPECT_EQ(tok->tool_use_origin(), dir + "/tokenizer_config.json chat_template 'tool_use'");
+  auto t = resolve_chat_template("", *tok);
+  ASSERT_TRUE(t.ok()) << t.status().to_string();
+  const std::vector<ChatMessage> m = {{"user", "q"}, {"assistant", "a"}};
+  EXPECT_EQ(*render_chat_text(*t, m), "D|q|a");
+  EXPECT_EQ(*render_chat_text(*t, m, {R"({"name": "f"})"}), "T1|q|a");
+  auto segs = render_chat(*t, m, "conv", {R"({"name": "f"})"});
+  ASSERT_TRUE(segs.ok()) << segs.status().to_string();
+  std::string trained;
+  for (const ChatSegment& g : *segs)
+    if (g.trained) trained += g.text;
+  EXPECT_EQ(trained, "|a");  // the tool_use template's turn (it has no generation header)
+  // A named template replaces both (the tool_use one belonged to the tokenizer's set).
+  auto named = resolve_chat_template("chatml", *tok);
+  EXPECT_TRUE(!named.ok() || !named->tool_use);
   std::filesystem::remove_all(dir);
 }
 
