@@ -214,6 +214,22 @@ Status write_gguf_merge(const GgufCheckpoint& ck, const MergeCtx& m, DType dtype
   const GgufFile& f = ck.file();
   std::vector<std::pair<std::string, GgufValue>> kv;
   for (const std::string& k : f.keys()) kv.emplace_back(k, *f.find(k));
+  // Note [the adapter's tokenizer]: the template the adapter was trained with, when `train` saved
+  // one beside it, is the merged file's tokenizer.chat_template (llama.cpp / ollama render with it).
+  std::string trained_template;  // outlives kv, whose string values are views
+  if (const std::string saved = saved_tokenizer_dir(m.adapter_dir); !saved.empty()) {
+    ASSIGN_OR_RETURN(DirChatTemplate t, read_dir_chat_template(saved), "merge: the adapter's tokenizer");
+    trained_template = std::move(t.text);
+  }
+  if (!trained_template.empty()) {
+    GgufValue v;
+    v.type = GgufValueType::kString;
+    v.str = trained_template;
+    auto it = std::find_if(kv.begin(), kv.end(), [](const auto& e) { return e.first == "tokenizer.chat_template"; });
+    if (it != kv.end()) it->second = v;
+    else kv.emplace_back("tokenizer.chat_template", v);
+    r->notes.push_back("tokenizer.chat_template: the one the adapter was trained with (" + saved_tokenizer_dir(m.adapter_dir) + ")");
+  }
   const GgmlType out_type = dtype == DType::kF32 ? GgmlType::kF32 : dtype == DType::kF16 ? GgmlType::kF16 : GgmlType::kBF16;
   const int layers = static_cast<int>(ck.config().num_layers);
   std::vector<GgufOutTensor> ts;

@@ -87,6 +87,26 @@ TEST_P(MergeGguf, EqualsTheHfMergeTensorForTensor) {
     EXPECT_EQ(merged, 5 * bck->config().num_layers);
   }
 
+  // An adapter saved by `train` with a chat template (merge.cc Note [the adapter's tokenizer]): the
+  // merged file's tokenizer.chat_template is that template, the other keys as the base's.
+  const std::string tmpl = "{% for m in messages %}<{{ m.role }}>{{ m.content }}{% endfor %}";
+  auto saved = save_model_tokenizer(base, adapter, tmpl);
+  ASSERT_TRUE(saved.ok()) << saved.status().to_string();
+  {
+    MergeOptions o;
+    o.overwrite = true;
+    auto r = merge_lora(base, adapter, out, o);
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    auto g = GgufCheckpoint::open(out);
+    ASSERT_TRUE(g.ok()) << g.status().to_string();
+    const GgufValue* v = g->file().find("tokenizer.chat_template");
+    ASSERT_NE(v, nullptr);
+    EXPECT_EQ(std::string(v->str), tmpl);
+    std::vector<std::string> keys = bck->file().keys(), got = g->file().keys();
+    if (!bck->file().find("tokenizer.chat_template")) keys.push_back("tokenizer.chat_template");
+    EXPECT_EQ(got, keys);
+  }
+
   // llama.cpp's own reader opens it and lists the base's tensors.
   const std::string cmd = "python3 -c \"import gguf,sys; a=gguf.GGUFReader(sys.argv[1]); b=gguf.GGUFReader(sys.argv[2]); "
                           "assert [t.name for t in a.tensors]==[t.name for t in b.tensors]; print(len(a.tensors))\" " +
