@@ -11,6 +11,7 @@ namespace st {
 
 // One line per subcommand (defined in cmd_<name>.cc).
 extern const CommandSpec kCmdTrain;
+extern const CommandSpec kCmdEvaluate;
 extern const CommandSpec kCmdInitModel;
 extern const CommandSpec kCmdShard;
 int cmd_tokenize(int argc, char** argv);
@@ -52,7 +53,7 @@ const CommandSpec kCmdLogits = {kLogits, "write full-sequence logits of token ro
 
 // The dispatch table: order is the order of `streamtune --help`.
 const CommandSpec* const kCommands[] = {
-    &kCmdTrain,     &kCmdGenerate, &kCmdMerge, &kCmdShard,
+    &kCmdTrain,     &kCmdEvaluate, &kCmdGenerate, &kCmdMerge, &kCmdShard,
     &kCmdTokenize,  &kCmdBench,    &kCmdInitModel, &kCmdLogits,
 };
 
