@@ -30,6 +30,8 @@ learning_rate: 3.0e-3
 lora_r: 8
 output_dir: out
 YAML
+# ST_TEST_DEVICE=cuda runs the same checks on a GPU; ST_TEST_STREAM=ram streams the layers there.
+sed -i -e "s/^device: cpu/device: ${ST_TEST_DEVICE:-cpu}/" -e "s/^stream: \"off\"/stream: \"${ST_TEST_STREAM:-off}\"/" "$T/t.yaml"
 fail=0
 (cd "$T" && "$BIN" train t.yaml >train.log 2>&1) || { echo "FAIL train: $(tail -5 "$T/train.log")"; exit 1; }
 out=$(cd "$T" && "$BIN" evaluate t.yaml 2>/dev/null); rc=$?
