@@ -21,6 +21,7 @@
 #include "train/checkpoint.h"
 #include "train/loader_source.h"
 #include "train/loss_curve.h"
+#include "train/model_card.h"
 #include "train/progress.h"
 #include "train/train_data.h"
 #include "train/trainer.h"
@@ -221,6 +222,9 @@ Status train_and_report(const TrainConfig& given, bool* interrupted) {
   Status cs = write_loss_curve_svg(metrics, curve, "streamtune: " + path_basename(cfg.output_dir));
   if (!cs.ok()) std::fprintf(stderr, "warning: no loss curve: %s\n", cs.message().c_str());
   print_outputs(cfg, cs.ok() ? curve : std::string());
+  StatusOr<bool> card = write_model_card(cfg);  // train/model_card.h: never replaces an existing README.md
+  if (!card.ok()) std::fprintf(stderr, "warning: no model card: %s\n", card.status().message().c_str());
+  else if (*card) std::printf("card       %s\n", path_join(cfg.output_dir, "README.md").c_str());
   if (auto* ss = dynamic_cast<StreamedLayerSource*>(&trainer->layers())) {
     const PrefetchStats ps = ss->stats();
     std::printf("streamed   %.3f GB in %lld layer loads (%lld visits served from the pool", static_cast<double>(ps.bytes) / 1e9,
