@@ -9,11 +9,8 @@ set -u
 BIN="$1"
 T=$(mktemp -d /tmp/st_cli_tmpl_XXXXXX)
 trap 'rm -rf "$T"' EXIT
-"$BIN" init-model --preset tiny-llama --out "$T/model" --seed 1 >/dev/null || { echo "FAIL init-model"; exit 1; }
-cp "$(dirname "$0")/../fixtures/gguf/tiny_tokenizer.json" "$T/model/tokenizer.json"
-for i in 1 2 3 4; do
-  printf '%s\n' '{"conversations": [{"from": "human", "value": "what is '$i'?"}, {"from": "gpt", "value": "it is '$i'"}]}'
-done >"$T/sg.jsonl"
+. "$(dirname "$0")/chat_fixture.sh"
+make_chat_fixture "$BIN" "$T" 4 || { echo "FAIL fixture"; exit 1; }
 cat >"$T/t.yaml" <<'YAML'
 base_model: model
 datasets:

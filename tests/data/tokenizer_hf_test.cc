@@ -289,16 +289,22 @@ TEST(Tokenizer, ConfigSpecialTokensAreCheckedByName) {
   std::filesystem::remove_all(dir);
 }
 
-// Note [chat template files]: chat_template.jinja (and additional_chat_templates/default.jinja)
-// replace tokenizer_config.json's chat_template, as transformers' loader has it; extras without a
-// default leave no template; a non-UTF-8 file is refused naming it.
-TEST(Tokenizer, ChatTemplateFilesWinOverTheConfig) {
-  const std::string dir = ::testing::TempDir() + "/tokjinja_" + std::to_string(::getpid());
+// A fresh directory holding a 4-token tokenizer.json (<s> and </s> special).
+std::string tiny_tokenizer_dir(const std::string& name) {
+  const std::string dir = ::testing::TempDir() + "/tok" + name + "_" + std::to_string(::getpid());
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   CHECK_OK(write_file_atomic(dir + "/tokenizer.json",
       R"({"model":{"type":"BPE","vocab":{"a":0,"b":1,"<s>":2,"</s>":3},"merges":[]},"pre_tokenizer":{"type":"ByteLevel"},
           "added_tokens":[{"id":2,"content":"<s>","special":true},{"id":3,"content":"</s>","special":true}]})"));
+  return dir;
+}
+
+// Note [chat template files]: chat_template.jinja (and additional_chat_templates/default.jinja)
+// replace tokenizer_config.json's chat_template, as transformers' loader has it; extras without a
+// default leave no template; a non-UTF-8 file is refused naming it.
+TEST(Tokenizer, ChatTemplateFilesWinOverTheConfig) {
+  const std::string dir = tiny_tokenizer_dir("jinja");
   CHECK_OK(write_file_atomic(dir + "/tokenizer_config.json", R"({"eos_token":"</s>","chat_template":"from config"})"));
   auto load = [&]() {
     auto t = Tokenizer::from_dir(dir);
@@ -329,12 +335,7 @@ TEST(Tokenizer, ChatTemplateFilesWinOverTheConfig) {
 // A list-form chat_template's "tool_use" entry (Hermes-style tokenizers): transformers renders a
 // conversation given tools with it, one without tools with "default"; so do we.
 TEST(Tokenizer, ToolUseTemplateRendersConversationsWithTools) {
-  const std::string dir = ::testing::TempDir() + "/tokuse_" + std::to_string(::getpid());
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  CHECK_OK(write_file_atomic(dir + "/tokenizer.json",
-      R"({"model":{"type":"BPE","vocab":{"a":0,"b":1,"<s>":2,"</s>":3},"merges":[]},"pre_tokenizer":{"type":"ByteLevel"},
-          "added_tokens":[{"id":2,"content":"<s>","special":true},{"id":3,"content":"</s>","special":true}]})"));
+  const std::string dir = tiny_tokenizer_dir("use");
   CHECK_OK(write_file_atomic(dir + "/tokenizer_config.json", R"({"eos_token":"</s>","chat_template":[
       {"name":"default","template":"D{% for m in messages %}|{{ m.content }}{% endfor %}"},
       {"name":"tool_use","template":"T{{ tools | length }}{% for m in messages %}|{{ m.content }}{% endfor %}"}]})"));
