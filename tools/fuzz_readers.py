@@ -378,6 +378,39 @@ def main():
             return [a.bin, "train", os.path.join(d, "t.yaml"), "--preview-data=2"]
         return make
 
+    # The model's own chat template files (tokenizer.cc Note [chat template files]): a damaged
+    # chat_template.jinja, additional_chat_templates/tool_use.jinja or list-form tokenizer_config.json.
+    with open(os.path.join(pw, "own.yaml"), "w") as f:
+        f.write("base_model: model\ndatasets:\n  - path: sg.jsonl\n    type: sharegpt\ndevice: cpu\n"
+                "sequence_len: 512\noutput_dir: out\n")
+    chatml = ("{% for m in messages %}{{ '<|im_start|>' + m['role'] + '\\n' + m['content'] + '<|im_end|>\\n' }}"
+              "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}")
+
+    def own_template_cmd():
+        d = os.path.join(work, "po")
+        shutil.rmtree(d, ignore_errors=True)
+        shutil.copytree(pw, d)
+        m = os.path.join(d, "model")
+        which = rng.randrange(3)
+        if which == 0:
+            path = os.path.join(m, "chat_template.jinja")
+            data = chatml.encode()
+        elif which == 1:
+            os.makedirs(os.path.join(m, "additional_chat_templates"))
+            path = os.path.join(m, "additional_chat_templates", rng.choice(["tool_use.jinja", "default.jinja"]))
+            data = chatml.encode()
+        else:
+            path = os.path.join(m, "tokenizer_config.json")
+            data = json.dumps({"chat_template": [{"name": "default", "template": chatml},
+                                                 {"name": "tool_use", "template": chatml}]}).encode()
+        b = bytearray(data)
+        for _ in range(rng.randint(1, 4)):
+            b[rng.randrange(len(b))] = rng.choice(b"{}%#-+|()[]'\"~ .,:=!<>0a\xff\x80")
+        with open(path, "wb") as f:
+            f.write(bytes(b))
+        return [a.bin, "train", os.path.join(d, "own.yaml"), "--preview-data=1"]
+
+    targets["model_chat_templates"] = own_template_cmd
     targets.update({"data_alpaca": preview_cmd("alpaca.json"), "data_sharegpt": preview_cmd("sg.jsonl"),
                     "data_parquet_chat": preview_cmd("chat.parquet"), "data_parquet_ids": preview_cmd("ids.parquet"),
                     "data_csv": preview_cmd("alpaca.csv"), "data_arrow": preview_cmd("saved.arrow"),
