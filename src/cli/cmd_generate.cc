@@ -24,6 +24,7 @@
 #include "model/decode.h"
 #include "model/load.h"
 #include "model/lora.h"
+#include "train/checkpoint.h"
 #include "store/disk_store.h"
 #include "store/host_memory.h"
 #include "store/ram_store.h"

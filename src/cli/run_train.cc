@@ -187,7 +187,7 @@ Status train_and_report(const TrainConfig& given, bool* interrupted) {
   if (cfg.resume_from_checkpoint.empty() && file_exists(path_join(cfg.output_dir, "adapter_model.safetensors")))
     std::printf("note: %s holds the adapter of an earlier run; this run replaces it when it saves\n",
                 cfg.output_dir.c_str());
-  std::printf("tokenizer  %s\n", save_train_tokenizer(cfg).c_str());  // axolotl saves it before training too
+  std::printf("tokenizer  %s\n", save_train_tokenizer(cfg, td.tokenizer ? &*td.tokenizer : nullptr).c_str());  // axolotl saves it before training too
   ASSIGN_OR_RETURN(auto trainer, Trainer::create(cfg, be.get(), std::move(bw.parts)));
   trainer->set_eval_data(eval.get());
   RETURN_IF_ERROR(trainer->plan_steps(data));  // the progress line's total (num_epochs runs)

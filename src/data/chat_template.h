@@ -97,7 +97,8 @@ Status set_chat_template_kwargs(ChatTemplate* t, OrderedJson kwargs);
 
 // The Jinja text that renders as `t` does under HF's apply_chat_template, for the tokenizer files
 // saved with an adapter: `source` when there is one, else the built-in's own text
-// (data/chat_template_jinja.cc Note [built-in formats as Jinja]); Unimplemented for qwen3.
+// (data/chat_template_jinja.cc Note [built-in formats as Jinja]); Unimplemented only for the
+// variants a tokenizer's template brings (Llama-3.1 dates, Qwen3-Thinking), which have `source`.
 StatusOr<std::string> chat_template_jinja_text(const ChatTemplate& t);
 
 // Renders a conversation. InvalidArgument for an empty conversation, an unknown role, or an

@@ -27,6 +27,21 @@ std::string literal(const std::string& s) {
   return o + "'";
 }
 
+// The Qwen templates' tool schemas block after its system text, and a "tool" message as a
+// <tool_response> turn (a run of them one user turn), shared by chatml (Qwen2.5) and qwen3.
+constexpr const char* kToolsBlock =
+    "{{- '# Tools\\n\\nYou may call one or more functions to assist with the user query.\\n\\nYou are "
+    "provided with function signatures within <tools></tools> XML tags:\\n<tools>' }}"
+    "{%- for tool in tools %}{{- '\\n' + tool | tojson }}{%- endfor %}"
+    "{{- '\\n</tools>\\n\\nFor each function call, return a json object with function name and arguments "
+    "within <tool_call></tool_call> XML tags:\\n<tool_call>\\n{\"name\": <function-name>, \"arguments\": "
+    "<args-json-object>}\\n</tool_call><|im_end|>\\n' }}";
+constexpr const char* kToolResponse =
+    "{%- elif message.role == 'tool' %}"
+    "{%- if loop.first or messages[loop.index0 - 1].role != 'tool' %}{{- '<|im_start|>user' }}{%- endif %}"
+    "{{- '\\n<tool_response>\\n' + message.content + '\\n</tool_response>' }}"
+    "{%- if loop.last or messages[loop.index0 + 1].role != 'tool' %}{{- '<|im_end|>\\n' }}{%- endif %}\n";
+
 // ChatML; with `tools` the Qwen2.5 tool blocks (the system text then leads the tools block, or
 // `tools_system` without a system message); `system` (may be empty) opens a conversation without one.
 std::string chatml(const std::string& system, bool tools, const std::string& tools_system) {
@@ -34,13 +49,7 @@ std::string chatml(const std::string& system, bool tools, const std::string& too
   if (tools) {
     j += "{%- if tools %}{{- '<|im_start|>system\\n' }}"
          "{%- if messages[0].role == 'system' %}{{- messages[0].content }}{%- else %}{{- " + literal(tools_system) +
-         " }}{%- endif %}"
-         "{{- '\\n\\n# Tools\\n\\nYou may call one or more functions to assist with the user query.\\n\\nYou are "
-         "provided with function signatures within <tools></tools> XML tags:\\n<tools>' }}"
-         "{%- for tool in tools %}{{- '\\n' + tool | tojson }}{%- endfor %}"
-         "{{- '\\n</tools>\\n\\nFor each function call, return a json object with function name and arguments within "
-         "<tool_call></tool_call> XML tags:\\n<tool_call>\\n{\"name\": <function-name>, \"arguments\": "
-         "<args-json-object>}\\n</tool_call><|im_end|>\\n' }}\n";
+         " }}{%- endif %}{{- '\\n\\n' }}" + std::string(kToolsBlock) + "\n";
     j += system.empty() ? "{%- endif %}\n" : "{%- elif messages[0].role != 'system' %}";
   } else if (!system.empty()) {
     j += "{%- if messages[0].role != 'system' %}";
@@ -48,11 +57,7 @@ std::string chatml(const std::string& system, bool tools, const std::string& too
   if (!system.empty()) j += "{{- " + literal("<|im_start|>system\n" + system + "<|im_end|>\n") + " }}{%- endif %}\n";
   j += "{%- for message in messages %}\n";
   if (tools) {
-    j += "{%- if tools and loop.first and message.role == 'system' %}\n"
-         "{%- elif message.role == 'tool' %}"
-         "{%- if loop.first or messages[loop.index0 - 1].role != 'tool' %}{{- '<|im_start|>user' }}{%- endif %}"
-         "{{- '\\n<tool_response>\\n' + message.content + '\\n</tool_response>' }}"
-         "{%- if loop.last or messages[loop.index0 + 1].role != 'tool' %}{{- '<|im_end|>\\n' }}{%- endif %}\n"
+    j += "{%- if tools and loop.first and message.role == 'system' %}\n" + std::string(kToolResponse) +
          "{%- elif message.role == 'assistant' and message.tool_calls %}{{- '<|im_start|>assistant' }}"
          "{%- if message.content %}{{- '\\n' + message.content }}{%- endif %}"
          "{%- for call in message.tool_calls %}"
@@ -121,13 +126,8 @@ std::string mistral_v3(bool tekken) {
 // Tool schemas, calls (string arguments as they are) and results as Qwen2.5's.
 std::string qwen3() {
   return "{%- if tools %}{{- '<|im_start|>system\\n' }}"
-         "{%- if messages[0].role == 'system' %}{{- messages[0].content + '\\n\\n' }}{%- endif %}"
-         "{{- '# Tools\\n\\nYou may call one or more functions to assist with the user query.\\n\\nYou are "
-         "provided with function signatures within <tools></tools> XML tags:\\n<tools>' }}"
-         "{%- for tool in tools %}{{- '\\n' + tool | tojson }}{%- endfor %}"
-         "{{- '\\n</tools>\\n\\nFor each function call, return a json object with function name and arguments "
-         "within <tool_call></tool_call> XML tags:\\n<tool_call>\\n{\"name\": <function-name>, \"arguments\": "
-         "<args-json-object>}\\n</tool_call><|im_end|>\\n' }}{%- endif %}\n"
+         "{%- if messages[0].role == 'system' %}{{- messages[0].content + '\\n\\n' }}{%- endif %}" +
+         std::string(kToolsBlock) + "{%- endif %}\n"
          "{%- set q = namespace(last=messages | length - 1, found=false) %}"
          "{%- for message in messages | reverse %}"
          "{%- if not q.found and message.role == 'user' and not (message.content.startswith('<tool_response>') and "
@@ -135,11 +135,7 @@ std::string qwen3() {
          "{%- set q.found = true %}{%- set q.last = messages | length - 1 - loop.index0 %}{%- endif %}"
          "{%- endfor %}\n"
          "{%- for message in messages %}\n"
-         "{%- if tools and loop.first and message.role == 'system' %}\n"
-         "{%- elif message.role == 'tool' %}"
-         "{%- if loop.first or messages[loop.index0 - 1].role != 'tool' %}{{- '<|im_start|>user' }}{%- endif %}"
-         "{{- '\\n<tool_response>\\n' + message.content + '\\n</tool_response>' }}"
-         "{%- if loop.last or messages[loop.index0 + 1].role != 'tool' %}{{- '<|im_end|>\\n' }}{%- endif %}\n"
+         "{%- if tools and loop.first and message.role == 'system' %}\n" + std::string(kToolResponse) +
          "{%- elif message.role != 'assistant' %}"
          "{{- '<|im_start|>' + message.role + '\\n' + message.content + '<|im_end|>\\n' }}\n"
          "{%- else %}"

@@ -125,18 +125,4 @@ StatusOr<std::vector<std::string>> save_model_tokenizer(const std::string& model
   return written;
 }
 
-std::string saved_tokenizer_dir(const std::string& adapter_dir) {
-  auto holds = [](const std::string& d) {
-    return file_exists(path_join(d, "tokenizer.json")) || file_exists(path_join(d, "tokenizer.model"));
-  };
-  if (holds(adapter_dir)) return adapter_dir;
-  const std::filesystem::path p = std::filesystem::path(adapter_dir).lexically_normal();
-  const std::string base = (p.has_filename() ? p : p.parent_path()).filename().string();
-  const bool checkpoint = base.size() > 11 && base.starts_with("checkpoint-") &&
-                          base.find_first_not_of("0123456789", 11) == std::string::npos;
-  if (!checkpoint) return "";
-  const std::string parent = (p.has_filename() ? p : p.parent_path()).parent_path().string();
-  return holds(parent.empty() ? "." : parent) ? (parent.empty() ? "." : parent) : "";
-}
-
 }  // namespace st

@@ -34,9 +34,4 @@ StatusOr<HfTokenizerFiles> gguf_hf_tokenizer_files(const GgufFile& file);
 StatusOr<std::vector<std::string>> save_model_tokenizer(const std::string& model_path, const std::string& dir,
                                                         const std::string& chat_template = "");
 
-// Where the tokenizer saved with an adapter is: `adapter_dir` when it holds tokenizer.json or
-// tokenizer.model, else the output_dir above it when adapter_dir is one of train's checkpoint-N
-// directories (train saves the tokenizer once, in output_dir); "" when there is none.
-std::string saved_tokenizer_dir(const std::string& adapter_dir);
-
 }  // namespace st

@@ -147,18 +147,20 @@ StatusOr<Tokenizer> from_spm_model(const std::string& path, const Json& cfg, con
 
 }  // namespace
 
-StatusOr<DirChatTemplate> read_dir_chat_template(const std::string& dir) {
+namespace {
+
+// The templates of `dir` given its tokenizer_config.json already parsed (`cfg`, null when absent).
+StatusOr<DirChatTemplate> dir_chat_template(const std::string& dir, const Json* cfg) {
   DirChatTemplate out;
   const std::string cfg_path = path_join(dir, "tokenizer_config.json");
-  if (file_exists(cfg_path)) {
-    ASSIGN_OR_RETURN(Json cfg, read_json_file(cfg_path));
-    if (!cfg.is_object()) return Corruption(Str() << cfg_path << ": not a JSON object");
-    if (cfg.contains("chat_template") && !cfg["chat_template"].is_null() && !cfg["chat_template"].is_string() &&
-        !cfg["chat_template"].is_array())
+  if (cfg) {
+    const Json& c = *cfg;
+    if (c.contains("chat_template") && !c["chat_template"].is_null() && !c["chat_template"].is_string() &&
+        !c["chat_template"].is_array())
       return Corruption(Str() << cfg_path << ": 'chat_template' is neither a string nor a list of named templates");
-    out.text = config_template(cfg);
+    out.text = config_template(c);
     out.origin = cfg_path + " chat_template";
-    out.tool_use = config_template(cfg, "tool_use");
+    out.tool_use = config_template(c, "tool_use");
     out.tool_use_origin = cfg_path + " chat_template 'tool_use'";
   }
   ASSIGN_OR_RETURN(SidecarTemplates side, read_sidecar_templates(dir));
@@ -170,6 +172,16 @@ StatusOr<DirChatTemplate> read_dir_chat_template(const std::string& dir) {
   }
   if (out.tool_use.empty()) out.tool_use_origin.clear();
   return out;
+}
+
+}  // namespace
+
+StatusOr<DirChatTemplate> read_dir_chat_template(const std::string& dir) {
+  const std::string cfg_path = path_join(dir, "tokenizer_config.json");
+  if (!file_exists(cfg_path)) return dir_chat_template(dir, nullptr);
+  ASSIGN_OR_RETURN(Json cfg, read_json_file(cfg_path));
+  if (!cfg.is_object()) return Corruption(Str() << cfg_path << ": not a JSON object");
+  return dir_chat_template(dir, &cfg);
 }
 
 StatusOr<Tokenizer> Tokenizer::from_file(const std::string& path) {
@@ -215,7 +227,7 @@ StatusOr<Tokenizer> Tokenizer::from_dir(const std::string& dir) {
     ASSIGN_OR_RETURN(t.eos_, id_of("eos_token", t.eos_, true));
     ASSIGN_OR_RETURN(t.pad_, id_of("pad_token", t.pad_, false));
   }
-  ASSIGN_OR_RETURN(DirChatTemplate ct, read_dir_chat_template(dir));
+  ASSIGN_OR_RETURN(DirChatTemplate ct, dir_chat_template(dir, have_cfg ? &cfg : nullptr));
   if (!ct.origin.empty()) {
     t.chat_template_ = std::move(ct.text);
     t.chat_template_origin_ = std::move(ct.origin);

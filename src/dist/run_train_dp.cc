@@ -170,7 +170,7 @@ Status run_train_data_parallel(const TrainConfig& cfg, int n) {
   DataLoaderSource train(data.train, loader_options(cfg, data.pad_id, /*train=*/true, *run->owned[0]));
   if (talk) {  // as the single-device run: before training (train_data.h save_train_tokenizer)
     RETURN_IF_ERROR(make_dirs(cfg.output_dir), "output_dir");
-    std::printf("tokenizer  %s\n", save_train_tokenizer(cfg).c_str());
+    std::printf("tokenizer  %s\n", save_train_tokenizer(cfg, data.tokenizer ? &*data.tokenizer : nullptr).c_str());
   }
   RETURN_IF_ERROR(trainer.train(train));
   if (data.eval && talk) {

@@ -448,4 +448,16 @@ Status prune_checkpoints(const std::string& output_dir, int64_t limit, int64_t k
   return Status::OK();
 }
 
+std::string saved_tokenizer_dir(const std::string& adapter_dir) {
+  auto holds = [](const std::string& d) {
+    return file_exists(path_join(d, "tokenizer.json")) || file_exists(path_join(d, "tokenizer.model"));
+  };
+  if (holds(adapter_dir)) return adapter_dir;
+  fs::path p = fs::path(adapter_dir).lexically_normal();
+  if (!p.has_filename()) p = p.parent_path();  // "out/checkpoint-1/"
+  if (!checkpoint_name(p.filename().string())) return "";
+  const std::string parent = p.has_parent_path() ? p.parent_path().string() : ".";
+  return holds(parent) ? parent : "";
+}
+
 }  // namespace st

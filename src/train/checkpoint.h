@@ -87,4 +87,9 @@ StatusOr<TrainerState> read_checkpoint(const std::string& dir, const Json& expec
 // HF keeps its best_model_checkpoint; 0 = none).
 Status prune_checkpoints(const std::string& output_dir, int64_t limit, int64_t keep_step, int64_t best_step = 0);
 
+// Where the tokenizer saved with an adapter is: `adapter_dir` when it holds tokenizer.json or
+// tokenizer.model, else the output_dir above it when adapter_dir is one of train's checkpoint-N
+// directories (train saves the tokenizer once, in output_dir); "" when there is none.
+std::string saved_tokenizer_dir(const std::string& adapter_dir);
+
 }  // namespace st

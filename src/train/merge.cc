@@ -17,6 +17,7 @@
 #include "io/gguf_write.h"
 #include "model/load.h"
 #include "model/lora.h"
+#include "train/checkpoint.h"
 
 namespace st {
 namespace fs = std::filesystem;
@@ -217,7 +218,8 @@ Status write_gguf_merge(const GgufCheckpoint& ck, const MergeCtx& m, DType dtype
   // Note [the adapter's tokenizer]: the template the adapter was trained with, when `train` saved
   // one beside it, is the merged file's tokenizer.chat_template (llama.cpp / ollama render with it).
   std::string trained_template;  // outlives kv, whose string values are views
-  if (const std::string saved = saved_tokenizer_dir(m.adapter_dir); !saved.empty()) {
+  const std::string saved = saved_tokenizer_dir(m.adapter_dir);
+  if (!saved.empty()) {
     ASSIGN_OR_RETURN(DirChatTemplate t, read_dir_chat_template(saved), "merge: the adapter's tokenizer");
     trained_template = std::move(t.text);
   }
@@ -228,7 +230,7 @@ Status write_gguf_merge(const GgufCheckpoint& ck, const MergeCtx& m, DType dtype
     auto it = std::find_if(kv.begin(), kv.end(), [](const auto& e) { return e.first == "tokenizer.chat_template"; });
     if (it != kv.end()) it->second = v;
     else kv.emplace_back("tokenizer.chat_template", v);
-    r->notes.push_back("tokenizer.chat_template: the one the adapter was trained with (" + saved_tokenizer_dir(m.adapter_dir) + ")");
+    r->notes.push_back("tokenizer.chat_template: the one the adapter was trained with (" + saved + ")");
   }
   const GgmlType out_type = dtype == DType::kF32 ? GgmlType::kF32 : dtype == DType::kF16 ? GgmlType::kF16 : GgmlType::kBF16;
   const int layers = static_cast<int>(ck.config().num_layers);

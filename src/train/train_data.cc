@@ -125,18 +125,13 @@ StatusOr<std::string> trained_template_text(const TrainConfig& cfg, const Tokeni
                    (name == "tokenizer_default_fallback_chatml" && !tok.chat_template().empty());
   if (own) return std::string();
   ASSIGN_OR_RETURN(ChatTemplate t, resolve_chat_template(name, tok));
-  StatusOr<std::string> text = chat_template_jinja_text(t);
-  if (text.ok() || text.status().code() != StatusCode::kUnimplemented || tok.chat_template().empty()) return text;
-  // A built-in variant without a text of ours: the tokenizer's own template serves when it is that format.
-  StatusOr<ChatTemplate> mine = chat_template_from_jinja(tok.chat_template(), tok.chat_template_origin());
-  if (mine.ok() && mine->format == t.format) return std::string();
-  return text;
+  return chat_template_jinja_text(t);
 }
 
 }  // namespace
 
-std::string save_train_tokenizer(const TrainConfig& cfg) {
-  StatusOr<Tokenizer> tok = train_tokenizer(cfg);
+std::string save_train_tokenizer(const TrainConfig& cfg, const Tokenizer* loaded) {
+  StatusOr<Tokenizer> tok = loaded ? StatusOr<Tokenizer>(*loaded) : train_tokenizer(cfg);
   if (!tok.ok()) return "not saved: " + tok.status().message();
   StatusOr<std::string> text = trained_template_text(cfg, *tok);
   std::string note;
@@ -228,6 +223,7 @@ StatusOr<TrainData> load_train_data(const TrainConfig& cfg, const ModelConfig& m
   td.train = std::make_shared<std::vector<Sample>>(std::move(all));
   if (!eval.empty()) td.eval = std::make_shared<std::vector<Sample>>(std::move(eval));
   td.pad_id = tok.pad_id() >= 0 ? tok.pad_id() : (tok.eos_id() >= 0 ? tok.eos_id() : 0);
+  if (needs_tokenizer(cfg)) td.tokenizer = std::move(tok);
   return td;
 }
 

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "backend/backend.h"
@@ -21,6 +22,7 @@ struct TrainData {
   std::shared_ptr<std::vector<Sample>> train, eval;  // eval: null when there is none
   DatasetStats stats;                                 // of the training datasets (before the split)
   int32_t pad_id = 0;
+  std::optional<Tokenizer> tokenizer;                 // the base's, when a dataset needed it
 };
 
 // True when some dataset (train or eval) is not pre-tokenised, so the base model's tokenizer
@@ -41,8 +43,9 @@ StatusOr<TrainData> load_train_data(const TrainConfig& cfg, const ModelConfig& m
 // own (data/model_tokenizer.h save_model_tokenizer), so that transformers' apply_chat_template,
 // `generate --adapter` and `merge` render conversations as they were trained. Returns the banner
 // line that says what was saved, or why nothing was (a base without tokenizer files, a built-in
-// template without Jinja text): a missing tokenizer is a note, not a failed run.
-std::string save_train_tokenizer(const TrainConfig& cfg);
+// template without Jinja text): a missing tokenizer is a note, not a failed run. `tok`: the
+// tokenizer load_train_data loaded (TrainData::tokenizer), else null to load it here.
+std::string save_train_tokenizer(const TrainConfig& cfg, const Tokenizer* tok);
 
 // `train --preview-data`: every training dataset's counts and its first n samples as text, the
 // trained tokens between ⟦ and ⟧ (decoded run by run), so a loss mask can be checked by eye.
