@@ -344,10 +344,12 @@ class Backend {
                         int64_t col0) = 0;
   // ce_finish, after the last chunk. For counted rows (label != -100), lse = m + log(s):
   //   loss_sum f32 [1] += sum over counted rows of (lse - target), added in a fixed order;
-  //   if dx [R, H] is non-empty: dx[r,:] = grad_scale * (acc[r,:] / s - w_label[r,:]) for counted rows
-  //   and 0 for ignored ones (w_label [R, H], any float dtype: the lm_head row of each row's label).
+  //   if dx [R, H] is non-empty: dx[r,:] = g_r * (acc[r,:] / s - w_label[r,:]) for counted rows
+  //   and 0 for ignored ones (w_label [R, H], any float dtype: the lm_head row of each row's label),
+  //   g_r = grad_scale, or grad_scale * row_scale[r] when row_scale (f32 [R], backend memory) is
+  //   given: a weight per row (a preference loss weighs each sequence's tokens by its own factor).
   virtual void ce_finish(Tensor dx, Tensor loss_sum, Tensor acc, Tensor m, Tensor s, Tensor target, Tensor w_label,
-                         const int32_t* labels, float grad_scale) = 0;
+                         const int32_t* labels, float grad_scale, Tensor row_scale) = 0;
 
   // Inverted dropout with a counter-based RNG: keep element i iff uniform(seed, i) >= p (seed:
   // seed.get(), dropout_rng.h DropoutSeed);

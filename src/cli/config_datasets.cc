@@ -14,6 +14,16 @@ namespace {
 using namespace cfg;  // NOLINT: cli/config_input.h's helpers, as in config_yaml.cc
 
 const std::vector<std::string> kDatasetTypes = {"tokenized", "text", "prompt_completion", "alpaca", "messages", "sharegpt", "input_output"};
+// Preference pairs (rl: dpo; data/datasets.h): ours, and axolotl's DPO strategies that write ChatML
+// or Llama 3 by hand. axolotl's chat_template / chat_template.default under rl: dpo is `preference`
+// (resolve_rl_dataset_types).
+const std::vector<std::string> kPreferenceTypes = {"preference",         "chatml.intel",  "chatml.prompt_pairs",
+                                                   "chatml.argilla",     "chatml.ultra",  "llama3.intel",
+                                                   "llama3.prompt_pairs", "llama3.argilla", "llama3.ultra"};
+
+bool listed_preference_type(const std::string& t) {
+  return std::find(kPreferenceTypes.begin(), kPreferenceTypes.end(), t) != kPreferenceTypes.end();
+}
 
 // Note [axolotl dataset keys]: besides {path, type}, an entry may carry axolotl's keys. type
 // chat_template is our messages (rendered by the chat template), completion is text; the field
@@ -28,7 +38,8 @@ const std::vector<std::string> kDatasetTypes = {"tokenized", "text", "prompt_com
 const std::vector<std::string> kDatasetKeys = {"path", "type", "field_messages", "message_property_mappings",
                                                "message_field_role", "message_field_content", "field", "split",
                                                "ds_type", "roles_to_train", "train_on_eos", "overlap_len", "data_files",
-                                               "name", "revision", "chat_template", "chat_template_jinja", "conversation"};
+                                               "name", "revision", "chat_template", "chat_template_jinja", "conversation",
+                                               "field_chosen", "field_rejected"};
 
 Status check_dataset_entry(const Input& in, const std::string& key, const std::string& csv_where, const DatasetSpec& ds) {
   if (!csv_where.empty() && ds.files.empty() && !is_directory(ds.path) && csv_delimiter_for(ds.path) == 0)
@@ -38,9 +49,12 @@ Status check_dataset_entry(const Input& in, const std::string& key, const std::s
     return bad(in, key, Str() << "'field' names the text of type text/completion, not of type " << ds.type);
   if (ds.overlap_len > 0 && ds.type != "text")
     return bad(in, key, Str() << "'overlap_len' applies to type text/completion, not to type " << ds.type);
-  const bool turns = ds.type == "messages" || ds.type == "sharegpt";
+  const bool turns = ds.type == "messages" || ds.type == "sharegpt" || ds.type == "preference";
   if (!turns && (!ds.field_messages.empty() || !ds.field_role.empty() || !ds.field_content.empty()))
     return bad(in, key, Str() << "the message field names apply to types chat_template/messages and sharegpt, not " << ds.type);
+  if ((!ds.field_chosen.empty() || !ds.field_rejected.empty()) && ds.type != "messages" && ds.type != "preference")
+    return bad(in, key, Str() << "field_chosen / field_rejected apply to preference datasets (rl: dpo with type "
+                                 "chat_template), not to type " << ds.type);
   return Status::OK();
 }
 
@@ -227,14 +241,20 @@ Status set_one_dataset(const Input& in, const YAML::Node& item, const std::strin
         ds.type = "user_defined";
         continue;
       }
-      if (ds.type == "chat_template") ds.type = "messages";
+      if (ds.type == "chat_template" || ds.type == "chat_template.default") ds.type = "messages";
       if (ds.type == "completion") ds.type = "text";
-      if (std::find(kDatasetTypes.begin(), kDatasetTypes.end(), ds.type) == kDatasetTypes.end()) {
+      if (std::find(kDatasetTypes.begin(), kDatasetTypes.end(), ds.type) == kDatasetTypes.end() &&
+          !listed_preference_type(ds.type)) {
         return InvalidArgument(Str() << where << ": " << key << ".type: '" << val << "' is not one of: "
-                                     << join(kDatasetTypes) << " (or axolotl's chat_template, completion)");
+                                     << join(kDatasetTypes) << " (or axolotl's chat_template, completion; with rl: dpo "
+                                     << join(kPreferenceTypes) << ")");
       }
     } else if (k == "field_messages") {
       ds.field_messages = val;
+    } else if (k == "field_chosen") {
+      ds.field_chosen = val;
+    } else if (k == "field_rejected") {
+      ds.field_rejected = val;
     } else if (k == "message_field_role") {
       ds.field_role = val;
     } else if (k == "message_field_content") {
@@ -366,6 +386,8 @@ void emit_dataset_list(YAML::Emitter& out, const std::vector<DatasetSpec>& list)
     if (!d.field_content.empty())
       out << YAML::Key << "message_field_content" << YAML::Value << d.field_content;
     if (!d.field_text.empty()) out << YAML::Key << "field" << YAML::Value << d.field_text;
+    if (!d.field_chosen.empty()) out << YAML::Key << "field_chosen" << YAML::Value << d.field_chosen;
+    if (!d.field_rejected.empty()) out << YAML::Key << "field_rejected" << YAML::Value << d.field_rejected;
     if (d.overlap_len > 0) out << YAML::Key << "overlap_len" << YAML::Value << d.overlap_len;
     if (!d.chat_template.empty()) out << YAML::Key << "chat_template" << YAML::Value << d.chat_template;
     if (!d.chat_template_jinja.empty())
@@ -378,6 +400,26 @@ void emit_dataset_list(YAML::Emitter& out, const std::vector<DatasetSpec>& list)
     out << YAML::EndMap;
   }
   out << YAML::EndSeq;
+}
+
+Status resolve_rl_dataset_types(TrainConfig& cfg) {
+  const bool dpo = cfg.rl == "dpo";
+  for (auto* list : {&cfg.datasets, &cfg.eval_datasets}) {
+    const char* key = list == &cfg.datasets ? "datasets" : "eval_datasets";
+    for (DatasetSpec& d : *list) {
+      if (dpo && d.type == "messages") d.type = "preference";  // axolotl's chat_template(.default) under rl: dpo
+      if (dpo && !listed_preference_type(d.type))
+        return InvalidArgument(Str() << key << ": " << d.path << ": rl: dpo trains on preference pairs, and type "
+                                     << d.type << " has none (types: chat_template, " << join(kPreferenceTypes) << ")");
+      if (!dpo && listed_preference_type(d.type))
+        return InvalidArgument(Str() << key << ": " << d.path << ": type " << d.type
+                                     << " holds preference pairs (chosen / rejected): set rl: dpo to train on them");
+      if (!dpo && (!d.field_chosen.empty() || !d.field_rejected.empty()))
+        return InvalidArgument(Str() << key << ": " << d.path
+                                     << ": field_chosen / field_rejected are read by preference training (rl: dpo)");
+    }
+  }
+  return Status::OK();
 }
 
 }  // namespace st

@@ -18,6 +18,11 @@ namespace st {
 // the file) into *dst.
 Status set_datasets(const cfg::Input& in, const std::string& key, std::vector<DatasetSpec>& dst);
 
+// rl: dpo (train/preference_loss.h): every dataset's type becomes a preference type (axolotl's
+// chat_template and chat_template.default are `preference` there) or is refused; without rl a
+// preference type is refused (it has no single sequence to train on).
+Status resolve_rl_dataset_types(TrainConfig& cfg);
+
 // The list as set_datasets reads it back (a resolved Hub split or data_files as data_files).
 void emit_dataset_list(YAML::Emitter& out, const std::vector<DatasetSpec>& list);
 

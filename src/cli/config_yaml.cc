@@ -102,6 +102,9 @@ const std::vector<Field>& fields() {
       {"weight_decay", &C::weight_decay, {}, StrKind::kPlain, 0},
       {"loraplus_lr_ratio", &C::loraplus_lr_ratio, {}, StrKind::kPlain, 0, kInf, false, false, true},
       {"neftune_noise_alpha", &C::neftune_noise_alpha, {}, StrKind::kPlain, 0, kInf, false, false, true},
+      {"rl", &C::rl, {"dpo"}},
+      {"rl_beta", &C::rl_beta, {}, StrKind::kPlain, 0, kInf, true, false, true},
+      {"dpo_label_smoothing", &C::dpo_label_smoothing, {}, StrKind::kPlain, 0, 0.5, false, true, true},
       {"adam_beta1", &C::adam_beta1, {}, StrKind::kPlain, 0, 1, false, true},
       {"adam_beta2", &C::adam_beta2, {}, StrKind::kPlain, 0, 1, false, true},
       {"adam_epsilon", &C::adam_epsilon, {}, StrKind::kPlain, 0, kInf, true},
@@ -139,6 +142,7 @@ std::string canonical_key(const std::string& key) {
   if (key == "peft_use_dora" || key == "lora_use_dora") return "use_dora";
   if (key == "layers_to_transform") return "peft_layers_to_transform";  // PEFT's name
   if (key == "model_revision") return "revision_of_model";  // axolotl's alias
+  if (key == "dpo_beta") return "rl_beta";                  // axolotl's older name
   return key;
 }
 
@@ -178,6 +182,11 @@ Status set_string(const Input& in, const Field& f, std::string& dst) {
     return Status::OK();
   }
   if (std::string(f.name) == "chat_template_jinja") return read_template_text(in, f.name, &dst);
+  // rl: "" (written back by train_config_to_yaml), false or none = supervised fine-tuning.
+  if (std::string(f.name) == "rl" && (v.empty() || lower(v) == "false" || lower(v) == "none")) {
+    dst.clear();
+    return Status::OK();
+  }
   if (!f.choices.empty()) {
     const std::string l = lower(v);
     if (std::find(f.choices.begin(), f.choices.end(), l) == f.choices.end()) {
@@ -187,7 +196,9 @@ Status set_string(const Input& in, const Field& f, std::string& dst) {
         return Status::OK();
       }
       return bad(in, f.name, Str() << "'" << v << "' is not one of: " << join(f.choices)
-                                    << (std::string(f.name) == "chat_template" ? ", or a template file (*.jinja)" : ""));
+                                    << (std::string(f.name) == "chat_template" ? ", or a template file (*.jinja)" : "")
+                                    << (std::string(f.name) == "rl" ? " (ORPO, KTO, IPO, SimPO and GRPO are not supported)"
+                                                                    : ""));
     }
     v = l;
     if (v == "tokenizer_default") v.clear();  // axolotl's name for the tokenizer's own template
@@ -631,6 +642,7 @@ StatusOr<TrainConfig> load_train_config(const std::string& path, const std::vect
   for (const std::string& o : overrides) RETURN_IF_ERROR(apply_train_override(cfg, o));
   RETURN_IF_ERROR(resolve_model_revision(cfg), path);
   RETURN_IF_ERROR(resolve_jinja_template(cfg), path);
+  RETURN_IF_ERROR(resolve_rl_dataset_types(cfg), path);
   RETURN_IF_ERROR(validate_train_config(cfg), path);
   return cfg;
 }

@@ -38,7 +38,10 @@ const std::vector<std::string> kNoEffect = {
     "local_rank", "deepspeed", "fsdp", "fsdp_config", "ddp_timeout", "ddp_bucket_cap_mb",
     "ddp_broadcast_buffers", "ddp_find_unused_parameters",
     // evaluation extras that need generation
-    "eval_table_size", "eval_max_new_tokens", "eval_causal_lm_metrics",
+    "eval_table_size", "eval_max_new_tokens", "eval_causal_lm_metrics", "dpo_generate_during_eval",
+    // DPO: the reference log-probabilities are computed beside each step (train/preference_loss.h),
+    // which gives what precomputing them would; TRL's kernel choices
+    "precompute_ref_log_probs", "dpo_use_liger_kernel", "dpo_use_logits_to_keep",
 };
 
 // Keys whose non-empty value asks for a training we do not build: refused with the reason.
@@ -55,7 +58,6 @@ const Refused kRefusedUnlessEmpty[] = {
     {"tokens", "adding tokens (which resizes the embeddings) is not supported"},
     {"added_tokens_overrides", "overriding tokens is not supported"},
     {"plugins", "axolotl plugins are not supported"},
-    {"rl", "preference training (DPO/ORPO/KTO/...) is not supported"},
     {"chat_template_jinja", "set chat_template to the template file instead (chat_template: my.jinja)"},
     {"pretraining_dataset", "streaming pretraining datasets are not supported (datasets with type: text)"},
     {"test_datasets", "use eval_datasets"},
@@ -75,6 +77,8 @@ const BoolOnly kBoolOnly[] = {
     {"lora_fan_in_fan_out", false, "fan_in_fan_out (Conv1D-style weights) is not supported"},
     {"auto_find_batch_size", false, "micro_batch_size is fixed (the planner fits it or says what would)"},
     {"greater_is_better", false, "the best model is the lowest eval_loss (metric_for_best_model: loss)"},
+    {"dpo_use_weighting", false, "WPO's weighting of DPO is not supported"},
+    {"dpo_norm_loss", false, "length-normalized DPO is not supported"},
 };
 
 // AdamW as torch / HF spell it: the same update as ours (train/optimizer.h).
@@ -185,6 +189,11 @@ bool apply_foreign_key(const std::string& key, const ForeignValue& v, TrainConfi
     }
     *st = refuse(key, v, "only AdamW is supported (adamw_torch, adamw_torch_fused, adamw_hf, adamw_bnb_8bit, "
                          "paged_adamw_8bit, ...)");
+    return true;
+  }
+  if (key == "dpo_loss_type") {  // TRL's loss_type: a name or a list of them
+    const bool sigmoid = v.is_null || (!v.is_collection && ascii_lower(v.scalar) == "sigmoid");
+    if (!sigmoid) *st = refuse(key, v, "only DPO's sigmoid loss is built (write dpo_loss_type: sigmoid)");
     return true;
   }
   if (key == "save_strategy") {

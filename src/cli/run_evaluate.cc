@@ -61,6 +61,17 @@ Status run_evaluate(const TrainConfig& given, const EvaluateOptions& o) {
   std::fflush(stdout);
   DataLoaderSource data(samples, loader_options(cfg, td.pad_id, /*train=*/false, *be));
   ASSIGN_OR_RETURN(auto trainer, Trainer::create(cfg, be.get(), std::move(bw.parts)));
+  if (cfg.rl == "dpo") {  // train/preference_loss.h: against the base, which is its own reference
+    if (o.base) std::printf("  %-40s the DPO reference itself (eval_loss ln 2 = 0.693147, rewards 0)\n", "base");
+    if (adapter.empty()) return Status::OK();
+    RETURN_IF_ERROR(trainer->model().lora().load_peft(adapter), "adapter " << adapter);
+    ASSIGN_OR_RETURN(DpoStats s, trainer->evaluate_dpo(data), "evaluating the adapter");
+    std::printf("  %-40s eval_loss %.6f (DPO, %lld pairs)", ("adapter " + adapter).c_str(), s.mean_loss(),
+                static_cast<long long>(s.pairs()));
+    for (const auto& [k, v] : s.metrics()) std::printf("  %s %.4f", k.c_str(), v);
+    std::printf("\n");
+    return Status::OK();
+  }
   if (o.base) {  // a fresh LoRA adds nothing (B = 0): the base model's loss
     ASSIGN_OR_RETURN(double loss, trainer->evaluate(data), "evaluating the base");
     print_row("base", loss);

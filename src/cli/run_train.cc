@@ -65,6 +65,12 @@ void print_banner(const TrainConfig& cfg, const Backend& be, const BaseWeights& 
   if (cfg.neftune_noise_alpha > 0)
     std::printf("  NEFTune    noise alpha %g on the embeddings of training forwards (magnitude alpha / sqrt(T x %lld))\n",
                 cfg.neftune_noise_alpha, static_cast<long long>(mc.hidden_size));
+  if (cfg.rl == "dpo")
+    std::printf("  DPO        sigmoid loss, beta %g%s; reference: the base model (adapter disabled), a forward\n"
+                "             beside each micro-batch; micro_batch_size %lld pair(s) = %lld rows\n",
+                cfg.rl_beta,
+                cfg.dpo_label_smoothing > 0 ? (Str() << ", label smoothing " << cfg.dpo_label_smoothing).str().c_str() : "",
+                static_cast<long long>(cfg.micro_batch_size), static_cast<long long>(micro_batch_rows(cfg)));
   if (cfg.loraplus_lr_ratio > 0)
     std::printf("  LoRA+      B%s at learning_rate x %g, A at learning_rate\n", lc.dora ? " and the magnitudes" : "",
                 cfg.loraplus_lr_ratio);
@@ -271,6 +277,8 @@ Status run_train(const TrainConfig& cfg) {
   RETURN_IF_ERROR(check_output_dir(cfg));  // before anything is loaded or written
   const bool on_cpu = cfg.device == "cpu" || (cfg.device == "auto" && !cuda_available());
   ASSIGN_OR_RETURN(int replicas, resolve_devices(cfg.devices, on_cpu ? DeviceKind::kCpu : DeviceKind::kCuda));
+  if (replicas > 1 && !cfg.rl.empty())
+    return Unimplemented(Str() << "rl: " << cfg.rl << " on " << replicas << " devices is not supported (devices: 1)");
   if (replicas > 1) return run_train_data_parallel(cfg, replicas);
   bool interrupted = false;
   Status s = train_and_report(cfg, &interrupted);

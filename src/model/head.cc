@@ -1,8 +1,10 @@
 #include "model/head.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
+#include "core/check.h"
 #include "data/batch.h"
 #include "model/carver.h"
 
@@ -12,6 +14,7 @@ namespace {
 struct HeadScratch {
   Tensor xn, dxn;          // [N,H] act
   Tensor rstd, m, s, tgt;  // [N] f32
+  Tensor row_scale;        // [N] f32: Note [row-weighted head]
   Tensor acc;              // [N,H] f32 (training)
   Tensor logits;           // [rows, vocab_chunk] act
 };
@@ -25,6 +28,7 @@ HeadScratch carve_head(Carver& cv, const ModelConfig& c, int64_t N, DType act, i
   s.m = cv.take(DType::kF32, {N});
   s.s = cv.take(DType::kF32, {N});
   s.tgt = cv.take(DType::kF32, {N});
+  s.row_scale = cv.take(DType::kF32, {N});
   s.acc = cv.take(DType::kF32, {N, c.hidden_size});
   const int64_t vc = std::min(vocab_chunk, c.vocab_size);
   s.logits = cv.take(act, {head_chunk_rows(vc, N, act, budget), vc});
@@ -136,6 +140,21 @@ class StreamedLmHead final : public LmHeadSource {
   std::unique_ptr<Event> ready_[2], free_[2];
 };
 
+// log p(target) of each of the n head rows after the vocabulary pass: target - (m + log s), from
+// the online softmax state copied to the host (blocks).
+std::vector<double> host_row_logp(const HeadCtx& ctx, const HeadScratch& s, int64_t n) {
+  std::vector<float> m(static_cast<size_t>(n)), sum(static_cast<size_t>(n)), tgt(static_cast<size_t>(n));
+  const size_t bytes = static_cast<size_t>(n) * sizeof(float);
+  ctx.be->copy_d2h(m.data(), s.m.data, bytes, StreamId::kCompute);
+  ctx.be->copy_d2h(sum.data(), s.s.data, bytes, StreamId::kCompute);
+  ctx.be->copy_d2h(tgt.data(), s.tgt.data, bytes, StreamId::kCompute);
+  ctx.be->sync_stream(StreamId::kCompute);
+  std::vector<double> logp(static_cast<size_t>(n));
+  for (size_t r = 0; r < logp.size(); ++r)
+    logp[r] = static_cast<double>(tgt[r]) - (static_cast<double>(m[r]) + std::log(static_cast<double>(sum[r])));
+  return logp;
+}
+
 }  // namespace
 
 std::unique_ptr<LmHeadSource> resident_lm_head(Tensor lm_head, int64_t vocab_chunk) {
@@ -194,7 +213,8 @@ size_t head_scratch_bytes(const ModelConfig& c, int64_t tokens, DType act, int64
 }
 
 void head_forward_backward(const HeadCtx& ctx, Tensor final_norm, LmHeadSource& head, Tensor x,
-                           const int32_t* labels, Tensor w_label, float grad_scale, Tensor loss_sum, Tensor dx) {
+                           const int32_t* labels, Tensor w_label, float grad_scale, Tensor loss_sum, Tensor dx,
+                           const HeadRowWeights* row_weights) {
   Backend& be = *ctx.be;
   if (ctx.rows.gather && ctx.rows.rows == 0) {  // nothing trained: no loss, no gradient
     be.memset_zero(dx.data, dx.bytes(), StreamId::kCompute);
@@ -205,7 +225,16 @@ void head_forward_backward(const HeadCtx& ctx, Tensor final_norm, LmHeadSource& 
   Tensor xin = head_input(ctx, x, dx);
   be.rmsnorm(s.xn, s.rstd, xin, final_norm, static_cast<float>(ctx.cfg->rms_norm_eps));
   chunked_ce(ctx, head, s, labels, true);
-  be.ce_finish(s.dxn, loss_sum, s.acc, s.m, s.s, s.tgt, w_label, labels, grad_scale);
+  Tensor row_scale;
+  if (row_weights) {  // Note [row-weighted head]
+    const int64_t n = head_rows(ctx);
+    const std::vector<float> w = (*row_weights)(host_row_logp(ctx, s, n));
+    CHECK(static_cast<int64_t>(w.size()) == n, "head: " << w.size() << " row weights for " << n << " rows");
+    row_scale = span(s.row_scale, 0, n);
+    be.copy_h2d(row_scale.data, w.data(), w.size() * sizeof(float), StreamId::kCompute);
+    be.sync_stream(StreamId::kCompute);  // `w` is a local: the copy must be done before it goes
+  }
+  be.ce_finish(s.dxn, loss_sum, s.acc, s.m, s.s, s.tgt, w_label, labels, grad_scale, row_scale);
   if (!ctx.rows.gather) {
     be.rmsnorm_backward(dx, s.dxn, x, final_norm, s.rstd);
     return;
@@ -220,13 +249,17 @@ void head_forward_backward(const HeadCtx& ctx, Tensor final_norm, LmHeadSource& 
 }
 
 void head_loss(const HeadCtx& ctx, Tensor final_norm, LmHeadSource& head, Tensor x, const int32_t* labels,
-               Tensor loss_sum) {
-  if (ctx.rows.gather && ctx.rows.rows == 0) return;  // nothing counted
+               Tensor loss_sum, std::vector<double>* row_logp) {
+  if (ctx.rows.gather && ctx.rows.rows == 0) {  // nothing counted
+    if (row_logp) row_logp->clear();
+    return;
+  }
   HeadScratch s = carve_ctx(ctx);
   Tensor xin = head_input(ctx, x, s.dxn);  // dxn: unused without a gradient
   ctx.be->rmsnorm(s.xn, s.rstd, xin, final_norm, static_cast<float>(ctx.cfg->rms_norm_eps));
   chunked_ce(ctx, head, s, labels, false);
-  ctx.be->ce_finish(Tensor(), loss_sum, Tensor(), s.m, s.s, s.tgt, Tensor(), labels, 0.0f);
+  ctx.be->ce_finish(Tensor(), loss_sum, Tensor(), s.m, s.s, s.tgt, Tensor(), labels, 0.0f, Tensor());
+  if (row_logp) *row_logp = host_row_logp(ctx, s, head_rows(ctx));
 }
 
 void head_logits(const HeadCtx& ctx, Tensor final_norm, LmHeadSource& head, Tensor x, float* host_logits) {

@@ -19,6 +19,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -111,17 +112,29 @@ struct HeadCtx {
   HeadRows rows;  // Note [trained rows]: with rows.gather, `labels` and `w_label` are per compact row
 };
 
+// Note [row-weighted head]: a preference loss (train/preference_loss.h) is a function of each
+// sequence's summed log-probabilities, so its gradient is the cross-entropy gradient of every
+// token weighed by its sequence's factor -- known only once every token's log p is. The head's
+// online softmax has it before the gradient is formed: after the vocabulary pass, log p of each
+// head row is target - (m + log s); `row_weights` gets those (host, one per head row; meaningless
+// for ignored rows) and returns one factor per head row, which ce_finish multiplies into that row's
+// gradient. That costs one host round trip (3 x 4 bytes a row) in the middle of the step; the
+// logits are computed once, as for plain cross-entropy.
+using HeadRowWeights = std::function<std::vector<float>(const std::vector<double>& row_logp)>;
+
 // loss_sum (f32 [1], backend memory) += sum of -log p(target) over counted positions;
-// dx[N,H] = d(grad_scale * loss_sum)/dx. x: the last layer's output [N,H]. labels: shifted, int32
+// dx[N,H] = d(grad_scale * loss_sum)/dx (with row_weights: row r's part times its factor). x: the last layer's output [N,H]. labels: shifted, int32
 // backend memory [N]; w_label [N,H]: the lm_head row of each label (any row where ignored). With
 // ctx.rows.gather (Note [trained rows]) labels and w_label hold the compact rows' instead
 // ([ctx.rows.rows]). Enqueues on compute.
 void head_forward_backward(const HeadCtx& ctx, Tensor final_norm, LmHeadSource& head, Tensor x,
-                           const int32_t* labels, Tensor w_label, float grad_scale, Tensor loss_sum, Tensor dx);
+                           const int32_t* labels, Tensor w_label, float grad_scale, Tensor loss_sum, Tensor dx,
+                           const HeadRowWeights* row_weights = nullptr);
 
-// Loss only (no gradient written anywhere the caller sees).
+// Loss only (no gradient written anywhere the caller sees). With row_logp: log p(target) of every
+// head row copied to the host too (blocks; meaningless for ignored rows).
 void head_loss(const HeadCtx& ctx, Tensor final_norm, LmHeadSource& head, Tensor x, const int32_t* labels,
-               Tensor loss_sum);
+               Tensor loss_sum, std::vector<double>* row_logp = nullptr);
 
 // Logits of every position copied to host_logits ([N, V] f32, host memory). Blocks the host.
 void head_logits(const HeadCtx& ctx, Tensor final_norm, LmHeadSource& head, Tensor x, float* host_logits);

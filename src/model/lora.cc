@@ -186,6 +186,21 @@ LoraLayer Lora::layer(int l) const {
   return out;
 }
 
+void Lora::disable_adapter() {
+  CHECK(!lc_.dora, "Lora: disable_adapter with DoRA");
+  be_->copy_d2d(base_ + section_, base_, static_cast<size_t>(section_) * sizeof(float), StreamId::kCompute);
+  for (size_t i = 0; i < off_.size(); ++i) {
+    if (off_[i].second < 0) continue;
+    const LoraTarget t = static_cast<LoraTarget>(static_cast<int64_t>(i) % kNumLoraTargets);
+    const int64_t out = lora_target_dims(mc_, t).second;
+    be_->memset_zero(base_ + off_[i].second, static_cast<size_t>(out * lc_.r) * sizeof(float), StreamId::kCompute);
+  }
+}
+
+void Lora::enable_adapter() {
+  be_->copy_d2d(base_, base_ + section_, static_cast<size_t>(section_) * sizeof(float), StreamId::kCompute);
+}
+
 void Lora::zero_grads() { be_->memset_zero(base_ + section_, section_ * sizeof(float), StreamId::kCompute); }
 
 void Lora::init(uint64_t seed) {

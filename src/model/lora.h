@@ -108,6 +108,14 @@ class Lora {
   Tensor adam_m() const { return section(2); }
   Tensor adam_v() const { return section(3); }
   void zero_grads();
+  // Note [adapter disabled]: the base model's outputs through the same kernels, for a preference
+  // loss's reference (train/preference_loss.h). disable_adapter() copies the parameters into the
+  // gradient section and zeroes every B, so each LoRA term adds exact zeros (y + s t 0 = y);
+  // enable_adapter() copies them back, bit for bit. The gradients are lost: call between windows,
+  // before zero_grads(). Plain LoRA only (DoRA's magnitude rescales even with B = 0). Enqueued on
+  // the compute stream, so forwards enqueued in between see the zeroed B.
+  void disable_adapter();
+  void enable_adapter();
 
   // Offsets (floats within a section) of A and B of (layer, target); -1 when absent.
   int64_t offset_a(int l, LoraTarget t) const { return off_[idx(l, t)].first; }

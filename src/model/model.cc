@@ -585,8 +585,35 @@ static const int32_t* head_labels(const Tensor& labels, const Tensor& head_label
   return rows.gather ? head_labels.ptr<int32_t>() : labels.ptr<int32_t>();
 }
 
+// The batch row of each head row (-1: an ignored target), for the head's rows as upload() plans
+// them (head.h Note [trained rows]): compact rows, or every position.
+static std::vector<int32_t> head_row_sequences(const Batch& b, bool trained_rows) {
+  const std::vector<int32_t> shifted = shift_labels(b.labels, b.batch, b.seq);
+  const HeadRowPlan plan = trained_rows ? plan_head_rows(shifted) : HeadRowPlan{};
+  std::vector<int32_t> seq;
+  if (plan.compact) {
+    seq.assign(static_cast<size_t>(plan.rows), -1);
+    for (int64_t r = 0; r < plan.trained; ++r) seq[static_cast<size_t>(r)] = static_cast<int32_t>(plan.gather[r] / b.seq);
+  } else {
+    seq.assign(shifted.size(), -1);
+    for (size_t i = 0; i < shifted.size(); ++i)
+      if (shifted[i] != kIgnoreIndex) seq[i] = static_cast<int32_t>(static_cast<int64_t>(i) / b.seq);
+  }
+  return seq;
+}
+
+// Per batch row, the sum of the head rows' log p in row order (Note [sequence weights]).
+static std::vector<double> sequence_sums(const std::vector<int32_t>& seq_of_row, const std::vector<double>& row_logp,
+                                         int64_t batch) {
+  std::vector<double> out(static_cast<size_t>(batch), 0.0);
+  for (size_t r = 0; r < seq_of_row.size() && r < row_logp.size(); ++r)
+    if (seq_of_row[r] >= 0) out[static_cast<size_t>(seq_of_row[r])] += row_logp[r];
+  return out;
+}
+
 StatusOr<std::vector<double>> Model::forward_backward(const std::vector<const Batch*>& batches, LayerSource& src,
-                                                      const std::vector<float>& grad_scales) {
+                                                      const std::vector<float>& grad_scales,
+                                                      const SequenceWeights* seq_weights) {
   CHECK(grad_scales.size() == batches.size());
   for (const Batch* b : batches) RETURN_IF_ERROR(validate(*b));
   const int L = static_cast<int>(cfg_.num_layers);
@@ -628,10 +655,25 @@ StatusOr<std::vector<double>> Model::forward_backward(const std::vector<const Ba
       if (v.layer == L - 1) {
         // d(final output) goes to grad[L % 2], which backward_layer(L-1) reads as dout.
         const HeadRows& hr = a.head_rows;
+        HeadRowWeights row_weights;  // Note [sequence weights]
+        if (seq_weights) {
+          row_weights = [&, mb = v.micro_batch](const std::vector<double>& row_logp) {
+            const std::vector<int32_t> seq_of_row = head_row_sequences(b, opts_.head_trained_rows);
+            CHECK(seq_of_row.size() == row_logp.size(), "Model: head rows " << row_logp.size() << " vs plan "
+                                                                             << seq_of_row.size());
+            const std::vector<float> w = (*seq_weights)(mb, sequence_sums(seq_of_row, row_logp, b.batch));
+            CHECK(static_cast<int64_t>(w.size()) == b.batch, "Model: " << w.size() << " sequence weights for "
+                                                                        << b.batch << " rows");
+            std::vector<float> per_row(seq_of_row.size(), 0.0f);
+            for (size_t r = 0; r < per_row.size(); ++r)
+              if (seq_of_row[r] >= 0) per_row[r] = w[static_cast<size_t>(seq_of_row[r])];
+            return per_row;
+          };
+        }
         head_forward_backward(make_head_ctx(cfg_, be_, opts_, a.n, a_->head_scratch, hr), final_norm(), *head_,
                               rows_of(a.ckpt[L], a.n), head_labels(a.labels, a.head_labels, hr),
                               rows_of(a.w_label, hr.gather ? hr.rows : a.n), grad_scales[v.micro_batch], a.loss,
-                              rows_of(a.grad[L % 2], a.n));
+                              rows_of(a.grad[L % 2], a.n), seq_weights ? &row_weights : nullptr);
       }
     } else {
       backward_layer(v.layer, src, /*forward_current=*/after_own_forward);  // the last layer: no recompute
@@ -670,6 +712,24 @@ StatusOr<double> Model::eval_loss_sum(const Batch& b, LayerSource& src) {
   be_->copy_d2h(&loss, a.loss.data, sizeof(float), StreamId::kCompute);
   be_->sync_stream(StreamId::kCompute);
   return static_cast<double>(loss);
+}
+
+StatusOr<std::vector<double>> Model::eval_sequence_logps(const Batch& b, LayerSource& src) {
+  RETURN_IF_ERROR(validate(b));
+  cur_ = 0;
+  Slot& a = a_->slots[cur_];
+  embed(b, micro_counter_);
+  run_forward(src, false);
+  CHECK(head_ != nullptr, "Model: extras were never loaded");
+  be_->memset_zero(a.loss.data, sizeof(float), StreamId::kCompute);
+  std::vector<double> row_logp;
+  head_loss(make_head_ctx(cfg_, be_, opts_, a.n, a_->head_scratch, a.head_rows), final_norm(), *head_,
+            rows_of(a.ckpt[cfg_.num_layers], a.n), head_labels(a.labels, a.head_labels, a.head_rows), a.loss,
+            &row_logp);
+  be_->sync_stream(StreamId::kCompute);
+  RETURN_IF_ERROR(src.status(), "evaluation forward");
+  if (row_logp.empty()) return std::vector<double>(static_cast<size_t>(b.batch), 0.0);
+  return sequence_sums(head_row_sequences(b, opts_.head_trained_rows), row_logp, b.batch);
 }
 
 Status Model::init_dora_magnitudes(LayerSource& src) {

@@ -15,6 +15,7 @@
 // Not thread-safe. The backend must outlive the Model.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -135,14 +136,26 @@ class Model {
   const ModelConfig& config() const { return cfg_; }
   Backend* backend() const { return be_; }
 
+  // Note [sequence weights]: a loss that is a function of each row's summed log-probabilities
+  // (a preference loss, train/preference_loss.h) passes `seq_weights`: once micro-batch i's head
+  // has every token's log p, it is called with i and, per batch row, the sum of log p over that
+  // row's targets (in position order, f64), and returns one factor per row; each target token's
+  // cross-entropy gradient is multiplied by its row's factor (head.h Note [row-weighted head]).
+  // With grad_scales[i] = 1 the gradient is then that of sum_rows factor_row * (-logp_row).
+  using SequenceWeights = std::function<std::vector<float>(int micro_batch, const std::vector<double>& seq_logp)>;
+
   // Forward + backward of `batches` (micro-batches of one accumulation window) in one LayerSource
   // step (schedule micro_batch_major). LoRA grads ACCUMULATE (the caller zeroes them per window);
-  // micro-batch i's gradient is that of grad_scales[i] * (its loss sum). Returns each micro-batch's
-  // loss sum (sum of -log p over its targets). Blocks at the end to read the losses.
+  // micro-batch i's gradient is that of grad_scales[i] * (its loss sum), or with seq_weights as
+  // Note [sequence weights] says. Returns each micro-batch's loss sum (sum of -log p over its
+  // targets). Blocks at the end to read the losses.
   StatusOr<std::vector<double>> forward_backward(const std::vector<const Batch*>& batches, LayerSource& src,
-                                                 const std::vector<float>& grad_scales);
+                                                 const std::vector<float>& grad_scales,
+                                                 const SequenceWeights* seq_weights = nullptr);
   // Eval: the loss sum of one batch (no dropout, no gradient).
   StatusOr<double> eval_loss_sum(const Batch& b, LayerSource& src);
+  // Eval: per batch row, the sum of log p over its targets (f64; 0 for a row without targets).
+  StatusOr<std::vector<double>> eval_sequence_logps(const Batch& b, LayerSource& src);
   // Logits [B*T, V] f32 of one batch (no dropout). Blocks.
   StatusOr<std::vector<float>> forward_logits(const Batch& b, LayerSource& src);
   // DoRA, freshly initialised adapter (Lora::magnitudes_pending): sets every magnitude vector to

@@ -93,7 +93,7 @@ StatusOr<Plan> plan_for(const TrainConfig& cfg, Backend* be, const ModelConfig& 
   in.model = mc;
   in.dtype = act;
   ASSIGN_OR_RETURN(in.quant, base_quant_from(cfg));
-  in.micro_batch_size = cfg.micro_batch_size;
+  in.micro_batch_size = micro_batch_rows(cfg);
   in.sequence_len = cfg.sequence_len;
   ASSIGN_OR_RETURN(in.lora, lora_config_from(cfg));
   in.num_slots = static_cast<int>(cfg.stream_buffers);
@@ -106,7 +106,7 @@ StatusOr<Plan> plan_for(const TrainConfig& cfg, Backend* be, const ModelConfig& 
   in.layer_major = cfg.layer_major;
   const bool packed = cfg.sample_packing || padding_free_on(cfg);
   if (act == DType::kBF16 && cfg.attention != "own")  // bf16-only; preparing builds its graphs now
-    in.fused_attention_workspace = fused_attention_workspace(be, cfg.micro_batch_size, cfg.sequence_len, mc, packed);
+    in.fused_attention_workspace = fused_attention_workspace(be, micro_batch_rows(cfg), cfg.sequence_len, mc, packed);
   if (!cfg.vram_budget.empty()) {
     ASSIGN_OR_RETURN(in.vram_budget, parse_byte_size(cfg.vram_budget), "vram_budget");
   }
@@ -115,7 +115,7 @@ StatusOr<Plan> plan_for(const TrainConfig& cfg, Backend* be, const ModelConfig& 
   uint64_t free_b = 0, total_b = 0;
   if (be->memory_info(&free_b, &total_b)) in.device_free_bytes = free_b;
   return make_plan_fused_fallback(
-      in, [&] { return fused_attention_min_workspace(be, cfg.micro_batch_size, cfg.sequence_len, mc, packed); });
+      in, [&] { return fused_attention_min_workspace(be, micro_batch_rows(cfg), cfg.sequence_len, mc, packed); });
 }
 
 StreamedSourceOptions streamed_options(const TrainConfig& cfg, const Plan& plan, const ModelConfig& mc) {

@@ -11,6 +11,21 @@ namespace st {
 
 double EvalMetrics::ppl() const { return std::exp(loss); }
 
+namespace {
+// `line` (one JSON object) with `extra` appended as number members; a non-finite one as null.
+std::string with_extra(const std::string& line, const std::vector<std::pair<std::string, double>>& extra) {
+  if (extra.empty()) return line;
+  std::string out = line.substr(0, line.size() - 1);
+  for (const auto& [k, v] : extra) {
+    char num[64];
+    if (std::isfinite(v)) std::snprintf(num, sizeof num, "%.9g", v);
+    else std::snprintf(num, sizeof num, "null");
+    out += ",\"" + k + "\":" + num;
+  }
+  return out + "}";
+}
+}  // namespace
+
 std::string metrics_json_line(const StepMetrics& m) {
   char buf[512];
   std::snprintf(buf, sizeof buf,
@@ -18,11 +33,15 @@ std::string metrics_json_line(const StepMetrics& m) {
                 "\"elapsed_s\":%.6g}",
                 static_cast<long long>(m.step), m.loss, m.lr, m.grad_norm, static_cast<long long>(m.tokens),
                 m.tok_s, m.elapsed_s);
-  return buf;
+  return with_extra(buf, m.extra);
 }
 
 std::string metrics_json_line(const EvalMetrics& m) {
   char buf[256];
+  if (!m.extra.empty()) {
+    std::snprintf(buf, sizeof buf, "{\"step\":%lld,\"eval_loss\":%.9g}", static_cast<long long>(m.step), m.loss);
+    return with_extra(buf, m.extra);
+  }
   const double ppl = m.ppl();
   // JSON has no infinity: a perplexity that overflows a double is written as null.
   if (std::isfinite(ppl)) {

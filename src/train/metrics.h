@@ -11,6 +11,8 @@
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "core/status.h"
 
@@ -21,11 +23,16 @@ struct StepMetrics {
   double loss = 0, lr = 0, grad_norm = 0;
   int64_t tokens = 0;  // cumulative
   double tok_s = 0, elapsed_s = 0;
+  // More figures of the step, written after the others in this order (DPO's rewards/chosen, ...).
+  std::vector<std::pair<std::string, double>> extra = {};
 };
 
 struct EvalMetrics {
   int64_t step = 0;
   double loss = 0;
+  // More figures (DPO's eval_rewards/chosen, ...). With any, eval_loss is not a token cross-entropy:
+  // no eval_ppl is written.
+  std::vector<std::pair<std::string, double>> extra = {};
   double ppl() const;  // exp(loss), +inf when it overflows
 };
 

@@ -60,10 +60,15 @@ std::string model_card_text(const TrainConfig& cfg, const std::string& metrics_j
   std::ostringstream o;
   o << "---\n";
   if (!cfg.base_model_cache_id.empty()) o << "base_model: " << quoted(cfg.base_model_cache_id) << "\n";
-  o << "library_name: peft\ntags:\n- " << (cfg.adapter == "qlora" ? "qlora" : "lora") << "\n- streamtune\n---\n\n";
+  o << "library_name: peft\ntags:\n- " << (cfg.adapter == "qlora" ? "qlora" : "lora") << "\n"
+    << (cfg.rl == "dpo" ? "- dpo\n" : "") << "- streamtune\n---\n\n";
   o << "# " << path_basename(cfg.output_dir) << "\n\n";
   o << "A " << (cfg.use_dora ? "DoRA" : cfg.adapter == "qlora" ? "QLoRA" : "LoRA") << " adapter for `" << base
-    << "`, trained with streamtune.\n\n";
+    << "`, trained with streamtune" << (cfg.rl == "dpo" ? " by DPO on preference pairs" : "") << ".\n\n";
+  if (cfg.rl == "dpo")
+    o << "- DPO: sigmoid loss, beta " << cfg.rl_beta
+      << (cfg.dpo_label_smoothing > 0 ? (Str() << ", label smoothing " << cfg.dpo_label_smoothing).str() : "")
+      << "; reference: the base model (the adapter disabled)\n";
   o << "- LoRA: r " << cfg.lora_r << ", alpha " << cfg.lora_alpha << ", dropout " << cfg.lora_dropout
     << (cfg.use_rslora ? ", rsLoRA" : "") << "; targets " << join(cfg.lora_target_modules) << "\n";
   std::vector<std::string> data;

@@ -12,10 +12,13 @@ namespace st {
 
 struct DatasetSpec {
   std::string path;
-  std::string type = "tokenized";  // tokenized | text | prompt_completion | alpaca | messages | sharegpt | input_output
+  // tokenized | text | prompt_completion | alpaca | messages | sharegpt | input_output, or with rl:
+  // dpo a preference type (preference, chatml.intel, llama3.argilla, ...: data/datasets.h)
+  std::string type = "tokenized";
   // Field names when the records use others (axolotl's field_messages, message_property_mappings,
   // field): "" = the type's own (data/datasets.h RecordFields).
   std::string field_messages = {}, field_role = {}, field_content = {}, field_text = {};
+  std::string field_chosen = {}, field_rejected = {};  // preference types (axolotl field_chosen / field_rejected)
   int64_t overlap_len = 0;  // type text: tokens a window repeats as context (data/datasets.h Note [long texts])
   PromptFormat format = {};  // type user_defined: axolotl's `type:` mapping (data/prompt_format.h)
   std::string chat_template = {};  // this entry's chat template (axolotl's per-dataset chat_template /
@@ -126,6 +129,12 @@ struct TrainConfig {
   // NEFTune (transformers / axolotl neftune_noise_alpha): uniform noise of magnitude
   // alpha / sqrt(T x hidden) on the embeddings of training forwards (model/model.cc Note [NEFTune]); 0 = off.
   double neftune_noise_alpha = 0.0;
+  // Preference training (axolotl rl / TRL DPOTrainer; train/preference_loss.h): "" = supervised
+  // fine-tuning; "dpo" = DPO's sigmoid loss on (chosen, rejected) pairs against the base model as
+  // reference, with rl_beta (TRL beta) and dpo_label_smoothing (conservative DPO's epsilon).
+  std::string rl;
+  double rl_beta = 0.1;
+  double dpo_label_smoothing = 0.0;
   double adam_beta1 = 0.9;
   double adam_beta2 = 0.999;
   double adam_epsilon = 1e-8;
@@ -187,6 +196,11 @@ struct TrainConfig {
   // not): revision_of_model resolves it again once every key is read.
   std::string base_model_cache_id;
 };
+
+// Rows of a micro-batch: micro_batch_size, or with rl: dpo twice that (micro_batch_size counts
+// pairs, as TRL's per-device batch does; each pair is a chosen and a rejected row). What the
+// memory plan and the model's buffers are sized for.
+inline int64_t micro_batch_rows(const TrainConfig& c) { return c.micro_batch_size * (c.rl == "dpo" ? 2 : 1); }
 
 // The chat template name data/chat_template.h reads: "jinja" (with its text) as "jinja:" + text.
 inline std::string effective_chat_template(const std::string& name, const std::string& jinja_text) {

@@ -7,6 +7,7 @@
 #include "io/safetensors.h"
 #include "model/resident_source.h"
 #include "train/loader_source.h"
+#include "train/preference_loss.h"
 
 namespace st {
 
@@ -84,8 +85,8 @@ Status check_trainer_config(const TrainConfig& tc) {
   if (tc.sequence_len <= 1) return InvalidArgument("sequence_len must be > 1");
   // Each factor first, so their product cannot overflow (train_config.h kMaxMicroBatchTokens).
   const int64_t kMax = kMaxMicroBatchTokens;
-  if (tc.sequence_len > kMax || tc.micro_batch_size > kMax || tc.sequence_len * tc.micro_batch_size > kMax)
-    return InvalidArgument(Str() << "micro_batch_size x sequence_len = " << tc.micro_batch_size << " x "
+  if (tc.sequence_len > kMax || tc.micro_batch_size > kMax || tc.sequence_len * micro_batch_rows(tc) > kMax)
+    return InvalidArgument(Str() << "micro-batch rows x sequence_len = " << micro_batch_rows(tc) << " x "
                                  << tc.sequence_len << " is beyond " << kMax << " tokens a micro-batch");
   if (tc.lora_r > kMaxLoraRank)
     return InvalidArgument(Str() << "lora_r " << tc.lora_r << " is beyond " << kMaxLoraRank);
@@ -96,6 +97,19 @@ Status check_trainer_config(const TrainConfig& tc) {
   if (tc.warmup_ratio > 0 && tc.warmup_steps > 0) return InvalidArgument("set warmup_steps or warmup_ratio, not both");
   RETURN_IF_ERROR(lr_schedule_from(tc).status());  // the scheduler and its kwargs
   if (tc.evals_per_epoch > 0 && tc.eval_steps > 0) return InvalidArgument("set eval_steps or evals_per_epoch, not both");
+  if (!tc.rl.empty() && tc.rl != "dpo")
+    return Unimplemented(Str() << "rl: " << tc.rl << " is not supported (dpo)");
+  if (tc.rl == "dpo") {  // train/preference_loss.h Note [DPO]
+    if (!(tc.rl_beta > 0)) return InvalidArgument(Str() << "rl_beta must be > 0, got " << tc.rl_beta);
+    if (tc.dpo_label_smoothing < 0 || tc.dpo_label_smoothing >= 0.5)
+      return InvalidArgument(Str() << "dpo_label_smoothing must be in [0, 0.5), got " << tc.dpo_label_smoothing);
+    if (tc.use_dora)
+      return Unimplemented("rl: dpo with use_dora is not supported (the reference is the adapter-disabled model; "
+                           "DoRA's magnitudes rescale the base even with B = 0)");
+    if (tc.sample_packing)
+      return InvalidArgument("rl: dpo trains on (chosen, rejected) rows; sample_packing does not apply (set it false)");
+    if (tc.neftune_noise_alpha > 0) return Unimplemented("rl: dpo with neftune_noise_alpha is not supported");
+  }
   if (tc.saves_per_epoch > 0 && tc.save_steps > 0) return InvalidArgument("set save_steps or saves_per_epoch, not both");
   return Status::OK();
 }
@@ -111,13 +125,13 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::create(const TrainConfig& tc, Backen
   ASSIGN_OR_RETURN(BaseQuant quant, base_quant_from(tc));
   ModelOptions mo{.act_dtype = act,
                   .base_quant = quant,
-                  .max_tokens = tc.micro_batch_size * tc.sequence_len,
+                  .max_tokens = micro_batch_rows(tc) * tc.sequence_len,
                   .seed = tc.seed,
                   .vocab_chunk = tc.vocab_chunk,
                   .host_extras = parts.host_extras,
                   .recompute = parts.recompute,
                   .fused_attention_allowance = parts.fused_attention_allowance,
-                  .fused_attention_batch = tc.micro_batch_size,
+                  .fused_attention_batch = micro_batch_rows(tc),
                   .fused_attention_seq = tc.sequence_len,
                   .launch_plan_bytes = parts.launch_plan_bytes,
                   .micro_batch_slots = parts.micro_batch_slots,
@@ -191,6 +205,57 @@ StatusOr<bool> Trainer::fill_window(BatchSource& data, std::vector<Batch>* windo
   return true;
 }
 
+// The reference's summed log p of every row of `b`: the adapter disabled (model/lora.h Note
+// [adapter disabled]), no dropout; then the adapter back, bit for bit.
+StatusOr<std::vector<double>> Trainer::reference_logps(const Batch& b) {
+  model_->lora().disable_adapter();
+  StatusOr<std::vector<double>> ref = model_->eval_sequence_logps(b, *layers_);
+  model_->lora().enable_adapter();
+  RETURN_IF_ERROR(ref.status(), "the DPO reference forward");
+  RETURN_IF_ERROR(layers_->status(), "loading base weights for the DPO reference");
+  return ref;
+}
+
+static Status check_pair_batch(const Batch& b) {
+  if (b.batch % 2 != 0)
+    return Internal(Str() << "rl: dpo: a micro-batch of " << b.batch << " rows is not (chosen, rejected) pairs");
+  return Status::OK();
+}
+
+// Note [DPO] (train/preference_loss.h) over one window: the references first (each micro-batch's
+// forward with the adapter disabled), then one forward_backward whose head weighs every row by its
+// pair's factor, the window's loss being the mean over its pairs. Grads are zeroed here (the
+// reference forwards borrow the gradient section).
+StatusOr<std::vector<double>> Trainer::dpo_forward_backward(const std::vector<Batch>& window, DpoStats* stats) {
+  std::vector<std::vector<double>> ref;
+  int64_t pairs = 0;
+  for (const Batch& b : window) {
+    RETURN_IF_ERROR(check_pair_batch(b));
+    ASSIGN_OR_RETURN(std::vector<double> r, reference_logps(b));
+    ref.push_back(std::move(r));
+    pairs += b.batch / 2;
+  }
+  model_->lora().zero_grads();
+  const DpoConfig dc{.beta = tc_.rl_beta, .label_smoothing = tc_.dpo_label_smoothing};
+  const double per_pair = 1.0 / static_cast<double>(std::max<int64_t>(pairs, 1));
+  Model::SequenceWeights weigh = [&](int mb, const std::vector<double>& logp) {
+    const std::vector<double>& r = ref[static_cast<size_t>(mb)];
+    std::vector<float> w(logp.size(), 0.0f);
+    for (size_t j = 0; j + 1 < logp.size(); j += 2) {
+      const DpoPair p{.policy_chosen = logp[j], .policy_rejected = logp[j + 1], .ref_chosen = r[j], .ref_rejected = r[j + 1]};
+      const DpoTerms t = dpo_terms(p, dc);
+      stats->add(p, t);
+      // The head's gradient is that of sum_rows w_row * (-log p_row): w = -d loss / d log p.
+      w[j] = static_cast<float>(-t.dloss_dchosen * per_pair);
+      w[j + 1] = static_cast<float>(t.dloss_dchosen * per_pair);
+    }
+    return w;
+  };
+  std::vector<const Batch*> ptrs;
+  for (const Batch& b : window) ptrs.push_back(&b);
+  return model_->forward_backward(ptrs, *layers_, std::vector<float>(window.size(), 1.0f), &weigh);
+}
+
 StatusOr<StepMetrics> Trainer::train_step(const std::vector<Batch>& window) {
   auto t0 = std::chrono::steady_clock::now();
   const bool per_micro = tc_.loss_normalization == "micro_batch";
@@ -208,12 +273,20 @@ StatusOr<StepMetrics> Trainer::train_step(const std::vector<Batch>& window) {
   for (int64_t n : targets)
     scales.push_back(per_micro ? static_cast<float>(1.0 / (static_cast<double>(std::max<int64_t>(n, 1)) * k))
                                : static_cast<float>(1.0 / static_cast<double>(std::max<int64_t>(total, 1))));
-  model_->lora().zero_grads();
-  ASSIGN_OR_RETURN(std::vector<double> sums, model_->forward_backward(ptrs, *layers_, scales));
+  DpoStats dpo;
+  std::vector<double> sums;
+  if (tc_.rl == "dpo") {
+    ASSIGN_OR_RETURN(sums, dpo_forward_backward(window, &dpo));
+  } else {
+    model_->lora().zero_grads();
+    ASSIGN_OR_RETURN(sums, model_->forward_backward(ptrs, *layers_, scales));
+  }
   // A failed base-weight load leaves stale bytes in a slot: discard the step, name the error.
   RETURN_IF_ERROR(layers_->status(), "loading base weights (the step was discarded)");
   double loss = 0;
-  if (per_micro) {
+  if (tc_.rl == "dpo") {
+    loss = dpo.mean_loss();
+  } else if (per_micro) {
     for (size_t i = 0; i < sums.size(); ++i) loss += sums[i] / static_cast<double>(std::max<int64_t>(targets[i], 1));
     loss /= k;
   } else {
@@ -232,6 +305,7 @@ StatusOr<StepMetrics> Trainer::train_step(const std::vector<Batch>& window) {
                                  << " (not finite); stopping without saving this step");
   m.step = opt_->steps_taken();
   m.loss = loss;
+  if (tc_.rl == "dpo") m.extra = dpo.metrics();
   be_->sync_stream(StreamId::kCompute);
   const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   tokens_ += tokens;
@@ -245,10 +319,16 @@ StatusOr<StepMetrics> Trainer::train_step(const std::vector<Batch>& window) {
 Status Trainer::log_step(const StepMetrics& m) {
   loss_acc_ += m.loss;
   ++loss_count_;
+  if (extra_acc_.size() != m.extra.size()) extra_acc_.assign(m.extra.size(), 0.0);
+  for (size_t i = 0; i < m.extra.size(); ++i) extra_acc_[i] += m.extra[i].second;
+  if (!m.extra.empty()) ++extra_count_;
   const bool last = m.step == sched_.total_steps;
   if (m.step % std::max<int64_t>(tc_.logging_steps, 1) != 0 && !last) return Status::OK();
   StepMetrics logged = m;
   logged.loss = loss_acc_ / static_cast<double>(loss_count_);  // mean over the logged steps, as HF
+  // The extras (DPO's rewards) too; a resumed run's first log averages its own steps only.
+  for (size_t i = 0; i < logged.extra.size(); ++i)
+    logged.extra[i].second = extra_acc_[i] / static_cast<double>(std::max<int64_t>(extra_count_, 1));
   const double dt = elapsed_s_ - elapsed_at_log_;
   logged.tok_s = dt > 0 ? static_cast<double>(tokens_ - tokens_at_log_) / dt : 0;
   RETURN_IF_ERROR(metrics_->write(logged));
@@ -256,14 +336,23 @@ Status Trainer::log_step(const StepMetrics& m) {
                           {"grad_norm", logged.grad_norm}});
   loss_acc_ = 0;
   loss_count_ = 0;
+  extra_acc_.assign(extra_acc_.size(), 0.0);
+  extra_count_ = 0;
   tokens_at_log_ = tokens_;
   elapsed_at_log_ = elapsed_s_;
   return Status::OK();
 }
 
 StatusOr<BestEval::Verdict> Trainer::run_eval(int64_t step) {
-  ASSIGN_OR_RETURN(double loss, evaluate(*eval_data_), "evaluation at step " << step);
-  EvalMetrics e{.step = step, .loss = loss};
+  EvalMetrics e{.step = step};
+  if (tc_.rl == "dpo") {
+    ASSIGN_OR_RETURN(DpoStats s, evaluate_dpo(*eval_data_), "evaluation at step " << step);
+    e.loss = s.mean_loss();
+    e.extra = s.metrics("eval_");
+  } else {
+    ASSIGN_OR_RETURN(e.loss, evaluate(*eval_data_), "evaluation at step " << step);
+  }
+  const double loss = e.loss;
   RETURN_IF_ERROR(metrics_->write(e));
   log_history_.push_back({{"step", step}, {"eval_loss", loss}});
   last_eval_step_ = step;
@@ -469,6 +558,10 @@ Status Trainer::resume(const std::string& ckpt_dir, BatchSource& data) {
 }
 
 StatusOr<double> Trainer::evaluate(BatchSource& data) {
+  if (tc_.rl == "dpo") {
+    ASSIGN_OR_RETURN(DpoStats s, evaluate_dpo(data));
+    return s.mean_loss();
+  }
   RETURN_IF_ERROR(data.start_epoch(0));
   double sum = 0;
   int64_t n = 0;
@@ -482,6 +575,27 @@ StatusOr<double> Trainer::evaluate(BatchSource& data) {
   }
   if (n == 0) return InvalidArgument("the eval dataset has no target tokens");
   return sum / static_cast<double>(n);
+}
+
+StatusOr<DpoStats> Trainer::evaluate_dpo(BatchSource& data) {
+  RETURN_IF_ERROR(data.start_epoch(0));
+  const DpoConfig dc{.beta = tc_.rl_beta, .label_smoothing = tc_.dpo_label_smoothing};
+  DpoStats stats;
+  for (;;) {
+    Batch b;
+    ASSIGN_OR_RETURN(bool got, data.next(&b));
+    if (!got) break;
+    RETURN_IF_ERROR(check_pair_batch(b));
+    ASSIGN_OR_RETURN(std::vector<double> ref, reference_logps(b));
+    ASSIGN_OR_RETURN(std::vector<double> pol, model_->eval_sequence_logps(b, *layers_));
+    RETURN_IF_ERROR(layers_->status(), "loading base weights");
+    for (size_t j = 0; j + 1 < pol.size(); j += 2) {
+      const DpoPair p{.policy_chosen = pol[j], .policy_rejected = pol[j + 1], .ref_chosen = ref[j], .ref_rejected = ref[j + 1]};
+      stats.add(p, dpo_terms(p, dc));
+    }
+  }
+  if (stats.pairs() == 0) return InvalidArgument("the eval dataset has no preference pairs");
+  return stats;
 }
 
 Status Trainer::save_adapter(const std::string& dir) const {

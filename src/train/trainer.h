@@ -26,6 +26,7 @@
 #include "train/lr_schedule.h"
 #include "train/metrics.h"
 #include "train/optimizer.h"
+#include "train/preference_loss.h"
 #include "train/train_config.h"
 
 namespace st {
@@ -83,8 +84,11 @@ class Trainer {
   Status save_checkpoint(BatchSource& data);
   // One optimizer step on the given micro-batches (an accumulation window). Returns its metrics.
   StatusOr<StepMetrics> train_step(const std::vector<Batch>& window);
-  // Mean loss per target token over one pass of `data` (no dropout, no gradient).
+  // Mean loss per target token over one pass of `data` (no dropout, no gradient); with rl: dpo the
+  // mean DPO loss over its pairs.
   StatusOr<double> evaluate(BatchSource& data);
+  // rl: dpo: the DPO loss and rewards over one pass of `data`'s pairs against the base.
+  StatusOr<DpoStats> evaluate_dpo(BatchSource& data);
   Status save_adapter(const std::string& dir) const;
 
   // Called after every optimizer step (progress bars, tests).
@@ -111,6 +115,9 @@ class Trainer {
   StatusOr<bool> fill_window(BatchSource& data, std::vector<Batch>* window);
   Status start_epoch(BatchSource& data, int64_t epoch);
   Status log_step(const StepMetrics& m);
+  // rl: dpo (train/preference_loss.h Note [DPO]).
+  StatusOr<std::vector<double>> reference_logps(const Batch& b);
+  StatusOr<std::vector<double>> dpo_forward_backward(const std::vector<Batch>& window, DpoStats* stats);
   StatusOr<BestEval::Verdict> run_eval(int64_t step);
   // load_best_model_at_end, or early stopping (which implies it): the final adapter is the best eval's.
   bool keep_best() const { return eval_data_ && (tc_.load_best_model_at_end || tc_.early_stopping_patience > 0); }
@@ -140,6 +147,8 @@ class Trainer {
   int64_t loss_count_ = 0;
   int64_t tokens_at_log_ = 0;
   double elapsed_at_log_ = 0;
+  std::vector<double> extra_acc_;  // StepMetrics::extra sums since the last log (not in checkpoints)
+  int64_t extra_count_ = 0;
   int64_t last_eval_step_ = -1;
   Json log_history_ = Json::array();
   BestEval best_;

@@ -117,8 +117,8 @@ class CpuBackend : public Backend {
     cpu::ce_chunk(logits, acc, m, s, target, labels, col0);
   }
   void ce_finish(Tensor dx, Tensor loss_sum, Tensor acc, Tensor m, Tensor s, Tensor target, Tensor w_label,
-                 const int32_t* labels, float grad_scale) override {
-    cpu::ce_finish(dx, loss_sum, acc, m, s, target, w_label, labels, grad_scale);
+                 const int32_t* labels, float grad_scale, Tensor row_scale) override {
+    cpu::ce_finish(dx, loss_sum, acc, m, s, target, w_label, labels, grad_scale, row_scale);
   }
   void dropout(Tensor y, Tensor x, float p, DropoutSeed seed) override { cpu::dropout(y, x, p, seed.get()); }
   void add_uniform_noise(Tensor x, float magnitude, DropoutSeed seed) override {

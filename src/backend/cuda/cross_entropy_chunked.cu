@@ -209,13 +209,15 @@ __global__ void ce_finish_loss_kernel(float* loss_sum, const float* m, const flo
   if (threadIdx.x == 0) loss_sum[0] += acc;
 }
 
-// dx[r,:] = grad_scale * (acc[r,:] / s[r] - w[r,:]) (0 for ignored rows); a block per row.
+// dx[r,:] = g * (acc[r,:] / s[r] - w[r,:]) (0 for ignored rows), g = grad_scale (x row_scale[r]
+// when given); a block per row.
 // TD/TW = storage types for the 8-wide path (H % 8 == 0, aligned); void/void = generic.
 template <class TD, class TW>
 __global__ void ce_finish_dx_kernel(void* dx, DType dt, const void* w, DType wt, const float* acc, const float* s,
-                                    const int32_t* labels, int64_t H, float grad_scale) {
+                                    const int32_t* labels, int64_t H, float grad_scale, const float* row_scale) {
   const int64_t r = blockIdx.x;
   const bool counted = labels[r] != kIgnoreIndex;
+  if (row_scale) grad_scale *= row_scale[r];
   const float inv_s = counted ? 1.0f / s[r] : 0.0f;
   const float* arow = acc + r * H;
   if constexpr (std::is_void_v<TD>) {
@@ -250,11 +252,11 @@ int row_threads(int64_t items, int cap) {
 }
 
 template <class TD, class TW>
-void launch_dx(Tensor dx, Tensor w, Tensor acc, Tensor s, const int32_t* labels, float grad_scale, int64_t R,
-               int64_t H, cudaStream_t st) {
+void launch_dx(Tensor dx, Tensor w, Tensor acc, Tensor s, const int32_t* labels, float grad_scale,
+               const float* row_scale, int64_t R, int64_t H, cudaStream_t st) {
   const int threads = row_threads(std::is_void_v<TD> ? H : H / 8, 256);
   ce_finish_dx_kernel<TD, TW><<<static_cast<unsigned>(R), threads, 0, st>>>(
-      dx.data, dx.dtype, w.data, w.dtype, acc.ptr<float>(), s.ptr<float>(), labels, H, grad_scale);
+      dx.data, dx.dtype, w.data, w.dtype, acc.ptr<float>(), s.ptr<float>(), labels, H, grad_scale, row_scale);
 }
 
 }  // namespace
@@ -293,7 +295,7 @@ void launch_ce_chunk(Tensor logits, Tensor acc, Tensor m, Tensor s, Tensor targe
 }
 
 void launch_ce_finish(Tensor dx, Tensor loss_sum, Tensor acc, Tensor m, Tensor s, Tensor target, Tensor w_label,
-                      const int32_t* labels, float grad_scale, cudaStream_t st) {
+                      const int32_t* labels, float grad_scale, const float* row_scale, cudaStream_t st) {
   const int64_t R = m.numel();
   if (R == 0) return;
   ce_finish_loss_kernel<<<1, 1024, 0, st>>>(loss_sum.ptr<float>(), m.ptr<float>(), s.ptr<float>(),
@@ -306,15 +308,15 @@ void launch_ce_finish(Tensor dx, Tensor loss_sum, Tensor acc, Tensor m, Tensor s
                    vec_dtype(w_label.dtype);
   const bool dbf = dx.dtype == DType::kBF16, wbf = w_label.dtype == DType::kBF16;
   if (!vec) {
-    launch_dx<void, void>(dx, w_label, acc, s, labels, grad_scale, R, H, st);
+    launch_dx<void, void>(dx, w_label, acc, s, labels, grad_scale, row_scale, R, H, st);
   } else if (dbf && wbf) {
-    launch_dx<__nv_bfloat16, __nv_bfloat16>(dx, w_label, acc, s, labels, grad_scale, R, H, st);
+    launch_dx<__nv_bfloat16, __nv_bfloat16>(dx, w_label, acc, s, labels, grad_scale, row_scale, R, H, st);
   } else if (dbf) {
-    launch_dx<__nv_bfloat16, float>(dx, w_label, acc, s, labels, grad_scale, R, H, st);
+    launch_dx<__nv_bfloat16, float>(dx, w_label, acc, s, labels, grad_scale, row_scale, R, H, st);
   } else if (wbf) {
-    launch_dx<float, __nv_bfloat16>(dx, w_label, acc, s, labels, grad_scale, R, H, st);
+    launch_dx<float, __nv_bfloat16>(dx, w_label, acc, s, labels, grad_scale, row_scale, R, H, st);
   } else {
-    launch_dx<float, float>(dx, w_label, acc, s, labels, grad_scale, R, H, st);
+    launch_dx<float, float>(dx, w_label, acc, s, labels, grad_scale, row_scale, R, H, st);
   }
   CUDA_CHECK_LAUNCH();
 }

@@ -545,7 +545,7 @@ class CudaBackend final : public Backend {
     launch_ce_chunk(logits, acc, m, s, target, labels, col0, compute());
   }
   void ce_finish(Tensor dx, Tensor loss_sum, Tensor acc, Tensor m, Tensor s, Tensor target, Tensor w_label,
-                 const int32_t* labels, float grad_scale) override {
+                 const int32_t* labels, float grad_scale, Tensor row_scale) override {
     bind();
     ProfScope prof(compute(), "ce_finish", [&] { return dx.empty() ? shp(m) : shp(dx); });
     const int64_t R = m.numel();
@@ -558,8 +558,11 @@ class CudaBackend final : public Backend {
                 w_label.rows() == R && w_label.cols() == H,
             "ce_finish: dx " << dx.shape_str() << ", acc (f32) " << acc.shape_str() << " and w_label "
                              << w_label.shape_str() << " must be [" << R << ", H]");
+      CHECK(row_scale.empty() || (row_scale.dtype == DType::kF32 && row_scale.numel() == R),
+            "ce_finish: row_scale must be f32 [" << R << "], got " << row_scale.shape_str());
     }
-    launch_ce_finish(dx, loss_sum, acc, m, s, target, w_label, labels, grad_scale, compute());
+    launch_ce_finish(dx, loss_sum, acc, m, s, target, w_label, labels, grad_scale,
+                     row_scale.empty() ? nullptr : row_scale.ptr<float>(), compute());
   }
   void dropout(Tensor y, Tensor x, float p, DropoutSeed seed) override {
     bind();

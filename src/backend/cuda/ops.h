@@ -53,7 +53,7 @@ void launch_cross_entropy(Tensor logits, Tensor loss_sum, const int32_t* labels,
 void launch_ce_chunk(Tensor logits, Tensor acc, Tensor m, Tensor s, Tensor target, const int32_t* labels,
                      int64_t col0, cudaStream_t st);
 void launch_ce_finish(Tensor dx, Tensor loss_sum, Tensor acc, Tensor m, Tensor s, Tensor target, Tensor w_label,
-                      const int32_t* labels, float grad_scale, cudaStream_t st);
+                      const int32_t* labels, float grad_scale, const float* row_scale, cudaStream_t st);
 
 // lora_ops.cu: the fused LoRA ops (backend.h "LoRA"). Ops that split a reduction over blocks
 // write partial sums to `scratch`: at least lora_scratch_floats(N, C, r, op) floats of device

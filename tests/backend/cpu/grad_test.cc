@@ -111,10 +111,20 @@ TEST(CpuGrad, VocabChunkedCrossEntropy) {
       be->gemm(view(acc, {R, H}), lg, wc, {.accum = col0 == 0 ? Accum::kOverwrite : Accum::kAdd});
     }
     be->ce_finish(view(dx, {R, H}), view(loss, {1}), view(acc, {R, H}), view(m, {R}), view(s, {R}), view(tgt, {R}),
-                  view(w_label, {R, H}), labels.data(), gs);
+                  view(w_label, {R, H}), labels.data(), gs, Tensor());
     EXPECT_NEAR(loss[0], 0.5 + want, 1e-5) << "chunk " << C;
     EXPECT_LT(rel_err(dx, fd), kGradTol) << "chunk " << C;
     for (int64_t h = 0; h < H; ++h) EXPECT_EQ(dx[H + h], 0.0f) << "ignored row must get zero gradient";
+    // A weight per row (a preference loss's per-sequence factor): row r's gradient is
+    // row_scale[r] x the unweighted one, the loss sum unchanged.
+    std::vector<float> rs = {2.0f, 5.0f, -0.5f, 0.0f, 1.0f}, dxw(R * H), lossw = {0.5f};
+    be->ce_finish(view(dxw, {R, H}), view(lossw, {1}), view(acc, {R, H}), view(m, {R}), view(s, {R}), view(tgt, {R}),
+                  view(w_label, {R, H}), labels.data(), gs, view(rs, {R}));
+    EXPECT_EQ(lossw[0], loss[0]) << "chunk " << C;
+    for (int64_t r = 0; r < R; ++r)
+      for (int64_t h = 0; h < H; ++h)
+        EXPECT_NEAR(dxw[r * H + h], rs[r] * dx[r * H + h], 1e-6 * std::fabs(dx[r * H + h]) + 1e-12)
+            << "row " << r << " chunk " << C;
     // Loss only (no acc, no dx): same loss.
     std::vector<float> loss2 = {0.0f};
     for (int64_t col0 = 0; col0 < V; col0 += C) {
@@ -124,7 +134,7 @@ TEST(CpuGrad, VocabChunkedCrossEntropy) {
       be->ce_chunk(lg, Tensor(), view(m, {R}), view(s, {R}), view(tgt, {R}), labels.data(), col0);
     }
     be->ce_finish(Tensor(), view(loss2, {1}), Tensor(), view(m, {R}), view(s, {R}), view(tgt, {R}), Tensor(),
-                  labels.data(), 0.0f);
+                  labels.data(), 0.0f, Tensor());
     EXPECT_NEAR(loss2[0], want, 1e-5) << "chunk " << C;
   }
 }

@@ -381,12 +381,21 @@ void check_chunked_ce(DType t, DType wt, const CeCase& c, bool train, std::mt199
   const float gs = 1.0f / 7.0f;
   if (train) {
     Twin wl(wt, {R, H}, rng), dx(t, {R, H}, rng, 0.0f);
-    C().ce_finish(dx.cpu(), loss.cpu(), acc.cpu(), m.cpu(), s.cpu(), tgt.cpu(), wl.cpu(), tl.cpu(), gs);
-    G().ce_finish(dx.gpu(), loss.gpu(), acc.gpu(), m.gpu(), s.gpu(), tgt.gpu(), wl.gpu(), tl.gpu(), gs);
+    // Every other row weighted (a preference loss's per-sequence factors, negative ones too).
+    Twin rs(DType::kF32, {R}, rng), dxw(t, {R, H}, rng, 0.0f), lossw(DType::kF32, {1}, rng);
+    std::vector<float> rsv(static_cast<size_t>(R));
+    for (int64_t r = 0; r < R; ++r) rsv[static_cast<size_t>(r)] = r % 2 ? -0.75f : 1.5f;
+    rs.set(rsv);
+    lossw.set({2.0f});
+    C().ce_finish(dxw.cpu(), lossw.cpu(), acc.cpu(), m.cpu(), s.cpu(), tgt.cpu(), wl.cpu(), tl.cpu(), gs, rs.cpu());
+    G().ce_finish(dxw.gpu(), lossw.gpu(), acc.gpu(), m.gpu(), s.gpu(), tgt.gpu(), wl.gpu(), tl.gpu(), gs, rs.gpu());
+    EXPECT_TWIN_CLOSE(dxw, limit_for(t, 1e-4, 1e-9), what + " dx with row_scale");
+    C().ce_finish(dx.cpu(), loss.cpu(), acc.cpu(), m.cpu(), s.cpu(), tgt.cpu(), wl.cpu(), tl.cpu(), gs, Tensor());
+    G().ce_finish(dx.gpu(), loss.gpu(), acc.gpu(), m.gpu(), s.gpu(), tgt.gpu(), wl.gpu(), tl.gpu(), gs, Tensor());
     EXPECT_TWIN_CLOSE(dx, limit_for(t, 1e-4, 1e-9), what + " dx (w_label " + dtype_name(wt) + ")");
   } else {
-    C().ce_finish(Tensor(), loss.cpu(), Tensor(), m.cpu(), s.cpu(), tgt.cpu(), Tensor(), tl.cpu(), gs);
-    G().ce_finish(Tensor(), loss.gpu(), Tensor(), m.gpu(), s.gpu(), tgt.gpu(), Tensor(), tl.gpu(), gs);
+    C().ce_finish(Tensor(), loss.cpu(), Tensor(), m.cpu(), s.cpu(), tgt.cpu(), Tensor(), tl.cpu(), gs, Tensor());
+    G().ce_finish(Tensor(), loss.gpu(), Tensor(), m.gpu(), s.gpu(), tgt.gpu(), Tensor(), tl.gpu(), gs, Tensor());
   }
   EXPECT_TWIN_CLOSE(loss, 1e-10, what + " loss");
   Twin ref_logits(DType::kF32, {R, V}, rng), ref_loss(DType::kF32, {1}, rng);
@@ -451,7 +460,7 @@ TEST(CudaOps, ChunkedCrossEntropyDeterministic) {
         }
         col0 += widths[k];
       }
-      G().ce_finish(dx.gpu(), loss.gpu(), acc.gpu(), m.gpu(), s.gpu(), tgt.gpu(), wl.gpu(), tl.gpu(), 0.5f);
+      G().ce_finish(dx.gpu(), loss.gpu(), acc.gpu(), m.gpu(), s.gpu(), tgt.gpu(), wl.gpu(), tl.gpu(), 0.5f, Tensor());
       for (const Twin* x : {&m, &s, &tgt, &acc, &dx, &loss}) out[run].push_back(x->gpu_bytes());
       EXPECT_TRUE(nmse_ok(loss.gpu_vals(), {1.0f}, 1e30)) << "loss must be finite";
     }

@@ -101,7 +101,7 @@ void swiglu_backward(Tensor dgate, Tensor dup, Tensor dh, Tensor gate, Tensor up
 void cross_entropy(Tensor logits, Tensor loss_sum, const int32_t* labels, float grad_scale);
 void ce_chunk(Tensor logits, Tensor acc, Tensor m, Tensor s, Tensor target, const int32_t* labels, int64_t col0);
 void ce_finish(Tensor dx, Tensor loss_sum, Tensor acc, Tensor m, Tensor s, Tensor target, Tensor w_label,
-               const int32_t* labels, float grad_scale);
+               const int32_t* labels, float grad_scale, Tensor row_scale);
 void dropout(Tensor y, Tensor x, float p, uint64_t seed);
 void add_uniform_noise(Tensor x, float magnitude, uint64_t seed);
 void adamw(Tensor param, Tensor grad, Tensor m, Tensor v, const Backend::AdamW& h);

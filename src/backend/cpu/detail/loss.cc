@@ -103,7 +103,7 @@ void ce_chunk(Tensor logits, Tensor acc, Tensor m, Tensor s, Tensor target, cons
 }
 
 void ce_finish(Tensor dx, Tensor loss_sum, Tensor acc, Tensor m, Tensor s, Tensor target, Tensor w_label,
-               const int32_t* labels, float grad_scale) {
+               const int32_t* labels, float grad_scale, Tensor row_scale) {
   const int64_t R = m.numel();
   check_state(m, R, "ce_finish m");
   check_state(s, R, "ce_finish s");
@@ -118,7 +118,9 @@ void ce_finish(Tensor dx, Tensor loss_sum, Tensor acc, Tensor m, Tensor s, Tenso
     CHECK(dx.rows() == R && acc.dtype == DType::kF32 && acc.rows() == R && acc.cols() == H &&
               w_label.rows() == R && w_label.cols() == H,
           "ce_finish: dx, acc (f32) and w_label must be [" << R << ", H]");
+    if (!row_scale.empty()) check_state(row_scale, R, "ce_finish row_scale");
   }
+  const float* rs = grad && !row_scale.empty() ? row_scale.ptr<float>() : nullptr;
   const float* mp = m.ptr<float>();
   const float* sp = s.ptr<float>();
   const float* tp = target.ptr<float>();
@@ -136,7 +138,8 @@ void ce_finish(Tensor dx, Tensor loss_sum, Tensor acc, Tensor m, Tensor s, Tenso
         load_f32(w_label, r * H, H, w.data());
         const float* a = acc.ptr<float>() + r * H;
         const float inv_s = 1.0f / sp[r];
-        for (int64_t h = 0; h < H; ++h) d[h] = grad_scale * (a[h] * inv_s - w[h]);
+        const float g = rs ? grad_scale * rs[r] : grad_scale;
+        for (int64_t h = 0; h < H; ++h) d[h] = g * (a[h] * inv_s - w[h]);
       } else {
         std::fill(d.begin(), d.end(), 0.0f);
       }
