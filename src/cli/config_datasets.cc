@@ -5,6 +5,7 @@
 #include <system_error>
 
 #include "cli/suggest.h"
+#include "data/preference.h"
 #include "io/csv.h"
 #include "io/hf_cache.h"
 
@@ -14,16 +15,14 @@ namespace {
 using namespace cfg;  // NOLINT: cli/config_input.h's helpers, as in config_yaml.cc
 
 const std::vector<std::string> kDatasetTypes = {"tokenized", "text", "prompt_completion", "alpaca", "messages", "sharegpt", "input_output"};
-// Preference pairs (rl: dpo; data/datasets.h): ours, and axolotl's DPO strategies that write ChatML
-// or Llama 3 by hand. axolotl's chat_template / chat_template.default under rl: dpo is `preference`
+// Preference pairs (rl: dpo; data/preference.h, whose is_preference_type is the check; this list
+// names them in messages): ours, and axolotl's DPO strategies that write ChatML or Llama 3 by
+// hand. axolotl's chat_template / chat_template.default under rl: dpo is `preference`
 // (resolve_rl_dataset_types).
 const std::vector<std::string> kPreferenceTypes = {"preference",         "chatml.intel",  "chatml.prompt_pairs",
                                                    "chatml.argilla",     "chatml.ultra",  "llama3.intel",
                                                    "llama3.prompt_pairs", "llama3.argilla", "llama3.ultra"};
 
-bool listed_preference_type(const std::string& t) {
-  return std::find(kPreferenceTypes.begin(), kPreferenceTypes.end(), t) != kPreferenceTypes.end();
-}
 
 // Note [axolotl dataset keys]: besides {path, type}, an entry may carry axolotl's keys. type
 // chat_template is our messages (rendered by the chat template), completion is text; the field
@@ -244,7 +243,7 @@ Status set_one_dataset(const Input& in, const YAML::Node& item, const std::strin
       if (ds.type == "chat_template" || ds.type == "chat_template.default") ds.type = "messages";
       if (ds.type == "completion") ds.type = "text";
       if (std::find(kDatasetTypes.begin(), kDatasetTypes.end(), ds.type) == kDatasetTypes.end() &&
-          !listed_preference_type(ds.type)) {
+          !is_preference_type(ds.type)) {
         return InvalidArgument(Str() << where << ": " << key << ".type: '" << val << "' is not one of: "
                                      << join(kDatasetTypes) << " (or axolotl's chat_template, completion; with rl: dpo "
                                      << join(kPreferenceTypes) << ")");
@@ -408,10 +407,10 @@ Status resolve_rl_dataset_types(TrainConfig& cfg) {
     const char* key = list == &cfg.datasets ? "datasets" : "eval_datasets";
     for (DatasetSpec& d : *list) {
       if (dpo && d.type == "messages") d.type = "preference";  // axolotl's chat_template(.default) under rl: dpo
-      if (dpo && !listed_preference_type(d.type))
+      if (dpo && !is_preference_type(d.type))
         return InvalidArgument(Str() << key << ": " << d.path << ": rl: dpo trains on preference pairs, and type "
                                      << d.type << " has none (types: chat_template, " << join(kPreferenceTypes) << ")");
-      if (!dpo && listed_preference_type(d.type))
+      if (!dpo && is_preference_type(d.type))
         return InvalidArgument(Str() << key << ": " << d.path << ": type " << d.type
                                      << " holds preference pairs (chosen / rejected): set rl: dpo to train on them");
       if (!dpo && (!d.field_chosen.empty() || !d.field_rejected.empty()))

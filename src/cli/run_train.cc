@@ -122,6 +122,11 @@ void print_banner(const TrainConfig& cfg, const Backend& be, const BaseWeights& 
               static_cast<long long>(td.stats.target_tokens), static_cast<long long>(td.stats.truncated),
               static_cast<long long>(td.stats.dropped_no_targets),
               static_cast<long long>(td.eval ? td.eval->size() : 0));
+  if (td.stats.pairs > 0)
+    std::printf("  pairs      %lld (chosen, rejected) pairs read: training %lld, eval %lld (truncated and dropped count "
+                "pairs)\n",
+                static_cast<long long>(td.stats.pairs), static_cast<long long>(td.train->size() / 2),
+                static_cast<long long>(td.eval ? td.eval->size() / 2 : 0));
   if (cfg.early_stopping_patience > 0 || cfg.load_best_model_at_end) {
     if (cfg.early_stopping_patience > 0)
       std::printf("  stopping   after %lld evals in a row that do not lower eval_loss by more than %g (early_stopping_patience)\n",

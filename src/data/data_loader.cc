@@ -8,20 +8,49 @@
 namespace st {
 
 DataLoader::DataLoader(std::shared_ptr<const std::vector<Sample>> samples, const LoaderOptions& opt)
-    : samples_(std::move(samples)), opt_(opt) {}
+    : samples_(std::move(samples)), opt_(opt) {
+  if (opt_.pairs) pairs_status_ = check_pairs();
+}
 
+// With pairs, sample 2k is pair k's chosen and 2k+1 its rejected: anything else is refused.
+Status DataLoader::check_pairs() const {
+  if (opt_.sample_packing || opt_.padding_free)
+    return InvalidArgument(Str() << "preference pairs (DPO) take one sequence a row: "
+                                 << (opt_.sample_packing ? "sample_packing" : "padding_free")
+                                 << " would put several in one row; turn it off");
+  const std::vector<Sample>& s = *samples_;
+  for (size_t i = 0; i < s.size(); i += 2) {
+    if (s[i].pair != 1)
+      return InvalidArgument(Str() << "sample " << i << (s[i].pair == 2 ? " is a rejected sequence without its chosen"
+                                                                         : " is not part of a preference pair")
+                                   << "; preference training needs (chosen, rejected) pairs");
+    if (i + 1 == s.size() || s[i + 1].pair != 2)
+      return InvalidArgument(Str() << "sample " << i << " is a chosen sequence not followed by its rejected one");
+  }
+  return Status::OK();
+}
+
+// A permutation of the samples, or with pairs of the pairs (each pair's two samples kept in
+// order), drawn the same way.
 std::vector<int64_t> DataLoader::order_for(int64_t epoch) const {
-  int64_t n = num_samples();
-  std::vector<int64_t> order(n);
-  for (int64_t i = 0; i < n; ++i) order[i] = i;
+  const int64_t group = opt_.pairs ? 2 : 1;
+  const int64_t n = num_samples() / group;
+  std::vector<int64_t> units(n);
+  for (int64_t i = 0; i < n; ++i) units[i] = i;
   if (opt_.shuffle) {
     std::mt19937_64 rng(opt_.seed * 0x100000001b3ULL + static_cast<uint64_t>(epoch) + 1);
-    for (int64_t i = n - 1; i > 0; --i) std::swap(order[i], order[rng() % static_cast<uint64_t>(i + 1)]);
+    for (int64_t i = n - 1; i > 0; --i) std::swap(units[i], units[rng() % static_cast<uint64_t>(i + 1)]);
   }
+  if (group == 1) return units;
+  std::vector<int64_t> order;
+  order.reserve(static_cast<size_t>(n * group));
+  for (int64_t u : units)
+    for (int64_t k = 0; k < group; ++k) order.push_back(u * group + k);
   return order;
 }
 
 StatusOr<bool> DataLoader::next(Batch* out) {
+  RETURN_IF_ERROR(pairs_status_);
   while (pos_.epoch < opt_.num_epochs) {
     if (order_epoch_ != pos_.epoch) {
       order_ = order_for(pos_.epoch);
@@ -33,7 +62,7 @@ StatusOr<bool> DataLoader::next(Batch* out) {
   }
   if (pos_.epoch >= opt_.num_epochs || num_samples() == 0) return false;
   std::vector<std::vector<int64_t>> rows;
-  int64_t end = take_rows(*samples_, order_, pos_.index, opt_.micro_batch_size, opt_.sequence_len,
+  int64_t end = take_rows(*samples_, order_, pos_.index, rows_per_batch(), opt_.sequence_len,
                           opt_.sample_packing, &rows);
   int64_t seq = 0, total = 0;
   for (const auto& row : rows) {
@@ -62,19 +91,24 @@ StatusOr<bool> DataLoader::next(Batch* out) {
 }
 
 Status DataLoader::seek(const LoaderPosition& p) {
+  RETURN_IF_ERROR(pairs_status_);
   if (p.epoch < 0 || p.epoch > opt_.num_epochs || p.index < 0 || p.index > num_samples())
     return InvalidArgument(Str() << "data position (epoch " << p.epoch << ", index " << p.index << ") is outside "
                                  << opt_.num_epochs << " epochs of " << num_samples() << " samples");
+  if (opt_.pairs && p.index % 2 != 0)
+    return InvalidArgument(Str() << "data position (epoch " << p.epoch << ", index " << p.index
+                                 << ") splits a preference pair (an odd sample index)");
   pos_ = p;
   return Status::OK();
 }
 
 int64_t DataLoader::batches_in_epoch(int64_t epoch) const {
+  if (!pairs_status_.ok()) return 0;  // next() reports it
   std::vector<int64_t> order = order_for(epoch);
   std::vector<std::vector<int64_t>> rows;
   int64_t n = 0;
   for (int64_t i = 0; i < num_samples(); ++n) {
-    int64_t j = take_rows(*samples_, order, i, opt_.micro_batch_size, opt_.sequence_len, opt_.sample_packing, &rows);
+    int64_t j = take_rows(*samples_, order, i, rows_per_batch(), opt_.sequence_len, opt_.sample_packing, &rows);
     if (j == i) break;  // a sample longer than sequence_len: next() reports it
     i = j;
   }

@@ -5,6 +5,9 @@
 // shuffling (identical on every platform: mt19937_64 + our own Fisher-Yates), else in file order.
 // `index` counts samples of that order already handed out. Batches are a pure function of
 // (samples, options, position), so seek(position()) after a restart reproduces the same stream.
+// Preference pairs (LoaderOptions::pairs): the permutation is of pairs, each pair's chosen and
+// rejected stay adjacent (rows 2i and 2i+1 of a batch), and `index` still counts samples (always
+// even between batches).
 // Not thread-safe.
 #pragma once
 
@@ -33,6 +36,11 @@ struct LoaderOptions {
   // sample sees and is trained on is unchanged (its bits are not: other shapes, and LoRA dropout
   // masks follow token positions).
   bool padding_free = false;
+  // Preference pairs (DPO, data/preference.h): every sample is a pair's chosen (Sample::pair 1)
+  // followed by its rejected (2); micro_batch_size counts pairs, so a batch has 2k rows, row 2i
+  // pair i's chosen and row 2i+1 its rejected, padded as without pairs. Packing and padding-free
+  // batches would merge the rows and are refused, as are samples not in such pairs.
+  bool pairs = false;
   bool shuffle = true;
   uint64_t seed = 42;
   int64_t num_epochs = 1;       // next() returns false after this many epochs
@@ -51,22 +59,28 @@ class DataLoader {
   DataLoader(std::shared_ptr<const std::vector<Sample>> samples, const LoaderOptions& opt);
 
   // Fills `out` with the next micro-batch and returns true; returns false when every epoch is
-  // done (and leaves `out` untouched). InvalidArgument if a sample exceeds sequence_len.
+  // done (and leaves `out` untouched). InvalidArgument if a sample exceeds sequence_len, or with
+  // pairs, for options or samples that do not make pairs (see LoaderOptions::pairs).
   StatusOr<bool> next(Batch* out);
 
   LoaderPosition position() const { return pos_; }
-  // InvalidArgument if the position is outside [0, num_epochs] x [0, num_samples].
+  // InvalidArgument if the position is outside [0, num_epochs] x [0, num_samples] (with pairs: an
+  // odd index, or the pairs' error as next() reports it).
   Status seek(const LoaderPosition& p);
   int64_t epoch() const { return pos_.epoch; }
   int64_t num_samples() const { return static_cast<int64_t>(samples_->size()); }
-  // Micro-batches in epoch `epoch` (packing makes it depend on the epoch's order).
+  // Micro-batches in epoch `epoch` (packing makes it depend on the epoch's order); 0 when the
+  // samples or options make no pairs that pairs asks for.
   int64_t batches_in_epoch(int64_t epoch) const;
 
  private:
   std::vector<int64_t> order_for(int64_t epoch) const;
+  Status check_pairs() const;
+  int64_t rows_per_batch() const { return opt_.micro_batch_size * (opt_.pairs ? 2 : 1); }
 
   std::shared_ptr<const std::vector<Sample>> samples_;
   LoaderOptions opt_;
+  Status pairs_status_;  // check_pairs(), once
   LoaderPosition pos_;
   int64_t order_epoch_ = -1;
   std::vector<int64_t> order_;

@@ -15,19 +15,28 @@
 #include "core/json.h"
 #include "core/utf8.h"
 #include "data/batch.h"
+#include "data/preference.h"
 #include "io/arrow.h"
 #include "io/csv.h"
 #include "io/hf_cache.h"
 #include "io/parquet.h"
 
 namespace st {
-namespace {
+namespace detail {
 
-StatusOr<std::string> field(const OrderedJson& j, const char* key, const std::string& what) {
+StatusOr<std::string> string_field(const OrderedJson& j, const char* key, const std::string& what) {
   if (!j.is_object() || !j.contains(key)) return InvalidArgument(Str() << what << ": missing field '" << key << "'");
   if (j[key].is_null()) return InvalidArgument(Str() << what << ": field '" << key << "' is empty (null)");
   if (!j[key].is_string()) return InvalidArgument(Str() << what << ": field '" << key << "' is not a string");
   return j[key].get<std::string>();
+}
+
+}  // namespace detail
+
+namespace {
+
+StatusOr<std::string> field(const OrderedJson& j, const char* key, const std::string& what) {
+  return detail::string_field(j, key, what);
 }
 
 void append(Sample* s, const std::vector<int32_t>& ids, bool trained) {
@@ -44,6 +53,10 @@ size_t common_prefix(const std::vector<int32_t>& a, const std::vector<int32_t>& 
   while (n < a.size() && n < b.size() && a[n] == b[n]) ++n;
   return n;
 }
+
+}  // namespace
+
+namespace detail {
 
 // Note [chat tokenization]: a conversation is tokenized as ONE string, the text the template
 // renders, as HF's apply_chat_template(tokenize=True), axolotl and TRL do. Tokenizing segment by
@@ -73,6 +86,12 @@ Sample tokenize_chat(const std::vector<ChatSegment>& segs, const Tokenizer& tok,
   }
   return s;
 }
+
+}  // namespace detail
+
+namespace {
+
+using detail::tokenize_chat;
 
 // A conversation through the chat template, counting a system message the template leaves out.
 StatusOr<Sample> render_and_tokenize(const ChatTemplate& chat, const std::vector<ChatMessage>& msgs,
@@ -104,23 +123,31 @@ StatusOr<std::vector<ToolCall>> tool_calls_of(const OrderedJson& m, const std::s
   return calls;
 }
 
+}  // namespace
+
+// An assistant turn with tool calls may have a null or absent content.
+StatusOr<ChatMessage> detail::chat_message(const OrderedJson& m, const std::string& what) {
+  ASSIGN_OR_RETURN(std::string role, field(m, "role", what));
+  ASSIGN_OR_RETURN(std::vector<ToolCall> calls, tool_calls_of(m, what));
+  std::string content;
+  if (calls.empty() || (m.contains("content") && !m["content"].is_null())) {
+    ASSIGN_OR_RETURN(content, field(m, "content", what));
+  }
+  return ChatMessage(std::move(role), std::move(content), std::move(calls));
+}
+
+namespace {
+
 // messages: [{"role", "content", "tool_calls"?}], and "tools"? (a list of JSON schemas) for the
-// templates that render tools. An assistant turn with tool calls may have a null or absent content.
+// templates that render tools.
 StatusOr<Sample> from_messages(const OrderedJson& j, const Tokenizer& tok, const ChatTemplate& chat, bool all,
                                const std::string& what, DatasetStats* stats) {
   if (!j.is_object() || !j.contains("messages")) return InvalidArgument(Str() << what << ": missing field 'messages'");
   if (!j["messages"].is_array()) return InvalidArgument(Str() << what << ": 'messages' is not a list");
   std::vector<ChatMessage> msgs;
   for (size_t i = 0; i < j["messages"].size(); ++i) {
-    const OrderedJson& m = j["messages"][i];
-    std::string w = Str() << what << ": message " << i;
-    ASSIGN_OR_RETURN(std::string role, field(m, "role", w));
-    ASSIGN_OR_RETURN(std::vector<ToolCall> calls, tool_calls_of(m, w));
-    std::string content;
-    if (calls.empty() || (m.contains("content") && !m["content"].is_null())) {
-      ASSIGN_OR_RETURN(content, field(m, "content", w));
-    }
-    msgs.emplace_back(role, content, std::move(calls));
+    ASSIGN_OR_RETURN(ChatMessage m, detail::chat_message(j["messages"][i], Str() << what << ": message " << i));
+    msgs.push_back(std::move(m));
   }
   std::vector<std::string> tools;
   if (j.contains("tools") && !j["tools"].is_null()) {
@@ -231,6 +258,23 @@ StatusOr<Sample> from_tokenized(const OrderedJson& j, int64_t vocab, const std::
 
 bool needs_chat_template(const std::string& type) { return type == "messages" || type == "sharegpt"; }
 
+}  // namespace
+
+StatusOr<ChatTemplate> detail::dataset_chat_template(const std::string& type, const std::string& name, const Tokenizer& tok,
+                                                     const DatasetOptions& opt) {
+  // axolotl's fixed-format DPO strategies write their template by hand, whatever the tokenizer's.
+  if (const std::string fixed = preference_fixed_template(type); !fixed.empty()) return resolve_chat_template(fixed, tok);
+  if (!needs_chat_template(type) && type != "preference") return ChatTemplate{};
+  ASSIGN_OR_RETURN(ChatTemplate chat, resolve_chat_template(name, tok));
+  if (!opt.chat_template_kwargs.empty()) {
+    ASSIGN_OR_RETURN(OrderedJson kw, parse_ordered_json(opt.chat_template_kwargs, "chat_template_kwargs"));
+    RETURN_IF_ERROR(set_chat_template_kwargs(&chat, std::move(kw)));
+  }
+  return chat;
+}
+
+namespace {
+
 StatusOr<Sample> tokenize_json(const std::string& type, const OrderedJson& j, const Tokenizer& tok, const ChatTemplate* chat,
                                const DatasetOptions& opt, const std::string& what, DatasetStats* stats,
                                const PromptFormat* format = nullptr) {
@@ -267,22 +311,36 @@ StatusOr<Sample> tokenize_json(const std::string& type, const OrderedJson& j, co
     int64_t vocab = opt.vocab_size > 0 ? opt.vocab_size : tok.vocab_size();
     ASSIGN_OR_RETURN(s, from_tokenized(j, vocab, what));
     if (all) s.labels = s.input_ids;
+  } else if (is_preference_type(type)) {
+    return InvalidArgument(Str() << what << ": type " << type << " gives two samples a record (a preference pair); "
+                                 << "tokenize_preference_record reads it");
   } else {
     return InvalidArgument(Str() << "dataset type '" << type
-                                 << "': expected text, prompt_completion, alpaca, messages, sharegpt, input_output or tokenized");
+                                 << "': expected text, prompt_completion, alpaca, messages, sharegpt, input_output, "
+                                    "tokenized or a preference type (preference, chatml.intel, ...)");
   }
-  if (!s.labels.empty()) s.labels[0] = kIgnoreIndex;
+  RETURN_IF_ERROR(detail::finish_sample(&s, tok, opt, type != "tokenized", what));
+  return s;
+}
+
+}  // namespace
+
+Status detail::finish_sample(Sample* s, const Tokenizer& tok, const DatasetOptions& opt, bool check_vocab,
+                             const std::string& what) {
+  if (!s->labels.empty()) s->labels[0] = kIgnoreIndex;
   // A tokenizer with more tokens than the model has embedding rows (a mismatched tokenizer.json or
   // added tokens the model was never resized for): refused here, naming the record and the token,
   // not by a device-side range check at the first step.
-  if (opt.vocab_size > 0 && type != "tokenized")
-    for (int32_t id : s.input_ids)
+  if (opt.vocab_size > 0 && check_vocab)
+    for (int32_t id : s->input_ids)
       if (id < 0 || id >= opt.vocab_size)
         return InvalidArgument(Str() << what << ": the tokenizer gives id " << id << " ('" << tok.id_to_token(id)
                                      << "'), past the model's vocab_size " << opt.vocab_size
                                      << ": the tokenizer does not belong to this model, or the model needs resizing");
-  return s;
+  return Status::OK();
 }
+
+namespace {
 
 // A record as for_each_record hands it over: parsed, or the raw text of a JSON Lines line that
 // the tokenizing thread parses (Note [parallel tokenization]: parsing is ~10% of the work).
@@ -498,17 +556,39 @@ int64_t split_windows(const Sample& s, int64_t seq, int64_t overlap, Emit emit) 
   }
 }
 
-// One record to its sample on a tokenizing thread (Note [parallel tokenization]): parsed here
-// if it came raw; an exception becomes the record's error (no handler above a worker thread).
-StatusOr<Sample> tokenize_one(Record& rec, const std::string& what, const DatasetSource& src, const Tokenizer& tok,
-                              const ChatTemplate& chat, const DatasetOptions& opt, DatasetStats* stats) {
+// A preference record's two samples, chosen then rejected (data/preference.h), checked as every sample is.
+StatusOr<std::vector<Sample>> tokenize_pair(const OrderedJson& j, const std::string& what, const DatasetSource& src,
+                                            const Tokenizer& tok, const ChatTemplate& chat, const DatasetOptions& opt,
+                                            DatasetStats* stats) {
+  ASSIGN_OR_RETURN(PreferencePair p, tokenize_preference(src.type, j, src.fields, tok, chat, what, &stats->system_dropped));
+  RETURN_IF_ERROR(detail::finish_sample(&p.chosen, tok, opt, true, what));
+  RETURN_IF_ERROR(detail::finish_sample(&p.rejected, tok, opt, true, what));
+  std::vector<Sample> v;
+  v.reserve(2);
+  v.push_back(std::move(p.chosen));
+  v.push_back(std::move(p.rejected));
+  return v;
+}
+
+// One record to its samples on a tokenizing thread (Note [parallel tokenization]): one, or a
+// preference record's two; parsed here if it came raw; an exception becomes the record's error
+// (no handler above a worker thread).
+StatusOr<std::vector<Sample>> tokenize_one(Record& rec, const std::string& what, const DatasetSource& src,
+                                           const Tokenizer& tok, const ChatTemplate& chat, const DatasetOptions& opt,
+                                           DatasetStats* stats) {
   try {
     if (!rec.raw.empty()) {
       ASSIGN_OR_RETURN(rec.j, parse_ordered_json(rec.raw, what));
     }
-    if (!src.fields.any()) return tokenize_json(src.type, rec.j, tok, &chat, opt, what, stats, &src.format);
+    if (is_preference_type(src.type)) return tokenize_pair(rec.j, what, src, tok, chat, opt, stats);
+    std::vector<Sample> v(1);
+    if (!src.fields.any()) {
+      ASSIGN_OR_RETURN(v[0], tokenize_json(src.type, rec.j, tok, &chat, opt, what, stats, &src.format));
+      return v;
+    }
     ASSIGN_OR_RETURN(OrderedJson r, remap_fields(rec.j, src.type, src.fields, what));
-    return tokenize_json(src.type, r, tok, &chat, opt, what, stats, &src.format);
+    ASSIGN_OR_RETURN(v[0], tokenize_json(src.type, r, tok, &chat, opt, what, stats, &src.format));
+    return v;
   } catch (const std::bad_alloc&) {
     return ResourceExhausted(Str() << what << ": out of memory tokenizing the record");
   } catch (const std::exception& e) {
@@ -528,15 +608,10 @@ Status load_dataset(const DatasetSource& src, const Tokenizer& tok, const Datase
   if (src.overlap_len < 0 || src.overlap_len >= opt.sequence_len)
     return InvalidArgument(Str() << src.path << ": overlap_len " << src.overlap_len << " must be >= 0 and below sequence_len "
                                  << opt.sequence_len);
-  ChatTemplate chat;
-  if (needs_chat_template(src.type)) {
-    ASSIGN_OR_RETURN(chat, resolve_chat_template(src.chat_template.empty() ? opt.chat_template : src.chat_template, tok),
-                     src.path);
-    if (!opt.chat_template_kwargs.empty()) {
-      ASSIGN_OR_RETURN(OrderedJson kw, parse_ordered_json(opt.chat_template_kwargs, "chat_template_kwargs"));
-      RETURN_IF_ERROR(set_chat_template_kwargs(&chat, std::move(kw)), src.path);
-    }
-  }
+  ASSIGN_OR_RETURN(ChatTemplate chat,
+                   detail::dataset_chat_template(src.type, src.chat_template.empty() ? opt.chat_template : src.chat_template,
+                                                 tok, opt),
+                   src.path);
   if (is_directory(src.path)) {
     // A downloaded dataset folder (the Hub's data/train-00000-of-00003.parquet shards): every
     // dataset file in it, in name order.
@@ -573,6 +648,27 @@ Status load_dataset(const DatasetSource& src, const Tokenizer& tok, const Datase
     stats->target_tokens += targets;
     out->push_back(std::move(s));
   };
+  auto cut = [&](Sample& s) {
+    if (static_cast<int64_t>(s.input_ids.size()) <= opt.sequence_len) return false;
+    s.input_ids.resize(opt.sequence_len);
+    s.labels.resize(opt.sequence_len);
+    return true;
+  };
+  auto has_targets = [](const Sample& s) {
+    return std::any_of(s.labels.begin(), s.labels.end(), [](int32_t l) { return l != kIgnoreIndex; });
+  };
+  // A preference pair: both sequences cut to sequence_len, both kept or neither (Note [pair truncation]).
+  auto place_pair = [&](Sample&& chosen, Sample&& rejected) {
+    const bool cut_c = cut(chosen), cut_r = cut(rejected);
+    if (cut_c || cut_r) ++stats->truncated;
+    if (!has_targets(chosen) || !has_targets(rejected)) {
+      ++stats->dropped_no_targets;
+      return;
+    }
+    ++stats->pairs;
+    keep(std::move(chosen));
+    keep(std::move(rejected));
+  };
   // A tokenized record into the samples: a long text split (Note [long texts]), else truncated.
   auto place = [&](Sample&& s) {
     const int64_t n = static_cast<int64_t>(s.input_ids.size());
@@ -581,23 +677,19 @@ Status load_dataset(const DatasetSource& src, const Tokenizer& tok, const Datase
       stats->windows += split_windows(s, opt.sequence_len, src.overlap_len, keep);
       return;
     }
-    if (n > opt.sequence_len) {
-      s.input_ids.resize(opt.sequence_len);
-      s.labels.resize(opt.sequence_len);
-      ++stats->truncated;
-    }
+    if (cut(s)) ++stats->truncated;
     keep(std::move(s));
   };
   // Note [parallel tokenization]: records are read in order on this thread (a JSON Lines line
   // raw, an array's or Parquet file's records parsed) and parsed and tokenized in batches on every
-  // core; each record's sample and counts are its own, and they are placed in record order, so the
+  // core; each record's samples and counts are its own, and they are placed in record order, so the
   // samples, the counts and the first error reported are those of a one-thread run whatever the
   // thread count (tests/data/datasets_test.cc ParallelLoadMatchesOneThread).
   const int threads = tokenize_threads(opt);
   std::vector<std::pair<Record, std::string>> batch;  // (record, what)
   size_t batch_bytes = 0;                             // their text
   auto flush = [&]() -> Status {
-    std::vector<std::optional<StatusOr<Sample>>> res(batch.size());
+    std::vector<std::optional<StatusOr<std::vector<Sample>>>> res(batch.size());
     std::vector<int64_t> system_dropped(batch.size(), 0);
     parallel_for(batch.size(), threads, [&](size_t i) {
       auto& [rec, what] = batch[i];
@@ -609,7 +701,9 @@ Status load_dataset(const DatasetSource& src, const Tokenizer& tok, const Datase
     for (size_t i = 0; i < batch.size(); ++i) {
       if (!res[i]->ok()) return res[i]->status();
       stats->system_dropped += system_dropped[i];
-      place(std::move(**res[i]));
+      std::vector<Sample>& v = **res[i];
+      if (is_preference_type(src.type)) place_pair(std::move(v[0]), std::move(v[1]));
+      else place(std::move(v[0]));
     }
     batch.clear();
     batch_bytes = 0;
@@ -637,10 +731,11 @@ Status load_dataset(const DatasetSource& src, const Tokenizer& tok, const Datase
 
 StatusOr<TrainValSplit> split_train_val(std::vector<Sample> all, double val_set_size, uint64_t seed) {
   TrainValSplit r;
-  // Groups: a record's samples (a split text's windows: Note [long texts]) go to one side.
+  // Groups: a record's samples (a split text's windows: Note [long texts]; a preference pair's
+  // chosen and rejected) go to one side.
   std::vector<int64_t> group_start;
   for (size_t i = 0; i < all.size(); ++i)
-    if (i == 0 || all[i].window == 0) group_start.push_back(static_cast<int64_t>(i));
+    if (i == 0 || (all[i].window == 0 && all[i].pair != 2)) group_start.push_back(static_cast<int64_t>(i));
   const int64_t n = static_cast<int64_t>(group_start.size());
   if (val_set_size < 0) return InvalidArgument(Str() << "val_set_size " << val_set_size << " is negative");
   int64_t k = val_set_size < 1 ? static_cast<int64_t>(val_set_size * n + 0.5) : static_cast<int64_t>(val_set_size);

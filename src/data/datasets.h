@@ -19,6 +19,11 @@
 //   input_output       {"segments": [{"text", "label"}]}   template-free: texts joined as they are (no
 //                                                          BOS/EOS added), loss on label-true segments
 //   tokenized          {"input_ids": [...], "labels"?: [...]}  labels default to input_ids
+// Preference pairs for DPO (data/preference.h): a record becomes TWO samples, its chosen and its
+// rejected sequence (Sample::pair), each the prompt plus one response, loss on the response only:
+//   preference         {"messages" | "prompt", "chosen", "rejected"}  through the chat template
+//   chatml.intel, chatml.prompt_pairs, chatml.argilla, chatml.ultra, and the same four as llama3.*:
+//                      axolotl's fixed-format DPO strategies (built-in chatml / llama3 template)
 // train_on_inputs trains every token. labels[0] is always kIgnoreIndex (it is never a target, and
 // this keeps packed documents from predicting across their border).
 // Errors (InvalidArgument/Corruption) name the file and the 1-based line (record of an array, row
@@ -43,12 +48,18 @@ struct RecordFields {
   std::string messages = {};             // the list of turns ("messages"; "conversations" for sharegpt)
   std::string role = {}, content = {};   // inside each turn ("role" / "content"; "from" / "value" for sharegpt)
   std::string text = {};                 // type text ("text")
-  bool any() const { return !messages.empty() || !role.empty() || !content.empty() || !text.empty(); }
+  // type preference: the two responses ("chosen" / "rejected"; axolotl's field_chosen / field_rejected)
+  std::string chosen = {}, rejected = {};
+  bool any() const {
+    return !messages.empty() || !role.empty() || !content.empty() || !text.empty() || !chosen.empty() || !rejected.empty();
+  }
 };
 
 struct DatasetSource {
   std::string path;
-  std::string type = "tokenized";  // text | prompt_completion | alpaca | user_defined | messages | sharegpt | input_output | tokenized
+  // text | prompt_completion | alpaca | user_defined | messages | sharegpt | input_output | tokenized,
+  // or a preference type (preference, chatml.intel, ..., llama3.ultra: data/preference.h)
+  std::string type = "tokenized";
   RecordFields fields = {};
   // type text: tokens a window repeats from the one before it, as context only (axolotl's
   // overlap_len; Note [long texts]); 0 <= overlap_len < sequence_len.
@@ -71,6 +82,9 @@ struct Sample {
   std::vector<int32_t> input_ids;
   std::vector<int32_t> labels;  // same length; kIgnoreIndex = not trained
   int32_t window = 0;           // a split text's window index (Note [long texts]); 0: a record's first sample
+  // Preference pairs (data/preference.h): 0: not a pair; 1: a pair's chosen sequence; 2: its
+  // rejected sequence, always right after its chosen (loading, the split and the loader keep them so).
+  int8_t pair = 0;
 };
 
 struct DatasetOptions {
@@ -87,20 +101,22 @@ struct DatasetOptions {
 
 struct DatasetStats {
   int64_t samples = 0;          // kept
-  int64_t truncated = 0;        // longer than sequence_len, cut
+  int64_t truncated = 0;        // longer than sequence_len, cut (a pair once: data/preference.h Note [pair truncation])
   int64_t split = 0;            // type text records longer than sequence_len, split (Note [long texts])
   int64_t windows = 0;          // the samples those became (before dropping any without targets)
-  int64_t dropped_no_targets = 0;  // nothing left to train on (e.g. truncated before the answer)
+  int64_t dropped_no_targets = 0;  // nothing left to train on (e.g. truncated before the answer); a pair counts once
   int64_t tokens = 0;           // kept tokens
   int64_t target_tokens = 0;    // kept trained labels
   int64_t system_dropped = 0;   // conversations whose system message the template leaves out (Mistral v3/tekken)
+  int64_t pairs = 0;            // kept preference pairs (their two sequences count in samples / tokens)
 };
 
 // Reads and tokenizes one dataset file, appending to `out`; stats are accumulated. Records are
 // tokenized on opt.threads threads; the result does not depend on how many.
 Status load_dataset(const DatasetSource& src, const Tokenizer& tok, const DatasetOptions& opt,
                     std::vector<Sample>* out, DatasetStats* stats);
-// Tokenizes one parsed JSON record (exposed for tests and for `streamtune` previews).
+// Tokenizes one parsed JSON record (exposed for tests and for `streamtune` previews). A preference
+// type is refused here (two samples a record: data/preference.h tokenize_preference_record).
 StatusOr<Sample> tokenize_record(const std::string& type, const std::string& json_line, const Tokenizer& tok,
                                  const ChatTemplate* chat, const DatasetOptions& opt, const std::string& what);
 
@@ -110,7 +126,7 @@ struct TrainValSplit {
 // val_set_size < 1: that fraction of samples (at least one when > 0); >= 1: that many samples.
 // The held-out samples are chosen by a seeded permutation; both parts keep file order. The
 // windows of a split text (window > 0 follows its record's window 0) count as one sample and go
-// to the same side.
+// to the same side, and so does a preference pair (its rejected, pair 2, follows its chosen).
 StatusOr<TrainValSplit> split_train_val(std::vector<Sample> all, double val_set_size, uint64_t seed);
 
 }  // namespace st

@@ -287,6 +287,11 @@ Json config_fingerprint(const TrainConfig& tc, const ModelConfig& mc, DType act_
   j["weight_decay"] = tc.weight_decay;
   if (tc.loraplus_lr_ratio > 0) j["loraplus_lr_ratio"] = tc.loraplus_lr_ratio;
   if (tc.neftune_noise_alpha > 0) j["neftune_noise_alpha"] = tc.neftune_noise_alpha;  // only when set: earlier checkpoints resume
+  if (!tc.rl.empty()) {  // only when set: earlier checkpoints resume
+    j["rl"] = tc.rl;
+    j["rl_beta"] = tc.rl_beta;
+    j["dpo_label_smoothing"] = tc.dpo_label_smoothing;
+  }
   j["adam_beta1"] = tc.adam_beta1;
   j["adam_beta2"] = tc.adam_beta2;
   j["adam_epsilon"] = tc.adam_epsilon;

@@ -48,6 +48,11 @@ std::string ProgressDisplay::status_text(const StepMetrics& m) const {
   std::snprintf(buf, sizeof buf, "loss %.4f  lr %.2e  grad_norm %.3f  %s tok/s  ETA %s  rss %s", m.loss, m.lr,
                 m.grad_norm, tok, format_duration(eta).c_str(), format_bytes(host_rss_bytes()).c_str());
   std::string s = buf;
+  for (const auto& [k, v] : m.extra)  // DPO: how often the chosen reply wins
+    if (k == "rewards/accuracies") {
+      std::snprintf(buf, sizeof buf, "  acc %.2f", v);
+      s += buf;
+    }
   uint64_t free_b = 0, total_b = 0;
   if (o_.backend && o_.backend->memory_info(&free_b, &total_b) && total_b > 0)
     s += "  dev " + format_bytes(total_b - free_b) + "/" + format_bytes(total_b);
@@ -91,7 +96,15 @@ void ProgressDisplay::on_eval(const EvalMetrics& e) {
   const double ppl = e.ppl();
   std::snprintf(buf, sizeof buf, "eval step %lld  eval_loss %.4f  eval_ppl %.4g", static_cast<long long>(e.step),
                 e.loss, ppl);
-  message(buf);
+  std::string line = buf;
+  if (!e.extra.empty()) {  // not a token cross-entropy (DPO): its own figures instead of a perplexity
+    line = line.substr(0, line.find("  eval_ppl"));
+    for (const auto& [k, v] : e.extra) {
+      std::snprintf(buf, sizeof buf, "  %s %.4f", k.c_str(), v);
+      line += buf;
+    }
+  }
+  message(line);
 }
 
 void ProgressDisplay::message(const std::string& text) {

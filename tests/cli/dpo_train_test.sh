@@ -35,6 +35,7 @@ sequence_len: 64
 micro_batch_size: 2
 gradient_accumulation_steps: 2
 max_steps: 20
+save_steps: 10
 learning_rate: 1.0e-2
 lora_r: 8
 output_dir: out
@@ -66,6 +67,14 @@ assert abs(float(m.group(1)) - e["eval_loss"]) < 5e-7, (m.group(1), e)
 print(f"ok   dpo: step 1 loss ln 2, last {last['loss']:.4f} (margins {last['rewards/margins']:.3f}); "
       f"eval {e['eval_loss']:.4f} accuracies 1; evaluate repeats it")
 PY
+
+# A run resumed from its step-10 checkpoint ends with the same adapter, bit for bit (the reference
+# is recomputed against the base, not carried in the checkpoint).
+mkdir -p "$T/re" && cp -r "$T/out/checkpoint-10" "$T/re/"
+(cd "$T" && "$BIN" train t.yaml --output_dir=re --resume_from_checkpoint=re/checkpoint-10 >resume.log 2>&1) ||
+  { echo "FAIL resume: $(tail -3 "$T/resume.log")"; fail=1; }
+if cmp -s "$T/out/adapter_model.safetensors" "$T/re/adapter_model.safetensors"; then echo "ok   resume: the same adapter"
+else echo "FAIL resume: the adapter differs from the uninterrupted run's"; fail=1; fi
 
 # One pair, evaluated by `evaluate`, against numpy over `logits` (policy: the adapter; reference: the base).
 head -1 "$T/pairs.jsonl" >"$T/one.jsonl"

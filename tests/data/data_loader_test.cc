@@ -195,5 +195,143 @@ TEST(DataLoader, SameSeedSameOrder) {
   EXPECT_TRUE(differs);
 }
 
+// make_samples(2n) as n preference pairs: sample 2k is pair k's chosen, 2k+1 its rejected.
+std::shared_ptr<std::vector<Sample>> make_pairs(int n) {
+  auto v = make_samples(2 * n);
+  for (size_t i = 0; i < v->size(); ++i) (*v)[i].pair = static_cast<int8_t>(i % 2 == 0 ? 1 : 2);
+  return v;
+}
+
+// LoaderOptions::pairs: rows 2i / 2i+1 are one pair's chosen / rejected, every pair once an epoch,
+// the pairs (not the samples) shuffled per epoch and seed, and seek(position()) replays the stream.
+TEST(DataLoader, PairsStayAdjacent) {
+  auto s = make_pairs(11);
+  LoaderOptions o{.sequence_len = 16, .micro_batch_size = 3, .sample_packing = false, .pad_to_multiple_of = 4,
+                  .pairs = true, .shuffle = true, .seed = 7, .num_epochs = 3, .pad_id = 0};
+  LoaderOptions rows = o;
+  rows.micro_batch_size = 2 * o.micro_batch_size;  // check_batch's bound on rows
+  DataLoader dl(s, o);
+  std::vector<Batch> all;
+  std::vector<LoaderPosition> pos;
+  std::map<int64_t, std::map<int, int>> seen;                // epoch -> sample counts
+  std::map<int64_t, std::vector<int>> chosen_order;          // epoch -> chosen sample indices in order
+  std::map<int64_t, int64_t> batches;
+  Batch b;
+  while (true) {
+    pos.push_back(dl.position());
+    EXPECT_EQ(dl.position().index % 2, 0);
+    auto r = dl.next(&b);
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    if (!*r) break;
+    const int64_t ep = dl.epoch();
+    ++batches[ep];
+    check_batch(b, rows, &seen[ep]);
+    ASSERT_EQ(b.batch % 2, 0);
+    int64_t longest = 0;
+    for (int64_t row = 0; row < b.batch; row += 2) {
+      const int c = b.input_ids[row * b.seq] / 1000, rj = b.input_ids[(row + 1) * b.seq] / 1000;
+      EXPECT_EQ(c % 2, 0) << "row " << row << " is not a chosen sample";
+      EXPECT_EQ(rj, c + 1) << "row " << row + 1 << " is not the rejected of row " << row;
+      EXPECT_EQ((*s)[c].pair, 1);
+      chosen_order[ep].push_back(c);
+      longest = std::max<int64_t>({longest, static_cast<int64_t>((*s)[c].input_ids.size()),
+                                   static_cast<int64_t>((*s)[rj].input_ids.size())});
+    }
+    EXPECT_EQ(b.seq, std::min<int64_t>(16, (longest + 3) / 4 * 4));  // padded to the longest row, as without pairs
+    all.push_back(b);
+  }
+  ASSERT_EQ(seen.size(), 3u);
+  for (int64_t ep = 0; ep < 3; ++ep) {
+    EXPECT_EQ(seen[ep].size(), 22u) << "epoch " << ep;
+    for (auto& [i, c] : seen[ep]) EXPECT_EQ(c, 1) << "sample " << i << " epoch " << ep;
+    EXPECT_EQ(batches[ep], 4);  // 11 pairs, 3 a batch
+    EXPECT_EQ(dl.batches_in_epoch(ep), 4);
+  }
+  EXPECT_EQ(all[3].batch, 4);  // the epoch's last batch: 2 pairs
+  std::vector<int> file_order;
+  for (int k = 0; k < 11; ++k) file_order.push_back(2 * k);
+  EXPECT_NE(chosen_order[0], file_order);  // shuffled
+  EXPECT_NE(chosen_order[0], chosen_order[1]);  // per epoch
+  // The same options give the same stream; another seed another one.
+  DataLoader again(s, o);
+  LoaderOptions other = o;
+  other.seed = 8;
+  DataLoader reseeded(s, other);
+  bool differs = false;
+  for (const Batch& want : all) {
+    Batch x, y;
+    ASSERT_TRUE(*again.next(&x) && *reseeded.next(&y));
+    EXPECT_EQ(x.input_ids, want.input_ids);
+    differs |= y.input_ids != want.input_ids;
+  }
+  EXPECT_TRUE(differs);
+  // Resume mid-epoch-1 from a saved position: the rest is identical.
+  const size_t k = 6;
+  DataLoader resumed(s, o);
+  ASSERT_TRUE(resumed.seek(pos[k]).ok());
+  EXPECT_EQ(pos[k].epoch, 1);
+  EXPECT_GT(pos[k].index, 0);
+  for (size_t i = k; i < all.size(); ++i) {
+    auto r = resumed.next(&b);
+    ASSERT_TRUE(r.ok() && *r);
+    EXPECT_EQ(b.input_ids, all[i].input_ids) << i;
+    EXPECT_EQ(b.labels, all[i].labels) << i;
+  }
+  EXPECT_FALSE(*resumed.next(&b));
+  // An odd index would split a pair.
+  Status odd = resumed.seek({.epoch = 0, .index = 3});
+  EXPECT_EQ(odd.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(odd.message().find("splits a preference pair"), std::string::npos) << odd.to_string();
+  // Without pairs the same samples are rows of their own (micro_batch_size rows).
+  LoaderOptions single = o;
+  single.pairs = false;
+  DataLoader plain(s, single);
+  auto r = plain.next(&b);
+  ASSERT_TRUE(r.ok() && *r);
+  EXPECT_EQ(b.batch, 3);
+}
+
+// Pairs refuse packing and padding-free rows, and samples that are not (chosen, rejected) pairs.
+TEST(DataLoader, PairsRefusals) {
+  auto s = make_pairs(4);
+  for (int which = 0; which < 2; ++which) {
+    LoaderOptions o{.sequence_len = 16, .micro_batch_size = 2, .sample_packing = which == 0, .padding_free = which == 1,
+                    .pairs = true, .shuffle = false};
+    DataLoader dl(s, o);
+    Batch b;
+    auto r = dl.next(&b);
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(r.status().message().find(which == 0 ? "sample_packing" : "padding_free"), std::string::npos)
+        << r.status().to_string();
+    EXPECT_EQ(dl.batches_in_epoch(0), 0);
+    EXPECT_FALSE(dl.seek({.epoch = 0, .index = 0}).ok());
+  }
+  const std::vector<std::pair<std::vector<int8_t>, const char*>> bad = {
+      {{1, 1, 2}, "sample 0 is a chosen sequence not followed by its rejected one"},
+      {{2, 1}, "sample 0 is a rejected sequence without its chosen"},
+      {{1, 2, 2, 1}, "sample 2 is a rejected sequence without its chosen"},
+      {{1, 2, 1}, "sample 2 is a chosen sequence not followed"},
+      {{1, 2, 0, 0}, "sample 2 is not part of a preference pair"},
+  };
+  for (const auto& [marks, needle] : bad) {
+    auto v = make_samples(static_cast<int>(marks.size()));
+    for (size_t i = 0; i < marks.size(); ++i) (*v)[i].pair = marks[i];
+    DataLoader dl(v, {.sequence_len = 16, .micro_batch_size = 1, .pairs = true, .shuffle = false});
+    Batch b;
+    auto r = dl.next(&b);
+    ASSERT_FALSE(r.ok()) << needle;
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(r.status().message().find(needle), std::string::npos) << r.status().to_string();
+  }
+  // Well-formed pairs with pairs on: fine.
+  DataLoader ok(s, {.sequence_len = 16, .micro_batch_size = 2, .pairs = true, .shuffle = false});
+  Batch b;
+  auto r = ok.next(&b);
+  ASSERT_TRUE(r.ok() && *r) << r.status().to_string();
+  EXPECT_EQ(b.batch, 4);
+  EXPECT_EQ(ok.batches_in_epoch(0), 2);
+}
+
 }  // namespace
 }  // namespace st
