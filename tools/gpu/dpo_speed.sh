@@ -3,7 +3,7 @@
 # PRESET=qwen2.5-1.5b bash tools/gpu/dpo_speed.sh. A random bf16 model of PRESET with the tiny
 # fixture tokenizer; 256 synthetic pairs (prompt ~250 words, replies ~500) at sequence_len 2048: SFT
 # on prompt + chosen with micro_batch_size 2 (2 rows) against DPO with micro_batch_size 1 (its 2
-# rows, plus the reference forward), resident and streamed; ms a step over steps 11-30.
+# rows, plus the reference forward), resident and streamed within 4 GiB; ms a step over steps 11-30.
 set -uo pipefail
 [ -f .devbin/pack.tar.xz ] && [ ! -x .devbin/streamtune ] && tar xJf .devbin/pack.tar.xz -C .devbin
 export LD_LIBRARY_PATH=$PWD/.devbin/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
@@ -24,7 +24,7 @@ PY
 for mode in sft dpo sft_stream dpo_stream; do
   ds=sft.jsonl; rl=""; st=off; mbs=2
   [[ $mode == dpo* ]] && { ds=pairs.jsonl; rl="rl: dpo"; mbs=1; }
-  [[ $mode == *stream ]] && st=ram
+  vb=""; [[ $mode == *stream ]] && { st=ram; vb=4GiB; }
   cat > $W/$mode.yaml <<Y
 base_model: $W/m
 $rl
@@ -33,6 +33,7 @@ chat_template: chatml
 device: cuda
 dtype: bfloat16
 stream: "$st"
+vram_budget: "$vb"
 sequence_len: 2048
 micro_batch_size: $mbs
 max_steps: 30
