@@ -290,6 +290,11 @@ class Backend {
   virtual uint64_t fused_attention_workspace(int64_t /*batch*/, int64_t /*seq*/, const AttnShape& /*s*/) {
     return 0;
   }
+  // The same for packed rows run as the ragged layout (Note [document spans]): `slots` span slots
+  // (document_slots) of `bucket` tokens (document_seq_bucket); 0: no such path.
+  virtual uint64_t fused_attention_ragged_workspace(int64_t /*slots*/, int64_t /*bucket*/, const AttnShape& /*s*/) {
+    return 0;
+  }
   virtual void set_fused_attention_allowance(uint64_t /*bytes*/) {}
   // A smaller workspace the fused path can also run with, more slowly (CUDA: the backward in query
   // chunks); 0: none. The planner asks for it when fused_attention_workspace's does not fit.

@@ -506,8 +506,13 @@ std::vector<AttnShape> attention_shapes(const ModelConfig& c) {
 // [document spans]), shaped [span slots, longest-span bucket], whose workspace follows slots x
 // bucket rather than the row's tokens: ~0.45x a dense row's per slot-token on the H200, and slots
 // x bucket is ~2-3x the tokens for documents of mixed lengths. Packed runs therefore ask for
-// twice the dense workspace; a batch whose shape needs more keeps the own kernels (a decision per
-// shape, so a layer's forward and backward agree).
+// twice the dense workspace, and at least the ragged workspace of `batch` + 1 spans (rounded up to
+// even) of sequence_len each: a padding-free micro-batch's samples and its padding tail (data/
+// data_loader.h Note [padding-free batches]). That shape is common -- two samples of nearly
+// sequence_len -- and twice the dense workspace did not hold it (Qwen2.5-1.5B, 2 x 2048: 504 MB
+// against 453 granted; its own kernels made the step 73 ms against 54 for the same samples as rows:
+// bench/RESULTS.md session 30). A batch whose shape needs more still keeps the own kernels (a
+// decision per shape, so a layer's forward and backward agree).
 uint64_t fused_attention_min_workspace(Backend* be, int64_t batch, int64_t seq, const ModelConfig& c, bool packed) {
   if (packed) return 0;
   uint64_t ws = 0;
@@ -518,7 +523,12 @@ uint64_t fused_attention_min_workspace(Backend* be, int64_t batch, int64_t seq, 
 uint64_t fused_attention_workspace(Backend* be, int64_t batch, int64_t seq, const ModelConfig& c, bool packed) {
   uint64_t ws = 0;
   for (const AttnShape& s : attention_shapes(c)) ws = std::max(ws, be->fused_attention_workspace(batch, seq, s));
-  return packed ? 2 * ws : ws;
+  if (!packed) return ws;
+  ws *= 2;
+  const int64_t bucket = std::max<int64_t>(128, (seq + 127) / 128 * 128);  // document_seq_bucket of a full sample
+  for (const AttnShape& s : attention_shapes(c))
+    ws = std::max(ws, be->fused_attention_ragged_workspace(document_slots(batch + 1), bucket, s));
+  return ws;
 }
 
 namespace {

@@ -467,6 +467,20 @@ class CudaBackend final : public Backend {
     std::string why;
     return cudnn_->plan(L, s, SIZE_MAX, /*build=*/true, &ws, &why) ? ws : 0;
   }
+  uint64_t fused_attention_ragged_workspace(int64_t slots, int64_t bucket, const AttnShape& s) override {
+    bind();
+    if (!cudnn_ || !cudnn_attention_enabled() || own_attention_forced() || slots * bucket == 0 || s.head_dim % 8 != 0 ||
+        s.head_dim > 256)
+      return 0;
+    // A graph is keyed and built by its shape alone (attention_cudnn.cc key_of): the span arrays
+    // are only read when it runs, so a layout that stands for the shape suffices here.
+    static const int32_t kShapeOnly = 0;
+    SeqLayout L{.batch = 1, .seq = bucket, .doc_ids = &kShapeOnly, .doc_spans = slots, .doc_slots = slots,
+                .max_doc_len = bucket, .doc_starts = &kShapeOnly, .doc_lens = &kShapeOnly};
+    size_t ws = 0;
+    std::string why;
+    return cudnn_->plan(L, s, SIZE_MAX, /*build=*/true, &ws, &why) ? ws : 0;
+  }
   void set_fused_attention_allowance(uint64_t bytes) override { fused_allowance_ = bytes; }
   uint64_t fused_attention_min_workspace(int64_t batch, int64_t seq, const AttnShape& s) override {
     bind();
