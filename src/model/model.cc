@@ -698,7 +698,9 @@ void Model::run_forward(LayerSource& src, bool train) {
   src.end_step();
 }
 
-StatusOr<double> Model::eval_loss_sum(const Batch& b, LayerSource& src) {
+// The eval forward and head of one batch (no dropout, no gradient): its loss sum left in slot 0's
+// loss; with row_logp, each head row's log p too (head_loss).
+Status Model::eval_forward(const Batch& b, LayerSource& src, std::vector<double>* row_logp) {
   RETURN_IF_ERROR(validate(b));
   cur_ = 0;
   Slot& a = a_->slots[cur_];
@@ -707,25 +709,22 @@ StatusOr<double> Model::eval_loss_sum(const Batch& b, LayerSource& src) {
   CHECK(head_ != nullptr, "Model: extras were never loaded");
   be_->memset_zero(a.loss.data, sizeof(float), StreamId::kCompute);
   head_loss(make_head_ctx(cfg_, be_, opts_, a.n, a_->head_scratch, a.head_rows), final_norm(), *head_,
-            rows_of(a.ckpt[cfg_.num_layers], a.n), head_labels(a.labels, a.head_labels, a.head_rows), a.loss);
+            rows_of(a.ckpt[cfg_.num_layers], a.n), head_labels(a.labels, a.head_labels, a.head_rows), a.loss,
+            row_logp);
+  return Status::OK();
+}
+
+StatusOr<double> Model::eval_loss_sum(const Batch& b, LayerSource& src) {
+  RETURN_IF_ERROR(eval_forward(b, src, nullptr));
   float loss = 0;
-  be_->copy_d2h(&loss, a.loss.data, sizeof(float), StreamId::kCompute);
+  be_->copy_d2h(&loss, a_->slots[cur_].loss.data, sizeof(float), StreamId::kCompute);
   be_->sync_stream(StreamId::kCompute);
   return static_cast<double>(loss);
 }
 
 StatusOr<std::vector<double>> Model::eval_sequence_logps(const Batch& b, LayerSource& src) {
-  RETURN_IF_ERROR(validate(b));
-  cur_ = 0;
-  Slot& a = a_->slots[cur_];
-  embed(b, micro_counter_);
-  run_forward(src, false);
-  CHECK(head_ != nullptr, "Model: extras were never loaded");
-  be_->memset_zero(a.loss.data, sizeof(float), StreamId::kCompute);
   std::vector<double> row_logp;
-  head_loss(make_head_ctx(cfg_, be_, opts_, a.n, a_->head_scratch, a.head_rows), final_norm(), *head_,
-            rows_of(a.ckpt[cfg_.num_layers], a.n), head_labels(a.labels, a.head_labels, a.head_rows), a.loss,
-            &row_logp);
+  RETURN_IF_ERROR(eval_forward(b, src, &row_logp));
   be_->sync_stream(StreamId::kCompute);
   RETURN_IF_ERROR(src.status(), "evaluation forward");
   if (row_logp.empty()) return std::vector<double>(static_cast<size_t>(b.batch), 0.0);

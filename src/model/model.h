@@ -183,6 +183,7 @@ class Model {
   void forward_layer(int l, LayerSource& src, bool train);
   void backward_layer(int l, LayerSource& src, bool forward_current);
   void run_forward(LayerSource& src, bool train);
+  Status eval_forward(const Batch& b, LayerSource& src, std::vector<double>* row_logp);
   LaunchPlanCache::Key visit_key(Phase phase, int l, bool train, const LayerWeights& w,
                                  bool forward_current = false) const;
 

@@ -9,21 +9,13 @@
 #include "data/batch.h"
 #include "data/chat_template.h"
 #include "data/datasets.h"
+#include "data_test_files.h"
 
 namespace st {
 namespace {
 
-Tokenizer load_tok(const char* name) {
-  auto t = Tokenizer::from_file(std::string(ST_SOURCE_DIR) + "/tests/fixtures/tokenizers/" + name + "/tokenizer.json");
-  EXPECT_TRUE(t.ok()) << t.status().to_string();
-  return *t;
-}
-
-std::string write_tmp(const std::string& name, const std::string& body) {
-  std::string p = ::testing::TempDir() + "/" + name;
-  std::ofstream(p) << body;
-  return p;
-}
+Tokenizer load_tok(const char* name) { return test::load_fixture_tokenizer(name); }
+std::string write_tmp(const std::string& name, const std::string& body) { return test::write_temp_file(name, body); }
 
 // Decodes the trained ids (labels != ignore) and all ids.
 std::string trained_text(const Tokenizer& tok, const Sample& s) {

@@ -15,21 +15,13 @@
 #include "data/chat_template.h"
 #include "data/datasets.h"
 #include "data/preference.h"
+#include "data_test_files.h"
 
 namespace st {
 namespace {
 
-Tokenizer load_tok(const char* name) {
-  auto t = Tokenizer::from_file(std::string(ST_SOURCE_DIR) + "/tests/fixtures/tokenizers/" + name + "/tokenizer.json");
-  EXPECT_TRUE(t.ok()) << t.status().to_string();
-  return *t;
-}
-
-std::string write_tmp(const std::string& name, const std::string& body) {
-  std::string p = ::testing::TempDir() + "/pref_" + name;
-  std::ofstream(p, std::ios::binary) << body;
-  return p;
-}
+Tokenizer load_tok(const char* name) { return test::load_fixture_tokenizer(name); }
+std::string write_tmp(const std::string& name, const std::string& body) { return test::write_temp_file("pref_" + name, body); }
 
 std::string trained_text(const Tokenizer& tok, const Sample& s) {
   std::vector<int32_t> ids;
