@@ -21,10 +21,11 @@ with open(f"{w}/pairs.jsonl", "w") as f, open(f"{w}/sft.jsonl", "w") as g:
         f.write(json.dumps({"messages": [{"role": "user", "content": q}], "chosen": {"role": "assistant", "content": c}, "rejected": {"role": "assistant", "content": rj}}) + "\n")
         g.write(json.dumps({"messages": [{"role": "user", "content": q}, {"role": "assistant", "content": c}]}) + "\n")
 PY
-for mode in sft dpo sft_stream dpo_stream; do
+for mode in ${MODES:-sft sft_rows dpo sft_stream dpo_stream}; do
   ds=sft.jsonl; rl=""; st=off; mbs=2
   [[ $mode == dpo* ]] && { ds=pairs.jsonl; rl="rl: dpo"; mbs=1; }
   vb=""; [[ $mode == *stream ]] && { st=ram; vb=4GiB; }
+  pf=auto; [[ $mode == sft_rows ]] && pf=false  # SFT's 2 rows as rows, as DPO's are (not padding-free)
   cat > $W/$mode.yaml <<Y
 base_model: $W/m
 $rl
@@ -34,6 +35,7 @@ device: cuda
 dtype: bfloat16
 stream: "$st"
 vram_budget: "$vb"
+padding_free: "$pf"
 sequence_len: 2048
 micro_batch_size: $mbs
 max_steps: 30
