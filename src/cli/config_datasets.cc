@@ -403,6 +403,8 @@ void emit_dataset_list(YAML::Emitter& out, const std::vector<DatasetSpec>& list)
 
 Status resolve_rl_dataset_types(TrainConfig& cfg) {
   const bool dpo = cfg.rl == "dpo";
+  if (!dpo && cfg.max_prompt_len > 0)
+    cfg.notes.push_back("max_prompt_len applies to preference training (rl: dpo): no effect on this run");
   for (auto* list : {&cfg.datasets, &cfg.eval_datasets}) {
     const char* key = list == &cfg.datasets ? "datasets" : "eval_datasets";
     for (DatasetSpec& d : *list) {

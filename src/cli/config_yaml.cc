@@ -104,6 +104,7 @@ const std::vector<Field>& fields() {
       {"neftune_noise_alpha", &C::neftune_noise_alpha, {}, StrKind::kPlain, 0, kInf, false, false, true},
       {"rl", &C::rl, {"dpo"}},
       {"rl_beta", &C::rl_beta, {}, StrKind::kPlain, 0, kInf, true, false, true},
+      {"max_prompt_len", &C::max_prompt_len, {}, StrKind::kPlain, 0, kMaxTokens, false, false, true},
       {"dpo_label_smoothing", &C::dpo_label_smoothing, {}, StrKind::kPlain, 0, 0.5, false, true, true},
       {"adam_beta1", &C::adam_beta1, {}, StrKind::kPlain, 0, 1, false, true},
       {"adam_beta2", &C::adam_beta2, {}, StrKind::kPlain, 0, 1, false, true},

@@ -657,10 +657,23 @@ Status load_dataset(const DatasetSource& src, const Tokenizer& tok, const Datase
   auto has_targets = [](const Sample& s) {
     return std::any_of(s.labels.begin(), s.labels.end(), [](int32_t l) { return l != kIgnoreIndex; });
   };
+  // Note [pair truncation]: a prompt past max_prompt_len keeps its end; labels[0] stays ignored
+  // (the kept prompt is at least one token, and a prompt is never trained).
+  auto cut_prompt = [&](Sample& s) {
+    if (opt.max_prompt_len <= 0) return false;
+    const auto first = std::find_if(s.labels.begin(), s.labels.end(), [](int32_t l) { return l != kIgnoreIndex; });
+    const int64_t prompt = first - s.labels.begin();
+    if (prompt <= opt.max_prompt_len) return false;
+    const int64_t drop = prompt - opt.max_prompt_len;
+    s.input_ids.erase(s.input_ids.begin(), s.input_ids.begin() + drop);
+    s.labels.erase(s.labels.begin(), s.labels.begin() + drop);
+    return true;
+  };
   // A preference pair: both sequences cut to sequence_len, both kept or neither (Note [pair truncation]).
   auto place_pair = [&](Sample&& chosen, Sample&& rejected) {
+    const bool prompt_c = cut_prompt(chosen), prompt_r = cut_prompt(rejected);
     const bool cut_c = cut(chosen), cut_r = cut(rejected);
-    if (cut_c || cut_r) ++stats->truncated;
+    if (prompt_c || prompt_r || cut_c || cut_r) ++stats->truncated;
     if (!has_targets(chosen) || !has_targets(rejected)) {
       ++stats->dropped_no_targets;
       return;

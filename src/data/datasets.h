@@ -89,6 +89,7 @@ struct Sample {
 
 struct DatasetOptions {
   int64_t sequence_len = 2048;  // longer samples are truncated, long texts split (and counted)
+  int64_t max_prompt_len = 0;   // preference pairs: a longer prompt keeps its last tokens (data/preference.h); 0 = no limit
   bool train_on_inputs = false;
   std::string chat_template;    // "" = the tokenizer's own; a built-in name or a .jinja file
   std::string chat_template_kwargs;  // a JSON object's text: the template's extra variables ("" = none)

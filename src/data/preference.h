@@ -40,7 +40,10 @@
 
 namespace st {
 
-// Note [pair truncation]: each sequence of a pair longer than sequence_len is cut at its end
+// Note [pair truncation]: with DatasetOptions::max_prompt_len p > 0 (axolotl's max_prompt_len,
+// TRL's max_prompt_length), a prompt longer than p tokens first keeps its last p (TRL's
+// truncation_mode keep_end; the prompt is the sequence's tokens before its first trained label).
+// Then each sequence of a pair longer than sequence_len is cut at its end
 // (counted once a pair in DatasetStats::truncated); if either then has no trained label the whole
 // pair is dropped (dropped_no_targets += 1), so a pair is never left half. A pair is never split
 // into windows (Note [long texts]).

@@ -291,6 +291,7 @@ Json config_fingerprint(const TrainConfig& tc, const ModelConfig& mc, DType act_
     j["rl"] = tc.rl;
     j["rl_beta"] = tc.rl_beta;
     j["dpo_label_smoothing"] = tc.dpo_label_smoothing;
+    if (tc.max_prompt_len > 0) j["max_prompt_len"] = tc.max_prompt_len;
   }
   j["adam_beta1"] = tc.adam_beta1;
   j["adam_beta2"] = tc.adam_beta2;

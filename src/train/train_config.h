@@ -134,6 +134,7 @@ struct TrainConfig {
   // reference, with rl_beta (TRL beta) and dpo_label_smoothing (conservative DPO's epsilon).
   std::string rl;
   double rl_beta = 0.1;
+  int64_t max_prompt_len = 0;  // axolotl's / TRL's: a longer prompt keeps its last tokens; 0 = no limit
   double dpo_label_smoothing = 0.0;
   double adam_beta1 = 0.9;
   double adam_beta2 = 0.999;

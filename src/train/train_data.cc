@@ -48,6 +48,7 @@ Status load_all(const std::vector<DatasetSpec>& specs, const Tokenizer& tok, con
 DatasetOptions dataset_options(const TrainConfig& cfg, int64_t vocab_size) {
   DatasetOptions o;
   o.sequence_len = cfg.sequence_len;
+  o.max_prompt_len = cfg.max_prompt_len;
   o.train_on_inputs = cfg.train_on_inputs;
   o.chat_template = effective_chat_template(cfg.chat_template, cfg.chat_template_jinja);
   o.chat_template_kwargs = cfg.chat_template_kwargs;

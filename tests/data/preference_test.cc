@@ -352,6 +352,40 @@ TEST(Preference, TruncationKeepsOrDropsWholePairs) {
 }
 
 // The same records from each file kind give the same pairs; Parquet / Arrow rows name their row.
+// max_prompt_len (TRL's max_prompt_length, keep_end): a longer prompt keeps its last tokens, the
+// reply untouched; a shorter one is left as it is; the pair counts once as truncated.
+TEST(Preference, MaxPromptLenKeepsThePromptsEnd) {
+  Tokenizer tok = load_tok("qwen2");
+  std::string words;
+  for (int i = 0; i < 30; ++i) words += " w" + std::to_string(i);
+  const std::string body = R"({"prompt":")" + words + R"(","chosen":"yes","rejected":"no"})" "\n"
+                           R"({"prompt":"Q","chosen":"yes","rejected":"no"})" "\n";
+  const std::string path = write_tmp("maxprompt.jsonl", body);
+  std::vector<Sample> whole, cut;
+  DatasetStats st_whole, st_cut;
+  ASSERT_TRUE(load_file(path, "preference", tok, &whole, &st_whole).ok());
+  ASSERT_EQ(whole.size(), 4u);
+  const size_t lim = first_trained(whole[2]);  // the short prompt's length: the limit it just meets
+  DatasetOptions opt;
+  opt.chat_template = "chatml";
+  opt.max_prompt_len = static_cast<int64_t>(lim);
+  ASSERT_TRUE(load_dataset(DatasetSource{path, "preference"}, tok, opt, &cut, &st_cut).ok());
+  ASSERT_EQ(cut.size(), 4u);
+  EXPECT_EQ(st_whole.truncated, 0);
+  EXPECT_EQ(st_cut.truncated, 1);
+  for (size_t i = 0; i < 2; ++i) {  // the long prompt's pair: lim prompt tokens, the same tail
+    const size_t p = first_trained(whole[i]);
+    ASSERT_GT(p, lim + 20);
+    EXPECT_EQ(first_trained(cut[i]), lim) << i;
+    EXPECT_EQ(std::vector<int32_t>(cut[i].input_ids.begin(), cut[i].input_ids.end()),
+              std::vector<int32_t>(whole[i].input_ids.begin() + static_cast<long>(p - lim), whole[i].input_ids.end()))
+        << i;
+    EXPECT_EQ(trained_text(tok, cut[i]), trained_text(tok, whole[i])) << i;
+    EXPECT_EQ(cut[i].labels[0], kIgnoreIndex);
+  }
+  for (size_t i = 2; i < 4; ++i) EXPECT_EQ(cut[i].input_ids, whole[i].input_ids) << "a short prompt is kept whole";
+}
+
 TEST(Preference, EveryFileKind) {
   Tokenizer tok = load_tok("qwen2");
   const std::string a = R"({"prompt":"Q1","chosen":"good","rejected":"bad"})";
