@@ -411,6 +411,42 @@ def main():
         return [a.bin, "train", os.path.join(d, "own.yaml"), "--preview-data=1"]
 
     targets["model_chat_templates"] = own_template_cmd
+
+    # Preference pairs (rl: dpo; data/preference.h): byte damage, or one field of one record given
+    # a value of another shape (a reply as a number, a user turn, null, a list of lists, ...).
+    pairs = [{"messages": [{"role": "user", "content": f"q{i}"}], "chosen": {"role": "assistant", "content": f"a{i}"},
+              "rejected": f"not a{i}"} for i in range(3)]
+    pairs.append({"system": "s", "question": "q", "chosen": "a", "rejected": "b"})
+    pairs.append({"prompt": [{"role": "user", "content": "q"}], "chosen": [{"role": "user", "content": "q"},
+                  {"role": "assistant", "content": "a"}], "rejected": [{"role": "assistant", "content": "b"}]})
+    with open(os.path.join(pw, "pairs.jsonl"), "w") as f:
+        for r in pairs[:3] + pairs[4:]:
+            f.write(json.dumps(r) + "\n")
+    with open(os.path.join(pw, "intel.jsonl"), "w") as f:
+        f.write(json.dumps(pairs[3]) + "\n")
+    with open(os.path.join(pw, "pref.yaml"), "w") as f:
+        f.write("base_model: model\nrl: dpo\ndatasets:\n  - path: pairs.jsonl\n    type: chat_template\n"
+                "  - path: intel.jsonl\n    type: chatml.intel\nchat_template: chatml\ndevice: cpu\n"
+                "sequence_len: 512\noutput_dir: out\n")
+    shapes = [None, 1, [], {}, "", [{"role": "user", "content": "x"}], [[1]], {"role": "user", "content": "x"},
+              {"content": None}, [{"role": "assistant"}]]
+
+    def preference_cmd():
+        d = os.path.join(work, "pp")
+        shutil.rmtree(d, ignore_errors=True)
+        shutil.copytree(pw, d)
+        path = os.path.join(d, rng.choice(["pairs.jsonl", "intel.jsonl"]))
+        if rng.random() < 0.5:
+            damage(path)
+        else:
+            recs = [json.loads(l) for l in read(path).decode().splitlines() if l.strip()]
+            r = rng.choice(recs)
+            r[rng.choice(sorted(r))] = rng.choice(shapes)
+            with open(path, "w") as f:
+                f.write("".join(json.dumps(x) + "\n" for x in recs))
+        return [a.bin, "train", os.path.join(d, "pref.yaml"), "--preview-data=2"]
+
+    targets["data_preference"] = preference_cmd
     targets.update({"data_alpaca": preview_cmd("alpaca.json"), "data_sharegpt": preview_cmd("sg.jsonl"),
                     "data_parquet_chat": preview_cmd("chat.parquet"), "data_parquet_ids": preview_cmd("ids.parquet"),
                     "data_csv": preview_cmd("alpaca.csv"), "data_arrow": preview_cmd("saved.arrow"),
