@@ -15,13 +15,8 @@ namespace {
 using namespace cfg;  // NOLINT: cli/config_input.h's helpers, as in config_yaml.cc
 
 const std::vector<std::string> kDatasetTypes = {"tokenized", "text", "prompt_completion", "alpaca", "messages", "sharegpt", "input_output"};
-// Preference pairs (rl: dpo; data/preference.h, whose is_preference_type is the check; this list
-// names them in messages): ours, and axolotl's DPO strategies that write ChatML or Llama 3 by
-// hand. axolotl's chat_template / chat_template.default under rl: dpo is `preference`
-// (resolve_rl_dataset_types).
-const std::vector<std::string> kPreferenceTypes = {"preference",         "chatml.intel",  "chatml.prompt_pairs",
-                                                   "chatml.argilla",     "chatml.ultra",  "llama3.intel",
-                                                   "llama3.prompt_pairs", "llama3.argilla", "llama3.ultra"};
+// Preference pairs (rl: dpo): data/preference.h's types. axolotl's chat_template /
+// chat_template.default under rl: dpo is `preference` (resolve_rl_dataset_types).
 
 
 // Note [axolotl dataset keys]: besides {path, type}, an entry may carry axolotl's keys. type
@@ -246,7 +241,7 @@ Status set_one_dataset(const Input& in, const YAML::Node& item, const std::strin
           !is_preference_type(ds.type)) {
         return InvalidArgument(Str() << where << ": " << key << ".type: '" << val << "' is not one of: "
                                      << join(kDatasetTypes) << " (or axolotl's chat_template, completion; with rl: dpo "
-                                     << join(kPreferenceTypes) << ")");
+                                     << join(preference_types()) << ")");
       }
     } else if (k == "field_messages") {
       ds.field_messages = val;
@@ -411,7 +406,7 @@ Status resolve_rl_dataset_types(TrainConfig& cfg) {
       if (dpo && d.type == "messages") d.type = "preference";  // axolotl's chat_template(.default) under rl: dpo
       if (dpo && !is_preference_type(d.type))
         return InvalidArgument(Str() << key << ": " << d.path << ": rl: dpo trains on preference pairs, and type "
-                                     << d.type << " has none (types: chat_template, " << join(kPreferenceTypes) << ")");
+                                     << d.type << " has none (types: chat_template, " << join(preference_types()) << ")");
       if (!dpo && is_preference_type(d.type))
         return InvalidArgument(Str() << key << ": " << d.path << ": type " << d.type
                                      << " holds preference pairs (chosen / rejected): set rl: dpo to train on them");

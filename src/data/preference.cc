@@ -23,6 +23,13 @@ std::pair<std::string, std::string> fixed_parts(const std::string& type) {
 
 bool is_preference_type(const std::string& type) { return type == "preference" || !fixed_parts(type).first.empty(); }
 
+std::vector<std::string> preference_types() {
+  std::vector<std::string> out = {"preference"};
+  for (const char* family : {"chatml", "llama3"})
+    for (const char* kind : kFixedKinds) out.push_back(std::string(family) + "." + kind);
+  return out;
+}
+
 std::string preference_fixed_template(const std::string& type) { return fixed_parts(type).first; }
 
 namespace {

@@ -48,8 +48,9 @@ namespace st {
 // pair is dropped (dropped_no_targets += 1), so a pair is never left half. A pair is never split
 // into windows (Note [long texts]).
 
-// Whether `type` is one of the preference types above.
+// Whether `type` is one of the preference types above; and their names, for messages.
 bool is_preference_type(const std::string& type);
+std::vector<std::string> preference_types();
 // The built-in template a fixed-format type renders with ("chatml" for chatml.*, "llama3" for
 // llama3.*); "" for type preference (the dataset's or the tokenizer's template) and other types.
 std::string preference_fixed_template(const std::string& type);

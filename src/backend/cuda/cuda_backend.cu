@@ -11,6 +11,7 @@
 
 #include "backend/cuda/attention_cudnn.h"
 #include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/cuda_streams.h"
 #include "backend/cuda/gemm.h"
 #include "backend/cuda/graph_recorder.h"
 #include "backend/cuda/ops.h"
@@ -22,43 +23,6 @@
 namespace st {
 namespace cuda {
 namespace {
-
-// Move-only owner of a non-blocking stream.
-class StreamOwner {
- public:
-  StreamOwner() { CUDA_CHECK(cudaStreamCreateWithFlags(&s_, cudaStreamNonBlocking)); }
-  ~StreamOwner() {
-    if (s_) cudaStreamDestroy(s_);
-  }
-  StreamOwner(StreamOwner&& o) noexcept : s_(o.s_) { o.s_ = nullptr; }
-  StreamOwner(const StreamOwner&) = delete;
-  StreamOwner& operator=(const StreamOwner&) = delete;
-  cudaStream_t get() const { return s_; }
-
- private:
-  cudaStream_t s_ = nullptr;
-};
-
-// An ordering event (timing disabled: cheaper record/wait).
-class CudaEvent final : public Event {
- public:
-  CudaEvent() { CUDA_CHECK(cudaEventCreateWithFlags(&e_, cudaEventDisableTiming)); }
-  ~CudaEvent() override {
-    if (e_) cudaEventDestroy(e_);
-  }
-  CudaEvent(const CudaEvent&) = delete;
-  CudaEvent& operator=(const CudaEvent&) = delete;
-  cudaEvent_t get() const { return e_; }
-
- private:
-  cudaEvent_t e_ = nullptr;
-};
-
-cudaEvent_t ev(Event& e) {
-  auto* ce = dynamic_cast<CudaEvent*>(&e);
-  CHECK(ce != nullptr, "event was not created by the CUDA backend");
-  return ce->get();
-}
 
 bool is_float(DType t) { return t == DType::kF32 || t == DType::kBF16 || t == DType::kF16; }
 
@@ -457,37 +421,32 @@ class CudaBackend final : public Backend {
           "attention_kv: q " << q.shape_str() << " k " << k.shape_str() << " q_start " << q0);
     launch_attention_kv(o, q, k, v, q0, s, compute());
   }
-  uint64_t fused_attention_workspace(int64_t batch, int64_t seq, const AttnShape& s) override {
+  // Note [fused attention workspace] (backend.h): whether cuDNN may run `tokens` tokens of shape s.
+  bool fused_path(int64_t tokens, const AttnShape& s) {
     bind();
-    if (!cudnn_ || !cudnn_attention_enabled() || own_attention_forced() || batch * seq == 0 || s.head_dim % 8 != 0 ||
-        s.head_dim > 256)
-      return 0;
-    const SeqLayout L{batch, seq, nullptr, nullptr};
+    return cudnn_ && cudnn_attention_enabled() && !own_attention_forced() && tokens != 0 && s.head_dim % 8 == 0 &&
+           s.head_dim <= 256;
+  }
+  uint64_t planned_workspace(const SeqLayout& L, const AttnShape& s) {
     size_t ws = 0;
     std::string why;
     return cudnn_->plan(L, s, SIZE_MAX, /*build=*/true, &ws, &why) ? ws : 0;
   }
+  uint64_t fused_attention_workspace(int64_t batch, int64_t seq, const AttnShape& s) override {
+    return fused_path(batch * seq, s) ? planned_workspace(SeqLayout{batch, seq, nullptr, nullptr}, s) : 0;
+  }
   uint64_t fused_attention_ragged_workspace(int64_t slots, int64_t bucket, const AttnShape& s) override {
-    bind();
-    if (!cudnn_ || !cudnn_attention_enabled() || own_attention_forced() || slots * bucket == 0 || s.head_dim % 8 != 0 ||
-        s.head_dim > 256)
-      return 0;
+    if (!fused_path(slots * bucket, s)) return 0;
     // A graph is keyed and built by its shape alone (attention_cudnn.cc key_of): the span arrays
     // are only read when it runs, so a layout that stands for the shape suffices here.
     static const int32_t kShapeOnly = 0;
-    SeqLayout L{.batch = 1, .seq = bucket, .doc_ids = &kShapeOnly, .doc_spans = slots, .doc_slots = slots,
-                .max_doc_len = bucket, .doc_starts = &kShapeOnly, .doc_lens = &kShapeOnly};
-    size_t ws = 0;
-    std::string why;
-    return cudnn_->plan(L, s, SIZE_MAX, /*build=*/true, &ws, &why) ? ws : 0;
+    return planned_workspace({.batch = 1, .seq = bucket, .doc_ids = &kShapeOnly, .doc_spans = slots, .doc_slots = slots,
+                              .max_doc_len = bucket, .doc_starts = &kShapeOnly, .doc_lens = &kShapeOnly},
+                             s);
   }
   void set_fused_attention_allowance(uint64_t bytes) override { fused_allowance_ = bytes; }
   uint64_t fused_attention_min_workspace(int64_t batch, int64_t seq, const AttnShape& s) override {
-    bind();
-    if (!cudnn_ || !cudnn_attention_enabled() || own_attention_forced() || batch * seq == 0 || s.head_dim % 8 != 0 ||
-        s.head_dim > 256)
-      return 0;
-    return cudnn_->chunked_workspace(SeqLayout{batch, seq, nullptr, nullptr}, s);
+    return fused_path(batch * seq, s) ? cudnn_->chunked_workspace(SeqLayout{batch, seq, nullptr, nullptr}, s) : 0;
   }
   void attention_backward(Tensor dq, Tensor dk, Tensor dv, Tensor dout, Tensor q, Tensor k, Tensor v, Tensor out,
                           Tensor lse, const SeqLayout& L, const AttnShape& s) override {
