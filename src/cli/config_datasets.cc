@@ -47,7 +47,7 @@ Status check_dataset_entry(const Input& in, const std::string& key, const std::s
   if (!turns && (!ds.field_messages.empty() || !ds.field_role.empty() || !ds.field_content.empty()))
     return bad(in, key, Str() << "the message field names apply to types chat_template/messages and sharegpt, not " << ds.type);
   if ((!ds.field_chosen.empty() || !ds.field_rejected.empty()) && ds.type != "messages" && ds.type != "preference")
-    return bad(in, key, Str() << "field_chosen / field_rejected apply to preference datasets (rl: dpo with type "
+    return bad(in, key, Str() << "field_chosen / field_rejected apply to preference datasets (rl: dpo, ipo, orpo or simpo, with type "
                                  "chat_template), not to type " << ds.type);
   return Status::OK();
 }
@@ -240,7 +240,7 @@ Status set_one_dataset(const Input& in, const YAML::Node& item, const std::strin
       if (std::find(kDatasetTypes.begin(), kDatasetTypes.end(), ds.type) == kDatasetTypes.end() &&
           !is_preference_type(ds.type)) {
         return InvalidArgument(Str() << where << ": " << key << ".type: '" << val << "' is not one of: "
-                                     << join(kDatasetTypes) << " (or axolotl's chat_template, completion; with rl: dpo "
+                                     << join(kDatasetTypes) << " (or axolotl's chat_template, completion; with rl "
                                      << join(preference_types()) << ")");
       }
     } else if (k == "field_messages") {
@@ -397,22 +397,25 @@ void emit_dataset_list(YAML::Emitter& out, const std::vector<DatasetSpec>& list)
 }
 
 Status resolve_rl_dataset_types(TrainConfig& cfg) {
-  const bool dpo = cfg.rl == "dpo";
-  if (!dpo && cfg.max_prompt_len > 0)
-    cfg.notes.push_back("max_prompt_len applies to preference training (rl: dpo): no effect on this run");
+  const bool pref = !cfg.rl.empty();
+  const std::string rl = "rl: " + (pref ? cfg.rl : std::string("dpo"));
+  if (!pref && cfg.max_prompt_len > 0)
+    cfg.notes.push_back("max_prompt_len applies to preference training (rl): no effect on this run");
+  if (cfg.rl != "orpo" && cfg.orpo_alpha > 0) cfg.notes.push_back("orpo_alpha applies to rl: orpo: no effect on this run");
   for (auto* list : {&cfg.datasets, &cfg.eval_datasets}) {
     const char* key = list == &cfg.datasets ? "datasets" : "eval_datasets";
     for (DatasetSpec& d : *list) {
-      if (dpo && d.type == "messages") d.type = "preference";  // axolotl's chat_template(.default) under rl: dpo
-      if (dpo && !is_preference_type(d.type))
-        return InvalidArgument(Str() << key << ": " << d.path << ": rl: dpo trains on preference pairs, and type "
+      if (pref && d.type == "messages") d.type = "preference";  // axolotl's chat_template(.default) under rl
+      if (pref && !is_preference_type(d.type))
+        return InvalidArgument(Str() << key << ": " << d.path << ": " << rl << " trains on preference pairs, and type "
                                      << d.type << " has none (types: chat_template, " << join(preference_types()) << ")");
-      if (!dpo && is_preference_type(d.type))
+      if (!pref && is_preference_type(d.type))
         return InvalidArgument(Str() << key << ": " << d.path << ": type " << d.type
-                                     << " holds preference pairs (chosen / rejected): set rl: dpo to train on them");
-      if (!dpo && (!d.field_chosen.empty() || !d.field_rejected.empty()))
+                                     << " holds preference pairs (chosen / rejected): set rl (dpo, ipo, orpo or "
+                                        "simpo) to train on them");
+      if (!pref && (!d.field_chosen.empty() || !d.field_rejected.empty()))
         return InvalidArgument(Str() << key << ": " << d.path
-                                     << ": field_chosen / field_rejected are read by preference training (rl: dpo)");
+                                     << ": field_chosen / field_rejected are read by preference training (rl)");
     }
   }
   return Status::OK();

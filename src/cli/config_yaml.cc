@@ -102,8 +102,12 @@ const std::vector<Field>& fields() {
       {"weight_decay", &C::weight_decay, {}, StrKind::kPlain, 0},
       {"loraplus_lr_ratio", &C::loraplus_lr_ratio, {}, StrKind::kPlain, 0, kInf, false, false, true},
       {"neftune_noise_alpha", &C::neftune_noise_alpha, {}, StrKind::kPlain, 0, kInf, false, false, true},
-      {"rl", &C::rl, {"dpo"}},
+      {"rl", &C::rl, {"dpo", "ipo", "orpo", "simpo"}},
+      {"dpo_loss_type", &C::dpo_loss_type, {"sigmoid", "ipo"}},
       {"rl_beta", &C::rl_beta, {}, StrKind::kPlain, 0, kInf, true, false, true},
+      {"orpo_alpha", &C::orpo_alpha, {}, StrKind::kPlain, 0, kInf, false, false, true},
+      {"simpo_gamma", &C::simpo_gamma, {}, StrKind::kPlain, 0, kInf, false, false, true},
+      {"cpo_alpha", &C::cpo_alpha, {}, StrKind::kPlain, 0, kInf, false, false, true},
       {"max_prompt_len", &C::max_prompt_len, {}, StrKind::kPlain, 0, kMaxTokens, false, false, true},
       {"dpo_label_smoothing", &C::dpo_label_smoothing, {}, StrKind::kPlain, 0, 0.5, false, true, true},
       {"adam_beta1", &C::adam_beta1, {}, StrKind::kPlain, 0, 1, false, true},
@@ -198,7 +202,7 @@ Status set_string(const Input& in, const Field& f, std::string& dst) {
       }
       return bad(in, f.name, Str() << "'" << v << "' is not one of: " << join(f.choices)
                                     << (std::string(f.name) == "chat_template" ? ", or a template file (*.jinja)" : "")
-                                    << (std::string(f.name) == "rl" ? " (ORPO, KTO, IPO, SimPO and GRPO are not supported)"
+                                    << (std::string(f.name) == "rl" ? " (KTO and GRPO are not supported)"
                                                                     : ""));
     }
     v = l;
@@ -571,6 +575,8 @@ StatusOr<TrainConfig> parse_train_config_yaml(const std::string& yaml_text, cons
       Input in{&kv.second, kv.second.IsScalar() ? kv.second.Scalar() : "", where, base_dir, what};
       RETURN_IF_ERROR(apply_input(key, in, cfg));
     }
+    // orpo_alpha is ORPO's beta where rl_beta is not written (axolotl: rl_beta first).
+    if (seen.count("orpo_alpha") && cfg.orpo_alpha > 0 && !seen.count("rl_beta")) cfg.rl_beta = cfg.orpo_alpha;
   } catch (const YAML::Exception& e) {  // should not happen with the checks above; keep it inside
     return InvalidArgument(Str() << mark_str(what, e.mark) << ": " << e.msg);
   }

@@ -191,11 +191,6 @@ bool apply_foreign_key(const std::string& key, const ForeignValue& v, TrainConfi
                          "paged_adamw_8bit, ...)");
     return true;
   }
-  if (key == "dpo_loss_type") {  // TRL's loss_type: a name or a list of them
-    const bool sigmoid = v.is_null || (!v.is_collection && ascii_lower(v.scalar) == "sigmoid");
-    if (!sigmoid) *st = refuse(key, v, "only DPO's sigmoid loss is built (write dpo_loss_type: sigmoid)");
-    return true;
-  }
   if (key == "save_strategy") {
     *st = apply_strategy(key, v, cfg, true);
     return true;

@@ -61,16 +61,20 @@ Status run_evaluate(const TrainConfig& given, const EvaluateOptions& o) {
   std::fflush(stdout);
   DataLoaderSource data(samples, loader_options(cfg, td.pad_id, /*train=*/false, *be));
   ASSIGN_OR_RETURN(auto trainer, Trainer::create(cfg, be.get(), std::move(bw.parts)));
-  if (cfg.rl == "dpo") {  // train/preference_loss.h: against the base, which is its own reference
-    if (o.base) std::printf("  %-40s the DPO reference itself (eval_loss ln 2 = 0.693147, rewards 0)\n", "base");
+  if (!cfg.rl.empty()) {  // train/preference_loss.h: the pairs' loss (DPO / IPO against the base)
+    const std::string kind = preference_loss_kind(cfg);
+    auto row = [&](const std::string& label) -> Status {
+      ASSIGN_OR_RETURN(PreferenceStats s, trainer->evaluate_preference(data), "evaluating " << label);
+      std::printf("  %-40s eval_loss %.6f (%s, %lld pairs)", label.c_str(), s.mean_loss(), kind.c_str(),
+                  static_cast<long long>(s.pairs()));
+      for (const auto& [k, v] : s.metrics()) std::printf("  %s %.4f", k.c_str(), v);
+      std::printf("\n");
+      return Status::OK();
+    };
+    if (o.base) RETURN_IF_ERROR(row(uses_reference(trainer->preference().loss) ? "base (the reference itself)" : "base"));
     if (adapter.empty()) return Status::OK();
     RETURN_IF_ERROR(trainer->model().lora().load_peft(adapter), "adapter " << adapter);
-    ASSIGN_OR_RETURN(DpoStats s, trainer->evaluate_dpo(data), "evaluating the adapter");
-    std::printf("  %-40s eval_loss %.6f (DPO, %lld pairs)", ("adapter " + adapter).c_str(), s.mean_loss(),
-                static_cast<long long>(s.pairs()));
-    for (const auto& [k, v] : s.metrics()) std::printf("  %s %.4f", k.c_str(), v);
-    std::printf("\n");
-    return Status::OK();
+    return row("adapter " + adapter);
   }
   if (o.base) {  // a fresh LoRA adds nothing (B = 0): the base model's loss
     ASSIGN_OR_RETURN(double loss, trainer->evaluate(data), "evaluating the base");

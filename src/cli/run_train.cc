@@ -65,12 +65,11 @@ void print_banner(const TrainConfig& cfg, const Backend& be, const BaseWeights& 
   if (cfg.neftune_noise_alpha > 0)
     std::printf("  NEFTune    noise alpha %g on the embeddings of training forwards (magnitude alpha / sqrt(T x %lld))\n",
                 cfg.neftune_noise_alpha, static_cast<long long>(mc.hidden_size));
-  if (cfg.rl == "dpo")
-    std::printf("  DPO        sigmoid loss, beta %g%s; reference: the base model (adapter disabled), a forward\n"
-                "             beside each micro-batch; micro_batch_size %lld pair(s) = %lld rows\n",
-                cfg.rl_beta,
-                cfg.dpo_label_smoothing > 0 ? (Str() << ", label smoothing " << cfg.dpo_label_smoothing).str().c_str() : "",
-                static_cast<long long>(cfg.micro_batch_size), static_cast<long long>(micro_batch_rows(cfg)));
+  if (StatusOr<PreferenceConfig> pc = preference_config_from(cfg); !cfg.rl.empty() && pc.ok()) {
+    std::printf("  %-10s %s; micro_batch_size %lld pair(s) = %lld rows\n", preference_loss_kind(cfg).c_str(),
+                preference_summary(*pc).c_str(), static_cast<long long>(cfg.micro_batch_size),
+                static_cast<long long>(micro_batch_rows(cfg)));
+  }
   if (cfg.loraplus_lr_ratio > 0)
     std::printf("  LoRA+      B%s at learning_rate x %g, A at learning_rate\n", lc.dora ? " and the magnitudes" : "",
                 cfg.loraplus_lr_ratio);

@@ -22,6 +22,10 @@ struct Batch {
   int64_t num_targets = 0;
   // Tokens of real samples (not padding); 0 = all B*T. What throughput figures count.
   int64_t real_tokens = 0;
+  // Optional, [B*T] aligned with labels: the segment whose log-prob sum the target labels[t]
+  // counts in (model/model.h Note [sequence weights]); ignored where labels[t] is. Empty: every
+  // target of row r counts in segment r.
+  std::vector<int32_t> segments;
 };
 
 }  // namespace st

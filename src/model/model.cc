@@ -277,8 +277,10 @@ Status Model::validate(const Batch& b) const {
     return InvalidArgument(Str() << "batch of " << b.batch << "x" << b.seq << " tokens exceeds the planned "
                                  << opts_.max_tokens);
   if (b.input_ids.size() != n || b.labels.size() != n || (!b.positions.empty() && b.positions.size() != n) ||
-      (!b.doc_ids.empty() && b.doc_ids.size() != n))
+      (!b.doc_ids.empty() && b.doc_ids.size() != n) || (!b.segments.empty() && b.segments.size() != n))
     return InvalidArgument("batch arrays do not match batch x seq");
+  for (int32_t s : b.segments)
+    if (s < -1) return InvalidArgument(Str() << "segment id " << s << " (ids are >= 0, or -1 for none)");
   for (size_t i = 0; i < n; ++i) {
     if (b.input_ids[i] < 0 || b.input_ids[i] >= cfg_.vocab_size)
       return InvalidArgument(Str() << "token id " << b.input_ids[i] << " outside the vocabulary of "
@@ -585,27 +587,37 @@ static const int32_t* head_labels(const Tensor& labels, const Tensor& head_label
   return rows.gather ? head_labels.ptr<int32_t>() : labels.ptr<int32_t>();
 }
 
-// The batch row of each head row (-1: an ignored target), for the head's rows as upload() plans
-// them (head.h Note [trained rows]): compact rows, or every position.
+int64_t segment_count(const Batch& b) {
+  int64_t n = b.batch;
+  for (int32_t s : b.segments) n = std::max<int64_t>(n, int64_t{s} + 1);
+  return n;
+}
+
+// The segment of each head row (-1: an ignored target or a target in no segment), for the head's
+// rows as upload() plans them (head.h Note [trained rows]): compact rows, or every position. Head
+// row i (a shifted position) holds the target labels[i + 1] of the same batch row.
 static std::vector<int32_t> head_row_sequences(const Batch& b, bool trained_rows) {
   const std::vector<int32_t> shifted = shift_labels(b.labels, b.batch, b.seq);
   const HeadRowPlan plan = trained_rows ? plan_head_rows(shifted) : HeadRowPlan{};
+  auto segment = [&](int64_t i) {
+    return b.segments.empty() ? static_cast<int32_t>(i / b.seq) : b.segments[static_cast<size_t>(i + 1)];
+  };
   std::vector<int32_t> seq;
   if (plan.compact) {
     seq.assign(static_cast<size_t>(plan.rows), -1);
-    for (int64_t r = 0; r < plan.trained; ++r) seq[static_cast<size_t>(r)] = static_cast<int32_t>(plan.gather[r] / b.seq);
+    for (int64_t r = 0; r < plan.trained; ++r) seq[static_cast<size_t>(r)] = segment(plan.gather[r]);
   } else {
     seq.assign(shifted.size(), -1);
     for (size_t i = 0; i < shifted.size(); ++i)
-      if (shifted[i] != kIgnoreIndex) seq[i] = static_cast<int32_t>(static_cast<int64_t>(i) / b.seq);
+      if (shifted[i] != kIgnoreIndex) seq[i] = segment(static_cast<int64_t>(i));
   }
   return seq;
 }
 
-// Per batch row, the sum of the head rows' log p in row order (Note [sequence weights]).
+// Per segment, the sum of the head rows' log p in row order (Note [sequence weights]).
 static std::vector<double> sequence_sums(const std::vector<int32_t>& seq_of_row, const std::vector<double>& row_logp,
-                                         int64_t batch) {
-  std::vector<double> out(static_cast<size_t>(batch), 0.0);
+                                         int64_t segments) {
+  std::vector<double> out(static_cast<size_t>(segments), 0.0);
   for (size_t r = 0; r < seq_of_row.size() && r < row_logp.size(); ++r)
     if (seq_of_row[r] >= 0) out[static_cast<size_t>(seq_of_row[r])] += row_logp[r];
   return out;
@@ -661,9 +673,10 @@ StatusOr<std::vector<double>> Model::forward_backward(const std::vector<const Ba
             const std::vector<int32_t> seq_of_row = head_row_sequences(b, opts_.head_trained_rows);
             CHECK(seq_of_row.size() == row_logp.size(), "Model: head rows " << row_logp.size() << " vs plan "
                                                                              << seq_of_row.size());
-            const std::vector<float> w = (*seq_weights)(mb, sequence_sums(seq_of_row, row_logp, b.batch));
-            CHECK(static_cast<int64_t>(w.size()) == b.batch, "Model: " << w.size() << " sequence weights for "
-                                                                        << b.batch << " rows");
+            const int64_t segments = segment_count(b);
+            const std::vector<float> w = (*seq_weights)(mb, sequence_sums(seq_of_row, row_logp, segments));
+            CHECK(static_cast<int64_t>(w.size()) == segments, "Model: " << w.size() << " sequence weights for "
+                                                                         << segments << " segments");
             std::vector<float> per_row(seq_of_row.size(), 0.0f);
             for (size_t r = 0; r < per_row.size(); ++r)
               if (seq_of_row[r] >= 0) per_row[r] = w[static_cast<size_t>(seq_of_row[r])];
@@ -727,8 +740,8 @@ StatusOr<std::vector<double>> Model::eval_sequence_logps(const Batch& b, LayerSo
   RETURN_IF_ERROR(eval_forward(b, src, &row_logp));
   be_->sync_stream(StreamId::kCompute);
   RETURN_IF_ERROR(src.status(), "evaluation forward");
-  if (row_logp.empty()) return std::vector<double>(static_cast<size_t>(b.batch), 0.0);
-  return sequence_sums(head_row_sequences(b, opts_.head_trained_rows), row_logp, b.batch);
+  if (row_logp.empty()) return std::vector<double>(static_cast<size_t>(segment_count(b)), 0.0);
+  return sequence_sums(head_row_sequences(b, opts_.head_trained_rows), row_logp, segment_count(b));
 }
 
 Status Model::init_dora_magnitudes(LayerSource& src) {

@@ -113,6 +113,10 @@ struct DocumentSpans {
 };
 DocumentSpans document_spans(const std::vector<int32_t>& doc_ids, int64_t seq);
 
+// The segments of a batch (Note [sequence weights]): its rows, or with Batch::segments the largest
+// segment id + 1 (at least the rows).
+int64_t segment_count(const Batch& b);
+
 class Model {
  public:
   // Allocates the LoRA arena (zeroed, not initialised), the activation arena and the extras.
@@ -136,12 +140,13 @@ class Model {
   const ModelConfig& config() const { return cfg_; }
   Backend* backend() const { return be_; }
 
-  // Note [sequence weights]: a loss that is a function of each row's summed log-probabilities
+  // Note [sequence weights]: a loss that is a function of per-segment sums of log-probabilities
   // (a preference loss, train/preference_loss.h) passes `seq_weights`: once micro-batch i's head
-  // has every token's log p, it is called with i and, per batch row, the sum of log p over that
-  // row's targets (in position order, f64), and returns one factor per row; each target token's
-  // cross-entropy gradient is multiplied by its row's factor (head.h Note [row-weighted head]).
-  // With grad_scales[i] = 1 the gradient is then that of sum_rows factor_row * (-logp_row).
+  // has every token's log p, it is called with i and, per segment, the sum of log p over that
+  // segment's targets (in position order, f64), and returns one factor per segment; each target
+  // token's cross-entropy gradient is multiplied by its segment's factor (head.h Note [row-weighted
+  // head]). A segment is a batch row unless the batch says otherwise (Batch::segments; segment_count).
+  // With grad_scales[i] = 1 the gradient is then that of sum_segments factor * (-logp_segment).
   using SequenceWeights = std::function<std::vector<float>(int micro_batch, const std::vector<double>& seq_logp)>;
 
   // Forward + backward of `batches` (micro-batches of one accumulation window) in one LayerSource
@@ -154,7 +159,8 @@ class Model {
                                                  const SequenceWeights* seq_weights = nullptr);
   // Eval: the loss sum of one batch (no dropout, no gradient).
   StatusOr<double> eval_loss_sum(const Batch& b, LayerSource& src);
-  // Eval: per batch row, the sum of log p over its targets (f64; 0 for a row without targets).
+  // Eval: per segment (a batch row unless Batch::segments says otherwise), the sum of log p over
+  // its targets (f64; 0 for a segment without targets).
   StatusOr<std::vector<double>> eval_sequence_logps(const Batch& b, LayerSource& src);
   // Logits [B*T, V] f32 of one batch (no dropout). Blocks.
   StatusOr<std::vector<float>> forward_logits(const Batch& b, LayerSource& src);

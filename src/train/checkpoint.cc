@@ -291,6 +291,11 @@ Json config_fingerprint(const TrainConfig& tc, const ModelConfig& mc, DType act_
     j["rl"] = tc.rl;
     j["rl_beta"] = tc.rl_beta;
     j["dpo_label_smoothing"] = tc.dpo_label_smoothing;
+    if (tc.dpo_loss_type != "sigmoid") j["dpo_loss_type"] = tc.dpo_loss_type;  // only when set: earlier checkpoints resume
+    if (tc.rl == "simpo") {
+      j["simpo_gamma"] = tc.simpo_gamma;
+      j["cpo_alpha"] = tc.cpo_alpha;
+    }
     if (tc.max_prompt_len > 0) j["max_prompt_len"] = tc.max_prompt_len;
   }
   j["adam_beta1"] = tc.adam_beta1;

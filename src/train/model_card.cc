@@ -5,6 +5,8 @@
 
 #include "core/file.h"
 #include "core/json.h"
+#include "train/preference_loss.h"
+#include "train/train_config.h"
 
 namespace st {
 namespace {
@@ -61,14 +63,15 @@ std::string model_card_text(const TrainConfig& cfg, const std::string& metrics_j
   o << "---\n";
   if (!cfg.base_model_cache_id.empty()) o << "base_model: " << quoted(cfg.base_model_cache_id) << "\n";
   o << "library_name: peft\ntags:\n- " << (cfg.adapter == "qlora" ? "qlora" : "lora") << "\n"
-    << (cfg.rl == "dpo" ? "- dpo\n" : "") << "- streamtune\n---\n\n";
+    << (cfg.rl.empty() ? "" : "- " + preference_loss_kind(cfg) + "\n") << "- streamtune\n---\n\n";
   o << "# " << path_basename(cfg.output_dir) << "\n\n";
   o << "A " << (cfg.use_dora ? "DoRA" : cfg.adapter == "qlora" ? "QLoRA" : "LoRA") << " adapter for `" << base
-    << "`, trained with streamtune" << (cfg.rl == "dpo" ? " by DPO on preference pairs" : "") << ".\n\n";
-  if (cfg.rl == "dpo")
-    o << "- DPO: sigmoid loss, beta " << cfg.rl_beta
-      << (cfg.dpo_label_smoothing > 0 ? (Str() << ", label smoothing " << cfg.dpo_label_smoothing).str() : "")
-      << "; reference: the base model (the adapter disabled)\n";
+    << "`, trained with streamtune";
+  StatusOr<PreferenceConfig> pc = preference_config_from(cfg);
+  const bool pref = !cfg.rl.empty() && pc.ok();
+  if (pref) o << " by " << preference_loss_title(pc->loss) << " on preference pairs";
+  o << ".\n\n";
+  if (pref) o << "- " << preference_summary(*pc) << "\n";
   o << "- LoRA: r " << cfg.lora_r << ", alpha " << cfg.lora_alpha << ", dropout " << cfg.lora_dropout
     << (cfg.use_rslora ? ", rsLoRA" : "") << "; targets " << join(cfg.lora_target_modules) << "\n";
   std::vector<std::string> data;

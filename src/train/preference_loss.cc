@@ -1,6 +1,11 @@
 #include "train/preference_loss.h"
 
+#include <algorithm>
 #include <cmath>
+#include <iomanip>
+#include <sstream>
+
+#include "train/train_config.h"
 
 namespace st {
 namespace {
@@ -9,48 +14,222 @@ namespace {
 double log_sigmoid(double z) { return z >= 0 ? -std::log1p(std::exp(-z)) : z - std::log1p(std::exp(z)); }
 double sigmoid(double z) { return z >= 0 ? 1.0 / (1.0 + std::exp(-z)) : std::exp(z) / (1.0 + std::exp(z)); }
 
+// A mean log p of ORPO's odds, held below 0: a response whose every token has p = 1 in f32 would
+// give log(1 - e^0) = -inf (TRL's NaN); -1e-12 keeps the log odds finite (log 1e-12 = -27.6).
+constexpr double kMaxMeanLogp = -1e-12;
+// log(1 - e^a) for a < 0, accurate on both sides of a = -ln 2.
+double log1mexp(double a) { return a > -M_LN2 ? std::log(-std::expm1(a)) : std::log1p(-std::exp(a)); }
+
+// The smoothed sigmoid loss of DPO and SimPO at z, and its slope d loss / dz.
+void smoothed_sigmoid(double z, double eps, double* loss, double* slope) {
+  *loss = -(1 - eps) * log_sigmoid(z) - eps * log_sigmoid(-z);
+  // d/dz [-log sigmoid(z)] = -sigmoid(-z); d/dz [-log sigmoid(-z)] = sigmoid(z).
+  *slope = -(1 - eps) * sigmoid(-z) + eps * sigmoid(z);
+}
+
+double mean_of(double sum, int64_t n) { return sum / static_cast<double>(std::max<int64_t>(n, 1)); }
+
 }  // namespace
 
-DpoTerms dpo_terms(const DpoPair& p, const DpoConfig& c) {
-  DpoTerms t;
-  t.reward_chosen = c.beta * (p.policy_chosen - p.ref_chosen);
-  t.reward_rejected = c.beta * (p.policy_rejected - p.ref_rejected);
-  const double z = t.reward_chosen - t.reward_rejected;
-  const double eps = c.label_smoothing;
-  t.loss = -(1 - eps) * log_sigmoid(z) - eps * log_sigmoid(-z);
-  // d/dz [-log sigmoid(z)] = -sigmoid(-z); d/dz [-log sigmoid(-z)] = sigmoid(z); dz/dpc = beta.
-  t.dloss_dchosen = c.beta * (-(1 - eps) * sigmoid(-z) + eps * sigmoid(z));
+StatusOr<PreferenceConfig> preference_config_from(const TrainConfig& tc) {
+  PreferenceConfig c;
+  const std::string kind = preference_loss_kind(tc);
+  if (!preference_loss_from_name(kind, &c.loss))
+    return Unimplemented(Str() << "rl: " << tc.rl << " is not supported (dpo, ipo, orpo, simpo)");
+  if (tc.dpo_loss_type != "sigmoid" && tc.dpo_loss_type != "ipo")
+    return InvalidArgument(Str() << "dpo_loss_type '" << tc.dpo_loss_type << "' is not supported (sigmoid, ipo)");
+  if (tc.dpo_loss_type == "ipo" && tc.rl != "dpo" && tc.rl != "ipo")
+    return InvalidArgument(Str() << "dpo_loss_type: ipo applies to rl: dpo, not rl: " << tc.rl);
+  c.beta = tc.rl_beta;
+  c.label_smoothing = tc.dpo_label_smoothing;
+  c.simpo_gamma = tc.simpo_gamma;
+  c.cpo_alpha = tc.cpo_alpha;
+  if (!(c.beta > 0)) return InvalidArgument(Str() << "rl_beta must be > 0, got " << c.beta);
+  if (c.label_smoothing < 0 || c.label_smoothing >= 0.5)
+    return InvalidArgument(Str() << "dpo_label_smoothing must be in [0, 0.5), got " << c.label_smoothing);
+  if (c.label_smoothing > 0 && (c.loss == PreferenceLoss::kIpo || c.loss == PreferenceLoss::kOrpo))
+    return InvalidArgument(Str() << "dpo_label_smoothing applies to rl: dpo and simpo, not " << kind);
+  if (!(c.cpo_alpha >= 0) || !std::isfinite(c.simpo_gamma))
+    return InvalidArgument("cpo_alpha must be >= 0 and simpo_gamma finite");
+  if (tc.use_dora && uses_reference(c.loss))
+    return Unimplemented(Str() << "rl: " << kind << " with use_dora is not supported (the reference is the "
+                               << "adapter-disabled model; DoRA's magnitudes rescale the base even with B = 0)");
+  if (tc.use_dora) return Unimplemented(Str() << "rl: " << kind << " with use_dora is not supported");
+  if (tc.sample_packing)
+    return InvalidArgument(Str() << "rl: " << kind << " trains on (chosen, rejected) rows; sample_packing does not "
+                                 << "apply (set it false)");
+  if (tc.neftune_noise_alpha > 0)
+    return Unimplemented(Str() << "rl: " << kind << " with neftune_noise_alpha is not supported");
+  return c;
+}
+
+bool preference_loss_from_name(const std::string& name, PreferenceLoss* out) {
+  for (PreferenceLoss l : {PreferenceLoss::kDpo, PreferenceLoss::kIpo, PreferenceLoss::kOrpo, PreferenceLoss::kSimpo})
+    if (name == preference_loss_name(l)) {
+      *out = l;
+      return true;
+    }
+  return false;
+}
+
+const char* preference_loss_name(PreferenceLoss l) {
+  switch (l) {
+    case PreferenceLoss::kDpo: return "dpo";
+    case PreferenceLoss::kIpo: return "ipo";
+    case PreferenceLoss::kOrpo: return "orpo";
+    case PreferenceLoss::kSimpo: return "simpo";
+  }
+  return "?";
+}
+
+const char* preference_loss_title(PreferenceLoss l) {
+  switch (l) {
+    case PreferenceLoss::kDpo: return "DPO";
+    case PreferenceLoss::kIpo: return "IPO";
+    case PreferenceLoss::kOrpo: return "ORPO";
+    case PreferenceLoss::kSimpo: return "SimPO";
+  }
+  return "?";
+}
+
+bool uses_reference(PreferenceLoss l) { return l == PreferenceLoss::kDpo || l == PreferenceLoss::kIpo; }
+
+double nll_weight(const PreferenceConfig& c) {
+  if (c.loss == PreferenceLoss::kOrpo) return 1.0;
+  if (c.loss == PreferenceLoss::kSimpo) return c.cpo_alpha;
+  return 0.0;
+}
+
+bool nll_covers_prompt(PreferenceLoss l) { return l == PreferenceLoss::kOrpo; }
+
+std::string preference_summary(const PreferenceConfig& c) {
+  std::ostringstream o;
+  o << std::setprecision(6);
+  const std::string eps = c.label_smoothing > 0 ? (std::ostringstream() << ", label smoothing " << c.label_smoothing).str() : "";
+  const char* ref = "; reference: the base model (the adapter disabled)";
+  switch (c.loss) {
+    case PreferenceLoss::kDpo: o << "DPO: sigmoid loss, beta " << c.beta << eps << ref; break;
+    case PreferenceLoss::kIpo: o << "IPO: squared loss on mean log-probs, beta " << c.beta << ref; break;
+    case PreferenceLoss::kOrpo:
+      o << "ORPO: NLL of the chosen sequence + beta " << c.beta << " x odds-ratio loss; no reference model"; break;
+    case PreferenceLoss::kSimpo:
+      o << "SimPO: beta " << c.beta << ", gamma " << c.simpo_gamma << eps << ", NLL weight (cpo_alpha) " << c.cpo_alpha
+        << "; no reference model";
+      break;
+  }
+  return o.str();
+}
+
+PreferenceTerms preference_terms(const PreferencePair& p, const PreferenceConfig& c) {
+  PreferenceTerms t;
+  const double nc = static_cast<double>(std::max<int64_t>(p.chosen_tokens, 1));
+  const double nr = static_cast<double>(std::max<int64_t>(p.rejected_tokens, 1));
+  const double ac = p.policy_chosen / nc, ar = p.policy_rejected / nr;  // the means
+  switch (c.loss) {
+    case PreferenceLoss::kDpo: {
+      t.reward_chosen = c.beta * (p.policy_chosen - p.ref_chosen);
+      t.reward_rejected = c.beta * (p.policy_rejected - p.ref_rejected);
+      double slope = 0;
+      smoothed_sigmoid(t.reward_chosen - t.reward_rejected, c.label_smoothing, &t.loss, &slope);
+      t.dloss_dchosen = c.beta * slope;  // dz/dpc = beta, dz/dpr = -beta
+      t.dloss_drejected = -t.dloss_dchosen;
+      t.logp_chosen = p.policy_chosen;
+      t.logp_rejected = p.policy_rejected;
+      break;
+    }
+    case PreferenceLoss::kIpo: {
+      const double rc = ac - p.ref_chosen / nc, rr = ar - p.ref_rejected / nr;
+      const double d = (rc - rr) - 1.0 / (2.0 * c.beta);
+      t.loss = d * d;
+      t.dloss_dchosen = 2.0 * d / nc;  // dh/dpc = 1 / nc
+      t.dloss_drejected = -2.0 * d / nr;
+      t.reward_chosen = c.beta * rc;
+      t.reward_rejected = c.beta * rr;
+      t.logp_chosen = ac;
+      t.logp_rejected = ar;
+      break;
+    }
+    case PreferenceLoss::kOrpo: {
+      const double mc = std::min(ac, kMaxMeanLogp), mr = std::min(ar, kMaxMeanLogp);
+      t.log_odds = (mc - mr) - (log1mexp(mc) - log1mexp(mr));
+      t.log_odds_ratio = log_sigmoid(t.log_odds);
+      t.loss = -c.beta * t.log_odds_ratio;
+      // d loss / d lo = -beta sigmoid(-lo); d lo / d a = 1 / (1 - e^a) for the chosen, minus that
+      // for the rejected; d a / d p = 1 / n. (At the clamp the slope is the clamped point's.)
+      const double g = -c.beta * sigmoid(-t.log_odds);
+      t.dloss_dchosen = g / -std::expm1(mc) / nc;
+      t.dloss_drejected = -g / -std::expm1(mr) / nr;
+      t.reward_chosen = c.beta * ac;
+      t.reward_rejected = c.beta * ar;
+      t.logp_chosen = ac;
+      t.logp_rejected = ar;
+      break;
+    }
+    case PreferenceLoss::kSimpo: {
+      double slope = 0;
+      smoothed_sigmoid(c.beta * (ac - ar) - c.simpo_gamma, c.label_smoothing, &t.loss, &slope);
+      t.dloss_dchosen = slope * c.beta / nc;
+      t.dloss_drejected = -slope * c.beta / nr;
+      t.reward_chosen = c.beta * ac;
+      t.reward_rejected = c.beta * ar;
+      t.logp_chosen = ac;
+      t.logp_rejected = ar;
+      break;
+    }
+  }
   return t;
 }
 
-void DpoStats::add(const DpoPair& p, const DpoTerms& t) {
+void PreferenceStats::add(const PreferenceTerms& t) {
   ++n_;
   loss_ += t.loss;
   chosen_ += t.reward_chosen;
   rejected_ += t.reward_rejected;
   correct_ += t.reward_chosen > t.reward_rejected ? 1.0 : 0.0;
-  logp_chosen_ += p.policy_chosen;
-  logp_rejected_ += p.policy_rejected;
+  logp_chosen_ += t.logp_chosen;
+  logp_rejected_ += t.logp_rejected;
+  log_odds_ += t.log_odds;
+  log_odds_ratio_ += t.log_odds_ratio;
 }
 
-void DpoStats::merge(const DpoStats& o) {
+void PreferenceStats::add_nll(double mean_nll) {
+  ++nll_n_;
+  nll_ += mean_nll;
+}
+
+void PreferenceStats::merge(const PreferenceStats& o) {
   n_ += o.n_;
+  nll_n_ += o.nll_n_;
   loss_ += o.loss_;
   chosen_ += o.chosen_;
   rejected_ += o.rejected_;
   correct_ += o.correct_;
   logp_chosen_ += o.logp_chosen_;
   logp_rejected_ += o.logp_rejected_;
+  nll_ += o.nll_;
+  log_odds_ += o.log_odds_;
+  log_odds_ratio_ += o.log_odds_ratio_;
 }
 
-std::vector<std::pair<std::string, double>> DpoStats::metrics(const std::string& prefix) const {
-  const double n = n_ ? static_cast<double>(n_) : 1.0;
-  return {{prefix + "rewards/chosen", chosen_ / n},
-          {prefix + "rewards/rejected", rejected_ / n},
-          {prefix + "rewards/accuracies", correct_ / n},
-          {prefix + "rewards/margins", (chosen_ - rejected_) / n},
-          {prefix + "logps/chosen", logp_chosen_ / n},
-          {prefix + "logps/rejected", logp_rejected_ / n}};
+double PreferenceStats::mean_loss() const {
+  const double w = nll_weight(c_);
+  return mean_of(loss_, n_) + (w != 0 ? w * mean_of(nll_, nll_n_) : 0.0);
+}
+
+std::vector<std::pair<std::string, double>> PreferenceStats::metrics(const std::string& prefix) const {
+  std::vector<std::pair<std::string, double>> m = {{prefix + "rewards/chosen", mean_of(chosen_, n_)},
+                                                   {prefix + "rewards/rejected", mean_of(rejected_, n_)},
+                                                   {prefix + "rewards/accuracies", mean_of(correct_, n_)},
+                                                   {prefix + "rewards/margins", mean_of(chosen_ - rejected_, n_)},
+                                                   {prefix + "logps/chosen", mean_of(logp_chosen_, n_)},
+                                                   {prefix + "logps/rejected", mean_of(logp_rejected_, n_)}};
+  if (c_.loss == PreferenceLoss::kOrpo || c_.loss == PreferenceLoss::kSimpo)
+    m.push_back({prefix + "nll_loss", nll_weight(c_) != 0 ? mean_of(nll_, nll_n_) : 0.0});
+  if (c_.loss == PreferenceLoss::kOrpo) {
+    m.push_back({prefix + "log_odds_ratio", mean_of(log_odds_ratio_, n_)});
+    m.push_back({prefix + "log_odds_chosen", mean_of(log_odds_, n_)});
+  }
+  return m;
 }
 
 }  // namespace st

@@ -1,5 +1,6 @@
-// DPO (Rafailov et al. 2023, TRL's DPOTrainer loss_type "sigmoid"), the loss of preference
-// training (TrainConfig::rl = "dpo").
+// Preference losses (TrainConfig::rl): DPO (Rafailov et al. 2023; TRL's DPOTrainer loss_type
+// "sigmoid"), IPO (Azar et al. 2023; DPOTrainer loss_type "ipo"), ORPO (Hong et al. 2024; TRL's
+// ORPOTrainer) and SimPO (Meng et al. 2024; TRL's CPOTrainer loss_type "simpo").
 //
 // Note [DPO]: each training example is a pair of sequences sharing a prompt, the chosen and the
 // rejected response (data/datasets.h Sample::pair). With policy log-probabilities pc, pr (the sum
@@ -17,50 +18,101 @@
 // to zero (model/lora.h Note [adapter disabled]) -- so a run that starts from an adapter
 // (lora_model_dir) or resumes still measures against the base.
 //
-// Logged as TRL logs them: rewards/chosen = beta (pc - rc) and rewards/rejected (means over the
-// pairs), rewards/accuracies (the share of pairs with rewards/chosen > rewards/rejected),
-// rewards/margins (mean difference), logps/chosen and logps/rejected (mean pc, pr).
+// Note [reference-free and length-normalized losses]: the others, as TRL computes them, with
+// a = p / n the mean log p over a response's n trained tokens:
+//   IPO:   h = (ac - arc) - (ar - arr) (means, the reference's too), loss = (h - 1 / (2 beta))^2.
+//   ORPO:  lo = (ac - ar) - (log(1 - e^ac) - log(1 - e^ar)) (the log odds ratio),
+//          loss = NLL - beta log sigmoid(lo); no reference model.
+//   SimPO: z = beta (ac - ar) - gamma (simpo_gamma), loss = -(1 - eps) log sigmoid(z) - eps log
+//          sigmoid(-z) + cpo_alpha NLL; no reference model.
+// NLL is a micro-batch's mean cross-entropy over its chosen sequences' tokens: for SimPO the
+// trained response tokens (TRL's CPOTrainer), for ORPO every token of the chosen sequence, prompt
+// included (TRL's ORPOTrainer: "computed over the full prompt and response"); a window's NLL is the
+// mean over its micro-batches (TRL's per-micro-batch loss, averaged over accumulation steps). The
+// pair terms still depend on the tokens only through pc and pr, and the NLL adds a constant
+// factor per token, so each token's gradient is again its cross-entropy gradient times one factor
+// -- its segment's (model/model.h Note [sequence weights]: a chosen row's prompt tokens are a
+// segment of their own under ORPO).
+//
+// Logged as TRL logs them: rewards/chosen and rewards/rejected (DPO, IPO: beta (p - r), of the means
+// for IPO; ORPO, SimPO: beta a), rewards/accuracies (the share of pairs whose chosen reward is the
+// larger), rewards/margins, logps/chosen and logps/rejected (pc, pr; the means a for IPO, ORPO and
+// SimPO); ORPO adds nll_loss, log_odds_ratio (mean log sigmoid(lo)) and log_odds_chosen (mean lo),
+// SimPO nll_loss (0 with cpo_alpha 0, as TRL). TRL's logits/chosen and logits/rejected (the mean
+// logit over the vocabulary) are not computed.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "core/status.h"
+
 namespace st {
 
-struct DpoConfig {
+struct TrainConfig;
+
+enum class PreferenceLoss { kDpo, kIpo, kOrpo, kSimpo };
+
+struct PreferenceConfig {
+  PreferenceLoss loss = PreferenceLoss::kDpo;
   double beta = 0.1;
-  double label_smoothing = 0.0;
+  double label_smoothing = 0.0;  // DPO, SimPO
+  double simpo_gamma = 0.5;      // SimPO's target margin
+  double cpo_alpha = 1.0;        // SimPO's NLL weight
 };
 
-struct DpoPair {
-  double policy_chosen = 0, policy_rejected = 0;  // sums of log p over each response
-  double ref_chosen = 0, ref_rejected = 0;
+// The preference loss of TrainConfig::rl (dpo_loss_type resolved), its keys checked; rl must be set.
+StatusOr<PreferenceConfig> preference_config_from(const TrainConfig& tc);
+// "dpo", "ipo", "orpo", "simpo" (TrainConfig::rl with dpo_loss_type resolved): the loss; false for others.
+bool preference_loss_from_name(const std::string& name, PreferenceLoss* out);
+const char* preference_loss_name(PreferenceLoss l);   // "dpo", ...
+const char* preference_loss_title(PreferenceLoss l);  // "DPO", "IPO", "ORPO", "SimPO"
+// Whether the loss compares against the reference (the adapter-disabled base): DPO, IPO.
+bool uses_reference(PreferenceLoss l);
+// The NLL term's weight (0: none) and whether it covers the chosen sequence's prompt too (ORPO).
+double nll_weight(const PreferenceConfig& c);
+bool nll_covers_prompt(PreferenceLoss l);
+// One line for banners and model cards: "DPO: sigmoid loss, beta 0.1; reference: the base model ...".
+std::string preference_summary(const PreferenceConfig& c);
+
+struct PreferencePair {
+  double policy_chosen = 0, policy_rejected = 0;  // sums of log p over each response's trained tokens
+  double ref_chosen = 0, ref_rejected = 0;        // the reference's (DPO, IPO)
+  int64_t chosen_tokens = 1, rejected_tokens = 1; // the responses' trained tokens (IPO, ORPO, SimPO: > 0)
 };
 
-struct DpoTerms {
-  double loss = 0;
-  // d loss / d policy_chosen; d loss / d policy_rejected is its negative.
-  double dloss_dchosen = 0;
-  double reward_chosen = 0, reward_rejected = 0;  // beta (p - r)
+struct PreferenceTerms {
+  double loss = 0;  // the pair's part of the loss (without NLL)
+  // d loss / d policy_chosen and d loss / d policy_rejected (the sums).
+  double dloss_dchosen = 0, dloss_drejected = 0;
+  double reward_chosen = 0, reward_rejected = 0;
+  double logp_chosen = 0, logp_rejected = 0;  // as logged: the sums (DPO) or the means
+  double log_odds = 0, log_odds_ratio = 0;    // ORPO: lo and log sigmoid(lo)
 };
 
-// One pair's loss, gradient factor and rewards (stable for any z: no overflow of exp).
-DpoTerms dpo_terms(const DpoPair& p, const DpoConfig& c);
+// One pair's loss, gradient factors and logged values; stable for any input (no overflow of exp).
+PreferenceTerms preference_terms(const PreferencePair& p, const PreferenceConfig& c);
 
-// Running means of a set of pairs' terms, for the log (Note [DPO]).
-class DpoStats {
+// Running means of a set of pairs' terms and micro-batches' NLL, for the loss and the log.
+class PreferenceStats {
  public:
-  void add(const DpoPair& p, const DpoTerms& t);
-  void merge(const DpoStats& o);
+  explicit PreferenceStats(const PreferenceConfig& c = {}) : c_(c) {}
+  void add(const PreferenceTerms& t);
+  void add_nll(double mean_nll);  // one micro-batch's mean NLL (kinds with an NLL term)
+  void merge(const PreferenceStats& o);
   int64_t pairs() const { return n_; }
-  double mean_loss() const { return n_ ? loss_ / static_cast<double>(n_) : 0.0; }
+  // Mean pair loss + nll_weight x mean NLL: the window's (or eval set's) loss.
+  double mean_loss() const;
   // ("rewards/chosen", mean), ... in TRL's names; a prefix ("eval_") in front of each.
   std::vector<std::pair<std::string, double>> metrics(const std::string& prefix = "") const;
 
  private:
-  int64_t n_ = 0;
+  PreferenceConfig c_;
+  int64_t n_ = 0, nll_n_ = 0;
   double loss_ = 0, chosen_ = 0, rejected_ = 0, correct_ = 0, logp_chosen_ = 0, logp_rejected_ = 0;
+  double nll_ = 0, log_odds_ = 0, log_odds_ratio_ = 0;
 };
 
 }  // namespace st

@@ -129,11 +129,17 @@ struct TrainConfig {
   // NEFTune (transformers / axolotl neftune_noise_alpha): uniform noise of magnitude
   // alpha / sqrt(T x hidden) on the embeddings of training forwards (model/model.cc Note [NEFTune]); 0 = off.
   double neftune_noise_alpha = 0.0;
-  // Preference training (axolotl rl / TRL DPOTrainer; train/preference_loss.h): "" = supervised
-  // fine-tuning; "dpo" = DPO's sigmoid loss on (chosen, rejected) pairs against the base model as
-  // reference, with rl_beta (TRL beta) and dpo_label_smoothing (conservative DPO's epsilon).
+  // Preference training (axolotl rl; train/preference_loss.h): "" = supervised fine-tuning; "dpo"
+  // (with dpo_loss_type "sigmoid" or "ipo"), "ipo", "orpo" or "simpo" on (chosen, rejected) pairs.
+  // rl_beta is TRL's beta (orpo_alpha sets it for ORPO when rl_beta is not written, as axolotl);
+  // dpo_label_smoothing is conservative DPO's (and SimPO's) epsilon; simpo_gamma and cpo_alpha are
+  // TRL's CPOConfig's (SimPO's margin and NLL weight).
   std::string rl;
+  std::string dpo_loss_type = "sigmoid";
   double rl_beta = 0.1;
+  double orpo_alpha = 0.0;  // 0 = not set
+  double simpo_gamma = 0.5;
+  double cpo_alpha = 1.0;
   int64_t max_prompt_len = 0;  // axolotl's / TRL's: a longer prompt keeps its last tokens; 0 = no limit
   double dpo_label_smoothing = 0.0;
   double adam_beta1 = 0.9;
@@ -198,10 +204,15 @@ struct TrainConfig {
   std::string base_model_cache_id;
 };
 
-// Rows of a micro-batch: micro_batch_size, or with rl: dpo twice that (micro_batch_size counts
-// pairs, as TRL's per-device batch does; each pair is a chosen and a rejected row). What the
-// memory plan and the model's buffers are sized for.
-inline int64_t micro_batch_rows(const TrainConfig& c) { return c.micro_batch_size * (c.rl == "dpo" ? 2 : 1); }
+// The preference loss of the run: rl, with rl: dpo + dpo_loss_type: ipo as "ipo"; "" = SFT.
+inline std::string preference_loss_kind(const TrainConfig& c) {
+  return c.rl == "dpo" && c.dpo_loss_type == "ipo" ? "ipo" : c.rl;
+}
+
+// Rows of a micro-batch: micro_batch_size, or with preference training (rl) twice that
+// (micro_batch_size counts pairs, as TRL's per-device batch does; each pair is a chosen and a
+// rejected row). What the memory plan and the model's buffers are sized for.
+inline int64_t micro_batch_rows(const TrainConfig& c) { return c.micro_batch_size * (c.rl.empty() ? 1 : 2); }
 
 // The chat template name data/chat_template.h reads: "jinja" (with its text) as "jinja:" + text.
 inline std::string effective_chat_template(const std::string& name, const std::string& jinja_text) {

@@ -231,7 +231,7 @@ StatusOr<TrainData> load_train_data(const TrainConfig& cfg, const ModelConfig& m
 }
 
 bool padding_free_on(const TrainConfig& cfg) {
-  if (cfg.rl == "dpo") return false;  // a pair's rows stay rows (DataLoader pairs)
+  if (!cfg.rl.empty()) return false;  // a pair's rows stay rows (DataLoader pairs)
   return cfg.padding_free == "true" || (cfg.padding_free == "auto" && cfg.micro_batch_size > 1 && !cfg.sample_packing);
 }
 
@@ -241,7 +241,7 @@ LoaderOptions loader_options(const TrainConfig& cfg, int32_t pad_id, bool train,
   lo.sequence_len = cfg.sequence_len;
   lo.micro_batch_size = cfg.micro_batch_size;
   lo.sample_packing = cfg.sample_packing;
-  lo.pairs = cfg.rl == "dpo";  // micro_batch_size pairs: 2 x that many rows (micro_batch_rows)
+  lo.pairs = !cfg.rl.empty();  // micro_batch_size pairs: 2 x that many rows (micro_batch_rows)
   constexpr int64_t kAutoPadMultiple = 64;
   // By device kind, not by whether plans are on: STREAMTUNE_GRAPHS=off must not change the bits.
   lo.pad_to_multiple_of = cfg.pad_to_multiple_of > 0 ? cfg.pad_to_multiple_of

@@ -7,6 +7,7 @@
 #include "io/safetensors.h"
 #include "model/resident_source.h"
 #include "train/loader_source.h"
+#include "train/pair_batch.h"
 #include "train/preference_loss.h"
 
 namespace st {
@@ -97,19 +98,7 @@ Status check_trainer_config(const TrainConfig& tc) {
   if (tc.warmup_ratio > 0 && tc.warmup_steps > 0) return InvalidArgument("set warmup_steps or warmup_ratio, not both");
   RETURN_IF_ERROR(lr_schedule_from(tc).status());  // the scheduler and its kwargs
   if (tc.evals_per_epoch > 0 && tc.eval_steps > 0) return InvalidArgument("set eval_steps or evals_per_epoch, not both");
-  if (!tc.rl.empty() && tc.rl != "dpo")
-    return Unimplemented(Str() << "rl: " << tc.rl << " is not supported (dpo)");
-  if (tc.rl == "dpo") {  // train/preference_loss.h Note [DPO]
-    if (!(tc.rl_beta > 0)) return InvalidArgument(Str() << "rl_beta must be > 0, got " << tc.rl_beta);
-    if (tc.dpo_label_smoothing < 0 || tc.dpo_label_smoothing >= 0.5)
-      return InvalidArgument(Str() << "dpo_label_smoothing must be in [0, 0.5), got " << tc.dpo_label_smoothing);
-    if (tc.use_dora)
-      return Unimplemented("rl: dpo with use_dora is not supported (the reference is the adapter-disabled model; "
-                           "DoRA's magnitudes rescale the base even with B = 0)");
-    if (tc.sample_packing)
-      return InvalidArgument("rl: dpo trains on (chosen, rejected) rows; sample_packing does not apply (set it false)");
-    if (tc.neftune_noise_alpha > 0) return Unimplemented("rl: dpo with neftune_noise_alpha is not supported");
-  }
+  if (!tc.rl.empty()) RETURN_IF_ERROR(preference_config_from(tc).status());
   if (tc.saves_per_epoch > 0 && tc.save_steps > 0) return InvalidArgument("set save_steps or saves_per_epoch, not both");
   return Status::OK();
 }
@@ -118,6 +107,9 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::create(const TrainConfig& tc, Backen
   RETURN_IF_ERROR(check_trainer_config(tc));
   std::unique_ptr<Trainer> t(new Trainer());
   t->tc_ = tc;
+  if (!tc.rl.empty()) {
+    ASSIGN_OR_RETURN(t->pref_, preference_config_from(tc));
+  }
   t->be_ = be;
   ASSIGN_OR_RETURN(DType act, training_act_dtype(tc, *be));
   t->act_ = act;
@@ -205,54 +197,85 @@ StatusOr<bool> Trainer::fill_window(BatchSource& data, std::vector<Batch>* windo
   return true;
 }
 
-// The reference's summed log p of every row of `b`: the adapter disabled (model/lora.h Note
+// The reference's summed log p of every segment of `b`: the adapter disabled (model/lora.h Note
 // [adapter disabled]), no dropout; then the adapter back, bit for bit.
 StatusOr<std::vector<double>> Trainer::reference_logps(const Batch& b) {
   model_->lora().disable_adapter();
   StatusOr<std::vector<double>> ref = model_->eval_sequence_logps(b, *layers_);
   model_->lora().enable_adapter();
-  RETURN_IF_ERROR(ref.status(), "the DPO reference forward");
-  RETURN_IF_ERROR(layers_->status(), "loading base weights for the DPO reference");
+  RETURN_IF_ERROR(ref.status(), "the reference forward (the adapter disabled)");
+  RETURN_IF_ERROR(layers_->status(), "loading base weights for the reference forward");
   return ref;
 }
 
-static Status check_pair_batch(const Batch& b) {
-  if (b.batch % 2 != 0)
-    return Internal(Str() << "rl: dpo: a micro-batch of " << b.batch << " rows is not (chosen, rejected) pairs");
-  return Status::OK();
+namespace {
+
+// Pair j of a micro-batch: its segments' log p sums (Note [pair segments]) and the reference's.
+PreferencePair pair_of(const PairBatch& pb, const std::vector<double>& logp, const std::vector<double>* ref, int64_t j) {
+  const size_t c = static_cast<size_t>(2 * j), r = c + 1;
+  PreferencePair p{.policy_chosen = logp[c], .policy_rejected = logp[r], .chosen_tokens = pb.reply_tokens[c],
+                   .rejected_tokens = pb.reply_tokens[r]};
+  if (ref) {
+    p.ref_chosen = (*ref)[c];
+    p.ref_rejected = (*ref)[r];
+  }
+  return p;
 }
 
-// Note [DPO] (train/preference_loss.h) over one window: the references first (each micro-batch's
-// forward with the adapter disabled), then one forward_backward whose head weighs every row by its
-// pair's factor, the window's loss being the mean over its pairs. Grads are zeroed here (the
-// reference forwards borrow the gradient section).
-StatusOr<std::vector<double>> Trainer::dpo_forward_backward(const std::vector<Batch>& window, DpoStats* stats) {
+// A micro-batch's mean NLL over its nll_tokens: the chosen replies, with ORPO their prompt segments too.
+double mean_nll(const PairBatch& pb, const std::vector<double>& logp, PreferenceLoss loss) {
+  double sum = 0;
+  for (int64_t j = 0; j < pb.pairs(); ++j) {
+    sum += logp[static_cast<size_t>(2 * j)];
+    if (nll_covers_prompt(loss)) sum += logp[static_cast<size_t>(prompt_segment(pb.batch.batch, j))];
+  }
+  return -sum / static_cast<double>(std::max<int64_t>(pb.nll_tokens, 1));
+}
+
+}  // namespace
+
+// train/preference_loss.h over one window: the references first where the loss has one (each
+// micro-batch's forward with the adapter disabled), then one forward_backward whose head weighs
+// every segment by its factor: the pair terms' over the window's pairs (their mean is the loss)
+// plus the NLL's over each micro-batch's NLL tokens (the mean over micro-batches of theirs). Grads
+// are zeroed here (the reference forwards borrow the gradient section).
+StatusOr<std::vector<double>> Trainer::preference_forward_backward(const std::vector<Batch>& window,
+                                                                   PreferenceStats* stats) {
+  std::vector<PairBatch> pbs;
   std::vector<std::vector<double>> ref;
   int64_t pairs = 0;
   for (const Batch& b : window) {
-    RETURN_IF_ERROR(check_pair_batch(b));
-    ASSIGN_OR_RETURN(std::vector<double> r, reference_logps(b));
-    ref.push_back(std::move(r));
-    pairs += b.batch / 2;
+    ASSIGN_OR_RETURN(PairBatch pb, pair_batch(b, pref_.loss));
+    if (uses_reference(pref_.loss)) {
+      ASSIGN_OR_RETURN(std::vector<double> r, reference_logps(pb.batch));
+      ref.push_back(std::move(r));
+    }
+    pairs += pb.pairs();
+    pbs.push_back(std::move(pb));
   }
   model_->lora().zero_grads();
-  const DpoConfig dc{.beta = tc_.rl_beta, .label_smoothing = tc_.dpo_label_smoothing};
   const double per_pair = 1.0 / static_cast<double>(std::max<int64_t>(pairs, 1));
+  const double alpha = nll_weight(pref_);
   Model::SequenceWeights weigh = [&](int mb, const std::vector<double>& logp) {
-    const std::vector<double>& r = ref[static_cast<size_t>(mb)];
+    const PairBatch& pb = pbs[static_cast<size_t>(mb)];
+    const std::vector<double>* r = ref.empty() ? nullptr : &ref[static_cast<size_t>(mb)];
+    // The head's gradient is that of sum_segments w * (-log p): w = -d loss / d log p.
     std::vector<float> w(logp.size(), 0.0f);
-    for (size_t j = 0; j + 1 < logp.size(); j += 2) {
-      const DpoPair p{.policy_chosen = logp[j], .policy_rejected = logp[j + 1], .ref_chosen = r[j], .ref_rejected = r[j + 1]};
-      const DpoTerms t = dpo_terms(p, dc);
-      stats->add(p, t);
-      // The head's gradient is that of sum_rows w_row * (-log p_row): w = -d loss / d log p.
-      w[j] = static_cast<float>(-t.dloss_dchosen * per_pair);
-      w[j + 1] = static_cast<float>(t.dloss_dchosen * per_pair);
+    const double nll = alpha != 0 ? alpha / (static_cast<double>(std::max<int64_t>(pb.nll_tokens, 1)) *
+                                             static_cast<double>(window.size()))
+                                  : 0.0;
+    for (int64_t j = 0; j < pb.pairs(); ++j) {
+      const PreferenceTerms t = preference_terms(pair_of(pb, logp, r, j), pref_);
+      stats->add(t);
+      w[static_cast<size_t>(2 * j)] = static_cast<float>(-t.dloss_dchosen * per_pair + nll);
+      w[static_cast<size_t>(2 * j + 1)] = static_cast<float>(-t.dloss_drejected * per_pair);
+      if (nll_covers_prompt(pref_.loss)) w[static_cast<size_t>(prompt_segment(pb.batch.batch, j))] = static_cast<float>(nll);
     }
+    if (alpha != 0) stats->add_nll(mean_nll(pb, logp, pref_.loss));
     return w;
   };
   std::vector<const Batch*> ptrs;
-  for (const Batch& b : window) ptrs.push_back(&b);
+  for (const PairBatch& pb : pbs) ptrs.push_back(&pb.batch);
   return model_->forward_backward(ptrs, *layers_, std::vector<float>(window.size(), 1.0f), &weigh);
 }
 
@@ -273,10 +296,10 @@ StatusOr<StepMetrics> Trainer::train_step(const std::vector<Batch>& window) {
   for (int64_t n : targets)
     scales.push_back(per_micro ? static_cast<float>(1.0 / (static_cast<double>(std::max<int64_t>(n, 1)) * k))
                                : static_cast<float>(1.0 / static_cast<double>(std::max<int64_t>(total, 1))));
-  DpoStats dpo;
+  PreferenceStats pref(pref_);
   std::vector<double> sums;
-  if (tc_.rl == "dpo") {
-    ASSIGN_OR_RETURN(sums, dpo_forward_backward(window, &dpo));
+  if (!tc_.rl.empty()) {
+    ASSIGN_OR_RETURN(sums, preference_forward_backward(window, &pref));
   } else {
     model_->lora().zero_grads();
     ASSIGN_OR_RETURN(sums, model_->forward_backward(ptrs, *layers_, scales));
@@ -284,8 +307,8 @@ StatusOr<StepMetrics> Trainer::train_step(const std::vector<Batch>& window) {
   // A failed base-weight load leaves stale bytes in a slot: discard the step, name the error.
   RETURN_IF_ERROR(layers_->status(), "loading base weights (the step was discarded)");
   double loss = 0;
-  if (tc_.rl == "dpo") {
-    loss = dpo.mean_loss();
+  if (!tc_.rl.empty()) {
+    loss = pref.mean_loss();
   } else if (per_micro) {
     for (size_t i = 0; i < sums.size(); ++i) loss += sums[i] / static_cast<double>(std::max<int64_t>(targets[i], 1));
     loss /= k;
@@ -305,7 +328,7 @@ StatusOr<StepMetrics> Trainer::train_step(const std::vector<Batch>& window) {
                                  << " (not finite); stopping without saving this step");
   m.step = opt_->steps_taken();
   m.loss = loss;
-  if (tc_.rl == "dpo") m.extra = dpo.metrics();
+  if (!tc_.rl.empty()) m.extra = pref.metrics();
   be_->sync_stream(StreamId::kCompute);
   const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   tokens_ += tokens;
@@ -345,8 +368,8 @@ Status Trainer::log_step(const StepMetrics& m) {
 
 StatusOr<BestEval::Verdict> Trainer::run_eval(int64_t step) {
   EvalMetrics e{.step = step};
-  if (tc_.rl == "dpo") {
-    ASSIGN_OR_RETURN(DpoStats s, evaluate_dpo(*eval_data_), "evaluation at step " << step);
+  if (!tc_.rl.empty()) {
+    ASSIGN_OR_RETURN(PreferenceStats s, evaluate_preference(*eval_data_), "evaluation at step " << step);
     e.loss = s.mean_loss();
     e.extra = s.metrics("eval_");
   } else {
@@ -558,8 +581,8 @@ Status Trainer::resume(const std::string& ckpt_dir, BatchSource& data) {
 }
 
 StatusOr<double> Trainer::evaluate(BatchSource& data) {
-  if (tc_.rl == "dpo") {
-    ASSIGN_OR_RETURN(DpoStats s, evaluate_dpo(data));
+  if (!tc_.rl.empty()) {
+    ASSIGN_OR_RETURN(PreferenceStats s, evaluate_preference(data));
     return s.mean_loss();
   }
   RETURN_IF_ERROR(data.start_epoch(0));
@@ -577,22 +600,23 @@ StatusOr<double> Trainer::evaluate(BatchSource& data) {
   return sum / static_cast<double>(n);
 }
 
-StatusOr<DpoStats> Trainer::evaluate_dpo(BatchSource& data) {
+StatusOr<PreferenceStats> Trainer::evaluate_preference(BatchSource& data) {
   RETURN_IF_ERROR(data.start_epoch(0));
-  const DpoConfig dc{.beta = tc_.rl_beta, .label_smoothing = tc_.dpo_label_smoothing};
-  DpoStats stats;
+  PreferenceStats stats(pref_);
   for (;;) {
     Batch b;
     ASSIGN_OR_RETURN(bool got, data.next(&b));
     if (!got) break;
-    RETURN_IF_ERROR(check_pair_batch(b));
-    ASSIGN_OR_RETURN(std::vector<double> ref, reference_logps(b));
-    ASSIGN_OR_RETURN(std::vector<double> pol, model_->eval_sequence_logps(b, *layers_));
-    RETURN_IF_ERROR(layers_->status(), "loading base weights");
-    for (size_t j = 0; j + 1 < pol.size(); j += 2) {
-      const DpoPair p{.policy_chosen = pol[j], .policy_rejected = pol[j + 1], .ref_chosen = ref[j], .ref_rejected = ref[j + 1]};
-      stats.add(p, dpo_terms(p, dc));
+    ASSIGN_OR_RETURN(PairBatch pb, pair_batch(b, pref_.loss));
+    std::vector<double> ref;
+    if (uses_reference(pref_.loss)) {
+      ASSIGN_OR_RETURN(ref, reference_logps(pb.batch));
     }
+    ASSIGN_OR_RETURN(std::vector<double> pol, model_->eval_sequence_logps(pb.batch, *layers_));
+    RETURN_IF_ERROR(layers_->status(), "loading base weights");
+    for (int64_t j = 0; j < pb.pairs(); ++j)
+      stats.add(preference_terms(pair_of(pb, pol, ref.empty() ? nullptr : &ref, j), pref_));
+    if (nll_weight(pref_) != 0) stats.add_nll(mean_nll(pb, pol, pref_.loss));
   }
   if (stats.pairs() == 0) return InvalidArgument("the eval dataset has no preference pairs");
   return stats;

@@ -84,11 +84,12 @@ class Trainer {
   Status save_checkpoint(BatchSource& data);
   // One optimizer step on the given micro-batches (an accumulation window). Returns its metrics.
   StatusOr<StepMetrics> train_step(const std::vector<Batch>& window);
-  // Mean loss per target token over one pass of `data` (no dropout, no gradient); with rl: dpo the
-  // mean DPO loss over its pairs.
+  // Mean loss per target token over one pass of `data` (no dropout, no gradient); with rl the
+  // preference loss over its pairs.
   StatusOr<double> evaluate(BatchSource& data);
-  // rl: dpo: the DPO loss and rewards over one pass of `data`'s pairs against the base.
-  StatusOr<DpoStats> evaluate_dpo(BatchSource& data);
+  // rl: the preference loss and its logged values over one pass of `data`'s pairs.
+  StatusOr<PreferenceStats> evaluate_preference(BatchSource& data);
+  const PreferenceConfig& preference() const { return pref_; }
   Status save_adapter(const std::string& dir) const;
 
   // Called after every optimizer step (progress bars, tests).
@@ -115,9 +116,9 @@ class Trainer {
   StatusOr<bool> fill_window(BatchSource& data, std::vector<Batch>* window);
   Status start_epoch(BatchSource& data, int64_t epoch);
   Status log_step(const StepMetrics& m);
-  // rl: dpo (train/preference_loss.h Note [DPO]).
+  // rl (train/preference_loss.h).
   StatusOr<std::vector<double>> reference_logps(const Batch& b);
-  StatusOr<std::vector<double>> dpo_forward_backward(const std::vector<Batch>& window, DpoStats* stats);
+  StatusOr<std::vector<double>> preference_forward_backward(const std::vector<Batch>& window, PreferenceStats* stats);
   StatusOr<BestEval::Verdict> run_eval(int64_t step);
   // load_best_model_at_end, or early stopping (which implies it): the final adapter is the best eval's.
   bool keep_best() const { return eval_data_ && (tc_.load_best_model_at_end || tc_.early_stopping_patience > 0); }
@@ -128,6 +129,7 @@ class Trainer {
   Json fingerprint(BatchSource& data) const;
 
   TrainConfig tc_;
+  PreferenceConfig pref_;  // with rl
   Backend* be_ = nullptr;
   TrainerParts parts_;
   std::unique_ptr<Model> model_;

@@ -8,8 +8,8 @@
 #  - independently of the training path: the DPO loss and log-probabilities `evaluate` reports for
 #    one pair equal those computed in numpy from `streamtune logits` of the adapter (policy) and of
 #    the bare base (reference), over the reply's tokens as `tokenize` gives them;
-#  - refusals name the key: rl: orpo, a non-preference dataset under rl: dpo, a preference type
-#    without rl, DoRA with DPO.
+#  - refusals name the key: rl: kto, a non-preference dataset under rl: dpo, a preference type
+#    without rl, DoRA with DPO. (IPO, ORPO and SimPO: preference_losses_test.sh.)
 set -u
 BIN="$1"
 T=$(mktemp -d /tmp/st_cli_dpo_XXXXXX)
@@ -44,7 +44,7 @@ YAML
 sed -i -e "s/^device: cpu/device: ${ST_TEST_DEVICE:-cpu}/" -e "s/^stream: \"off\"/stream: \"${ST_TEST_STREAM:-off}\"/" "$T/t.yaml"
 fail=0
 (cd "$T" && "$BIN" train t.yaml >train.log 2>&1) || { echo "FAIL train: $(tail -5 "$T/train.log")"; exit 1; }
-grep -q "DPO        sigmoid loss, beta 0.5" "$T/train.log" || { echo "FAIL banner: $(head -30 "$T/train.log")"; fail=1; }
+grep -q "dpo        DPO: sigmoid loss, beta 0.5" "$T/train.log" || { echo "FAIL banner: $(head -30 "$T/train.log")"; fail=1; }
 out=$(cd "$T" && "$BIN" evaluate t.yaml --no-base 2>/dev/null); rc=$?
 [[ $rc -eq 0 ]] || { echo "FAIL evaluate rc $rc: $out"; exit 1; }
 python3 - "$T/out/metrics.jsonl" "$out" <<'PY' || fail=1
@@ -61,7 +61,7 @@ assert last["rewards/margins"] > 0, last
 e = evals[-1]
 assert "eval_ppl" not in e, e
 assert e["eval_loss"] < math.log(2) and e["eval_rewards/accuracies"] == 1.0 and e["eval_rewards/margins"] > 0, e
-m = re.search(r"eval_loss ([0-9.]+) \(DPO, 8 pairs\)", sys.argv[2])
+m = re.search(r"eval_loss ([0-9.]+) \(dpo, 8 pairs\)", sys.argv[2])
 assert m, sys.argv[2]
 assert abs(float(m.group(1)) - e["eval_loss"]) < 5e-7, (m.group(1), e)
 print(f"ok   dpo: step 1 loss ln 2, last {last['loss']:.4f} (margins {last['rewards/margins']:.3f}); "
@@ -113,7 +113,7 @@ pc, pr = logp_sum("chosen", "adapter"), logp_sum("rejected", "adapter")
 rc, rr = logp_sum("chosen", "base"), logp_sum("rejected", "base")
 z = 0.5 * ((pc - rc) - (pr - rr))
 loss = -(z - math.log1p(math.exp(z))) if z < 0 else math.log1p(math.exp(-z))
-m = re.search(r"eval_loss ([0-9.]+) \(DPO, 1 pairs\).*logps/chosen (-?[0-9.]+)\s+logps/rejected (-?[0-9.]+)", out)
+m = re.search(r"eval_loss ([0-9.]+) \(dpo, 1 pairs\).*logps/chosen (-?[0-9.]+)\s+logps/rejected (-?[0-9.]+)", out)
 assert m, out
 got = [float(x) for x in m.groups()]
 assert abs(got[0] - loss) < 2e-5 * max(1, loss), (got, loss)
@@ -128,10 +128,10 @@ check() {  # check NAME PATTERN -- ARGS...: exit 1 with PATTERN on stderr
   if [[ $rc -ne 0 ]] && grep -qE -- "$pattern" <<<"$err"; then echo "ok   $name"
   else echo "FAIL $name: rc $rc: $err"; fail=1; fi
 }
-check orpo "'rl': 'orpo' is not one of: dpo \(ORPO" -- train t.yaml --rl=orpo --output_dir=o2
+check kto "'rl': 'kto' is not one of: dpo, ipo, orpo, simpo \(KTO" -- train t.yaml --rl=kto --output_dir=o2
 sed 's/type: chat_template/type: alpaca/' "$T/t.yaml" >"$T/alpaca.yaml"
 check sft-type "rl: dpo trains on preference pairs, and type alpaca has none" -- train alpaca.yaml --output_dir=o3
 grep -v '^rl:' "$T/t.yaml" | sed 's/type: chat_template/type: chatml.intel/' >"$T/norl.yaml"
-check no-rl "type chatml.intel holds preference pairs .*: set rl: dpo" -- train norl.yaml --output_dir=o4
+check no-rl "type chatml.intel holds preference pairs .*: set rl \\(dpo" -- train norl.yaml --output_dir=o4
 check dora "rl: dpo with use_dora is not supported" -- train t.yaml --use_dora=true --output_dir=o5
 exit $fail
