@@ -1,0 +1,146 @@
+#!/usr/bin/env bash
+# rl: ipo, orpo and simpo end to end (train/preference_loss.h Note [reference-free and
+# length-normalized losses]) on the tiny chat fixture's pairs "what is i?" -> "it is i" / "it is
+# not i". Oracles:
+#  - IPO with a fresh adapter is at its reference: the first step's loss is 1 / (4 beta^2) = 1;
+#  - each loss falls over training (IPO's by 30%) and the eval prefers the chosen replies (margins > 0);
+#  - independently of the training path: the loss, rewards and log-probabilities `evaluate`
+#    reports for one pair equal those computed in numpy from `streamtune logits` of the adapter
+#    (and of the base: IPO's reference), with TRL's definitions -- mean log-probs over the reply's
+#    tokens; ORPO's NLL over every token of the chosen sequence, prompt included; SimPO's over the
+#    chosen reply's tokens;
+#  - orpo_alpha is ORPO's beta where rl_beta is not written (axolotl);
+#  - refusals name the key: label smoothing with ORPO, dpo_loss_type: ipo with rl: orpo.
+set -u
+BIN="$1"
+T=$(mktemp -d /tmp/st_cli_pref_XXXXXX)
+trap 'rm -rf "$T"' EXIT
+. "$(dirname "$0")/chat_fixture.sh"
+make_chat_fixture "$BIN" "$T" 1 || { echo "FAIL fixture"; exit 1; }
+for i in $(seq 1 40); do
+  printf '%s\n' '{"messages": [{"role": "user", "content": "what is '"$i"'?"}], "chosen": {"role": "assistant", "content": "it is '"$i"'"}, "rejected": {"role": "assistant", "content": "it is not '"$i"'"}}'
+done >"$T/pairs.jsonl"
+head -1 "$T/pairs.jsonl" >"$T/one.jsonl"
+cat >"$T/base.yaml" <<'YAML'
+base_model: model
+datasets:
+  - path: pairs.jsonl
+    type: chat_template
+val_set_size: 0.2
+chat_template: chatml
+device: cpu
+dtype: float32
+stream: "off"
+sequence_len: 64
+micro_batch_size: 2
+gradient_accumulation_steps: 2
+max_steps: 16
+learning_rate: 1.0e-2
+lora_r: 8
+YAML
+sed -i -e "s/^device: cpu/device: ${ST_TEST_DEVICE:-cpu}/" -e "s/^stream: \"off\"/stream: \"${ST_TEST_STREAM:-off}\"/" "$T/base.yaml"
+{ cat "$T/base.yaml"; printf 'rl: ipo\nrl_beta: 0.5\noutput_dir: ipo\n'; } >"$T/ipo.yaml"
+{ cat "$T/base.yaml"; printf 'rl: orpo\norpo_alpha: 0.2\noutput_dir: orpo\n'; } >"$T/orpo.yaml"
+{ cat "$T/base.yaml"; printf 'rl: simpo\nrl_beta: 2.0\nsimpo_gamma: 0.5\ncpo_alpha: 0.5\noutput_dir: simpo\n'; } >"$T/simpo.yaml"
+fail=0
+prompt=$'<|im_start|>user\nwhat is 1?<|im_end|>\n<|im_start|>assistant\n'
+"$BIN" tokenize --model "$T/model" --no-special --text "$prompt" >"$T/prompt.ids" || { echo "FAIL tokenize"; exit 1; }
+for r in chosen rejected; do
+  reply="it is 1"; [[ $r == rejected ]] && reply="it is not 1"
+  # The whole rendered conversation (the template's newline after the reply's end included).
+  "$BIN" tokenize --model "$T/model" --no-special --text "$prompt$reply<|im_end|>"$'\n' >"$T/$r.ids" ||
+    { echo "FAIL tokenize"; exit 1; }
+  "$BIN" tokenize --model "$T/model" --no-special --text "$prompt$reply<|im_end|>" >"$T/$r.trained" ||
+    { echo "FAIL tokenize"; exit 1; }
+  ids=$(tr ' ' ',' <"$T/$r.ids")
+  "$BIN" logits --model "$T/model" --ids "$ids" --out "$T/$r.base.st" --device cpu --dtype float32 >/dev/null 2>&1 ||
+    { echo "FAIL logits $r base"; exit 1; }
+done
+for kind in ipo orpo simpo; do
+  (cd "$T" && "$BIN" train $kind.yaml >$kind.log 2>&1) || { echo "FAIL train $kind: $(tail -5 "$T/$kind.log")"; fail=1; continue; }
+  sed 's/pairs.jsonl/one.jsonl/; s/^val_set_size: 0.2/val_set_size: 0/' "$T/$kind.yaml" >"$T/$kind.one.yaml"
+  (cd "$T" && "$BIN" evaluate $kind.one.yaml --no-base --adapter $kind >$kind.eval 2>&1) ||
+    { echo "FAIL evaluate $kind: $(cat "$T/$kind.eval")"; fail=1; continue; }
+  for r in chosen rejected; do
+    ids=$(tr ' ' ',' <"$T/$r.ids")
+    "$BIN" logits --model "$T/model" --adapter "$T/$kind" --ids "$ids" --out "$T/$r.$kind.st" --device cpu \
+      --dtype float32 >/dev/null 2>&1 || { echo "FAIL logits $r $kind"; exit 1; }
+  done
+  python3 - "$T" "$kind" <<'PY' || fail=1
+import json, math, re, struct, sys
+import numpy as np
+t, kind = sys.argv[1], sys.argv[2]
+def load(path):
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        head = json.loads(f.read(n))
+        data = f.read()
+    a, b = head["logits_0"]["data_offsets"]
+    return np.frombuffer(data[a:b], dtype="<f4").reshape(head["logits_0"]["shape"]).astype(np.float64)
+def ids(name): return [int(x) for x in open(f"{t}/{name}").read().split()]
+P = len(ids("prompt.ids"))
+def token_logps(r, m):  # log p of token k given tokens < k, for k = 1 .. len-1
+    x, lg = ids(f"{r}.ids"), load(f"{t}/{r}.{m}.st")
+    lse = np.log(np.exp(lg - lg.max(1, keepdims=True)).sum(1)) + lg.max(1)
+    return [lg[k - 1, x[k]] - lse[k - 1] for k in range(1, len(x))]
+def reply(r, m):  # sum and count over the trained reply: tokens P .. end of turn
+    lp = token_logps(r, m)[P - 1 : len(ids(f"{r}.trained")) - 1]
+    return sum(lp), len(lp)
+lsig = lambda z: -math.log1p(math.exp(-z)) if z >= 0 else z - math.log1p(math.exp(z))
+(pc, nc), (pr, nr) = reply("chosen", kind), reply("rejected", kind)
+ac, ar = pc / nc, pr / nr
+extra = {}
+if kind == "ipo":
+    beta = 0.5
+    (rc, _), (rr, _) = reply("chosen", "base"), reply("rejected", "base")
+    h = (ac - rc / nc) - (ar - rr / nr)
+    loss = (h - 1 / (2 * beta)) ** 2
+    rw = (beta * (ac - rc / nc), beta * (ar - rr / nr))
+elif kind == "orpo":
+    beta = 0.2
+    lo = (ac - ar) - (math.log1p(-math.exp(ac)) - math.log1p(-math.exp(ar)))
+    nll = -np.mean(token_logps("chosen", kind))  # every token of the chosen sequence
+    loss = nll - beta * lsig(lo)
+    rw = (beta * ac, beta * ar)
+    extra = {"nll_loss": nll, "log_odds_ratio": lsig(lo), "log_odds_chosen": lo}
+else:
+    beta, gamma, alpha = 2.0, 0.5, 0.5
+    nll = -pc / nc  # the chosen reply's tokens
+    loss = -lsig(beta * (ac - ar) - gamma) + alpha * nll
+    rw = (beta * ac, beta * ar)
+    extra = {"nll_loss": nll}
+out = open(f"{t}/{kind}.eval").read()
+m = re.search(r"eval_loss ([0-9.]+) \(" + kind + r", 1 pairs\)(.*)", out)
+assert m, out
+got = {"loss": float(m.group(1))}
+for k, v in re.findall(r"([a-z_/]+) (-?[0-9.]+)", m.group(2)): got[k] = float(v)
+want = {"loss": loss, "rewards/chosen": rw[0], "rewards/rejected": rw[1], "logps/chosen": ac, "logps/rejected": ar, **extra}
+for k, v in want.items():
+    tol = 1e-5 * max(1, abs(v)) if k == "loss" else 2e-4 * max(1, abs(v))
+    assert abs(got[k] - v) < tol, (kind, k, got[k], v)
+metrics = [json.loads(l) for l in open(f"{t}/{kind}/metrics.jsonl")]
+steps = [l for l in metrics if "loss" in l]
+evals = [l for l in metrics if "eval_loss" in l]
+if kind == "ipo":
+    assert steps[0]["loss"] == 1.0, steps[0]  # (0 - 1 / (2 x 0.5))^2 at the reference
+    assert steps[-1]["loss"] < 0.7 * steps[0]["loss"], (steps[0], steps[-1])
+assert steps[-1]["loss"] < steps[0]["loss"], (steps[0], steps[-1])  # ORPO / SimPO: their NLL of random text falls slowly
+assert evals[-1]["eval_rewards/margins"] > 0, evals[-1]
+for k in extra: assert k in steps[0] and "eval_" + k in evals[-1], (k, steps[0], evals[-1])
+print(f"ok   {kind}: loss {steps[0]['loss']:.4f} -> {steps[-1]['loss']:.4f}; one pair = numpy "
+      f"(loss {loss:.6f}, logps {ac:.4f} / {ar:.4f}{'; nll %.4f' % extra['nll_loss'] if 'nll_loss' in extra else ''})")
+PY
+done
+grep -q "orpo       ORPO: NLL of the chosen sequence + beta 0.2 x odds-ratio loss" "$T/orpo.log" ||
+  { echo "FAIL orpo banner (orpo_alpha as beta): $(grep -i orpo "$T/orpo.log")"; fail=1; }
+
+check() {  # check NAME PATTERN -- ARGS...: exit 1 with PATTERN on stderr
+  local name="$1" pattern="$2"; shift 3
+  local err rc
+  err=$(cd "$T" && "$BIN" "$@" 2>&1 >/dev/null); rc=$?
+  if [[ $rc -ne 0 ]] && grep -qE -- "$pattern" <<<"$err"; then echo "ok   $name"
+  else echo "FAIL $name: rc $rc: $err"; fail=1; fi
+}
+check smoothing "dpo_label_smoothing applies to rl: dpo and simpo, not orpo" -- train orpo.yaml --dpo_label_smoothing=0.1 --output_dir=o2
+check ipo-type "dpo_loss_type: ipo applies to rl: dpo, not rl: orpo" -- train orpo.yaml --dpo_loss_type=ipo --output_dir=o3
+exit $fail
