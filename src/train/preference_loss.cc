@@ -54,7 +54,6 @@ StatusOr<PreferenceConfig> preference_config_from(const TrainConfig& tc) {
   if (tc.use_dora && uses_reference(c.loss))
     return Unimplemented(Str() << "rl: " << kind << " with use_dora is not supported (the reference is the "
                                << "adapter-disabled model; DoRA's magnitudes rescale the base even with B = 0)");
-  if (tc.use_dora) return Unimplemented(Str() << "rl: " << kind << " with use_dora is not supported");
   if (tc.sample_packing)
     return InvalidArgument(Str() << "rl: " << kind << " trains on (chosen, rejected) rows; sample_packing does not "
                                  << "apply (set it false)");

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# rl: dpo against supervised fine-tuning on the same rows a step, on the device (carry .devbin):
-# PRESET=qwen2.5-1.5b bash tools/gpu/dpo_speed.sh. A random bf16 model of PRESET with the tiny
-# fixture tokenizer; 256 synthetic pairs (prompt ~250 words, replies ~500) at sequence_len 2048: SFT
-# on prompt + chosen with micro_batch_size 2 (2 rows) against DPO with micro_batch_size 1 (its 2
-# rows, plus the reference forward), resident and streamed within 4 GiB; ms a step over steps 11-30.
+# The preference losses against supervised fine-tuning on the same rows a step, on the device
+# (carry .devbin): PRESET=qwen2.5-1.5b [MODES="sft dpo orpo ..."] bash tools/gpu/preference_speed.sh.
+# A random bf16 model of PRESET with the tiny fixture tokenizer; 256 synthetic pairs (prompt ~250
+# words, replies ~500) at sequence_len 2048: SFT on prompt + chosen with micro_batch_size 2 (2 rows)
+# against a preference loss (dpo, ipo, orpo, simpo; _stream: streamed within 4 GiB) with
+# micro_batch_size 1 (its 2 rows; DPO / IPO plus the reference forward); ms a step over steps 11-30.
 set -uo pipefail
 [ -f .devbin/pack.tar.xz ] && [ ! -x .devbin/streamtune ] && tar xJf .devbin/pack.tar.xz -C .devbin
 export LD_LIBRARY_PATH=$PWD/.devbin/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
@@ -23,7 +24,7 @@ with open(f"{w}/pairs.jsonl", "w") as f, open(f"{w}/sft.jsonl", "w") as g:
 PY
 for mode in ${MODES:-sft sft_rows dpo sft_stream dpo_stream}; do
   ds=sft.jsonl; rl=""; st=off; mbs=2
-  [[ $mode == dpo* ]] && { ds=pairs.jsonl; rl="rl: dpo"; mbs=1; }
+  case $mode in dpo*|ipo*|orpo*|simpo*) ds=pairs.jsonl; rl="rl: ${mode%%_*}"; mbs=1 ;; esac
   vb=""; [[ $mode == *stream ]] && { st=ram; vb=4GiB; }
   pf=auto; [[ $mode == sft_rows ]] && pf=false  # SFT's 2 rows as rows, as DPO's are (not padding-free)
   cat > $W/$mode.yaml <<Y
@@ -54,5 +55,5 @@ ms = (b["elapsed_s"] - a["elapsed_s"]) / (b["step"] - a["step"]) * 1e3
 print(f"{sys.argv[2]} rc={sys.argv[3]}: {ms:.1f} ms a step over steps {a['step']+1}-{b['step']}, tokens a step "
       f"{(b['tokens'] - a['tokens']) / (b['step'] - a['step']):.0f}, last loss {b['loss']:.4f}")
 PY
-  grep -E '^  (plan|data|pairs|DPO)' $W/$mode.log | head -4
+  grep -E '^  (plan|data|pairs|dpo|ipo|orpo|simpo) ' $W/$mode.log | head -4
 done
