@@ -115,12 +115,46 @@ StatusOr<std::vector<ChatMessage>> response_of(const OrderedJson& j, const std::
   return msgs;
 }
 
+// Note [implicit prompt]: a record with no prompt field whose chosen and rejected are whole
+// conversations (TRL's "preference with implicit prompt", e.g. trl-lib/ultrafeedback_binarized)
+// takes as its prompt the turns both share from the start (TRL's extract_prompt: up to the first
+// turn that differs); response_of then drops them from each side. Replies given as strings have
+// no turns to share and are refused with the missing prompt; so are sides that share no first
+// turn, or where one's turns are all the other's first ones (no differing response).
+StatusOr<std::vector<ChatMessage>> implicit_prompt(const OrderedJson& j, const std::string& ck, const std::string& rk,
+                                                   const RecordFields& f, const std::string& what) {
+  std::vector<ChatMessage> side[2];
+  const std::string keys[2] = {ck, rk};
+  for (int s = 0; s < 2; ++s)
+    for (size_t i = 0; i < j[keys[s]].size(); ++i) {
+      ASSIGN_OR_RETURN(ChatMessage m, message_of(j[keys[s]][i], f, Str() << what << ": " << keys[s] << "[" << i << "]"));
+      side[s].push_back(std::move(m));
+    }
+  size_t k = 0;
+  while (k < side[0].size() && k < side[1].size() && same_message(side[0][k], side[1][k])) ++k;
+  if (k == 0)
+    return InvalidArgument(Str() << what << ": no 'prompt' (or 'messages') field, and '" << ck << "' and '" << rk
+                                 << "' share no first turn to take as the prompt");
+  if (k == side[0].size() || k == side[1].size())
+    return InvalidArgument(Str() << what << ": no 'prompt' (or 'messages') field, and one of '" << ck << "' / '" << rk
+                                 << "' holds only turns the other starts with: no response differs");
+  side[0].resize(k);
+  return side[0];
+}
+
 StatusOr<PairTurns> preference_turns(const OrderedJson& j, const RecordFields& f, const std::string& what) {
   if (!j.is_object()) return InvalidArgument(Str() << what << ": not a JSON object");
   PairTurns t;
-  ASSIGN_OR_RETURN(t.prompt, prompt_of(j, f, what));
-  ASSIGN_OR_RETURN(t.chosen, response_of(j, f.chosen.empty() ? "chosen" : f.chosen, t.prompt, f, what));
-  ASSIGN_OR_RETURN(t.rejected, response_of(j, f.rejected.empty() ? "rejected" : f.rejected, t.prompt, f, what));
+  const std::string ck = f.chosen.empty() ? "chosen" : f.chosen, rk = f.rejected.empty() ? "rejected" : f.rejected;
+  const bool implicit = f.messages.empty() && !j.contains("messages") && !j.contains("prompt") && j.contains(ck) &&
+                        j.contains(rk) && j[ck].is_array() && j[rk].is_array();
+  if (implicit) {
+    ASSIGN_OR_RETURN(t.prompt, implicit_prompt(j, ck, rk, f, what));  // Note [implicit prompt]
+  } else {
+    ASSIGN_OR_RETURN(t.prompt, prompt_of(j, f, what));
+  }
+  ASSIGN_OR_RETURN(t.chosen, response_of(j, ck, t.prompt, f, what));
+  ASSIGN_OR_RETURN(t.rejected, response_of(j, rk, t.prompt, f, what));
   return t;
 }
 

@@ -12,6 +12,8 @@
 //               each a string (the assistant's reply), a message {role: assistant, content}, or a
 //               list of assistant messages appended after the prompt; a list that starts with the
 //               prompt's turns (UltraFeedback-binarized stores whole conversations) drops them.
+//               With no prompt field, chosen and rejected as whole conversations share their
+//               prompt (TRL's implicit prompt: the turns both start with; Note [implicit prompt]).
 //               Rendered by the chat template exactly as type messages renders a conversation.
 //   chatml.intel         {system?, question, chosen, rejected}        axolotl's dpo/chatml.py and
 //   chatml.prompt_pairs  {system?, prompt, chosen, rejected}          dpo/llama3.py: a system turn

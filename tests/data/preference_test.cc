@@ -163,6 +163,21 @@ TEST(Preference, ResponseAndPromptFormsAgree) {
                        R"({"prompt":"Q","chosen":[{"role":"user","content":"Q2"},{"role":"assistant","content":"good"}],"rejected":"bad"})");
   ASSERT_FALSE(other.ok());
   EXPECT_NE(other.status().message().find("'chosen' has a message of role 'user'"), std::string::npos) << other.status().to_string();
+  // Note [implicit prompt]: no prompt field, whole conversations: the turns both start with.
+  auto implicit = pair_of(tok, "preference",
+                          R"({"chosen":[{"role":"user","content":"Q"},{"role":"assistant","content":"good"}],)"
+                          R"("rejected":[{"role":"user","content":"Q"},{"role":"assistant","content":"bad"}]})");
+  ASSERT_TRUE(implicit.ok()) << implicit.status().to_string();
+  expect_same_pair(*base, *implicit, "implicit prompt");
+  // A longer shared prompt: both first turns and a shared reply, the prompt ends where they differ.
+  auto longer = pair_of(tok, "preference",
+                        R"({"chosen":[{"role":"user","content":"Hi"},{"role":"assistant","content":"Hello!"},)"
+                        R"({"role":"user","content":"2+2?"},{"role":"assistant","content":"4"}],)"
+                        R"("rejected":[{"role":"user","content":"Hi"},{"role":"assistant","content":"Hello!"},)"
+                        R"({"role":"user","content":"2+2?"},{"role":"assistant","content":"5"}]})");
+  auto explicit_prompt = pair_of(tok, "preference", std::string(R"({"prompt":)") + kPrompt + R"(,"chosen":"4","rejected":"5"})");
+  ASSERT_TRUE(longer.ok() && explicit_prompt.ok()) << longer.status().to_string();
+  expect_same_pair(*explicit_prompt, *longer, "implicit multi-turn prompt");
   // Renamed fields (axolotl's field_messages, message_property_mappings, field_chosen / field_rejected).
   RecordFields f{.messages = "conv", .role = "from", .content = "value", .chosen = "win", .rejected = "lose"};
   auto renamed = pair_of(tok, "preference",
@@ -280,6 +295,18 @@ TEST(Preference, ErrorsNameFileAndRecord) {
   expect_error(tok, "preference", R"({"prompt":"Q","rejected":"b"})", "missing field 'chosen'");
   expect_error(tok, "preference", R"({"prompt":"Q","chosen":"a"})", "missing field 'rejected'");
   expect_error(tok, "preference", R"({"chosen":"a","rejected":"b"})", "missing field 'prompt' (or 'messages')");
+  expect_error(tok, "preference",
+               R"({"chosen":[{"role":"user","content":"Q"},{"role":"assistant","content":"a"}],)"
+               R"("rejected":[{"role":"user","content":"R"},{"role":"assistant","content":"b"}]})",
+               "'chosen' and 'rejected' share no first turn to take as the prompt");
+  expect_error(tok, "preference",
+               R"({"chosen":[{"role":"user","content":"Q"},{"role":"assistant","content":"a"}],)"
+               R"("rejected":[{"role":"user","content":"Q"}]})",
+               "holds only turns the other starts with");
+  expect_error(tok, "preference",
+               R"({"chosen":[{"role":"user","content":"Q"},{"role":"assistant","content":"a"}],)"
+               R"("rejected":[{"role":"user","content":"Q"},{"role":"user","content":"b"}]})",
+               "'rejected' has a message of role 'user'");
   expect_error(tok, "preference", R"({"prompt":3,"chosen":"a","rejected":"b"})", "'prompt' is neither a string nor a list");
   expect_error(tok, "preference", R"({"prompt":"Q","chosen":3,"rejected":"b"})", "'chosen' is neither a string, a message");
   expect_error(tok, "preference", R"({"prompt":"Q","chosen":"a","rejected":{"role":"user","content":"b"}})",
