@@ -124,6 +124,15 @@ PreferenceTerms preference_terms(const PreferencePair& p, const PreferenceConfig
   const double nc = static_cast<double>(std::max<int64_t>(p.chosen_tokens, 1));
   const double nr = static_cast<double>(std::max<int64_t>(p.rejected_tokens, 1));
   const double ac = p.policy_chosen / nc, ar = p.policy_rejected / nr;  // the means
+  // Logged as TRL logs them: the sums for DPO, the means otherwise; without a reference the
+  // rewards are beta x the means.
+  const bool sums = c.loss == PreferenceLoss::kDpo;
+  t.logp_chosen = sums ? p.policy_chosen : ac;
+  t.logp_rejected = sums ? p.policy_rejected : ar;
+  if (!uses_reference(c.loss)) {
+    t.reward_chosen = c.beta * ac;
+    t.reward_rejected = c.beta * ar;
+  }
   switch (c.loss) {
     case PreferenceLoss::kDpo: {
       t.reward_chosen = c.beta * (p.policy_chosen - p.ref_chosen);
@@ -132,8 +141,6 @@ PreferenceTerms preference_terms(const PreferencePair& p, const PreferenceConfig
       smoothed_sigmoid(t.reward_chosen - t.reward_rejected, c.label_smoothing, &t.loss, &slope);
       t.dloss_dchosen = c.beta * slope;  // dz/dpc = beta, dz/dpr = -beta
       t.dloss_drejected = -t.dloss_dchosen;
-      t.logp_chosen = p.policy_chosen;
-      t.logp_rejected = p.policy_rejected;
       break;
     }
     case PreferenceLoss::kIpo: {
@@ -144,8 +151,6 @@ PreferenceTerms preference_terms(const PreferencePair& p, const PreferenceConfig
       t.dloss_drejected = -2.0 * d / nr;
       t.reward_chosen = c.beta * rc;
       t.reward_rejected = c.beta * rr;
-      t.logp_chosen = ac;
-      t.logp_rejected = ar;
       break;
     }
     case PreferenceLoss::kOrpo: {
@@ -158,10 +163,6 @@ PreferenceTerms preference_terms(const PreferencePair& p, const PreferenceConfig
       const double g = -c.beta * sigmoid(-t.log_odds);
       t.dloss_dchosen = g / -std::expm1(mc) / nc;
       t.dloss_drejected = -g / -std::expm1(mr) / nr;
-      t.reward_chosen = c.beta * ac;
-      t.reward_rejected = c.beta * ar;
-      t.logp_chosen = ac;
-      t.logp_rejected = ar;
       break;
     }
     case PreferenceLoss::kSimpo: {
@@ -169,10 +170,6 @@ PreferenceTerms preference_terms(const PreferencePair& p, const PreferenceConfig
       smoothed_sigmoid(c.beta * (ac - ar) - c.simpo_gamma, c.label_smoothing, &t.loss, &slope);
       t.dloss_dchosen = slope * c.beta / nc;
       t.dloss_drejected = -slope * c.beta / nr;
-      t.reward_chosen = c.beta * ac;
-      t.reward_rejected = c.beta * ar;
-      t.logp_chosen = ac;
-      t.logp_rejected = ar;
       break;
     }
   }

@@ -16,9 +16,8 @@ T=$(mktemp -d /tmp/st_cli_dpo_XXXXXX)
 trap 'rm -rf "$T"' EXIT
 . "$(dirname "$0")/chat_fixture.sh"
 make_chat_fixture "$BIN" "$T" 1 || { echo "FAIL fixture"; exit 1; }
-for i in $(seq 1 40); do
-  printf '%s\n' '{"messages": [{"role": "user", "content": "what is '"$i"'?"}], "chosen": {"role": "assistant", "content": "it is '"$i"'"}, "rejected": {"role": "assistant", "content": "it is not '"$i"'"}}'
-done >"$T/pairs.jsonl"
+make_pair_fixture "$T/pairs.jsonl" 40
+export PYTHONPATH="$(cd "$(dirname "$0")" && pwd):${PYTHONPATH:-}"  # st_logits.py
 cat >"$T/t.yaml" <<'YAML'
 base_model: model
 rl: dpo
@@ -93,22 +92,15 @@ for r in chosen rejected; do
   done
 done
 python3 - "$T" "$out" <<'PY' || fail=1
-import json, math, re, struct, sys
+import json, math, re, sys
 import numpy as np
+import st_logits
+from st_logits import load_logits, token_logps
 t, out = sys.argv[1], sys.argv[2]
-def load(path):
-    with open(path, "rb") as f:
-        n = struct.unpack("<Q", f.read(8))[0]
-        head = json.loads(f.read(n))
-        data = f.read()
-    a, b = head["logits_0"]["data_offsets"]
-    return np.frombuffer(data[a:b], dtype="<f4").reshape(head["logits_0"]["shape"]).astype(np.float64)
 def logp_sum(r, m):
     ids = [int(x) for x in open(f"{t}/{r}.ids").read().split()]
     p = len(open(f"{t}/{r}.prompt").read().split())
-    lg = load(f"{t}/{r}.{m}.st")
-    lse = np.log(np.exp(lg - lg.max(1, keepdims=True)).sum(1)) + lg.max(1)
-    return sum(lg[k - 1, ids[k]] - lse[k - 1] for k in range(p, len(ids)))
+    return sum(token_logps(load_logits(f"{t}/{r}.{m}.st"), ids)[p - 1 :])
 pc, pr = logp_sum("chosen", "adapter"), logp_sum("rejected", "adapter")
 rc, rr = logp_sum("chosen", "base"), logp_sum("rejected", "base")
 z = 0.5 * ((pc - rc) - (pr - rr))
@@ -121,17 +113,10 @@ assert abs(got[1] - pc) < 1e-3 and abs(got[2] - pr) < 1e-3, (got, pc, pr)
 print(f"ok   dpo oracle: loss {got[0]:.6f} = numpy {loss:.6f} (logps {pc:.4f} / {pr:.4f}, reference {rc:.4f} / {rr:.4f})")
 PY
 
-check() {  # check NAME PATTERN -- ARGS...: exit 1 with PATTERN on stderr
-  local name="$1" pattern="$2"; shift 3
-  local err rc
-  err=$(cd "$T" && "$BIN" "$@" 2>&1 >/dev/null); rc=$?
-  if [[ $rc -ne 0 ]] && grep -qE -- "$pattern" <<<"$err"; then echo "ok   $name"
-  else echo "FAIL $name: rc $rc: $err"; fail=1; fi
-}
-check kto "'rl': 'kto' is not one of: dpo, ipo, orpo, simpo \(KTO" -- train t.yaml --rl=kto --output_dir=o2
+expect_refusal kto "'rl': 'kto' is not one of: dpo, ipo, orpo, simpo \(KTO" -- train t.yaml --rl=kto --output_dir=o2
 sed 's/type: chat_template/type: alpaca/' "$T/t.yaml" >"$T/alpaca.yaml"
-check sft-type "rl: dpo trains on preference pairs, and type alpaca has none" -- train alpaca.yaml --output_dir=o3
+expect_refusal sft-type "rl: dpo trains on preference pairs, and type alpaca has none" -- train alpaca.yaml --output_dir=o3
 grep -v '^rl:' "$T/t.yaml" | sed 's/type: chat_template/type: chatml.intel/' >"$T/norl.yaml"
-check no-rl "type chatml.intel holds preference pairs .*: set rl \\(dpo" -- train norl.yaml --output_dir=o4
-check dora "rl: dpo with use_dora is not supported" -- train t.yaml --use_dora=true --output_dir=o5
+expect_refusal no-rl "type chatml.intel holds preference pairs .*: set rl \\(dpo" -- train norl.yaml --output_dir=o4
+expect_refusal dora "rl: dpo with use_dora is not supported" -- train t.yaml --use_dora=true --output_dir=o5
 exit $fail

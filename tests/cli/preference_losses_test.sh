@@ -17,9 +17,8 @@ T=$(mktemp -d /tmp/st_cli_pref_XXXXXX)
 trap 'rm -rf "$T"' EXIT
 . "$(dirname "$0")/chat_fixture.sh"
 make_chat_fixture "$BIN" "$T" 1 || { echo "FAIL fixture"; exit 1; }
-for i in $(seq 1 40); do
-  printf '%s\n' '{"messages": [{"role": "user", "content": "what is '"$i"'?"}], "chosen": {"role": "assistant", "content": "it is '"$i"'"}, "rejected": {"role": "assistant", "content": "it is not '"$i"'"}}'
-done >"$T/pairs.jsonl"
+make_pair_fixture "$T/pairs.jsonl" 40
+export PYTHONPATH="$(cd "$(dirname "$0")" && pwd):${PYTHONPATH:-}"  # st_logits.py
 head -1 "$T/pairs.jsonl" >"$T/one.jsonl"
 cat >"$T/base.yaml" <<'YAML'
 base_model: model
@@ -70,24 +69,17 @@ for kind in ipo orpo simpo orpo_dora; do
       --dtype float32 >/dev/null 2>&1 || { echo "FAIL logits $r $kind"; exit 1; }
   done
   python3 - "$T" "$kind" <<'PY' || fail=1
-import json, math, re, struct, sys
+import json, math, re, sys
 import numpy as np
+import st_logits
+from st_logits import load_logits, token_logps
 t, kind = sys.argv[1], sys.argv[2]
-def load(path):
-    with open(path, "rb") as f:
-        n = struct.unpack("<Q", f.read(8))[0]
-        head = json.loads(f.read(n))
-        data = f.read()
-    a, b = head["logits_0"]["data_offsets"]
-    return np.frombuffer(data[a:b], dtype="<f4").reshape(head["logits_0"]["shape"]).astype(np.float64)
 def ids(name): return [int(x) for x in open(f"{t}/{name}").read().split()]
 P = len(ids("prompt.ids"))
-def token_logps(r, m):  # log p of token k given tokens < k, for k = 1 .. len-1
-    x, lg = ids(f"{r}.ids"), load(f"{t}/{r}.{m}.st")
-    lse = np.log(np.exp(lg - lg.max(1, keepdims=True)).sum(1)) + lg.max(1)
-    return [lg[k - 1, x[k]] - lse[k - 1] for k in range(1, len(x))]
+def seq_logps(r, m):  # log p of token k given tokens < k, for k = 1 .. len-1
+    return st_logits.token_logps(load_logits(f"{t}/{r}.{m}.st"), ids(f"{r}.ids"))
 def reply(r, m):  # sum and count over the trained reply: tokens P .. end of turn
-    lp = token_logps(r, m)[P - 1 : len(ids(f"{r}.trained")) - 1]
+    lp = seq_logps(r, m)[P - 1 : len(ids(f"{r}.trained")) - 1]
     return sum(lp), len(lp)
 lsig = lambda z: -math.log1p(math.exp(-z)) if z >= 0 else z - math.log1p(math.exp(z))
 (pc, nc), (pr, nr) = reply("chosen", kind), reply("rejected", kind)
@@ -102,7 +94,7 @@ if kind == "ipo":
 elif kind.startswith("orpo"):
     beta = 0.2
     lo = (ac - ar) - (math.log1p(-math.exp(ac)) - math.log1p(-math.exp(ar)))
-    nll = -np.mean(token_logps("chosen", kind))  # every token of the chosen sequence
+    nll = -np.mean(seq_logps("chosen", kind))  # every token of the chosen sequence
     loss = nll - beta * lsig(lo)
     rw = (beta * ac, beta * ar)
     extra = {"nll_loss": nll, "log_odds_ratio": lsig(lo), "log_odds_chosen": lo}
@@ -137,13 +129,6 @@ done
 grep -q "orpo       ORPO: NLL of the chosen sequence + beta 0.2 x odds-ratio loss" "$T/orpo.log" ||
   { echo "FAIL orpo banner (orpo_alpha as beta): $(grep -i orpo "$T/orpo.log")"; fail=1; }
 
-check() {  # check NAME PATTERN -- ARGS...: exit 1 with PATTERN on stderr
-  local name="$1" pattern="$2"; shift 3
-  local err rc
-  err=$(cd "$T" && "$BIN" "$@" 2>&1 >/dev/null); rc=$?
-  if [[ $rc -ne 0 ]] && grep -qE -- "$pattern" <<<"$err"; then echo "ok   $name"
-  else echo "FAIL $name: rc $rc: $err"; fail=1; fi
-}
-check smoothing "dpo_label_smoothing applies to rl: dpo and simpo, not orpo" -- train orpo.yaml --dpo_label_smoothing=0.1 --output_dir=o2
-check ipo-type "dpo_loss_type: ipo applies to rl: dpo, not rl: orpo" -- train orpo.yaml --dpo_loss_type=ipo --output_dir=o3
+expect_refusal smoothing "dpo_label_smoothing applies to rl: dpo and simpo, not orpo" -- train orpo.yaml --dpo_label_smoothing=0.1 --output_dir=o2
+expect_refusal ipo-type "dpo_loss_type: ipo applies to rl: dpo, not rl: orpo" -- train orpo.yaml --dpo_loss_type=ipo --output_dir=o3
 exit $fail
