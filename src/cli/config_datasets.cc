@@ -402,6 +402,7 @@ Status resolve_rl_dataset_types(TrainConfig& cfg) {
   if (!pref && cfg.max_prompt_len > 0)
     cfg.notes.push_back("max_prompt_len applies to preference training (rl): no effect on this run");
   if (cfg.rl != "orpo" && cfg.orpo_alpha > 0) cfg.notes.push_back("orpo_alpha applies to rl: orpo: no effect on this run");
+  if (!pref && cfg.rpo_alpha > 0) cfg.notes.push_back("rpo_alpha applies to rl: dpo and ipo: no effect on this run");
   for (auto* list : {&cfg.datasets, &cfg.eval_datasets}) {
     const char* key = list == &cfg.datasets ? "datasets" : "eval_datasets";
     for (DatasetSpec& d : *list) {

@@ -108,6 +108,7 @@ const std::vector<Field>& fields() {
       {"orpo_alpha", &C::orpo_alpha, {}, StrKind::kPlain, 0, kInf, false, false, true},
       {"simpo_gamma", &C::simpo_gamma, {}, StrKind::kPlain, 0, kInf, false, false, true},
       {"cpo_alpha", &C::cpo_alpha, {}, StrKind::kPlain, 0, kInf, false, false, true},
+      {"rpo_alpha", &C::rpo_alpha, {}, StrKind::kPlain, 0, kInf, false, false, true},
       {"max_prompt_len", &C::max_prompt_len, {}, StrKind::kPlain, 0, kMaxTokens, false, false, true},
       {"dpo_label_smoothing", &C::dpo_label_smoothing, {}, StrKind::kPlain, 0, 0.5, false, true, true},
       {"adam_beta1", &C::adam_beta1, {}, StrKind::kPlain, 0, 1, false, true},

@@ -44,6 +44,10 @@ StatusOr<PreferenceConfig> preference_config_from(const TrainConfig& tc) {
   c.label_smoothing = tc.dpo_label_smoothing;
   c.simpo_gamma = tc.simpo_gamma;
   c.cpo_alpha = tc.cpo_alpha;
+  c.rpo_alpha = tc.rpo_alpha;
+  if (c.rpo_alpha > 0 && !uses_reference(c.loss))
+    return InvalidArgument(Str() << "rpo_alpha applies to rl: dpo and ipo, not " << kind
+                                 << (c.loss == PreferenceLoss::kSimpo ? " (SimPO's NLL weight is cpo_alpha)" : ""));
   if (!(c.beta > 0)) return InvalidArgument(Str() << "rl_beta must be > 0, got " << c.beta);
   if (c.label_smoothing < 0 || c.label_smoothing >= 0.5)
     return InvalidArgument(Str() << "dpo_label_smoothing must be in [0, 0.5), got " << c.label_smoothing);
@@ -96,7 +100,7 @@ bool uses_reference(PreferenceLoss l) { return l == PreferenceLoss::kDpo || l ==
 double nll_weight(const PreferenceConfig& c) {
   if (c.loss == PreferenceLoss::kOrpo) return 1.0;
   if (c.loss == PreferenceLoss::kSimpo) return c.cpo_alpha;
-  return 0.0;
+  return c.rpo_alpha;
 }
 
 bool nll_covers_prompt(PreferenceLoss l) { return l == PreferenceLoss::kOrpo; }
@@ -106,9 +110,11 @@ std::string preference_summary(const PreferenceConfig& c) {
   o << std::setprecision(6);
   const std::string eps = c.label_smoothing > 0 ? (std::ostringstream() << ", label smoothing " << c.label_smoothing).str() : "";
   const char* ref = "; reference: the base model (the adapter disabled)";
+  const std::string rpo =
+      c.rpo_alpha > 0 ? (std::ostringstream() << " + rpo_alpha " << c.rpo_alpha << " x NLL of the chosen reply").str() : "";
   switch (c.loss) {
-    case PreferenceLoss::kDpo: o << "DPO: sigmoid loss, beta " << c.beta << eps << ref; break;
-    case PreferenceLoss::kIpo: o << "IPO: squared loss on mean log-probs, beta " << c.beta << ref; break;
+    case PreferenceLoss::kDpo: o << "DPO: sigmoid loss, beta " << c.beta << eps << rpo << ref; break;
+    case PreferenceLoss::kIpo: o << "IPO: squared loss on mean log-probs, beta " << c.beta << rpo << ref; break;
     case PreferenceLoss::kOrpo:
       o << "ORPO: NLL of the chosen sequence + beta " << c.beta << " x odds-ratio loss; no reference model"; break;
     case PreferenceLoss::kSimpo:
@@ -219,7 +225,7 @@ std::vector<std::pair<std::string, double>> PreferenceStats::metrics(const std::
                                                    {prefix + "rewards/margins", mean_of(chosen_ - rejected_, n_)},
                                                    {prefix + "logps/chosen", mean_of(logp_chosen_, n_)},
                                                    {prefix + "logps/rejected", mean_of(logp_rejected_, n_)}};
-  if (c_.loss == PreferenceLoss::kOrpo || c_.loss == PreferenceLoss::kSimpo)
+  if (c_.loss == PreferenceLoss::kOrpo || c_.loss == PreferenceLoss::kSimpo || c_.rpo_alpha > 0)
     m.push_back({prefix + "nll_loss", nll_weight(c_) != 0 ? mean_of(nll_, nll_n_) : 0.0});
   if (c_.loss == PreferenceLoss::kOrpo) {
     m.push_back({prefix + "log_odds_ratio", mean_of(log_odds_ratio_, n_)});

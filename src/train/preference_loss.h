@@ -25,8 +25,8 @@
 //          loss = NLL - beta log sigmoid(lo); no reference model.
 //   SimPO: z = beta (ac - ar) - gamma (simpo_gamma), loss = -(1 - eps) log sigmoid(z) - eps log
 //          sigmoid(-z) + cpo_alpha NLL; no reference model.
-// NLL is a micro-batch's mean cross-entropy over its chosen sequences' tokens: for SimPO the
-// trained response tokens (TRL's CPOTrainer), for ORPO every token of the chosen sequence, prompt
+// NLL is a micro-batch's mean cross-entropy over its chosen sequences' tokens: for SimPO (and DPO
+// or IPO with rpo_alpha: TRL's RPO, loss + rpo_alpha NLL) the trained response tokens (TRL's CPOTrainer), for ORPO every token of the chosen sequence, prompt
 // included (TRL's ORPOTrainer: "computed over the full prompt and response"); a window's NLL is the
 // mean over its micro-batches (TRL's per-micro-batch loss, averaged over accumulation steps). The
 // pair terms still depend on the tokens only through pc and pr, and the NLL adds a constant
@@ -38,7 +38,7 @@
 // for IPO; ORPO, SimPO: beta a), rewards/accuracies (the share of pairs whose chosen reward is the
 // larger), rewards/margins, logps/chosen and logps/rejected (pc, pr; the means a for IPO, ORPO and
 // SimPO); ORPO adds nll_loss, log_odds_ratio (mean log sigmoid(lo)) and log_odds_chosen (mean lo),
-// SimPO nll_loss (0 with cpo_alpha 0, as TRL). TRL's logits/chosen and logits/rejected (the mean
+// SimPO nll_loss (0 with cpo_alpha 0, as TRL), DPO and IPO nll_loss with rpo_alpha. TRL's logits/chosen and logits/rejected (the mean
 // logit over the vocabulary) are not computed.
 #pragma once
 
@@ -61,6 +61,7 @@ struct PreferenceConfig {
   double label_smoothing = 0.0;  // DPO, SimPO
   double simpo_gamma = 0.5;      // SimPO's target margin
   double cpo_alpha = 1.0;        // SimPO's NLL weight
+  double rpo_alpha = 0.0;        // DPO's and IPO's NLL weight (TRL's RPO); 0 = none
 };
 
 // The preference loss of TrainConfig::rl (dpo_loss_type resolved), its keys checked; rl must be set.

@@ -140,6 +140,7 @@ struct TrainConfig {
   double orpo_alpha = 0.0;  // 0 = not set
   double simpo_gamma = 0.5;
   double cpo_alpha = 1.0;
+  double rpo_alpha = 0.0;  // TRL's RPO: DPO / IPO + rpo_alpha x NLL of the chosen reply; 0 = off
   int64_t max_prompt_len = 0;  // axolotl's / TRL's: a longer prompt keeps its last tokens; 0 = no limit
   double dpo_label_smoothing = 0.0;
   double adam_beta1 = 0.9;

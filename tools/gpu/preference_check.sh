@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The preference losses (rl: dpo, ipo, orpo, simpo) on the device machine, in one call from the repo
 # root (carry .devbin with the staged binary, the gputests and their libraries):
-# OUT=$OUT [LOSSES="dpo ipo orpo simpo"] bash tools/gpu/preference_check.sh
+# OUT=$OUT [LOSSES="dpo ipo orpo simpo rpo"] bash tools/gpu/preference_check.sh (rpo: DPO + rpo_alpha)
 #   1. the ce_finish row_scale gputest (backend_cuda_cuda_ops_gputest, filter *Ce*);
 #   2. against PyTorch + PEFT (tools/ref/preference_ref.py: each loss as TRL defines it, with
 #      autograd; the reference under disable_adapter(); torch AdamW): the tiny chat fixture, an
@@ -57,14 +57,15 @@ output_dir: $W/init
 Y
 } >"$W/sft.yaml"
 "$B" train "$W/sft.yaml" >"$OUT/sft.log" 2>&1 || { say "FAIL sft: $(tail -3 "$OUT/sft.log")"; exit 1; }
-declare -A extra=([dpo]="rl_beta: 0.5" [ipo]="rl_beta: 0.5" [orpo]="rl_beta: 0.2"
-                  [simpo]=$'rl_beta: 2.0\nsimpo_gamma: 0.5\ncpo_alpha: 0.5')
-declare -A args=([dpo]="--beta 0.5" [ipo]="--beta 0.5" [orpo]="--beta 0.2" [simpo]="--beta 2.0 --gamma 0.5 --cpo-alpha 0.5")
-for loss in ${LOSSES:-dpo ipo orpo simpo}; do
+declare -A extra=([dpo]=$'rl: dpo\nrl_beta: 0.5' [ipo]=$'rl: ipo\nrl_beta: 0.5' [orpo]=$'rl: orpo\nrl_beta: 0.2'
+                  [simpo]=$'rl: simpo\nrl_beta: 2.0\nsimpo_gamma: 0.5\ncpo_alpha: 0.5'
+                  [rpo]=$'rl: dpo\nrl_beta: 0.5\nrpo_alpha: 0.5')
+declare -A args=([dpo]="--loss dpo --beta 0.5" [ipo]="--loss ipo --beta 0.5" [orpo]="--loss orpo --beta 0.2"
+                 [simpo]="--loss simpo --beta 2.0 --gamma 0.5 --cpo-alpha 0.5" [rpo]="--loss dpo --beta 0.5 --rpo-alpha 0.5")
+for loss in ${LOSSES:-dpo ipo orpo simpo rpo}; do
   for run in cpu:off cuda:off cuda:ram; do
     dev=${run%%:*} stream=${run##*:} name=${loss}_${run/:/_}
     { common; cat <<Y
-rl: $loss
 ${extra[$loss]}
 datasets: [{path: $W/pairs.jsonl, type: chat_template}]
 lora_model_dir: $W/init
@@ -77,7 +78,7 @@ output_dir: $W/$name
 Y
     } >"$W/$name.yaml"
     "$B" train "$W/$name.yaml" >"$OUT/train_$name.log" 2>&1 || { say "FAIL train $name: $(tail -3 "$OUT/train_$name.log")"; continue; }
-    res=$("$PY" tools/ref/preference_ref.py "$W/model" "$W/init" "$W/pairs.jsonl" "$W/$name" --loss $loss ${args[$loss]} \
+    res=$("$PY" tools/ref/preference_ref.py "$W/model" "$W/init" "$W/pairs.jsonl" "$W/$name" ${args[$loss]} \
           --lr 5e-3 --steps 6 --pairs-per-step 2 2>"$OUT/ref_$name.err")
     say "torch vs streamtune $name rc=$? $res"
   done

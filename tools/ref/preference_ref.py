@@ -12,6 +12,7 @@ compares its adapter with streamtune's.
 
 usage: preference_ref.py MODEL_DIR INIT_ADAPTER PAIRS_JSONL STREAMTUNE_OUT --loss dpo|ipo|orpo|simpo
                          --beta B --lr LR --steps N --pairs-per-step P [--gamma 0.5] [--cpo-alpha 1]
+                         [--rpo-alpha 0]
                          [--max-grad-norm 1.0] [--tol 2e-3]
 PAIRS_JSONL records: {"messages": [{"role": "user", "content": q}], "chosen": {"content": a},
 "rejected": {"content": b}} rendered as ChatML (the config's chat_template: chatml); the reply's
@@ -30,6 +31,7 @@ ap = argparse.ArgumentParser()
 ap.add_argument("model"); ap.add_argument("init_adapter"); ap.add_argument("pairs"); ap.add_argument("st_out")
 ap.add_argument("--loss", choices=["dpo", "ipo", "orpo", "simpo"], default="dpo")
 ap.add_argument("--gamma", type=float, default=0.5); ap.add_argument("--cpo-alpha", type=float, default=1.0)
+ap.add_argument("--rpo-alpha", type=float, default=0.0)  # DPO / IPO + rpo_alpha x the chosen reply's NLL (TRL's RPO)
 ap.add_argument("--beta", type=float, required=True); ap.add_argument("--lr", type=float, required=True)
 ap.add_argument("--steps", type=int, required=True); ap.add_argument("--pairs-per-step", type=int, required=True)
 ap.add_argument("--max-grad-norm", type=float, default=1.0); ap.add_argument("--tol", type=float, default=2e-3)
@@ -61,7 +63,7 @@ recs = [json.loads(l) for l in open(a.pairs) if l.strip()]
 params = [p for p in model.parameters() if p.requires_grad]
 opt = torch.optim.AdamW(params, lr=a.lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0)
 mean = a.loss in ("ipo", "orpo", "simpo")
-nll_w = {"orpo": 1.0, "simpo": a.cpo_alpha}.get(a.loss, 0.0)
+nll_w = {"orpo": 1.0, "simpo": a.cpo_alpha}.get(a.loss, a.rpo_alpha)
 losses = []
 k = 0
 for step in range(a.steps):
