@@ -293,6 +293,7 @@ Json config_fingerprint(const TrainConfig& tc, const ModelConfig& mc, DType act_
     j["dpo_label_smoothing"] = tc.dpo_label_smoothing;
     if (tc.dpo_loss_type != "sigmoid") j["dpo_loss_type"] = tc.dpo_loss_type;  // only when set: earlier checkpoints resume
     if (tc.rpo_alpha > 0) j["rpo_alpha"] = tc.rpo_alpha;
+    if (tc.dpo_loss_type == "discopop") j["discopop_tau"] = tc.discopop_tau;
     if (tc.rl == "simpo") {
       j["simpo_gamma"] = tc.simpo_gamma;
       j["cpo_alpha"] = tc.cpo_alpha;

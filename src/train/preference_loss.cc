@@ -5,6 +5,7 @@
 #include <iomanip>
 #include <sstream>
 
+#include "train/dpo_variants.h"
 #include "train/train_config.h"
 
 namespace st {
@@ -34,25 +35,31 @@ double mean_of(double sum, int64_t n) { return sum / static_cast<double>(std::ma
 StatusOr<PreferenceConfig> preference_config_from(const TrainConfig& tc) {
   PreferenceConfig c;
   const std::string kind = preference_loss_kind(tc);
-  if (!preference_loss_from_name(kind, &c.loss))
-    return Unimplemented(Str() << "rl: " << tc.rl << " is not supported (dpo, ipo, orpo, simpo)");
-  if (tc.dpo_loss_type != "sigmoid" && tc.dpo_loss_type != "ipo")
-    return InvalidArgument(Str() << "dpo_loss_type '" << tc.dpo_loss_type << "' is not supported (sigmoid, ipo)");
-  if (tc.dpo_loss_type == "ipo" && tc.rl != "dpo" && tc.rl != "ipo")
-    return InvalidArgument(Str() << "dpo_loss_type: ipo applies to rl: dpo, not rl: " << tc.rl);
+  if (tc.dpo_loss_type != "sigmoid" && tc.rl != "dpo" && !(tc.rl == "ipo" && tc.dpo_loss_type == "ipo"))
+    return InvalidArgument(Str() << "dpo_loss_type: " << tc.dpo_loss_type << " applies to rl: dpo, not rl: " << tc.rl);
+  if (!preference_loss_from_name(kind, &c.loss) || (tc.rl == "dpo" && (c.loss == PreferenceLoss::kOrpo ||
+                                                                         c.loss == PreferenceLoss::kSimpo)))
+    return Unimplemented(Str() << (tc.rl == "dpo" ? "dpo_loss_type: " + kind : "rl: " + tc.rl)
+                               << " is not supported (rl: dpo, ipo, orpo, simpo; dpo_loss_type: sigmoid, ipo, hinge, "
+                                  "robust, exo_pair, nca_pair, sppo_hard, apo_zero, apo_down, discopop)");
   c.beta = tc.rl_beta;
   c.label_smoothing = tc.dpo_label_smoothing;
   c.simpo_gamma = tc.simpo_gamma;
   c.cpo_alpha = tc.cpo_alpha;
   c.rpo_alpha = tc.rpo_alpha;
+  c.discopop_tau = tc.discopop_tau;
+  if (!(c.discopop_tau > 0)) return InvalidArgument(Str() << "discopop_tau must be > 0, got " << c.discopop_tau);
   if (c.rpo_alpha > 0 && !uses_reference(c.loss))
     return InvalidArgument(Str() << "rpo_alpha applies to rl: dpo and ipo, not " << kind
                                  << (c.loss == PreferenceLoss::kSimpo ? " (SimPO's NLL weight is cpo_alpha)" : ""));
   if (!(c.beta > 0)) return InvalidArgument(Str() << "rl_beta must be > 0, got " << c.beta);
   if (c.label_smoothing < 0 || c.label_smoothing >= 0.5)
     return InvalidArgument(Str() << "dpo_label_smoothing must be in [0, 0.5), got " << c.label_smoothing);
-  if (c.label_smoothing > 0 && (c.loss == PreferenceLoss::kIpo || c.loss == PreferenceLoss::kOrpo))
-    return InvalidArgument(Str() << "dpo_label_smoothing applies to rl: dpo and simpo, not " << kind);
+  const bool smooths = c.loss == PreferenceLoss::kDpo || c.loss == PreferenceLoss::kSimpo ||
+                       c.loss == PreferenceLoss::kRobust || c.loss == PreferenceLoss::kExoPair;
+  if (c.label_smoothing > 0 && !smooths)
+    return InvalidArgument(Str() << "dpo_label_smoothing applies to rl: dpo (sigmoid, robust, exo_pair) and simpo, not "
+                                 << kind);
   if (!(c.cpo_alpha >= 0) || !std::isfinite(c.simpo_gamma))
     return InvalidArgument("cpo_alpha must be >= 0 and simpo_gamma finite");
   if (tc.use_dora && uses_reference(c.loss))
@@ -66,36 +73,50 @@ StatusOr<PreferenceConfig> preference_config_from(const TrainConfig& tc) {
   return c;
 }
 
+namespace {
+struct LossName {
+  PreferenceLoss loss;
+  const char* name;
+  const char* title;
+};
+constexpr LossName kLosses[] = {
+    {PreferenceLoss::kDpo, "dpo", "DPO"},
+    {PreferenceLoss::kIpo, "ipo", "IPO"},
+    {PreferenceLoss::kOrpo, "orpo", "ORPO"},
+    {PreferenceLoss::kSimpo, "simpo", "SimPO"},
+    {PreferenceLoss::kHinge, "hinge", "DPO (hinge)"},
+    {PreferenceLoss::kRobust, "robust", "DPO (robust)"},
+    {PreferenceLoss::kExoPair, "exo_pair", "DPO (exo_pair)"},
+    {PreferenceLoss::kNcaPair, "nca_pair", "DPO (nca_pair)"},
+    {PreferenceLoss::kSppoHard, "sppo_hard", "DPO (sppo_hard)"},
+    {PreferenceLoss::kApoZero, "apo_zero", "DPO (apo_zero)"},
+    {PreferenceLoss::kApoDown, "apo_down", "DPO (apo_down)"},
+    {PreferenceLoss::kDiscopop, "discopop", "DPO (discopop)"},
+};
+}  // namespace
+
 bool preference_loss_from_name(const std::string& name, PreferenceLoss* out) {
-  for (PreferenceLoss l : {PreferenceLoss::kDpo, PreferenceLoss::kIpo, PreferenceLoss::kOrpo, PreferenceLoss::kSimpo})
-    if (name == preference_loss_name(l)) {
-      *out = l;
+  for (const LossName& l : kLosses)
+    if (name == l.name) {
+      *out = l.loss;
       return true;
     }
   return false;
 }
 
 const char* preference_loss_name(PreferenceLoss l) {
-  switch (l) {
-    case PreferenceLoss::kDpo: return "dpo";
-    case PreferenceLoss::kIpo: return "ipo";
-    case PreferenceLoss::kOrpo: return "orpo";
-    case PreferenceLoss::kSimpo: return "simpo";
-  }
+  for (const LossName& n : kLosses)
+    if (n.loss == l) return n.name;
   return "?";
 }
 
 const char* preference_loss_title(PreferenceLoss l) {
-  switch (l) {
-    case PreferenceLoss::kDpo: return "DPO";
-    case PreferenceLoss::kIpo: return "IPO";
-    case PreferenceLoss::kOrpo: return "ORPO";
-    case PreferenceLoss::kSimpo: return "SimPO";
-  }
+  for (const LossName& n : kLosses)
+    if (n.loss == l) return n.title;
   return "?";
 }
 
-bool uses_reference(PreferenceLoss l) { return l == PreferenceLoss::kDpo || l == PreferenceLoss::kIpo; }
+bool uses_reference(PreferenceLoss l) { return l != PreferenceLoss::kOrpo && l != PreferenceLoss::kSimpo; }
 
 double nll_weight(const PreferenceConfig& c) {
   if (c.loss == PreferenceLoss::kOrpo) return 1.0;
@@ -121,6 +142,11 @@ std::string preference_summary(const PreferenceConfig& c) {
       o << "SimPO: beta " << c.beta << ", gamma " << c.simpo_gamma << eps << ", NLL weight (cpo_alpha) " << c.cpo_alpha
         << "; no reference model";
       break;
+    default:
+      o << preference_loss_title(c.loss) << ": beta " << c.beta << eps << rpo;
+      if (c.loss == PreferenceLoss::kDiscopop) o << ", tau " << c.discopop_tau;
+      o << ref;
+      break;
   }
   return o.str();
 }
@@ -132,7 +158,7 @@ PreferenceTerms preference_terms(const PreferencePair& p, const PreferenceConfig
   const double ac = p.policy_chosen / nc, ar = p.policy_rejected / nr;  // the means
   // Logged as TRL logs them: the sums for DPO, the means otherwise; without a reference the
   // rewards are beta x the means.
-  const bool sums = c.loss == PreferenceLoss::kDpo;
+  const bool sums = c.loss != PreferenceLoss::kIpo && uses_reference(c.loss);
   t.logp_chosen = sums ? p.policy_chosen : ac;
   t.logp_rejected = sums ? p.policy_rejected : ar;
   if (!uses_reference(c.loss)) {
@@ -169,6 +195,13 @@ PreferenceTerms preference_terms(const PreferencePair& p, const PreferenceConfig
       const double g = -c.beta * sigmoid(-t.log_odds);
       t.dloss_dchosen = g / -std::expm1(mc) / nc;
       t.dloss_drejected = -g / -std::expm1(mr) / nr;
+      break;
+    }
+    default: {  // DPOTrainer's other loss_types (train/dpo_variants.h): DPO's sums and rewards
+      t.reward_chosen = c.beta * (p.policy_chosen - p.ref_chosen);
+      t.reward_rejected = c.beta * (p.policy_rejected - p.ref_rejected);
+      dpo_variant(c.loss, c, p.policy_chosen - p.ref_chosen, p.policy_rejected - p.ref_rejected, &t.loss,
+                  &t.dloss_dchosen, &t.dloss_drejected);
       break;
     }
     case PreferenceLoss::kSimpo: {

@@ -53,7 +53,10 @@ namespace st {
 
 struct TrainConfig;
 
-enum class PreferenceLoss { kDpo, kIpo, kOrpo, kSimpo };
+// kDpo is DPO's sigmoid loss; kHinge .. kDiscopop are DPOTrainer's other loss_types
+// (train/dpo_variants.h), on the same summed log-ratios against the reference.
+enum class PreferenceLoss { kDpo, kIpo, kOrpo, kSimpo, kHinge, kRobust, kExoPair, kNcaPair, kSppoHard, kApoZero,
+                            kApoDown, kDiscopop };
 
 struct PreferenceConfig {
   PreferenceLoss loss = PreferenceLoss::kDpo;
@@ -62,15 +65,17 @@ struct PreferenceConfig {
   double simpo_gamma = 0.5;      // SimPO's target margin
   double cpo_alpha = 1.0;        // SimPO's NLL weight
   double rpo_alpha = 0.0;        // DPO's and IPO's NLL weight (TRL's RPO); 0 = none
+  double discopop_tau = 0.05;    // DiscoPOP's temperature
 };
 
 // The preference loss of TrainConfig::rl (dpo_loss_type resolved), its keys checked; rl must be set.
 StatusOr<PreferenceConfig> preference_config_from(const TrainConfig& tc);
-// "dpo", "ipo", "orpo", "simpo" (TrainConfig::rl with dpo_loss_type resolved): the loss; false for others.
+// "dpo", "ipo", "orpo", "simpo" and DPOTrainer's loss_type names ("hinge", "robust", "exo_pair",
+// "nca_pair", "sppo_hard", "apo_zero", "apo_down", "discopop"): the loss; false for others.
 bool preference_loss_from_name(const std::string& name, PreferenceLoss* out);
 const char* preference_loss_name(PreferenceLoss l);   // "dpo", ...
-const char* preference_loss_title(PreferenceLoss l);  // "DPO", "IPO", "ORPO", "SimPO"
-// Whether the loss compares against the reference (the adapter-disabled base): DPO, IPO.
+const char* preference_loss_title(PreferenceLoss l);  // "DPO", "IPO", "ORPO", "SimPO", "DPO (hinge)", ...
+// Whether the loss compares against the reference (the adapter-disabled base): all but ORPO, SimPO.
 bool uses_reference(PreferenceLoss l);
 // The NLL term's weight (0: none) and whether it covers the chosen sequence's prompt too (ORPO).
 double nll_weight(const PreferenceConfig& c);

@@ -141,6 +141,7 @@ struct TrainConfig {
   double simpo_gamma = 0.5;
   double cpo_alpha = 1.0;
   double rpo_alpha = 0.0;  // TRL's RPO: DPO / IPO + rpo_alpha x NLL of the chosen reply; 0 = off
+  double discopop_tau = 0.05;  // dpo_loss_type: discopop's temperature (TRL's)
   int64_t max_prompt_len = 0;  // axolotl's / TRL's: a longer prompt keeps its last tokens; 0 = no limit
   double dpo_label_smoothing = 0.0;
   double adam_beta1 = 0.9;
@@ -205,9 +206,10 @@ struct TrainConfig {
   std::string base_model_cache_id;
 };
 
-// The preference loss of the run: rl, with rl: dpo + dpo_loss_type: ipo as "ipo"; "" = SFT.
+// The preference loss of the run: rl, or with rl: dpo its dpo_loss_type unless sigmoid ("ipo",
+// "hinge", ...: train/preference_loss.h); "" = SFT.
 inline std::string preference_loss_kind(const TrainConfig& c) {
-  return c.rl == "dpo" && c.dpo_loss_type == "ipo" ? "ipo" : c.rl;
+  return c.rl == "dpo" && c.dpo_loss_type != "sigmoid" ? c.dpo_loss_type : c.rl;
 }
 
 // Rows of a micro-batch: micro_batch_size, or with preference training (rl) twice that

@@ -9,7 +9,8 @@
 #    (and of the base: IPO's reference), with TRL's definitions -- mean log-probs over the reply's
 #    tokens; ORPO's NLL over every token of the chosen sequence, prompt included; SimPO's over the
 #    chosen reply's tokens;
-#  - rpo_alpha adds the chosen reply's NLL to DPO (TRL's RPO);
+#  - rpo_alpha adds the chosen reply's NLL to DPO (TRL's RPO); dpo_loss_type apo_zero (one of
+#    DPOTrainer's other loss types) trains and evaluates as TRL writes it;
 #  - orpo_alpha is ORPO's beta where rl_beta is not written (axolotl); ORPO with DoRA trains too;
 #  - refusals name the key: label smoothing with ORPO, dpo_loss_type: ipo with rl: orpo.
 set -u
@@ -43,6 +44,7 @@ sed -i -e "s/^device: cpu/device: ${ST_TEST_DEVICE:-cpu}/" -e "s/^stream: \"off\
 { cat "$T/base.yaml"; printf 'rl: orpo\norpo_alpha: 0.2\noutput_dir: orpo\n'; } >"$T/orpo.yaml"
 { cat "$T/base.yaml"; printf 'rl: simpo\nrl_beta: 2.0\nsimpo_gamma: 0.5\ncpo_alpha: 0.5\noutput_dir: simpo\n'; } >"$T/simpo.yaml"
 { cat "$T/base.yaml"; printf 'rl: dpo\nrl_beta: 0.5\nrpo_alpha: 0.5\noutput_dir: rpo\n'; } >"$T/rpo.yaml"
+{ cat "$T/base.yaml"; printf 'rl: dpo\ndpo_loss_type: apo_zero\nrl_beta: 0.5\noutput_dir: apo_zero\n'; } >"$T/apo_zero.yaml"
 # DoRA with a loss that needs no reference (a DoRA adapter with B = 0 still rescales the base, so
 # DPO and IPO refuse it).
 { cat "$T/base.yaml"; printf 'rl: orpo\norpo_alpha: 0.2\nuse_dora: true\noutput_dir: orpo_dora\n'; } >"$T/orpo_dora.yaml"
@@ -60,7 +62,7 @@ for r in chosen rejected; do
   "$BIN" logits --model "$T/model" --ids "$ids" --out "$T/$r.base.st" --device cpu --dtype float32 >/dev/null 2>&1 ||
     { echo "FAIL logits $r base"; exit 1; }
 done
-for kind in ipo rpo orpo simpo orpo_dora; do
+for kind in ipo rpo apo_zero orpo simpo orpo_dora; do
   (cd "$T" && "$BIN" train $kind.yaml >$kind.log 2>&1) || { echo "FAIL train $kind: $(tail -5 "$T/$kind.log")"; fail=1; continue; }
   sed 's/pairs.jsonl/one.jsonl/; s/^val_set_size: 0.2/val_set_size: 0/' "$T/$kind.yaml" >"$T/$kind.one.yaml"
   (cd "$T" && "$BIN" evaluate $kind.one.yaml --no-base --adapter $kind >$kind.eval 2>&1) ||
@@ -101,6 +103,13 @@ elif kind == "rpo":  # DPO + rpo_alpha x the chosen reply's mean NLL (TRL's RPO)
     rw = (beta * (pc - rc), beta * (pr - rr))
     ac, ar = pc, pr
     extra = {"nll_loss": nll}
+elif kind == "apo_zero":  # DPOTrainer's loss_type apo_zero on the summed log-ratios
+    beta = 0.5
+    (rc, _), (rr, _) = reply("chosen", "base"), reply("rejected", "base")
+    sg = lambda z: 1 / (1 + math.exp(-z))
+    loss = 1 - sg(beta * (pc - rc)) + sg(beta * (pr - rr))
+    rw = (beta * (pc - rc), beta * (pr - rr))
+    ac, ar = pc, pr
 elif kind.startswith("orpo"):
     beta = 0.2
     lo = (ac - ar) - (math.log1p(-math.exp(ac)) - math.log1p(-math.exp(ar)))
@@ -115,7 +124,7 @@ else:
     rw = (beta * ac, beta * ar)
     extra = {"nll_loss": nll}
 out = open(f"{t}/{kind}.eval").read()
-m = re.search(r"eval_loss ([0-9.]+) \(" + {"rpo": "dpo"}.get(kind, kind.split("_")[0]) + r", 1 pairs\)(.*)", out)
+m = re.search(r"eval_loss ([0-9.]+) \(" + {"rpo": "dpo", "orpo_dora": "orpo"}.get(kind, kind) + r", 1 pairs\)(.*)", out)
 assert m, out
 got = {"loss": float(m.group(1))}
 for k, v in re.findall(r"([a-z_/]+) (-?[0-9.]+)", m.group(2)): got[k] = float(v)
@@ -139,7 +148,7 @@ done
 grep -q "orpo       ORPO: NLL of the chosen sequence + beta 0.2 x odds-ratio loss" "$T/orpo.log" ||
   { echo "FAIL orpo banner (orpo_alpha as beta): $(grep -i orpo "$T/orpo.log")"; fail=1; }
 
-expect_refusal smoothing "dpo_label_smoothing applies to rl: dpo and simpo, not orpo" -- train orpo.yaml --dpo_label_smoothing=0.1 --output_dir=o2
+expect_refusal smoothing "dpo_label_smoothing applies to rl: dpo \(sigmoid, robust, exo_pair\) and simpo, not orpo" -- train orpo.yaml --dpo_label_smoothing=0.1 --output_dir=o2
 expect_refusal rpo-simpo "rpo_alpha applies to rl: dpo and ipo, not simpo \(SimPO's NLL weight is cpo_alpha\)" -- train simpo.yaml --rpo_alpha=1 --output_dir=o4
 expect_refusal ipo-type "dpo_loss_type: ipo applies to rl: dpo, not rl: orpo" -- train orpo.yaml --dpo_loss_type=ipo --output_dir=o3
 exit $fail

@@ -79,10 +79,20 @@ TEST(Simpo, ClosedForm) {
   EXPECT_DOUBLE_EQ(t.reward_chosen, 2.0 * -3);
 }
 
+const PreferenceLoss kAll[] = {PreferenceLoss::kDpo,     PreferenceLoss::kIpo,      PreferenceLoss::kOrpo,
+                               PreferenceLoss::kSimpo,   PreferenceLoss::kHinge,    PreferenceLoss::kRobust,
+                               PreferenceLoss::kExoPair, PreferenceLoss::kNcaPair,  PreferenceLoss::kSppoHard,
+                               PreferenceLoss::kApoZero, PreferenceLoss::kApoDown, PreferenceLoss::kDiscopop};
+
+bool smooths(PreferenceLoss l) {
+  return l == PreferenceLoss::kDpo || l == PreferenceLoss::kSimpo || l == PreferenceLoss::kRobust ||
+         l == PreferenceLoss::kExoPair;
+}
+
 TEST(PreferenceLosses, GradientsMatchFiniteDifferences) {
-  for (PreferenceLoss l : {PreferenceLoss::kDpo, PreferenceLoss::kIpo, PreferenceLoss::kOrpo, PreferenceLoss::kSimpo}) {
+  for (PreferenceLoss l : kAll) {
     for (double eps : {0.0, 0.1}) {
-      if (eps > 0 && (l == PreferenceLoss::kIpo || l == PreferenceLoss::kOrpo)) continue;
+      if (eps > 0 && !smooths(l)) continue;
       for (double beta : {0.1, 0.5, 2.0}) {
         PreferenceConfig c = cfg(l, beta, eps);
         c.simpo_gamma = 0.3;
@@ -100,9 +110,41 @@ TEST(PreferenceLosses, GradientsMatchFiniteDifferences) {
         const std::string what = std::string(preference_loss_name(l)) + " beta " + std::to_string(beta);
         EXPECT_NEAR(t.dloss_dchosen, d_chosen, 1e-8 * std::max(1.0, std::abs(d_chosen))) << what;
         EXPECT_NEAR(t.dloss_drejected, d_rejected, 1e-8 * std::max(1.0, std::abs(d_rejected))) << what;
-        EXPECT_NE(t.dloss_dchosen, 0.0) << what;
+        // (hinge is flat past its margin: at beta 2, 1 - z < 0)
+        if (!(l == PreferenceLoss::kHinge && beta == 2.0)) {
+          EXPECT_NE(t.dloss_dchosen, 0.0) << what;
+        }
       }
     }
+  }
+}
+
+// DPOTrainer's other loss_types (train/dpo_variants.h), written out at one point each: the
+// expressions of TRL's dpo_loss with numbers put in.
+TEST(DpoVariants, ValuesAsTrlWritesThem) {
+  const PreferencePair p{.policy_chosen = -10, .policy_rejected = -14, .ref_chosen = -11, .ref_rejected = -12};
+  const double cl = 1, rl = -2, beta = 0.3, z = beta * (cl - rl);  // z = 0.9
+  auto s = [](double x) { return 1 / (1 + std::exp(-x)); };
+  auto ls = [&](double x) { return std::log(s(x)); };
+  auto loss = [&](PreferenceLoss l, double eps = 0) { return preference_terms(p, cfg(l, beta, eps)).loss; };
+  EXPECT_NEAR(loss(PreferenceLoss::kHinge), 1 - z, 1e-15);
+  EXPECT_NEAR(loss(PreferenceLoss::kRobust, 0.2), (-0.8 * ls(z) + 0.2 * ls(-z)) / 0.6, 1e-14);
+  EXPECT_NEAR(loss(PreferenceLoss::kExoPair), s(z) * (ls(z) - std::log(1 - 1e-3)) + s(-z) * (ls(-z) - std::log(1e-3)), 1e-13);
+  EXPECT_NEAR(loss(PreferenceLoss::kNcaPair), -ls(beta * cl) - 0.5 * ls(-beta * cl) - 0.5 * ls(-beta * rl), 1e-14);
+  EXPECT_NEAR(loss(PreferenceLoss::kSppoHard), std::pow(cl - 0.5 / beta, 2) + std::pow(rl + 0.5 / beta, 2), 1e-13);
+  EXPECT_NEAR(loss(PreferenceLoss::kApoZero), 1 - s(beta * cl) + s(beta * rl), 1e-15);
+  EXPECT_NEAR(loss(PreferenceLoss::kApoDown), s(beta * cl) + 1 - s(z), 1e-15);
+  const double mod = s(z / 0.05);
+  EXPECT_NEAR(loss(PreferenceLoss::kDiscopop), -ls(z) * (1 - mod) + std::exp(-z) * mod, 1e-14);
+  // DPO's rewards and summed log-probs for every variant.
+  const PreferenceTerms t = preference_terms(p, cfg(PreferenceLoss::kApoDown, beta));
+  EXPECT_DOUBLE_EQ(t.reward_chosen, beta * cl);
+  EXPECT_DOUBLE_EQ(t.logp_chosen, -10.0);
+  // The names as dpo_loss_type spells them.
+  for (PreferenceLoss l : kAll) {
+    PreferenceLoss back;
+    ASSERT_TRUE(preference_loss_from_name(preference_loss_name(l), &back));
+    EXPECT_EQ(back, l);
   }
 }
 
@@ -117,6 +159,15 @@ TEST(PreferenceLosses, StableFarOut) {
   EXPECT_NEAR(hi.dloss_dchosen, 0.0, 1e-300);
   EXPECT_NEAR(lo.loss, 2000.0, 1e-9);
   EXPECT_NEAR(lo.dloss_dchosen, -1.0, 1e-15);
+  // Every loss far out on both sides: finite values and slopes.
+  for (PreferenceLoss l : kAll)
+    for (double d : {-3000.0, 3000.0}) {
+      const PreferenceTerms v = preference_terms({.policy_chosen = -100 + d, .policy_rejected = -100 - d,
+                                                  .ref_chosen = -100, .ref_rejected = -100, .chosen_tokens = 5,
+                                                  .rejected_tokens = 5}, cfg(l, 0.5));
+      EXPECT_TRUE(std::isfinite(v.loss) && std::isfinite(v.dloss_dchosen) && std::isfinite(v.dloss_drejected))
+          << preference_loss_name(l) << " at " << d;
+    }
   // ORPO at a mean log p of exactly 0 (every token certain) and far below: finite.
   for (double pc : {0.0, -1e-300, -5000.0})
     for (double pr : {0.0, -3000.0}) {

@@ -29,7 +29,9 @@ from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast
 
 ap = argparse.ArgumentParser()
 ap.add_argument("model"); ap.add_argument("init_adapter"); ap.add_argument("pairs"); ap.add_argument("st_out")
-ap.add_argument("--loss", choices=["dpo", "ipo", "orpo", "simpo"], default="dpo")
+VARIANTS = ["hinge", "robust", "exo_pair", "nca_pair", "sppo_hard", "apo_zero", "apo_down", "discopop"]
+ap.add_argument("--loss", choices=["dpo", "ipo", "orpo", "simpo"] + VARIANTS, default="dpo")
+ap.add_argument("--label-smoothing", type=float, default=0.0); ap.add_argument("--tau", type=float, default=0.05)
 ap.add_argument("--gamma", type=float, default=0.5); ap.add_argument("--cpo-alpha", type=float, default=1.0)
 ap.add_argument("--rpo-alpha", type=float, default=0.0)  # DPO / IPO + rpo_alpha x the chosen reply's NLL (TRL's RPO)
 ap.add_argument("--beta", type=float, required=True); ap.add_argument("--lr", type=float, required=True)
@@ -79,7 +81,7 @@ for step in range(a.steps):
         pc, pr = lc[cs - 1 : ce - 1].sum(), lr_[rs - 1 : re_ - 1].sum()
         if mean:
             pc, pr = pc / (ce - cs), pr / (re_ - rs)
-        if a.loss in ("dpo", "ipo"):
+        if a.loss in ["dpo", "ipo"] + VARIANTS:
             with torch.no_grad(), model.disable_adapter():
                 rc, rr = token_logps(c)[cs - 1 : ce - 1].sum(), token_logps(r)[rs - 1 : re_ - 1].sum()
             if mean:
@@ -88,6 +90,21 @@ for step in range(a.steps):
             pair = -F.logsigmoid(a.beta * ((pc - rc) - (pr - rr)))
         elif a.loss == "ipo":
             pair = ((pc - rc) - (pr - rr) - 1 / (2 * a.beta)) ** 2
+        elif a.loss in VARIANTS:  # TRL DPOTrainer's other loss_types, on the summed log-ratios
+            cl, rl, e, b = pc - rc, pr - rr, a.label_smoothing, a.beta
+            z = b * (cl - rl)
+            pair = {
+                "hinge": lambda: torch.relu(1 - z),
+                "robust": lambda: (-F.logsigmoid(z) * (1 - e) + F.logsigmoid(-z) * e) / (1 - 2 * e),
+                "exo_pair": lambda: z.sigmoid() * (F.logsigmoid(z) - math.log(1 - (e or 1e-3)))
+                + (-z).sigmoid() * (F.logsigmoid(-z) - math.log(e or 1e-3)),
+                "nca_pair": lambda: -F.logsigmoid(b * cl) - 0.5 * F.logsigmoid(-b * cl) - 0.5 * F.logsigmoid(-b * rl),
+                "sppo_hard": lambda: (cl - 0.5 / b) ** 2 + (rl + 0.5 / b) ** 2,
+                "apo_zero": lambda: (1 - torch.sigmoid(b * cl)) + torch.sigmoid(b * rl),
+                "apo_down": lambda: torch.sigmoid(b * cl) + (1 - torch.sigmoid(z)),
+                "discopop": lambda: -F.logsigmoid(z) * (1 - torch.sigmoid(z / a.tau))
+                + torch.exp(-z) * torch.sigmoid(z / a.tau),
+            }[a.loss]()
         elif a.loss == "orpo":
             lo = (pc - pr) - (torch.log1p(-torch.exp(pc)) - torch.log1p(-torch.exp(pr)))
             pair = -a.beta * F.logsigmoid(lo)
