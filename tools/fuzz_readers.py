@@ -412,13 +412,15 @@ def main():
 
     targets["model_chat_templates"] = own_template_cmd
 
-    # Preference pairs (rl: dpo; data/preference.h): byte damage, or one field of one record given
+    # Preference pairs (rl; data/preference.h): byte damage, or one field of one record given
     # a value of another shape (a reply as a number, a user turn, null, a list of lists, ...).
     pairs = [{"messages": [{"role": "user", "content": f"q{i}"}], "chosen": {"role": "assistant", "content": f"a{i}"},
               "rejected": f"not a{i}"} for i in range(3)]
     pairs.append({"system": "s", "question": "q", "chosen": "a", "rejected": "b"})
     pairs.append({"prompt": [{"role": "user", "content": "q"}], "chosen": [{"role": "user", "content": "q"},
                   {"role": "assistant", "content": "a"}], "rejected": [{"role": "assistant", "content": "b"}]})
+    pairs.append({"chosen": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}],  # implicit prompt
+                  "rejected": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "b"}]})
     with open(os.path.join(pw, "pairs.jsonl"), "w") as f:
         for r in pairs[:3] + pairs[4:]:
             f.write(json.dumps(r) + "\n")
