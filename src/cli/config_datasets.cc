@@ -235,7 +235,10 @@ Status set_one_dataset(const Input& in, const YAML::Node& item, const std::strin
         ds.type = "user_defined";
         continue;
       }
-      if (ds.type == "chat_template" || ds.type == "chat_template.default") ds.type = "messages";
+      // axolotl's chat_template.argilla_chat (DPO): whole conversations in chosen / rejected, which
+      // type preference reads as TRL's implicit prompt (data/preference.h).
+      if (ds.type == "chat_template" || ds.type == "chat_template.default" || ds.type == "chat_template.argilla_chat")
+        ds.type = "messages";
       if (ds.type == "completion") ds.type = "text";
       if (std::find(kDatasetTypes.begin(), kDatasetTypes.end(), ds.type) == kDatasetTypes.end() &&
           !is_preference_type(ds.type)) {

@@ -7,7 +7,7 @@
 namespace st {
 namespace {
 
-constexpr const char* kFixedKinds[] = {"intel", "prompt_pairs", "argilla", "ultra"};
+constexpr const char* kFixedKinds[] = {"intel", "prompt_pairs", "argilla", "ultra", "icr", "argilla_chat"};
 
 // "chatml.intel" -> {"chatml", "intel"}; {"", ""} for any other type.
 std::pair<std::string, std::string> fixed_parts(const std::string& type) {
@@ -173,11 +173,11 @@ StatusOr<std::string> ultra_reply(const OrderedJson& j, const char* key, const s
 // axolotl's fixed-format strategies (dpo/chatml.py, dpo/llama3.py): [system?], user, and the replies.
 StatusOr<PairTurns> fixed_turns(const std::string& kind, const OrderedJson& j, const std::string& what) {
   if (!j.is_object()) return InvalidArgument(Str() << what << ": not a JSON object");
-  std::string system;
-  if (j.contains("system") && !j["system"].is_null()) {
+  std::string system;  // argilla_chat has none (axolotl reads the user turn from chosen[0])
+  if (kind != "argilla_chat" && j.contains("system") && !j["system"].is_null()) {
     ASSIGN_OR_RETURN(system, detail::string_field(j, "system", what));
   }
-  const char* prompt_key = kind == "intel" ? "question" : "prompt";
+  const char* prompt_key = kind == "intel" ? "question" : kind == "icr" ? "input" : "prompt";
   const char* keys[2] = {"chosen", "rejected"};
   if (kind == "argilla") {  // as axolotl: the first of these that the record has
     prompt_key = "instruction";
@@ -187,12 +187,19 @@ StatusOr<PairTurns> fixed_turns(const std::string& kind, const OrderedJson& j, c
     if (!j.contains("rejected")) keys[1] = "rejected_response";
   }
   PairTurns t;
-  ASSIGN_OR_RETURN(std::string user, detail::string_field(j, prompt_key, what));
+  std::string user;
+  if (kind == "argilla_chat") {  // chosen: [user, assistant]; the user turn is chosen[0]'s content
+    if (!j.contains("chosen") || !j["chosen"].is_array() || j["chosen"].empty())
+      return InvalidArgument(Str() << what << ": 'chosen' is not a list of [user, assistant] messages");
+    ASSIGN_OR_RETURN(user, detail::string_field(j["chosen"][0], "content", Str() << what << ": chosen[0]"));
+  } else {
+    ASSIGN_OR_RETURN(user, detail::string_field(j, prompt_key, what));
+  }
   if (!system.empty()) t.prompt.push_back({"system", system});
   t.prompt.push_back({"user", std::move(user)});
   for (int side = 0; side < 2; ++side) {
     std::string reply;
-    if (kind == "ultra") {
+    if (kind == "ultra" || kind == "argilla_chat") {
       ASSIGN_OR_RETURN(reply, ultra_reply(j, keys[side], what));
     } else {
       ASSIGN_OR_RETURN(reply, detail::string_field(j, keys[side], what));

@@ -21,7 +21,11 @@
 //                         rejected_response}                          the user turn, the reply;
 //   chatml.ultra         {system?, prompt, chosen: [user, assistant], always the built-in chatml
 //                         rejected: [...]}: the reply is chosen[1]    (llama3) template, whatever
-//   llama3.intel, llama3.prompt_pairs, llama3.argilla, llama3.ultra   the tokenizer's own.
+//   chatml.icr           {system?, input, chosen, rejected}
+//   chatml.argilla_chat  {chosen: [user, assistant], rejected: [user, assistant]}: the user turn
+//                         is chosen[0], the replies chosen[1] / rejected[1]; no system turn
+//   llama3.intel, llama3.prompt_pairs, llama3.argilla, llama3.ultra,  the tokenizer's own.
+//   llama3.icr, llama3.argilla_chat
 //               (argilla, as axolotl: the prompt is the first of prompt / input / question /
 //               instruction present, the replies chosen / rejected when present, else
 //               chosen_response / rejected_response.)

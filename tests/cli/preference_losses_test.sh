@@ -145,6 +145,14 @@ print(f"ok   {kind}: loss {steps[0]['loss']:.4f} -> {steps[-1]['loss']:.4f}; one
       f"(loss {loss:.6f}, logps {ac:.4f} / {ar:.4f}{'; nll %.4f' % extra['nll_loss'] if 'nll_loss' in extra else ''})")
 PY
 done
+# The same pair as whole conversations (TRL's implicit prompt; axolotl's chat_template.argilla_chat)
+# evaluates to the same numbers as its prompt / reply form: the same tokens, the same labels.
+printf '%s\n' '{"chosen": [{"role": "user", "content": "what is 1?"}, {"role": "assistant", "content": "it is 1"}], "rejected": [{"role": "user", "content": "what is 1?"}, {"role": "assistant", "content": "it is not 1"}]}' >"$T/implicit.jsonl"
+sed 's/one.jsonl/implicit.jsonl/; s/type: chat_template$/type: chat_template.argilla_chat/' "$T/orpo.one.yaml" >"$T/implicit.yaml"
+a=$(cd "$T" && "$BIN" evaluate orpo.one.yaml --no-base --adapter orpo 2>/dev/null | grep -o 'eval_loss.*')
+b=$(cd "$T" && "$BIN" evaluate implicit.yaml --no-base --adapter orpo 2>/dev/null | grep -o 'eval_loss.*')
+if [[ -n "$a" && "$a" == "$b" ]]; then echo "ok   implicit prompt: the same eval as the prompt / reply form"
+else echo "FAIL implicit prompt: '$a' vs '$b'"; fail=1; fi
 grep -q "orpo       ORPO: NLL of the chosen sequence + beta 0.2 x odds-ratio loss" "$T/orpo.log" ||
   { echo "FAIL orpo banner (orpo_alpha as beta): $(grep -i orpo "$T/orpo.log")"; fail=1; }
 

@@ -53,9 +53,10 @@ const char* kPrompt = R"([{"role":"user","content":"Hi"},{"role":"assistant","co
 
 TEST(Preference, TypeNames) {
   for (const char* t : {"preference", "chatml.intel", "chatml.prompt_pairs", "chatml.argilla", "chatml.ultra", "llama3.intel",
-                        "llama3.prompt_pairs", "llama3.argilla", "llama3.ultra"})
+                        "llama3.prompt_pairs", "llama3.argilla", "llama3.ultra", "chatml.icr", "llama3.icr",
+                        "chatml.argilla_chat", "llama3.argilla_chat"})
     EXPECT_TRUE(is_preference_type(t)) << t;
-  for (const char* t : {"messages", "chatml", "chatml.", "chatml.default", "mistral.intel", "llama3.icr", ""})
+  for (const char* t : {"messages", "chatml", "chatml.", "chatml.default", "mistral.intel", "llama3.kto", ""})
     EXPECT_FALSE(is_preference_type(t)) << t;
   EXPECT_EQ(preference_fixed_template("chatml.ultra"), "chatml");
   EXPECT_EQ(preference_fixed_template("llama3.argilla"), "llama3");
@@ -217,6 +218,7 @@ TEST(Preference, FixedChatMLFormats) {
       {"chatml.argilla", R"({"system":"S","question":"Q","chosen":"good","rejected":"bad"})"},
       {"chatml.ultra", R"({"system":"S","prompt":"Q","chosen":[{"role":"user","content":"Q"},{"role":"assistant","content":"good"}],)"
                        R"("rejected":[{"role":"user","content":"Q"},{"role":"assistant","content":"bad"}]})"},
+      {"chatml.icr", R"({"system":"S","input":"Q","chosen":"good","rejected":"bad"})"},
   };
   std::optional<PreferencePair> first;
   for (const auto& [type, rec] : recs) {
@@ -231,6 +233,17 @@ TEST(Preference, FixedChatMLFormats) {
     if (first) expect_same_pair(*first, *p, type);
     else first = *p;
   }
+  // argilla_chat (axolotl's, for argilla/dpo-mix-7k): the user turn from chosen[0], no system turn
+  // even where the record has one.
+  auto ac = pair_of(tok, "chatml.argilla_chat",
+                    R"({"system":"S","chosen":[{"role":"user","content":"Q"},{"role":"assistant","content":"good"}],)"
+                    R"("rejected":[{"role":"user","content":"Q"},{"role":"assistant","content":"bad"}]})");
+  ASSERT_TRUE(ac.ok()) << ac.status().to_string();
+  EXPECT_EQ(tok.decode(ac->chosen.input_ids), "<|im_start|>user\nQ<|im_end|>\n<|im_start|>assistant\ngood<|im_end|>\n");
+  EXPECT_EQ(trained_text(tok, ac->rejected), "bad<|im_end|>");
+  auto no_list = pair_of(tok, "chatml.argilla_chat", R"({"chosen":"good","rejected":"bad"})");
+  ASSERT_FALSE(no_list.ok());
+  EXPECT_NE(no_list.status().message().find("'chosen' is not a list of [user, assistant] messages"), std::string::npos);
   // An empty or absent system: no system turn.
   for (const char* rec : {R"({"system":"","question":"Q","chosen":"good","rejected":"bad"})",
                           R"({"question":"Q","chosen":"good","rejected":"bad"})", R"({"system":null,"question":"Q","chosen":"good","rejected":"bad"})"}) {
