@@ -426,9 +426,12 @@ def main():
             f.write(json.dumps(r) + "\n")
     with open(os.path.join(pw, "intel.jsonl"), "w") as f:
         f.write(json.dumps(pairs[3]) + "\n")
+    with open(os.path.join(pw, "argilla_chat.jsonl"), "w") as f:
+        f.write(json.dumps(pairs[-1]) + "\n")
     with open(os.path.join(pw, "pref.yaml"), "w") as f:
         f.write("base_model: model\nrl: dpo\ndatasets:\n  - path: pairs.jsonl\n    type: chat_template\n"
-                "  - path: intel.jsonl\n    type: chatml.intel\nchat_template: chatml\ndevice: cpu\n"
+                "  - path: intel.jsonl\n    type: chatml.intel\n  - path: argilla_chat.jsonl\n"
+                "    type: chatml.argilla_chat\nchat_template: chatml\ndevice: cpu\n"
                 "sequence_len: 512\noutput_dir: out\n")
     shapes = [None, 1, [], {}, "", [{"role": "user", "content": "x"}], [[1]], {"role": "user", "content": "x"},
               {"content": None}, [{"role": "assistant"}]]
@@ -437,7 +440,7 @@ def main():
         d = os.path.join(work, "pp")
         shutil.rmtree(d, ignore_errors=True)
         shutil.copytree(pw, d)
-        path = os.path.join(d, rng.choice(["pairs.jsonl", "intel.jsonl"]))
+        path = os.path.join(d, rng.choice(["pairs.jsonl", "intel.jsonl", "argilla_chat.jsonl"]))
         if rng.random() < 0.5:
             damage(path)
         else:
