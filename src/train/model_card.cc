@@ -63,7 +63,7 @@ std::string model_card_text(const TrainConfig& cfg, const std::string& metrics_j
   o << "---\n";
   if (!cfg.base_model_cache_id.empty()) o << "base_model: " << quoted(cfg.base_model_cache_id) << "\n";
   o << "library_name: peft\ntags:\n- " << (cfg.adapter == "qlora" ? "qlora" : "lora") << "\n"
-    << (cfg.rl.empty() ? "" : "- " + preference_loss_kind(cfg) + "\n") << "- streamtune\n---\n\n";
+    << (cfg.rl.empty() ? "" : "- " + cfg.rl + "\n") << "- streamtune\n---\n\n";  // the trainer's tag, as TRL's
   o << "# " << path_basename(cfg.output_dir) << "\n\n";
   o << "A " << (cfg.use_dora ? "DoRA" : cfg.adapter == "qlora" ? "QLoRA" : "LoRA") << " adapter for `" << base
     << "`, trained with streamtune";

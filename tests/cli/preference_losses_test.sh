@@ -153,6 +153,11 @@ a=$(cd "$T" && "$BIN" evaluate orpo.one.yaml --no-base --adapter orpo 2>/dev/nul
 b=$(cd "$T" && "$BIN" evaluate implicit.yaml --no-base --adapter orpo 2>/dev/null | grep -o 'eval_loss.*')
 if [[ -n "$a" && "$a" == "$b" ]]; then echo "ok   implicit prompt: the same eval as the prompt / reply form"
 else echo "FAIL implicit prompt: '$a' vs '$b'"; fail=1; fi
+# Model cards: the trainer's tag (TRL's: dpo for every DPOTrainer loss type) and the loss by name.
+if grep -qx -- "- orpo" "$T/orpo/README.md" && grep -q "by ORPO on preference pairs" "$T/orpo/README.md" &&
+   grep -qx -- "- dpo" "$T/apo_zero/README.md" && grep -q "by DPO (apo_zero) on preference pairs" "$T/apo_zero/README.md"; then
+  echo "ok   model cards"
+else echo "FAIL model cards: $(head -12 "$T/apo_zero/README.md")"; fail=1; fi
 grep -q "orpo       ORPO: NLL of the chosen sequence + beta 0.2 x odds-ratio loss" "$T/orpo.log" ||
   { echo "FAIL orpo banner (orpo_alpha as beta): $(grep -i orpo "$T/orpo.log")"; fail=1; }
 
