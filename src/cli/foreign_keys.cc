@@ -78,7 +78,6 @@ const BoolOnly kBoolOnly[] = {
     {"auto_find_batch_size", false, "micro_batch_size is fixed (the planner fits it or says what would)"},
     {"greater_is_better", false, "the best model is the lowest eval_loss (metric_for_best_model: loss)"},
     {"dpo_use_weighting", false, "WPO's weighting of DPO is not supported"},
-    {"dpo_norm_loss", false, "length-normalized DPO is not supported"},
 };
 
 // AdamW as torch / HF spell it: the same update as ours (train/optimizer.h).
@@ -189,6 +188,18 @@ bool apply_foreign_key(const std::string& key, const ForeignValue& v, TrainConfi
     }
     *st = refuse(key, v, "only AdamW is supported (adamw_torch, adamw_torch_fused, adamw_hf, adamw_bnb_8bit, "
                          "paged_adamw_8bit, ...)");
+    return true;
+  }
+  if (key == "dpo_norm_loss") {  // axolotl's: DPO on mean log-probs = TRL's loss_type sigmoid_norm
+    if (v.is_null) return true;
+    auto x = as_bool(v);
+    if (!x) {
+      *st = bad(key, v, Str() << "expected true or false, got '" << v.scalar << "'");
+    } else if (*x) {
+      cfg.dpo_loss_type = "sigmoid_norm";
+      cfg.notes.push_back("dpo_norm_loss: DPO on mean log-probs, as dpo_loss_type: sigmoid_norm (the logged rewards "
+                          "are beta x the summed log-ratios, as TRL logs sigmoid_norm's)");
+    }
     return true;
   }
   if (key == "save_strategy") {

@@ -30,8 +30,8 @@ Dual square(Dual x) { return x * x; }
 
 }  // namespace
 
-bool dpo_variant(PreferenceLoss l, const PreferenceConfig& c, double cl_v, double rl_v, double* loss, double* dcl,
-                 double* drl) {
+bool dpo_variant(PreferenceLoss l, const PreferenceConfig& c, double cl_v, double rl_v, double nc, double nr,
+                 double* loss, double* dcl, double* drl) {
   const Dual cl{cl_v, 1, 0}, rl{rl_v, 0, 1};
   const double beta = c.beta, e = c.label_smoothing;
   const Dual z = beta * (cl - rl);
@@ -58,6 +58,7 @@ bool dpo_variant(PreferenceLoss l, const PreferenceConfig& c, double cl_v, doubl
       f = -log_sigmoid(z) * (1.0 + -mod) + exp(-z + log_sigmoid((1.0 / c.discopop_tau) * z));
       break;
     }
+    case PreferenceLoss::kSigmoidNorm: f = -log_sigmoid(beta * ((1.0 / nc) * cl - (1.0 / nr) * rl)); break;
     default: return false;
   }
   *loss = f.v;

@@ -8,6 +8,7 @@
 //   apo_zero   1 - s(beta cl) + s(beta rl)                                      (APO)
 //   apo_down   s(beta cl) + 1 - s(beta (cl - rl))                               (APO)
 //   discopop   -log s(z) (1 - s(z / tau)) + e^-z s(z / tau)                     (DiscoPOP)
+//   sigmoid_norm  -log s(beta (cl / nc - rl / nr)), nc, nr the replies' trained tokens (length-normalized DPO)
 // with s the sigmoid and e dpo_label_smoothing. The slopes d loss / d cl and d loss / d rl come
 // from forward-mode dual numbers through the same expressions (no hand-derived formulas to drift
 // from the values); tests/train/preference_loss_test.cc checks them against finite differences.
@@ -19,7 +20,7 @@ enum class PreferenceLoss;
 struct PreferenceConfig;
 
 // The loss of variant `l` at (cl, rl) and its slopes; false when `l` is not one of these variants.
-bool dpo_variant(PreferenceLoss l, const PreferenceConfig& c, double cl, double rl, double* loss, double* dcl,
-                 double* drl);
+bool dpo_variant(PreferenceLoss l, const PreferenceConfig& c, double cl, double rl, double nc, double nr, double* loss,
+                 double* dcl, double* drl);
 
 }  // namespace st

@@ -41,7 +41,7 @@ StatusOr<PreferenceConfig> preference_config_from(const TrainConfig& tc) {
                                                                          c.loss == PreferenceLoss::kSimpo)))
     return Unimplemented(Str() << (tc.rl == "dpo" ? "dpo_loss_type: " + kind : "rl: " + tc.rl)
                                << " is not supported (rl: dpo, ipo, orpo, simpo; dpo_loss_type: sigmoid, ipo, hinge, "
-                                  "robust, exo_pair, nca_pair, sppo_hard, apo_zero, apo_down, discopop)");
+                                  "robust, exo_pair, nca_pair, sppo_hard, apo_zero, apo_down, discopop, sigmoid_norm)");
   c.beta = tc.rl_beta;
   c.label_smoothing = tc.dpo_label_smoothing;
   c.simpo_gamma = tc.simpo_gamma;
@@ -92,6 +92,7 @@ constexpr LossName kLosses[] = {
     {PreferenceLoss::kApoZero, "apo_zero", "DPO (apo_zero)"},
     {PreferenceLoss::kApoDown, "apo_down", "DPO (apo_down)"},
     {PreferenceLoss::kDiscopop, "discopop", "DPO (discopop)"},
+    {PreferenceLoss::kSigmoidNorm, "sigmoid_norm", "DPO (sigmoid_norm)"},
 };
 }  // namespace
 
@@ -200,7 +201,7 @@ PreferenceTerms preference_terms(const PreferencePair& p, const PreferenceConfig
     default: {  // DPOTrainer's other loss_types (train/dpo_variants.h): DPO's sums and rewards
       t.reward_chosen = c.beta * (p.policy_chosen - p.ref_chosen);
       t.reward_rejected = c.beta * (p.policy_rejected - p.ref_rejected);
-      dpo_variant(c.loss, c, p.policy_chosen - p.ref_chosen, p.policy_rejected - p.ref_rejected, &t.loss,
+      dpo_variant(c.loss, c, p.policy_chosen - p.ref_chosen, p.policy_rejected - p.ref_rejected, nc, nr, &t.loss,
                   &t.dloss_dchosen, &t.dloss_drejected);
       break;
     }

@@ -56,7 +56,7 @@ struct TrainConfig;
 // kDpo is DPO's sigmoid loss; kHinge .. kDiscopop are DPOTrainer's other loss_types
 // (train/dpo_variants.h), on the same summed log-ratios against the reference.
 enum class PreferenceLoss { kDpo, kIpo, kOrpo, kSimpo, kHinge, kRobust, kExoPair, kNcaPair, kSppoHard, kApoZero,
-                            kApoDown, kDiscopop };
+                            kApoDown, kDiscopop, kSigmoidNorm };
 
 struct PreferenceConfig {
   PreferenceLoss loss = PreferenceLoss::kDpo;
@@ -71,7 +71,7 @@ struct PreferenceConfig {
 // The preference loss of TrainConfig::rl (dpo_loss_type resolved), its keys checked; rl must be set.
 StatusOr<PreferenceConfig> preference_config_from(const TrainConfig& tc);
 // "dpo", "ipo", "orpo", "simpo" and DPOTrainer's loss_type names ("hinge", "robust", "exo_pair",
-// "nca_pair", "sppo_hard", "apo_zero", "apo_down", "discopop"): the loss; false for others.
+// "nca_pair", "sppo_hard", "apo_zero", "apo_down", "discopop", "sigmoid_norm"): the loss; false for others.
 bool preference_loss_from_name(const std::string& name, PreferenceLoss* out);
 const char* preference_loss_name(PreferenceLoss l);   // "dpo", ...
 const char* preference_loss_title(PreferenceLoss l);  // "DPO", "IPO", "ORPO", "SimPO", "DPO (hinge)", ...

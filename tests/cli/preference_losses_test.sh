@@ -158,6 +158,10 @@ if grep -qx -- "- orpo" "$T/orpo/README.md" && grep -q "by ORPO on preference pa
    grep -qx -- "- dpo" "$T/apo_zero/README.md" && grep -q "by DPO (apo_zero) on preference pairs" "$T/apo_zero/README.md"; then
   echo "ok   model cards"
 else echo "FAIL model cards: $(head -12 "$T/apo_zero/README.md")"; fail=1; fi
+# axolotl's dpo_norm_loss: DPO on mean log-probs, TRL's sigmoid_norm.
+out=$(cd "$T" && "$BIN" train rpo.yaml --dpo_norm_loss=true --max_steps=1 --output_dir=norm 2>&1)
+if grep -q "sigmoid_norm DPO (sigmoid_norm): beta 0.5" <<<"$out"; then echo "ok   dpo_norm_loss"
+else echo "FAIL dpo_norm_loss: $(grep -iE 'norm|error' <<<"$out")"; fail=1; fi
 grep -q "orpo       ORPO: NLL of the chosen sequence + beta 0.2 x odds-ratio loss" "$T/orpo.log" ||
   { echo "FAIL orpo banner (orpo_alpha as beta): $(grep -i orpo "$T/orpo.log")"; fail=1; }
 

@@ -82,7 +82,8 @@ TEST(Simpo, ClosedForm) {
 const PreferenceLoss kAll[] = {PreferenceLoss::kDpo,     PreferenceLoss::kIpo,      PreferenceLoss::kOrpo,
                                PreferenceLoss::kSimpo,   PreferenceLoss::kHinge,    PreferenceLoss::kRobust,
                                PreferenceLoss::kExoPair, PreferenceLoss::kNcaPair,  PreferenceLoss::kSppoHard,
-                               PreferenceLoss::kApoZero, PreferenceLoss::kApoDown, PreferenceLoss::kDiscopop};
+                               PreferenceLoss::kApoZero, PreferenceLoss::kApoDown, PreferenceLoss::kDiscopop,
+                               PreferenceLoss::kSigmoidNorm};
 
 bool smooths(PreferenceLoss l) {
   return l == PreferenceLoss::kDpo || l == PreferenceLoss::kSimpo || l == PreferenceLoss::kRobust ||
@@ -136,6 +137,10 @@ TEST(DpoVariants, ValuesAsTrlWritesThem) {
   EXPECT_NEAR(loss(PreferenceLoss::kApoDown), s(beta * cl) + 1 - s(z), 1e-15);
   const double mod = s(z / 0.05);
   EXPECT_NEAR(loss(PreferenceLoss::kDiscopop), -ls(z) * (1 - mod) + std::exp(-z) * mod, 1e-14);
+  PreferencePair q = p;  // sigmoid_norm: the log-ratios over the replies' lengths
+  q.chosen_tokens = 4;
+  q.rejected_tokens = 5;
+  EXPECT_NEAR(preference_terms(q, cfg(PreferenceLoss::kSigmoidNorm, beta)).loss, -ls(beta * (cl / 4 - rl / 5)), 1e-15);
   // DPO's rewards and summed log-probs for every variant.
   const PreferenceTerms t = preference_terms(p, cfg(PreferenceLoss::kApoDown, beta));
   EXPECT_DOUBLE_EQ(t.reward_chosen, beta * cl);

@@ -62,11 +62,11 @@ declare -A extra=([dpo]=$'rl: dpo\nrl_beta: 0.5' [ipo]=$'rl: ipo\nrl_beta: 0.5' 
                   [rpo]=$'rl: dpo\nrl_beta: 0.5\nrpo_alpha: 0.5')
 declare -A args=([dpo]="--loss dpo --beta 0.5" [ipo]="--loss ipo --beta 0.5" [orpo]="--loss orpo --beta 0.2"
                  [simpo]="--loss simpo --beta 2.0 --gamma 0.5 --cpo-alpha 0.5" [rpo]="--loss dpo --beta 0.5 --rpo-alpha 0.5")
-for v in hinge robust exo_pair nca_pair sppo_hard apo_zero apo_down discopop; do  # DPOTrainer's other loss_types
+for v in hinge robust exo_pair nca_pair sppo_hard apo_zero apo_down discopop sigmoid_norm; do  # DPOTrainer's other loss_types
   extra[$v]=$'rl: dpo\nrl_beta: 0.5\ndpo_loss_type: '$v; args[$v]="--loss $v --beta 0.5"
 done
 extra[robust]+=$'\ndpo_label_smoothing: 0.1'; args[robust]+=" --label-smoothing 0.1"
-for loss in ${LOSSES:-dpo ipo orpo simpo rpo hinge robust exo_pair nca_pair sppo_hard apo_zero apo_down discopop}; do
+for loss in ${LOSSES:-dpo ipo orpo simpo rpo hinge robust exo_pair nca_pair sppo_hard apo_zero apo_down discopop sigmoid_norm}; do
   for run in cpu:off cuda:off cuda:ram; do
     dev=${run%%:*} stream=${run##*:} name=${loss}_${run/:/_}
     { common; cat <<Y

@@ -29,7 +29,7 @@ from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast
 
 ap = argparse.ArgumentParser()
 ap.add_argument("model"); ap.add_argument("init_adapter"); ap.add_argument("pairs"); ap.add_argument("st_out")
-VARIANTS = ["hinge", "robust", "exo_pair", "nca_pair", "sppo_hard", "apo_zero", "apo_down", "discopop"]
+VARIANTS = ["hinge", "robust", "exo_pair", "nca_pair", "sppo_hard", "apo_zero", "apo_down", "discopop", "sigmoid_norm"]
 ap.add_argument("--loss", choices=["dpo", "ipo", "orpo", "simpo"] + VARIANTS, default="dpo")
 ap.add_argument("--label-smoothing", type=float, default=0.0); ap.add_argument("--tau", type=float, default=0.05)
 ap.add_argument("--gamma", type=float, default=0.5); ap.add_argument("--cpo-alpha", type=float, default=1.0)
@@ -104,6 +104,7 @@ for step in range(a.steps):
                 "apo_down": lambda: torch.sigmoid(b * cl) + (1 - torch.sigmoid(z)),
                 "discopop": lambda: -F.logsigmoid(z) * (1 - torch.sigmoid(z / a.tau))
                 + torch.exp(-z) * torch.sigmoid(z / a.tau),
+                "sigmoid_norm": lambda: -F.logsigmoid(b * (cl / (ce - cs) - rl / (re_ - rs))),
             }[a.loss]()
         elif a.loss == "orpo":
             lo = (pc - pr) - (torch.log1p(-torch.exp(pc)) - torch.log1p(-torch.exp(pr)))
