@@ -42,6 +42,8 @@ StatusOr<PreferenceConfig> preference_config_from(const TrainConfig& tc) {
     return Unimplemented(Str() << (tc.rl == "dpo" ? "dpo_loss_type: " + kind : "rl: " + tc.rl)
                                << " is not supported (rl: dpo, ipo, orpo, simpo; dpo_loss_type: sigmoid, ipo, hinge, "
                                   "robust, exo_pair, nca_pair, sppo_hard, apo_zero, apo_down, discopop, sigmoid_norm)");
+  // How messages name the loss: "rl: orpo", or "rl: dpo, dpo_loss_type: hinge".
+  const std::string what = kind == tc.rl ? "rl: " + kind : "rl: " + tc.rl + ", dpo_loss_type: " + kind;
   c.beta = tc.rl_beta;
   c.label_smoothing = tc.dpo_label_smoothing;
   c.simpo_gamma = tc.simpo_gamma;
@@ -63,13 +65,13 @@ StatusOr<PreferenceConfig> preference_config_from(const TrainConfig& tc) {
   if (!(c.cpo_alpha >= 0) || !std::isfinite(c.simpo_gamma))
     return InvalidArgument("cpo_alpha must be >= 0 and simpo_gamma finite");
   if (tc.use_dora && uses_reference(c.loss))
-    return Unimplemented(Str() << "rl: " << kind << " with use_dora is not supported (the reference is the "
+    return Unimplemented(Str() << what << " with use_dora is not supported (the reference is the "
                                << "adapter-disabled model; DoRA's magnitudes rescale the base even with B = 0)");
   if (tc.sample_packing)
-    return InvalidArgument(Str() << "rl: " << kind << " trains on (chosen, rejected) rows; sample_packing does not "
+    return InvalidArgument(Str() << what << " trains on (chosen, rejected) rows; sample_packing does not "
                                  << "apply (set it false)");
   if (tc.neftune_noise_alpha > 0)
-    return Unimplemented(Str() << "rl: " << kind << " with neftune_noise_alpha is not supported");
+    return Unimplemented(Str() << what << " with neftune_noise_alpha is not supported");
   return c;
 }
 
