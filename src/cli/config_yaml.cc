@@ -534,6 +534,17 @@ Status apply_input(const std::string& key, const Input& in, TrainConfig& cfg) {
   if (key == "lr_scheduler_kwargs") return apply_lr_kwargs(in, cfg);
   if (key == "special_tokens") return apply_special_tokens_key(in, cfg);
   if (key == "chat_template_kwargs") return apply_chat_template_kwargs(in, cfg);
+  if (key == "dpo_loss_type" && in.node) {  // TRL's loss_type: a name, or a list of them (axolotl's list[str])
+    if (in.node->IsNull()) return Status::OK();  // TRL's default, sigmoid
+    if (in.node->IsSequence()) {
+      if (in.node->size() != 1 || !(*in.node)[0].IsScalar())
+        return bad(in, "dpo_loss_type", "one loss type, or a list of one (TRL's weighted sums of several are not supported)");
+      Input one = in;
+      one.node = nullptr;
+      one.scalar = (*in.node)[0].Scalar();
+      return set_field(one, *find_field("dpo_loss_type"), cfg);
+    }
+  }
   if (check_variant_key(key, in, &st)) return st;
   const Field* f = find_field(canonical_key(key));
   if (!f) {

@@ -304,6 +304,31 @@ TEST(ConfigYaml, Neftune) {
   EXPECT_HAS(error_of("neftune_noise_alpha: -1\n"), "key 'neftune_noise_alpha'");
 }
 
+// Preference keys (train/preference_loss.h): dpo_loss_type as TRL takes it (a name, a list of one,
+// null = sigmoid); orpo_alpha is ORPO's beta where rl_beta is not written (axolotl's order).
+TEST(ConfigYaml, PreferenceKeys) {
+  for (const char* y : {"dpo_loss_type: ipo\n", "dpo_loss_type: [ipo]\n", "dpo_loss_type:\n  - ipo\n"}) {
+    auto a = parse(y);
+    ASSERT_TRUE(a.ok()) << y << a.status().to_string();
+    EXPECT_EQ(a->dpo_loss_type, "ipo") << y;
+  }
+  auto n = parse("dpo_loss_type:\n");
+  ASSERT_TRUE(n.ok()) << n.status().to_string();
+  EXPECT_EQ(n->dpo_loss_type, "sigmoid");
+  EXPECT_HAS(error_of("dpo_loss_type: [ipo, sigmoid]\n"), "a list of one");
+  EXPECT_HAS(error_of("dpo_loss_type: aot\n"), "'aot' is not one of: sigmoid, ipo, hinge");
+  auto o = parse("rl: orpo\norpo_alpha: 0.3\n");
+  ASSERT_TRUE(o.ok()) << o.status().to_string();
+  EXPECT_DOUBLE_EQ(o->rl_beta, 0.3);
+  auto both = parse("rl_beta: 0.2\nrl: orpo\norpo_alpha: 0.3\n");
+  ASSERT_TRUE(both.ok()) << both.status().to_string();
+  EXPECT_DOUBLE_EQ(both->rl_beta, 0.2);
+  auto d = parse("rl: dpo\ndpo_norm_loss: true\n");
+  ASSERT_TRUE(d.ok()) << d.status().to_string();
+  EXPECT_EQ(d->dpo_loss_type, "sigmoid_norm");
+  EXPECT_HAS(error_of("rl: kto\n"), "(KTO and GRPO are not supported)");
+}
+
 TEST(ConfigYaml, LayersToTransform) {
   auto a = parse("peft_layers_to_transform: [0, 2, 5]\n");
   ASSERT_TRUE(a.ok()) << a.status().to_string();
