@@ -14,10 +14,9 @@ namespace {
 
 using namespace cfg;  // NOLINT: cli/config_input.h's helpers, as in config_yaml.cc
 
+// The single-sample types. The preference types are data/preference.h's (preference_types());
+// axolotl's chat_template(.default, .argilla_chat) under rl is `preference` (resolve_rl_dataset_types).
 const std::vector<std::string> kDatasetTypes = {"tokenized", "text", "prompt_completion", "alpaca", "messages", "sharegpt", "input_output"};
-// Preference pairs (rl: dpo): data/preference.h's types. axolotl's chat_template /
-// chat_template.default under rl: dpo is `preference` (resolve_rl_dataset_types).
-
 
 // Note [axolotl dataset keys]: besides {path, type}, an entry may carry axolotl's keys. type
 // chat_template is our messages (rendered by the chat template), completion is text; the field
@@ -401,7 +400,6 @@ void emit_dataset_list(YAML::Emitter& out, const std::vector<DatasetSpec>& list)
 
 Status resolve_rl_dataset_types(TrainConfig& cfg) {
   const bool pref = !cfg.rl.empty();
-  const std::string rl = "rl: " + (pref ? cfg.rl : std::string("dpo"));
   if (!pref && cfg.max_prompt_len > 0)
     cfg.notes.push_back("max_prompt_len applies to preference training (rl): no effect on this run");
   if (cfg.rl != "orpo" && cfg.orpo_alpha > 0) cfg.notes.push_back("orpo_alpha applies to rl: orpo: no effect on this run");
@@ -411,7 +409,7 @@ Status resolve_rl_dataset_types(TrainConfig& cfg) {
     for (DatasetSpec& d : *list) {
       if (pref && d.type == "messages") d.type = "preference";  // axolotl's chat_template(.default) under rl
       if (pref && !is_preference_type(d.type))
-        return InvalidArgument(Str() << key << ": " << d.path << ": " << rl << " trains on preference pairs, and type "
+        return InvalidArgument(Str() << key << ": " << d.path << ": rl: " << cfg.rl << " trains on preference pairs, and type "
                                      << d.type << " has none (types: chat_template, " << join(preference_types()) << ")");
       if (!pref && is_preference_type(d.type))
         return InvalidArgument(Str() << key << ": " << d.path << ": type " << d.type
