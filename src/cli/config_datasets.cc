@@ -409,12 +409,13 @@ Status resolve_rl_dataset_types(TrainConfig& cfg) {
     for (DatasetSpec& d : *list) {
       if (pref && d.type == "messages") d.type = "preference";  // axolotl's chat_template(.default) under rl
       if (pref && !is_preference_type(d.type))
-        return InvalidArgument(Str() << key << ": " << d.path << ": rl: " << cfg.rl << " trains on preference pairs, and type "
-                                     << d.type << " has none (types: chat_template, " << join(preference_types()) << ")");
+        return InvalidArgument(Str() << key << ": " << d.path << ": rl: " << cfg.rl << " trains on "
+                                     << (cfg.rl == "kto" ? "{prompt, completion, label} examples" : "preference pairs")
+                                     << ", and type " << d.type << " has none (types: chat_template, "
+                                     << join(preference_types()) << ")");
       if (!pref && is_preference_type(d.type))
         return InvalidArgument(Str() << key << ": " << d.path << ": type " << d.type
-                                     << " holds preference pairs (chosen / rejected): set rl (dpo, ipo, orpo or "
-                                        "simpo) to train on them");
+                                     << " holds preference data: set rl (dpo, ipo, orpo, simpo or kto) to train on it");
       if (!pref && (!d.field_chosen.empty() || !d.field_rejected.empty()))
         return InvalidArgument(Str() << key << ": " << d.path
                                      << ": field_chosen / field_rejected are read by preference training (rl)");

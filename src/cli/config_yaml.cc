@@ -102,12 +102,14 @@ const std::vector<Field>& fields() {
       {"weight_decay", &C::weight_decay, {}, StrKind::kPlain, 0},
       {"loraplus_lr_ratio", &C::loraplus_lr_ratio, {}, StrKind::kPlain, 0, kInf, false, false, true},
       {"neftune_noise_alpha", &C::neftune_noise_alpha, {}, StrKind::kPlain, 0, kInf, false, false, true},
-      {"rl", &C::rl, {"dpo", "ipo", "orpo", "simpo"}},
+      {"rl", &C::rl, {"dpo", "ipo", "orpo", "simpo", "kto"}},
       {"dpo_loss_type", &C::dpo_loss_type,
        {"sigmoid", "ipo", "hinge", "robust", "exo_pair", "nca_pair", "sppo_hard", "apo_zero", "apo_down", "discopop",
         "sigmoid_norm"}},
       {"discopop_tau", &C::discopop_tau, {}, StrKind::kPlain, 0, kInf, true, false, true},
       {"rl_beta", &C::rl_beta, {}, StrKind::kPlain, 0, kInf, true, false, true},
+      {"kto_desirable_weight", &C::kto_desirable_weight, {}, StrKind::kPlain, 0, kInf, false, false, true},
+      {"kto_undesirable_weight", &C::kto_undesirable_weight, {}, StrKind::kPlain, 0, kInf, false, false, true},
       {"orpo_alpha", &C::orpo_alpha, {}, StrKind::kPlain, 0, kInf, false, false, true},
       {"simpo_gamma", &C::simpo_gamma, {}, StrKind::kPlain, 0, kInf, false, false, true},
       {"cpo_alpha", &C::cpo_alpha, {}, StrKind::kPlain, 0, kInf, false, false, true},
@@ -206,7 +208,7 @@ Status set_string(const Input& in, const Field& f, std::string& dst) {
       }
       return bad(in, f.name, Str() << "'" << v << "' is not one of: " << join(f.choices)
                                     << (std::string(f.name) == "chat_template" ? ", or a template file (*.jinja)" : "")
-                                    << (std::string(f.name) == "rl" ? " (KTO and GRPO are not supported)"
+                                    << (std::string(f.name) == "rl" ? " (GRPO is not supported)"
                                                                     : ""));
     }
     v = l;

@@ -65,8 +65,8 @@ Status run_evaluate(const TrainConfig& given, const EvaluateOptions& o) {
     const std::string kind = preference_loss_kind(cfg);
     auto row = [&](const std::string& label) -> Status {
       ASSIGN_OR_RETURN(PreferenceStats s, trainer->evaluate_preference(data), "evaluating " << label);
-      std::printf("  %-40s eval_loss %.6f (%s, %lld pairs)", label.c_str(), s.mean_loss(), kind.c_str(),
-                  static_cast<long long>(s.pairs()));
+      std::printf("  %-40s eval_loss %.6f (%s, %lld %s)", label.c_str(), s.mean_loss(), kind.c_str(),
+                  static_cast<long long>(s.pairs()), cfg.rl == "kto" ? "examples" : "pairs");
       for (const auto& [k, v] : s.metrics()) std::printf("  %s %.4f", k.c_str(), v);
       std::printf("\n");
       return Status::OK();

@@ -66,8 +66,9 @@ void print_banner(const TrainConfig& cfg, const Backend& be, const BaseWeights& 
     std::printf("  NEFTune    noise alpha %g on the embeddings of training forwards (magnitude alpha / sqrt(T x %lld))\n",
                 cfg.neftune_noise_alpha, static_cast<long long>(mc.hidden_size));
   if (StatusOr<PreferenceConfig> pc = preference_config_from(cfg); !cfg.rl.empty() && pc.ok()) {
-    std::printf("  %-10s %s; micro_batch_size %lld pair(s) = %lld rows\n", preference_loss_kind(cfg).c_str(),
+    std::printf("  %-10s %s; micro_batch_size %lld %s = %lld rows\n", preference_loss_kind(cfg).c_str(),
                 preference_summary(*pc).c_str(), static_cast<long long>(cfg.micro_batch_size),
+                cfg.rl == "kto" ? "example(s) and their KL sequences" : "pair(s)",
                 static_cast<long long>(micro_batch_rows(cfg)));
   }
   if (cfg.loraplus_lr_ratio > 0)
@@ -126,6 +127,9 @@ void print_banner(const TrainConfig& cfg, const Backend& be, const BaseWeights& 
                 "pairs)\n",
                 static_cast<long long>(td.stats.pairs), static_cast<long long>(td.train->size() / 2),
                 static_cast<long long>(td.eval ? td.eval->size() / 2 : 0));
+  if (td.stats.desirable + td.stats.undesirable > 0)
+    std::printf("  examples   %lld desirable, %lld undesirable (KTO; truncated and dropped count examples)\n",
+                static_cast<long long>(td.stats.desirable), static_cast<long long>(td.stats.undesirable));
   if (cfg.early_stopping_patience > 0 || cfg.load_best_model_at_end) {
     if (cfg.early_stopping_patience > 0)
       std::printf("  stopping   after %lld evals in a row that do not lower eval_loss by more than %g (early_stopping_patience)\n",

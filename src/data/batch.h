@@ -26,6 +26,9 @@ struct Batch {
   // counts in (model/model.h Note [sequence weights]); ignored where labels[t] is. Empty: every
   // target of row r counts in segment r.
   std::vector<int32_t> segments;
+  // KTO (data/data_loader.h Note [KTO batches]): the labels of rows 0..B/2-1, +1 desirable, -1
+  // undesirable; rows B/2.. are their KL sequences. Empty otherwise.
+  std::vector<int8_t> kto;
 };
 
 }  // namespace st

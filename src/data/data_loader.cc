@@ -10,7 +10,44 @@ namespace st {
 DataLoader::DataLoader(std::shared_ptr<const std::vector<Sample>> samples, const LoaderOptions& opt)
     : samples_(std::move(samples)), opt_(opt) {
   if (opt_.pairs) pairs_status_ = check_pairs();
+  else if (opt_.kto) pairs_status_ = check_kto();
 }
+
+Status DataLoader::check_kto() const {
+  if (opt_.sample_packing || opt_.padding_free)
+    return InvalidArgument(Str() << "KTO takes one sequence a row: " << (opt_.sample_packing ? "sample_packing" : "padding_free")
+                                 << " would put several in one row; turn it off");
+  const std::vector<Sample>& s = *samples_;
+  for (size_t i = 0; i < s.size(); ++i)
+    if (s[i].kto == 0)
+      return InvalidArgument(Str() << "sample " << i << " is not an unpaired example with a label; KTO needs "
+                                   << "{prompt, completion, label} records");
+  return Status::OK();
+}
+
+namespace {
+
+// The index of s's first trained token: its prompt is the tokens before it.
+int64_t reply_start(const Sample& s) {
+  return std::find_if(s.labels.begin(), s.labels.end(), [](int32_t l) { return l != kIgnoreIndex; }) - s.labels.begin();
+}
+
+// Note [KTO batches]: example j's prompt followed by example `other`'s response, cut at seq_len.
+Sample kl_sequence(const Sample& self, const Sample& other, int64_t seq_len) {
+  const int64_t p = reply_start(self), q = reply_start(other);
+  Sample kl;
+  kl.input_ids.assign(self.input_ids.begin(), self.input_ids.begin() + p);
+  kl.labels.assign(static_cast<size_t>(p), kIgnoreIndex);
+  kl.input_ids.insert(kl.input_ids.end(), other.input_ids.begin() + q, other.input_ids.end());
+  kl.labels.insert(kl.labels.end(), other.labels.begin() + q, other.labels.end());
+  if (static_cast<int64_t>(kl.input_ids.size()) > seq_len) {
+    kl.input_ids.resize(static_cast<size_t>(seq_len));
+    kl.labels.resize(static_cast<size_t>(seq_len));
+  }
+  return kl;
+}
+
+}  // namespace
 
 // With pairs, sample 2k is pair k's chosen and 2k+1 its rejected: anything else is refused.
 Status DataLoader::check_pairs() const {
@@ -85,7 +122,23 @@ StatusOr<bool> DataLoader::next(Batch* out) {
     if (opt_.sample_packing) seq = opt_.sequence_len;
     seq = std::min(opt_.sequence_len, round_up(seq));
   }
-  build_batch(*samples_, rows, seq, opt_.pad_id, out);
+  if (opt_.kto) {  // Note [KTO batches]
+    const size_t k = rows.size();
+    std::vector<Sample> both;
+    both.reserve(2 * k);
+    for (const auto& row : rows) both.push_back((*samples_)[static_cast<size_t>(row[0])]);
+    for (size_t j = 0; j < k; ++j) {
+      both.push_back(kl_sequence(both[j], both[(j + k - 1) % k], opt_.sequence_len));
+      seq = std::max(seq, std::min(opt_.sequence_len, round_up(static_cast<int64_t>(both.back().input_ids.size()))));
+    }
+    std::vector<std::vector<int64_t>> kl_rows(2 * k);
+    for (size_t i = 0; i < 2 * k; ++i) kl_rows[i] = {static_cast<int64_t>(i)};
+    build_batch(both, kl_rows, seq, opt_.pad_id, out);
+    out->kto.clear();
+    for (size_t j = 0; j < k; ++j) out->kto.push_back(both[j].kto);
+  } else {
+    build_batch(*samples_, rows, seq, opt_.pad_id, out);
+  }
   pos_.index = end;
   return true;
 }

@@ -8,6 +8,15 @@
 // Preference pairs (LoaderOptions::pairs): the permutation is of pairs, each pair's chosen and
 // rejected stay adjacent (rows 2i and 2i+1 of a batch), and `index` still counts samples (always
 // even between batches).
+//
+// Note [KTO batches]: with LoaderOptions::kto every sample is an unpaired example (Sample::kto)
+// and a micro-batch of k of them has 2k rows: rows 0..k-1 the examples (Batch::kto their labels),
+// rows k..2k-1 their KL sequences -- row k+j is example j's prompt followed by the response of
+// example j-1 (mod k), trained on that response (cut at sequence_len). These are the KTO paper's
+// mismatched pairs "in the same microbatch" for the reference point's estimate (train/kto_loss.h).
+// TRL instead takes the response of the example before it in the dataset (in chunks of the batch
+// size, before shuffling): the same estimator over other neighbours. A micro-batch of one example
+// (the epoch's last, with an odd count) pairs it with itself.
 // Not thread-safe.
 #pragma once
 
@@ -41,6 +50,8 @@ struct LoaderOptions {
   // pair i's chosen and row 2i+1 its rejected, padded as without pairs. Packing and padding-free
   // batches would merge the rows and are refused, as are samples not in such pairs.
   bool pairs = false;
+  // KTO's unpaired examples (rl: kto, Sample::kto): Note [KTO batches].
+  bool kto = false;
   bool shuffle = true;
   uint64_t seed = 42;
   int64_t num_epochs = 1;       // next() returns false after this many epochs
@@ -76,11 +87,12 @@ class DataLoader {
  private:
   std::vector<int64_t> order_for(int64_t epoch) const;
   Status check_pairs() const;
+  Status check_kto() const;
   int64_t rows_per_batch() const { return opt_.micro_batch_size * (opt_.pairs ? 2 : 1); }
 
   std::shared_ptr<const std::vector<Sample>> samples_;
   LoaderOptions opt_;
-  Status pairs_status_;  // check_pairs(), once
+  Status pairs_status_;  // check_pairs() / check_kto(), once
   LoaderPosition pos_;
   int64_t order_epoch_ = -1;
   std::vector<int64_t> order_;

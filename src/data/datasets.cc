@@ -580,8 +580,13 @@ StatusOr<std::vector<Sample>> tokenize_one(Record& rec, const std::string& what,
     if (!rec.raw.empty()) {
       ASSIGN_OR_RETURN(rec.j, parse_ordered_json(rec.raw, what));
     }
-    if (is_preference_type(src.type)) return tokenize_pair(rec.j, what, src, tok, chat, opt, stats);
     std::vector<Sample> v(1);
+    if (is_preference_type(src.type) && opt.unpaired) {  // data/preference.h Note [unpaired records]
+      ASSIGN_OR_RETURN(v[0], tokenize_unpaired(src.type, rec.j, src.fields, tok, chat, what, &stats->system_dropped));
+      RETURN_IF_ERROR(detail::finish_sample(&v[0], tok, opt, true, what));
+      return v;
+    }
+    if (is_preference_type(src.type)) return tokenize_pair(rec.j, what, src, tok, chat, opt, stats);
     if (!src.fields.any()) {
       ASSIGN_OR_RETURN(v[0], tokenize_json(src.type, rec.j, tok, &chat, opt, what, stats, &src.format));
       return v;
@@ -682,6 +687,17 @@ Status load_dataset(const DatasetSource& src, const Tokenizer& tok, const Datase
     keep(std::move(chosen));
     keep(std::move(rejected));
   };
+  // An unpaired (KTO) example: cut as a pair's sequence is (Note [pair truncation]).
+  auto place_unpaired = [&](Sample&& s) {
+    const bool prompt = cut_prompt(s), end = cut(s);
+    if (prompt || end) ++stats->truncated;
+    if (!has_targets(s)) {
+      ++stats->dropped_no_targets;
+      return;
+    }
+    ++(s.kto > 0 ? stats->desirable : stats->undesirable);
+    keep(std::move(s));
+  };
   // A tokenized record into the samples: a long text split (Note [long texts]), else truncated.
   auto place = [&](Sample&& s) {
     const int64_t n = static_cast<int64_t>(s.input_ids.size());
@@ -715,7 +731,8 @@ Status load_dataset(const DatasetSource& src, const Tokenizer& tok, const Datase
       if (!res[i]->ok()) return res[i]->status();
       stats->system_dropped += system_dropped[i];
       std::vector<Sample>& v = **res[i];
-      if (is_preference_type(src.type)) place_pair(std::move(v[0]), std::move(v[1]));
+      if (is_preference_type(src.type) && opt.unpaired) place_unpaired(std::move(v[0]));
+      else if (is_preference_type(src.type)) place_pair(std::move(v[0]), std::move(v[1]));
       else place(std::move(v[0]));
     }
     batch.clear();

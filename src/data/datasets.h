@@ -85,11 +85,17 @@ struct Sample {
   // Preference pairs (data/preference.h): 0: not a pair; 1: a pair's chosen sequence; 2: its
   // rejected sequence, always right after its chosen (loading, the split and the loader keep them so).
   int8_t pair = 0;
+  // KTO's unpaired examples (rl: kto; data/preference.h Note [unpaired records]): 1 desirable,
+  // -1 undesirable; 0: not such an example.
+  int8_t kto = 0;
 };
 
 struct DatasetOptions {
   int64_t sequence_len = 2048;  // longer samples are truncated, long texts split (and counted)
   int64_t max_prompt_len = 0;   // preference pairs: a longer prompt keeps its last tokens (data/preference.h); 0 = no limit
+  // rl: kto: the preference types read unpaired records -- a prompt, one completion and its label
+  // (data/preference.h Note [unpaired records]) -- one sample each.
+  bool unpaired = false;
   bool train_on_inputs = false;
   std::string chat_template;    // "" = the tokenizer's own; a built-in name or a .jinja file
   std::string chat_template_kwargs;  // a JSON object's text: the template's extra variables ("" = none)
@@ -110,6 +116,7 @@ struct DatasetStats {
   int64_t target_tokens = 0;    // kept trained labels
   int64_t system_dropped = 0;   // conversations whose system message the template leaves out (Mistral v3/tekken)
   int64_t pairs = 0;            // kept preference pairs (their two sequences count in samples / tokens)
+  int64_t desirable = 0, undesirable = 0;  // kept unpaired (KTO) examples by label
 };
 
 // Reads and tokenizes one dataset file, appending to `out`; stats are accumulated. Records are

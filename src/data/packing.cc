@@ -33,6 +33,8 @@ void build_batch(const std::vector<Sample>& samples, const std::vector<std::vect
   out->doc_ids.assign(total, 0);
   out->num_targets = 0;
   out->real_tokens = 0;
+  out->segments.clear();
+  out->kto.clear();
   for (size_t r = 0; r < rows.size(); ++r) {
     int64_t t = static_cast<int64_t>(r) * seq, end = t + seq;
     int32_t doc = 0;
@@ -53,6 +55,22 @@ void build_batch(const std::vector<Sample>& samples, const std::vector<std::vect
       out->doc_ids[t] = doc;
     }
   }
+}
+
+Batch batch_rows(const Batch& b, int64_t first, int64_t n) {
+  Batch r;
+  r.batch = n;
+  r.seq = b.seq;
+  const auto lo = static_cast<std::ptrdiff_t>(first * b.seq), hi = static_cast<std::ptrdiff_t>((first + n) * b.seq);
+  r.input_ids.assign(b.input_ids.begin() + lo, b.input_ids.begin() + hi);
+  r.labels.assign(b.labels.begin() + lo, b.labels.begin() + hi);
+  r.positions.assign(b.positions.begin() + lo, b.positions.begin() + hi);
+  r.doc_ids.assign(b.doc_ids.begin() + lo, b.doc_ids.begin() + hi);
+  for (size_t t = 0; t < r.labels.size(); ++t) {
+    r.num_targets += r.labels[t] != kIgnoreIndex && r.positions[t] > 0;
+    r.real_tokens += r.doc_ids[t] == 0;
+  }
+  return r;
 }
 
 }  // namespace st

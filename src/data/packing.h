@@ -24,4 +24,9 @@ int64_t take_rows(const std::vector<Sample>& samples, const std::vector<int64_t>
 void build_batch(const std::vector<Sample>& samples, const std::vector<std::vector<int64_t>>& rows, int64_t seq,
                  int32_t pad_id, Batch* out);
 
+// Rows [first, first + n) of `b` as a batch of their own (B = n, the same T), for batches of one
+// sample a row (KTO's halves: data/data_loader.h Note [KTO batches]): num_targets and real_tokens
+// (each row's first document) recounted; segments and kto are not carried.
+Batch batch_rows(const Batch& b, int64_t first, int64_t n);
+
 }  // namespace st

@@ -170,33 +170,43 @@ StatusOr<std::string> ultra_reply(const OrderedJson& j, const char* key, const s
   return detail::string_field(r[1], "content", w);
 }
 
-// axolotl's fixed-format strategies (dpo/chatml.py, dpo/llama3.py): [system?], user, and the replies.
-StatusOr<PairTurns> fixed_turns(const std::string& kind, const OrderedJson& j, const std::string& what) {
-  if (!j.is_object()) return InvalidArgument(Str() << what << ": not a JSON object");
-  std::string system;  // argilla_chat has none (axolotl reads the user turn from chosen[0])
-  if (kind != "argilla_chat" && j.contains("system") && !j["system"].is_null()) {
+// axolotl's fixed-format prompt (dpo/ and kto/ chatml.py, llama3.py): [system?], the user turn.
+// argilla_chat has no system turn and its own prompt (its callers read it).
+StatusOr<std::vector<ChatMessage>> fixed_prompt(const std::string& kind, const OrderedJson& j, const std::string& what) {
+  std::string system;
+  if (j.contains("system") && !j["system"].is_null()) {
     ASSIGN_OR_RETURN(system, detail::string_field(j, "system", what));
   }
   const char* prompt_key = kind == "intel" ? "question" : kind == "icr" ? "input" : "prompt";
-  const char* keys[2] = {"chosen", "rejected"};
   if (kind == "argilla") {  // as axolotl: the first of these that the record has
     prompt_key = "instruction";
     for (const char* k : {"prompt", "input", "question"})
       if (j.contains(k)) { prompt_key = k; break; }
+  }
+  ASSIGN_OR_RETURN(std::string user, detail::string_field(j, prompt_key, what));
+  std::vector<ChatMessage> prompt;
+  if (!system.empty()) prompt.push_back({"system", std::move(system)});
+  prompt.push_back({"user", std::move(user)});
+  return prompt;
+}
+
+// axolotl's fixed-format pair strategies (dpo/chatml.py, dpo/llama3.py): the prompt, the replies.
+StatusOr<PairTurns> fixed_turns(const std::string& kind, const OrderedJson& j, const std::string& what) {
+  if (!j.is_object()) return InvalidArgument(Str() << what << ": not a JSON object");
+  const char* keys[2] = {"chosen", "rejected"};
+  if (kind == "argilla") {
     if (!j.contains("chosen")) keys[0] = "chosen_response";
     if (!j.contains("rejected")) keys[1] = "rejected_response";
   }
   PairTurns t;
-  std::string user;
   if (kind == "argilla_chat") {  // chosen: [user, assistant]; the user turn is chosen[0]'s content
     if (!j.contains("chosen") || !j["chosen"].is_array() || j["chosen"].empty())
       return InvalidArgument(Str() << what << ": 'chosen' is not a list of [user, assistant] messages");
-    ASSIGN_OR_RETURN(user, detail::string_field(j["chosen"][0], "content", Str() << what << ": chosen[0]"));
+    ASSIGN_OR_RETURN(std::string user, detail::string_field(j["chosen"][0], "content", Str() << what << ": chosen[0]"));
+    t.prompt.push_back({"user", std::move(user)});
   } else {
-    ASSIGN_OR_RETURN(user, detail::string_field(j, prompt_key, what));
+    ASSIGN_OR_RETURN(t.prompt, fixed_prompt(kind, j, what));
   }
-  if (!system.empty()) t.prompt.push_back({"system", system});
-  t.prompt.push_back({"user", std::move(user)});
   for (int side = 0; side < 2; ++side) {
     std::string reply;
     if (kind == "ultra" || kind == "argilla_chat") {
@@ -208,6 +218,55 @@ StatusOr<PairTurns> fixed_turns(const std::string& kind, const OrderedJson& j, c
     (side == 0 ? t.chosen : t.rejected).push_back({"assistant", std::move(reply)});
   }
   return t;
+}
+
+// An unpaired record (Note [unpaired records]): the prompt and the one response.
+struct UnpairedTurns {
+  std::vector<ChatMessage> prompt, response;
+};
+
+StatusOr<UnpairedTurns> unpaired_turns(const std::string& type, const OrderedJson& j, const RecordFields& f,
+                                       const std::string& what) {
+  if (!j.is_object()) return InvalidArgument(Str() << what << ": not a JSON object");
+  UnpairedTurns t;
+  if (type == "preference") {
+    ASSIGN_OR_RETURN(t.prompt, prompt_of(j, f, what));
+    ASSIGN_OR_RETURN(t.response, response_of(j, "completion", t.prompt, f, what));
+    return t;
+  }
+  const std::string kind = fixed_parts(type).second;
+  if (kind == "icr")
+    return InvalidArgument(Str() << what << ": type " << type << " has no unpaired (KTO) form; use "
+                                 << fixed_parts(type).first << ".prompt_pairs or preference");
+  if (kind == "argilla_chat") {  // completion: the conversation, its last message the reply
+    if (!j.contains("completion") || !j["completion"].is_array() || j["completion"].size() < 2)
+      return InvalidArgument(Str() << what << ": 'completion' is not a list of messages ending with the assistant's reply");
+    const OrderedJson& c = j["completion"];
+    for (size_t i = 0; i < c.size(); ++i) {
+      ASSIGN_OR_RETURN(ChatMessage m, message_of(c[i], f, Str() << what << ": completion[" << i << "]"));
+      (i + 1 < c.size() ? t.prompt : t.response).push_back(std::move(m));
+    }
+    if (t.response[0].role != "assistant")
+      return InvalidArgument(Str() << what << ": the last message of 'completion' has role '" << t.response[0].role
+                                   << "'; the reply is the assistant's");
+  } else {
+    ASSIGN_OR_RETURN(t.prompt, fixed_prompt(kind, j, what));
+    ASSIGN_OR_RETURN(std::string reply, detail::string_field(j, "completion", what));
+    t.response.push_back({"assistant", std::move(reply)});
+  }
+  if (t.response[0].content.empty() && t.response[0].tool_calls.empty())
+    return InvalidArgument(Str() << what << ": 'completion' is an empty response");
+  return t;
+}
+
+// KTO's label: true (a desirable completion) or false.
+StatusOr<int8_t> unpaired_label(const OrderedJson& j, const std::string& what) {
+  if (!j.contains("label"))
+    return InvalidArgument(Str() << what << ": missing field 'label' (true: a desirable completion, false: an undesirable one)");
+  const OrderedJson& l = j["label"];
+  if (!l.is_boolean())
+    return InvalidArgument(Str() << what << ": 'label' is " << l.dump() << ", not true (desirable) or false (undesirable)");
+  return static_cast<int8_t>(l.get<bool>() ? 1 : -1);
 }
 
 size_t common_prefix(std::string_view a, std::string_view b) {
@@ -290,6 +349,22 @@ StatusOr<PreferencePair> tokenize_preference(const std::string& type, const Orde
     if (mistral_drops_system(chat, msgs)) ++*system_dropped;
   }
   return p;
+}
+
+StatusOr<Sample> tokenize_unpaired(const std::string& type, const OrderedJson& j, const RecordFields& f,
+                                   const Tokenizer& tok, const ChatTemplate& chat, const std::string& what,
+                                   int64_t* system_dropped) {
+  if (!is_preference_type(type)) return InvalidArgument(Str() << what << ": '" << type << "' is not a preference dataset type");
+  ASSIGN_OR_RETURN(UnpairedTurns t, unpaired_turns(type, j, f, what));
+  ASSIGN_OR_RETURN(int8_t label, unpaired_label(j, what));
+  ASSIGN_OR_RETURN(Sample s, tokenize_side(chat, t.prompt, prompt_texts(chat, t.prompt), t.response, tok, what, 0));
+  s.kto = label;
+  if (system_dropped) {
+    std::vector<ChatMessage> msgs = t.prompt;
+    msgs.insert(msgs.end(), t.response.begin(), t.response.end());
+    if (mistral_drops_system(chat, msgs)) ++*system_dropped;
+  }
+  return s;
 }
 
 StatusOr<PreferencePair> tokenize_preference_record(const std::string& type, const std::string& json_line,

@@ -33,6 +33,17 @@
 // (content + the turn's end token: "<|im_end|>", "<|eot_id|>"); never the prompt, earlier
 // assistant turns of the prompt included; train_on_inputs does not apply.
 // Errors (InvalidArgument) name the file and the 1-based record as the other types do.
+//
+// Note [unpaired records]: under rl: kto (DatasetOptions::unpaired) the same types read KTO's
+// unpaired examples, one sample each (Sample::kto): a prompt, ONE response and its boolean
+// "label" (true: desirable). Type preference is TRL's unpaired preference format: the prompt as
+// above (messages or prompt), the response in "completion" (a string, a message, or a list of
+// assistant messages; a list repeating the prompt's turns drops them). The fixed-format types are
+// axolotl's kto/chatml.py and kto/llama3.py: the prompt as the pair types read it, the reply in
+// "completion" (a string); argilla_chat's "completion" is the whole conversation, its last
+// message the reply and the turns before it the prompt (axolotl's llama3 form; its chatml form
+// reads only [user, assistant], the same for such records). chatml.icr / llama3.icr have no KTO
+// form and are refused. Truncation as Note [pair truncation], for the one sequence.
 #pragma once
 
 #include <string>
@@ -73,6 +84,12 @@ struct PreferencePair {
 StatusOr<PreferencePair> tokenize_preference(const std::string& type, const OrderedJson& j, const RecordFields& f,
                                              const Tokenizer& tok, const ChatTemplate& chat, const std::string& what,
                                              int64_t* system_dropped = nullptr);
+
+// Tokenizes one parsed unpaired record (Note [unpaired records]) as tokenize_preference does a
+// pair: labels on the response only, Sample::kto from its label.
+StatusOr<Sample> tokenize_unpaired(const std::string& type, const OrderedJson& j, const RecordFields& f,
+                                   const Tokenizer& tok, const ChatTemplate& chat, const std::string& what,
+                                   int64_t* system_dropped = nullptr);
 
 // One JSON record's text as load_dataset tokenizes it, labels[0] ignored and ids checked against
 // opt.vocab_size (exposed for tests and previews). Type preference renders with `chat`, or when it

@@ -299,6 +299,10 @@ Json config_fingerprint(const TrainConfig& tc, const ModelConfig& mc, DType act_
       j["cpo_alpha"] = tc.cpo_alpha;
     }
     if (tc.max_prompt_len > 0) j["max_prompt_len"] = tc.max_prompt_len;
+    if (tc.rl == "kto") {
+      j["kto_desirable_weight"] = tc.kto_desirable_weight;
+      j["kto_undesirable_weight"] = tc.kto_undesirable_weight;
+    }
   }
   j["adam_beta1"] = tc.adam_beta1;
   j["adam_beta2"] = tc.adam_beta2;

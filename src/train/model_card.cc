@@ -69,7 +69,9 @@ std::string model_card_text(const TrainConfig& cfg, const std::string& metrics_j
     << "`, trained with streamtune";
   StatusOr<PreferenceConfig> pc = preference_config_from(cfg);
   const bool pref = !cfg.rl.empty() && pc.ok();
-  if (pref) o << " by " << preference_loss_title(pc->loss) << " on preference pairs";
+  if (pref)
+    o << " by " << preference_loss_title(pc->loss)
+      << (pc->loss == PreferenceLoss::kKto ? " on examples labelled desirable or undesirable" : " on preference pairs");
   o << ".\n\n";
   if (pref) o << "- " << preference_summary(*pc) << "\n";
   o << "- LoRA: r " << cfg.lora_r << ", alpha " << cfg.lora_alpha << ", dropout " << cfg.lora_dropout

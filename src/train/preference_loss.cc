@@ -42,6 +42,8 @@ StatusOr<PreferenceConfig> preference_config_from(const TrainConfig& tc) {
     return Unimplemented(Str() << (tc.rl == "dpo" ? "dpo_loss_type: " + kind : "rl: " + tc.rl)
                                << " is not supported (rl: dpo, ipo, orpo, simpo; dpo_loss_type: sigmoid, ipo, hinge, "
                                   "robust, exo_pair, nca_pair, sppo_hard, apo_zero, apo_down, discopop, sigmoid_norm)");
+  if (tc.rl == "dpo" && c.loss == PreferenceLoss::kKto)
+    return InvalidArgument("dpo_loss_type: kto is not a DPO loss; KTO is rl: kto (unpaired examples)");
   // How messages name the loss: "rl: orpo", or "rl: dpo, dpo_loss_type: hinge".
   const std::string what = kind == tc.rl ? "rl: " + kind : "rl: " + tc.rl + ", dpo_loss_type: " + kind;
   c.beta = tc.rl_beta;
@@ -51,7 +53,9 @@ StatusOr<PreferenceConfig> preference_config_from(const TrainConfig& tc) {
   c.rpo_alpha = tc.rpo_alpha;
   c.discopop_tau = tc.discopop_tau;
   if (!(c.discopop_tau > 0)) return InvalidArgument(Str() << "discopop_tau must be > 0, got " << c.discopop_tau);
-  if (c.rpo_alpha > 0 && !uses_reference(c.loss))
+  c.desirable_weight = tc.kto_desirable_weight;
+  c.undesirable_weight = tc.kto_undesirable_weight;
+  if (c.rpo_alpha > 0 && (!uses_reference(c.loss) || c.loss == PreferenceLoss::kKto))
     return InvalidArgument(Str() << "rpo_alpha applies to rl: dpo and ipo, not " << kind
                                  << (c.loss == PreferenceLoss::kSimpo ? " (SimPO's NLL weight is cpo_alpha)" : ""));
   if (!(c.beta > 0)) return InvalidArgument(Str() << "rl_beta must be > 0, got " << c.beta);
@@ -64,11 +68,17 @@ StatusOr<PreferenceConfig> preference_config_from(const TrainConfig& tc) {
                                  << kind);
   if (!(c.cpo_alpha >= 0) || !std::isfinite(c.simpo_gamma))
     return InvalidArgument("cpo_alpha must be >= 0 and simpo_gamma finite");
+  if (c.loss == PreferenceLoss::kKto && tc.micro_batch_size < 2)
+    return InvalidArgument(Str() << "rl: kto estimates its reference point from the other examples of a micro-batch "
+                                 << "(their prompts with each other's responses): micro_batch_size must be at least 2, got "
+                                 << tc.micro_batch_size << " (TRL refuses 1 too)");
+  if (!(c.desirable_weight >= 0) || !(c.undesirable_weight >= 0) || c.desirable_weight + c.undesirable_weight <= 0)
+    return InvalidArgument("kto_desirable_weight and kto_undesirable_weight must be >= 0, and not both 0");
   if (tc.use_dora && uses_reference(c.loss))
     return Unimplemented(Str() << what << " with use_dora is not supported (the reference is the "
                                << "adapter-disabled model; DoRA's magnitudes rescale the base even with B = 0)");
   if (tc.sample_packing)
-    return InvalidArgument(Str() << what << " trains on (chosen, rejected) rows; sample_packing does not "
+    return InvalidArgument(Str() << what << " trains on one sequence a row; sample_packing does not "
                                  << "apply (set it false)");
   if (tc.neftune_noise_alpha > 0)
     return Unimplemented(Str() << what << " with neftune_noise_alpha is not supported");
@@ -95,6 +105,7 @@ constexpr LossName kLosses[] = {
     {PreferenceLoss::kApoDown, "apo_down", "DPO (apo_down)"},
     {PreferenceLoss::kDiscopop, "discopop", "DPO (discopop)"},
     {PreferenceLoss::kSigmoidNorm, "sigmoid_norm", "DPO (sigmoid_norm)"},
+    {PreferenceLoss::kKto, "kto", "KTO"},
 };
 }  // namespace
 
@@ -141,6 +152,10 @@ std::string preference_summary(const PreferenceConfig& c) {
     case PreferenceLoss::kIpo: o << "IPO: squared loss on mean log-probs, beta " << c.beta << rpo << ref; break;
     case PreferenceLoss::kOrpo:
       o << "ORPO: NLL of the chosen sequence + beta " << c.beta << " x odds-ratio loss; no reference model"; break;
+    case PreferenceLoss::kKto:
+      o << "KTO: beta " << c.beta << ", desirable weight " << c.desirable_weight << ", undesirable weight "
+        << c.undesirable_weight << "; reference point from mismatched pairs in each micro-batch" << ref;
+      break;
     case PreferenceLoss::kSimpo:
       o << "SimPO: beta " << c.beta << ", gamma " << c.simpo_gamma << eps << ", NLL weight (cpo_alpha) " << c.cpo_alpha
         << "; no reference model";
@@ -235,7 +250,28 @@ void PreferenceStats::add_nll(double mean_nll) {
   nll_ += mean_nll;
 }
 
+void PreferenceStats::add_kto(bool desirable, double policy, double loss, double reward) {
+  ++n_;
+  loss_ += loss;
+  const int i = desirable ? 0 : 1;
+  ++kto_n_[i];
+  kto_reward_[i] += reward;
+  kto_logp_[i] += policy;
+}
+
+void PreferenceStats::add_kl(double z0) {
+  ++kl_n_;
+  kl_ += z0;
+}
+
 void PreferenceStats::merge(const PreferenceStats& o) {
+  for (int i = 0; i < 2; ++i) {
+    kto_n_[i] += o.kto_n_[i];
+    kto_reward_[i] += o.kto_reward_[i];
+    kto_logp_[i] += o.kto_logp_[i];
+  }
+  kl_n_ += o.kl_n_;
+  kl_ += o.kl_;
   n_ += o.n_;
   nll_n_ += o.nll_n_;
   loss_ += o.loss_;
@@ -255,6 +291,19 @@ double PreferenceStats::mean_loss() const {
 }
 
 std::vector<std::pair<std::string, double>> PreferenceStats::metrics(const std::string& prefix) const {
+  if (c_.loss == PreferenceLoss::kKto) {  // train/kto_loss.h: per label, where it occurs
+    std::vector<std::pair<std::string, double>> m;
+    const char* side[2] = {"chosen", "rejected"};
+    for (int i = 0; i < 2; ++i)
+      if (kto_n_[i] > 0) {
+        m.push_back({prefix + "rewards/" + side[i], mean_of(kto_reward_[i], kto_n_[i])});
+        m.push_back({prefix + "logps/" + side[i], mean_of(kto_logp_[i], kto_n_[i])});
+      }
+    if (kto_n_[0] > 0 && kto_n_[1] > 0)
+      m.push_back({prefix + "rewards/margins", mean_of(kto_reward_[0], kto_n_[0]) - mean_of(kto_reward_[1], kto_n_[1])});
+    m.push_back({prefix + "kl", mean_of(kl_, kl_n_)});
+    return m;
+  }
   std::vector<std::pair<std::string, double>> m = {{prefix + "rewards/chosen", mean_of(chosen_, n_)},
                                                    {prefix + "rewards/rejected", mean_of(rejected_, n_)},
                                                    {prefix + "rewards/accuracies", mean_of(correct_, n_)},

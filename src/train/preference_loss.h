@@ -1,6 +1,7 @@
 // Preference losses (TrainConfig::rl): DPO (Rafailov et al. 2023; TRL's DPOTrainer loss_type
 // "sigmoid"), IPO (Azar et al. 2023; DPOTrainer loss_type "ipo"), ORPO (Hong et al. 2024; TRL's
-// ORPOTrainer) and SimPO (Meng et al. 2024; TRL's CPOTrainer loss_type "simpo").
+// ORPOTrainer) and SimPO (Meng et al. 2024; TRL's CPOTrainer loss_type "simpo"); KTO on unpaired
+// examples (train/kto_loss.h) shares their configuration, names and statistics.
 //
 // Note [DPO]: each training example is a pair of sequences sharing a prompt, the chosen and the
 // rejected response (data/datasets.h Sample::pair). With policy log-probabilities pc, pr (the sum
@@ -56,7 +57,7 @@ struct TrainConfig;
 // kDpo is DPO's sigmoid loss; kHinge .. kDiscopop are DPOTrainer's other loss_types
 // (train/dpo_variants.h), on the same summed log-ratios against the reference.
 enum class PreferenceLoss { kDpo, kIpo, kOrpo, kSimpo, kHinge, kRobust, kExoPair, kNcaPair, kSppoHard, kApoZero,
-                            kApoDown, kDiscopop, kSigmoidNorm };
+                            kApoDown, kDiscopop, kSigmoidNorm, kKto };
 
 struct PreferenceConfig {
   PreferenceLoss loss = PreferenceLoss::kDpo;
@@ -66,6 +67,7 @@ struct PreferenceConfig {
   double cpo_alpha = 1.0;        // SimPO's NLL weight
   double rpo_alpha = 0.0;        // DPO's and IPO's NLL weight (TRL's RPO); 0 = none
   double discopop_tau = 0.05;    // DiscoPOP's temperature
+  double desirable_weight = 1.0, undesirable_weight = 1.0;  // KTO's
 };
 
 // The preference loss of TrainConfig::rl (dpo_loss_type resolved), its keys checked; rl must be set.
@@ -76,6 +78,7 @@ bool preference_loss_from_name(const std::string& name, PreferenceLoss* out);
 const char* preference_loss_name(PreferenceLoss l);   // "dpo", ...
 const char* preference_loss_title(PreferenceLoss l);  // "DPO", "IPO", "ORPO", "SimPO", "DPO (hinge)", ...
 // Whether the loss compares against the reference (the adapter-disabled base): all but ORPO, SimPO.
+// (KTO's examples are not pairs: train/kto_loss.h; the others' are.)
 bool uses_reference(PreferenceLoss l);
 // The NLL term's weight (0: none) and whether it covers the chosen sequence's prompt too (ORPO).
 double nll_weight(const PreferenceConfig& c);
@@ -107,8 +110,11 @@ class PreferenceStats {
   explicit PreferenceStats(const PreferenceConfig& c = {}) : c_(c) {}
   void add(const PreferenceTerms& t);
   void add_nll(double mean_nll);  // one micro-batch's mean NLL (kinds with an NLL term)
+  // KTO (train/kto_loss.h): one example (counted as pairs() counts pairs), one micro-batch's z0.
+  void add_kto(bool desirable, double policy, double loss, double reward);
+  void add_kl(double z0);
   void merge(const PreferenceStats& o);
-  int64_t pairs() const { return n_; }
+  int64_t pairs() const { return n_; }  // pairs, or KTO's examples
   // Mean pair loss + nll_weight x mean NLL: the window's (or eval set's) loss.
   double mean_loss() const;
   // ("rewards/chosen", mean), ... in TRL's names; a prefix ("eval_") in front of each.
@@ -119,6 +125,9 @@ class PreferenceStats {
   int64_t n_ = 0, nll_n_ = 0;
   double loss_ = 0, chosen_ = 0, rejected_ = 0, correct_ = 0, logp_chosen_ = 0, logp_rejected_ = 0;
   double nll_ = 0, log_odds_ = 0, log_odds_ratio_ = 0;
+  // KTO: per label (0 desirable, 1 undesirable) the examples, their rewards and log p sums; z0s.
+  int64_t kto_n_[2] = {0, 0}, kl_n_ = 0;
+  double kto_reward_[2] = {0, 0}, kto_logp_[2] = {0, 0}, kl_ = 0;
 };
 
 }  // namespace st

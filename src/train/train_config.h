@@ -133,7 +133,8 @@ struct TrainConfig {
   // (with dpo_loss_type "sigmoid" or "ipo"), "ipo", "orpo" or "simpo" on (chosen, rejected) pairs.
   // rl_beta is TRL's beta (orpo_alpha sets it for ORPO when rl_beta is not written, as axolotl);
   // dpo_label_smoothing is conservative DPO's (and SimPO's) epsilon; simpo_gamma and cpo_alpha are
-  // TRL's CPOConfig's (SimPO's margin and NLL weight).
+  // TRL's CPOConfig's (SimPO's margin and NLL weight). "kto" trains on unpaired examples
+  // (train/kto_loss.h), each loss weighted by kto_desirable_weight or kto_undesirable_weight.
   std::string rl;
   std::string dpo_loss_type = "sigmoid";
   double rl_beta = 0.1;
@@ -142,6 +143,7 @@ struct TrainConfig {
   double cpo_alpha = 1.0;
   double rpo_alpha = 0.0;  // TRL's RPO: DPO / IPO + rpo_alpha x NLL of the chosen reply; 0 = off
   double discopop_tau = 0.05;  // dpo_loss_type: discopop's temperature (TRL's)
+  double kto_desirable_weight = 1.0, kto_undesirable_weight = 1.0;  // rl: kto (TRL's KTOConfig)
   int64_t max_prompt_len = 0;  // axolotl's / TRL's: a longer prompt keeps its last tokens; 0 = no limit
   double dpo_label_smoothing = 0.0;
   double adam_beta1 = 0.9;
@@ -214,7 +216,8 @@ inline std::string preference_loss_kind(const TrainConfig& c) {
 
 // Rows of a micro-batch: micro_batch_size, or with preference training (rl) twice that
 // (micro_batch_size counts pairs, as TRL's per-device batch does; each pair is a chosen and a
-// rejected row). What the memory plan and the model's buffers are sized for.
+// rejected row; under KTO an example and its KL sequence: data/data_loader.h Note [KTO batches]).
+// What the memory plan and the model's buffers are sized for.
 inline int64_t micro_batch_rows(const TrainConfig& c) { return c.micro_batch_size * (c.rl.empty() ? 1 : 2); }
 
 // The chat template name data/chat_template.h reads: "jinja" (with its text) as "jinja:" + text.

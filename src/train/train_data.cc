@@ -49,6 +49,7 @@ DatasetOptions dataset_options(const TrainConfig& cfg, int64_t vocab_size) {
   DatasetOptions o;
   o.sequence_len = cfg.sequence_len;
   o.max_prompt_len = cfg.max_prompt_len;
+  o.unpaired = cfg.rl == "kto";  // data/preference.h Note [unpaired records]
   o.train_on_inputs = cfg.train_on_inputs;
   o.chat_template = effective_chat_template(cfg.chat_template, cfg.chat_template_jinja);
   o.chat_template_kwargs = cfg.chat_template_kwargs;
@@ -241,7 +242,9 @@ LoaderOptions loader_options(const TrainConfig& cfg, int32_t pad_id, bool train,
   lo.sequence_len = cfg.sequence_len;
   lo.micro_batch_size = cfg.micro_batch_size;
   lo.sample_packing = cfg.sample_packing;
-  lo.pairs = !cfg.rl.empty();  // micro_batch_size pairs: 2 x that many rows (micro_batch_rows)
+  // micro_batch_size pairs (KTO: examples, each with its KL sequence): 2 x that many rows (micro_batch_rows)
+  lo.pairs = !cfg.rl.empty() && cfg.rl != "kto";
+  lo.kto = cfg.rl == "kto";
   constexpr int64_t kAutoPadMultiple = 64;
   // By device kind, not by whether plans are on: STREAMTUNE_GRAPHS=off must not change the bits.
   lo.pad_to_multiple_of = cfg.pad_to_multiple_of > 0 ? cfg.pad_to_multiple_of

@@ -7,6 +7,8 @@
 #include "io/safetensors.h"
 #include "model/resident_source.h"
 #include "train/loader_source.h"
+#include "data/packing.h"
+#include "train/kto_loss.h"
 #include "train/pair_batch.h"
 #include "train/preference_loss.h"
 
@@ -241,6 +243,7 @@ double mean_nll(const PairBatch& pb, const std::vector<double>& logp, Preference
 // are zeroed here (the reference forwards borrow the gradient section).
 StatusOr<std::vector<double>> Trainer::preference_forward_backward(const std::vector<Batch>& window,
                                                                    PreferenceStats* stats) {
+  if (pref_.loss == PreferenceLoss::kKto) return kto_forward_backward(window, stats);
   std::vector<PairBatch> pbs;
   std::vector<std::vector<double>> ref;
   int64_t pairs = 0;
@@ -276,6 +279,65 @@ StatusOr<std::vector<double>> Trainer::preference_forward_backward(const std::ve
   };
   std::vector<const Batch*> ptrs;
   for (const PairBatch& pb : pbs) ptrs.push_back(&pb.batch);
+  return model_->forward_backward(ptrs, *layers_, std::vector<float>(window.size(), 1.0f), &weigh);
+}
+
+namespace {
+
+// A KTO micro-batch (data/data_loader.h Note [KTO batches]): k examples, then their k KL rows.
+StatusOr<int64_t> kto_examples(const Batch& b) {
+  const int64_t k = b.batch / 2;
+  if (b.batch % 2 != 0 || static_cast<int64_t>(b.kto.size()) != k || k == 0)
+    return InvalidArgument(Str() << "a KTO micro-batch holds examples and their KL rows (" << b.batch << " rows, "
+                                 << b.kto.size() << " labels)");
+  return k;
+}
+
+// Example j's terms (train/kto_loss.h) from the policy's and the reference's log p sums by row.
+KtoTerms kto_example(const Batch& b, const std::vector<double>& policy, const std::vector<double>& ref, int64_t j,
+                     double z0, const PreferenceConfig& c, PreferenceStats* stats) {
+  const auto i = static_cast<size_t>(j);
+  const KtoExample e{.policy = policy[i], .ref = ref[i], .desirable = b.kto[i] > 0};
+  const KtoTerms t = kto_terms(e, z0, c);
+  stats->add_kto(e.desirable, e.policy, t.loss, t.reward);
+  return t;
+}
+
+}  // namespace
+
+// train/kto_loss.h Note [KTO] over one window: per micro-batch the reference forward (adapter
+// disabled) over its examples and KL rows, the policy's forward over the KL rows (no gradient),
+// hence z0; then one forward_backward over the examples alone, each weighted by -d loss / d p
+// over the window's examples (their mean is the loss).
+StatusOr<std::vector<double>> Trainer::kto_forward_backward(const std::vector<Batch>& window, PreferenceStats* stats) {
+  std::vector<Batch> examples;
+  std::vector<std::vector<double>> ref;
+  std::vector<double> z0;
+  int64_t n = 0;
+  for (const Batch& b : window) {
+    ASSIGN_OR_RETURN(int64_t k, kto_examples(b));
+    ASSIGN_OR_RETURN(std::vector<double> r, reference_logps(b));
+    ASSIGN_OR_RETURN(std::vector<double> kl, model_->eval_sequence_logps(batch_rows(b, k, k), *layers_));
+    RETURN_IF_ERROR(layers_->status(), "loading base weights for the KL forward");
+    z0.push_back(kto_reference_point(kl.data(), r.data() + k, k));
+    stats->add_kl(z0.back());
+    examples.push_back(batch_rows(b, 0, k));
+    ref.push_back(std::move(r));
+    n += k;
+  }
+  model_->lora().zero_grads();
+  const double per_example = 1.0 / static_cast<double>(std::max<int64_t>(n, 1));
+  Model::SequenceWeights weigh = [&](int mb, const std::vector<double>& logp) {
+    const auto m = static_cast<size_t>(mb);
+    std::vector<float> w(logp.size(), 0.0f);
+    for (int64_t j = 0; j < examples[m].batch; ++j) {
+      const KtoTerms t = kto_example(window[m], logp, ref[m], j, z0[m], pref_, stats);
+      w[static_cast<size_t>(j)] = static_cast<float>(-t.dloss_dpolicy * per_example);
+    }
+    return w;
+  };
+  std::vector<const Batch*> ptrs;
+  for (const Batch& b : examples) ptrs.push_back(&b);
   return model_->forward_backward(ptrs, *layers_, std::vector<float>(window.size(), 1.0f), &weigh);
 }
 
@@ -607,6 +669,16 @@ StatusOr<PreferenceStats> Trainer::evaluate_preference(BatchSource& data) {
     Batch b;
     ASSIGN_OR_RETURN(bool got, data.next(&b));
     if (!got) break;
+    if (pref_.loss == PreferenceLoss::kKto) {  // every row's log p at once: the KL rows' give z0
+      ASSIGN_OR_RETURN(int64_t k, kto_examples(b));
+      ASSIGN_OR_RETURN(std::vector<double> ref, reference_logps(b));
+      ASSIGN_OR_RETURN(std::vector<double> pol, model_->eval_sequence_logps(b, *layers_));
+      RETURN_IF_ERROR(layers_->status(), "loading base weights");
+      const double z0 = kto_reference_point(pol.data() + k, ref.data() + k, k);
+      stats.add_kl(z0);
+      for (int64_t j = 0; j < k; ++j) kto_example(b, pol, ref, j, z0, pref_, &stats);
+      continue;
+    }
     ASSIGN_OR_RETURN(PairBatch pb, pair_batch(b, pref_.loss));
     std::vector<double> ref;
     if (uses_reference(pref_.loss)) {

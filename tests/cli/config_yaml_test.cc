@@ -326,7 +326,7 @@ TEST(ConfigYaml, PreferenceKeys) {
   auto d = parse("rl: dpo\ndpo_norm_loss: true\n");
   ASSERT_TRUE(d.ok()) << d.status().to_string();
   EXPECT_EQ(d->dpo_loss_type, "sigmoid_norm");
-  EXPECT_HAS(error_of("rl: kto\n"), "(KTO and GRPO are not supported)");
+  EXPECT_HAS(error_of("rl: grpo\n"), "(GRPO is not supported)");
 }
 
 TEST(ConfigYaml, LayersToTransform) {

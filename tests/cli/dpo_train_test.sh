@@ -8,7 +8,7 @@
 #  - independently of the training path: the DPO loss and log-probabilities `evaluate` reports for
 #    one pair equal those computed in numpy from `streamtune logits` of the adapter (policy) and of
 #    the bare base (reference), over the reply's tokens as `tokenize` gives them;
-#  - refusals name the key: rl: kto, a non-preference dataset under rl: dpo, a preference type
+#  - refusals name the key: rl: grpo, a non-preference dataset under rl: dpo, a preference type
 #    without rl, DoRA with DPO. (IPO, ORPO and SimPO: preference_losses_test.sh.)
 set -u
 BIN="$1"
@@ -113,10 +113,10 @@ assert abs(got[1] - pc) < 1e-3 and abs(got[2] - pr) < 1e-3, (got, pc, pr)
 print(f"ok   dpo oracle: loss {got[0]:.6f} = numpy {loss:.6f} (logps {pc:.4f} / {pr:.4f}, reference {rc:.4f} / {rr:.4f})")
 PY
 
-expect_refusal kto "'rl': 'kto' is not one of: dpo, ipo, orpo, simpo \(KTO" -- train t.yaml --rl=kto --output_dir=o2
+expect_refusal grpo "'rl': 'grpo' is not one of: dpo, ipo, orpo, simpo, kto \\(GRPO" -- train t.yaml --rl=grpo --output_dir=o2
 sed 's/type: chat_template/type: alpaca/' "$T/t.yaml" >"$T/alpaca.yaml"
 expect_refusal sft-type "rl: dpo trains on preference pairs, and type alpaca has none" -- train alpaca.yaml --output_dir=o3
 grep -v '^rl:' "$T/t.yaml" | sed 's/type: chat_template/type: chatml.intel/' >"$T/norl.yaml"
-expect_refusal no-rl "type chatml.intel holds preference pairs .*: set rl \\(dpo" -- train norl.yaml --output_dir=o4
+expect_refusal no-rl "type chatml.intel holds preference data: set rl \\(dpo" -- train norl.yaml --output_dir=o4
 expect_refusal dora "rl: dpo with use_dora is not supported" -- train t.yaml --use_dora=true --output_dir=o5
 exit $fail
