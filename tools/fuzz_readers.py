@@ -452,6 +452,39 @@ def main():
         return [a.bin, "train", os.path.join(d, "pref.yaml"), "--preview-data=2"]
 
     targets["data_preference"] = preference_cmd
+
+    # KTO's unpaired examples (rl: kto; data/preference.h Note [unpaired records]): the same damage.
+    unpaired = [{"prompt": [{"role": "user", "content": f"q{i}"}], "completion": [{"role": "assistant", "content": f"a{i}"}],
+                 "label": i % 2 == 0} for i in range(3)]
+    unpaired.append({"prompt": "q", "completion": "a", "label": False})
+    with open(os.path.join(pw, "kto.jsonl"), "w") as f:
+        f.write("".join(json.dumps(r) + "\n" for r in unpaired))
+    with open(os.path.join(pw, "kto_intel.jsonl"), "w") as f:
+        f.write(json.dumps({"system": "s", "question": "q", "completion": "a", "label": True}) + "\n")
+    with open(os.path.join(pw, "kto_argilla_chat.jsonl"), "w") as f:
+        f.write(json.dumps({"completion": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}],
+                            "label": True}) + "\n")
+    with open(os.path.join(pw, "kto.yaml"), "w") as f:
+        f.write("base_model: model\nrl: kto\nmicro_batch_size: 2\ndatasets:\n  - path: kto.jsonl\n    type: chat_template\n"
+                "  - path: kto_intel.jsonl\n    type: chatml.intel\n  - path: kto_argilla_chat.jsonl\n"
+                "    type: chatml.argilla_chat\nchat_template: chatml\ndevice: cpu\nsequence_len: 512\noutput_dir: out\n")
+
+    def unpaired_cmd():
+        d = os.path.join(work, "pp")
+        shutil.rmtree(d, ignore_errors=True)
+        shutil.copytree(pw, d)
+        path = os.path.join(d, rng.choice(["kto.jsonl", "kto_intel.jsonl", "kto_argilla_chat.jsonl"]))
+        if rng.random() < 0.5:
+            damage(path)
+        else:
+            recs = [json.loads(l) for l in read(path).decode().splitlines() if l.strip()]
+            r = rng.choice(recs)
+            r[rng.choice(sorted(r))] = rng.choice(shapes + ["yes", 0])
+            with open(path, "w") as f:
+                f.write("".join(json.dumps(x) + "\n" for x in recs))
+        return [a.bin, "train", os.path.join(d, "kto.yaml"), "--preview-data=2"]
+
+    targets["data_unpaired"] = unpaired_cmd
     targets.update({"data_alpaca": preview_cmd("alpaca.json"), "data_sharegpt": preview_cmd("sg.jsonl"),
                     "data_parquet_chat": preview_cmd("chat.parquet"), "data_parquet_ids": preview_cmd("ids.parquet"),
                     "data_csv": preview_cmd("alpaca.csv"), "data_arrow": preview_cmd("saved.arrow"),

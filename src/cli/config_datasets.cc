@@ -416,6 +416,9 @@ Status resolve_rl_dataset_types(TrainConfig& cfg) {
       if (!pref && is_preference_type(d.type))
         return InvalidArgument(Str() << key << ": " << d.path << ": type " << d.type
                                      << " holds preference data: set rl (dpo, ipo, orpo, simpo or kto) to train on it");
+      if (cfg.rl == "kto" && (!d.field_chosen.empty() || !d.field_rejected.empty()))
+        return InvalidArgument(Str() << key << ": " << d.path << ": rl: kto reads one 'completion' and its 'label' a record; "
+                                     << "field_chosen / field_rejected name the replies of pairs (rl: dpo, ipo, orpo, simpo)");
       if (!pref && (!d.field_chosen.empty() || !d.field_rejected.empty()))
         return InvalidArgument(Str() << key << ": " << d.path
                                      << ": field_chosen / field_rejected are read by preference training (rl)");

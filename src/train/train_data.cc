@@ -174,8 +174,9 @@ Status preview_train_data(const TrainConfig& cfg, int n, std::FILE* out) {
     for (int k = 0; k < n && k < static_cast<int>(samples.size()); ++k) {
       const Sample& s = samples[static_cast<size_t>(k)];
       const auto trained = std::count_if(s.labels.begin(), s.labels.end(), [](int32_t l) { return l != kIgnoreIndex; });
-      std::fprintf(out, "--- sample %d: %zu tokens, %lld trained (between \u27e6 and \u27e7)\n%s\n", k + 1,
-                   s.input_ids.size(), static_cast<long long>(trained), marked_text(tok, s).c_str());
+      const char* label = s.kto > 0 ? ", desirable (KTO)" : s.kto < 0 ? ", undesirable (KTO)" : "";
+      std::fprintf(out, "--- sample %d: %zu tokens, %lld trained%s (between \u27e6 and \u27e7)\n%s\n", k + 1,
+                   s.input_ids.size(), static_cast<long long>(trained), label, marked_text(tok, s).c_str());
     }
   }
   return Status::OK();

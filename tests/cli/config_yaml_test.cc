@@ -327,6 +327,12 @@ TEST(ConfigYaml, PreferenceKeys) {
   ASSERT_TRUE(d.ok()) << d.status().to_string();
   EXPECT_EQ(d->dpo_loss_type, "sigmoid_norm");
   EXPECT_HAS(error_of("rl: grpo\n"), "(GRPO is not supported)");
+  auto k = parse("rl: KTO\nkto_desirable_weight: 1.2\nkto_undesirable_weight: 0.8\n");  // axolotl's names
+  ASSERT_TRUE(k.ok()) << k.status().to_string();
+  EXPECT_EQ(k->rl, "kto");
+  EXPECT_DOUBLE_EQ(k->kto_desirable_weight, 1.2);
+  EXPECT_DOUBLE_EQ(k->kto_undesirable_weight, 0.8);
+  EXPECT_HAS(error_of("kto_undesirable_weight: -1\n"), "key 'kto_undesirable_weight'");
 }
 
 TEST(ConfigYaml, LayersToTransform) {

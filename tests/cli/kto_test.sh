@@ -135,6 +135,10 @@ if grep -q "kto        KTO: beta 0.5, desirable weight 1, undesirable weight 1.5
   echo "ok   banner and model card"
 else echo "FAIL banner / model card: $(grep -iE 'kto|examples' "$T/base.log" "$T/kto/README.md" | head)"; fail=1; fi
 
+out=$(cd "$T" && "$BIN" train three.yaml --preview-data=3 2>&1)
+if grep -q "^--- sample 2: .* trained, desirable (KTO)" <<<"$out" && grep -q "^--- sample 3: .* trained, undesirable (KTO)" <<<"$out"
+then echo "ok   --preview-data shows the labels"; else echo "FAIL preview: $out"; fail=1; fi
+
 printf '%s\n' '{"prompt": "what is 1?", "completion": "it is 1"}' >"$T/nolabel.jsonl"
 make_pair_fixture "$T/pairs.jsonl" 4
 sed 's/three.jsonl/nolabel.jsonl/' "$T/three.yaml" >"$T/nolabel.yaml"

@@ -333,5 +333,64 @@ TEST(DataLoader, PairsRefusals) {
   EXPECT_EQ(ok.batches_in_epoch(0), 2);
 }
 
+// Note [KTO batches]: k examples, then k KL rows (example j's prompt + example j-1's reply, mod k).
+TEST(DataLoader, KtoBatchesCarryTheirKlRows) {
+  auto v = std::make_shared<std::vector<Sample>>();
+  const int prompt[5] = {2, 3, 4, 2, 6}, reply[5] = {3, 3, 3, 6, 2};
+  for (int i = 0; i < 5; ++i) {  // prompt tokens 100 i + k, reply tokens 100 i + 50 + k
+    Sample s;
+    for (int k = 0; k < prompt[i]; ++k) {
+      s.input_ids.push_back(100 * i + k);
+      s.labels.push_back(kIgnoreIndex);
+    }
+    for (int k = 0; k < reply[i]; ++k) {
+      s.input_ids.push_back(100 * i + 50 + k);
+      s.labels.push_back(100 * i + 50 + k);
+    }
+    s.kto = i % 2 == 0 ? 1 : -1;
+    v->push_back(s);
+  }
+  DataLoader dl(v, {.sequence_len = 8, .micro_batch_size = 3, .pad_to_multiple_of = 1, .kto = true, .shuffle = false});
+  Batch b;
+  ASSERT_TRUE(*dl.next(&b));
+  ASSERT_EQ(b.batch, 6);
+  EXPECT_EQ(b.kto, (std::vector<int8_t>{1, -1, 1}));
+  EXPECT_EQ(b.seq, 7);  // the longest of the six rows: example 2 and its KL row (4 + 3 tokens)
+  auto row = [&](int64_t r) {
+    std::vector<int32_t> ids, labels;
+    for (int64_t t = 0; t < b.seq; ++t)
+      if (b.doc_ids[r * b.seq + t] == 0) {
+        ids.push_back(b.input_ids[r * b.seq + t]);
+        labels.push_back(b.labels[r * b.seq + t]);
+      }
+    return std::make_pair(ids, labels);
+  };
+  EXPECT_EQ(row(0).first, (*v)[0].input_ids);
+  EXPECT_EQ(row(2).first, (*v)[2].input_ids);
+  const int32_t I = kIgnoreIndex;
+  // KL row 0: example 0's prompt + example 2's reply; row 1: example 1's prompt + example 0's reply.
+  EXPECT_EQ(row(3).first, (std::vector<int32_t>{0, 1, 250, 251, 252}));
+  EXPECT_EQ(row(3).second, (std::vector<int32_t>{I, I, 250, 251, 252}));
+  EXPECT_EQ(row(4).first, (std::vector<int32_t>{100, 101, 102, 50, 51, 52}));
+  EXPECT_EQ(row(5).first, (std::vector<int32_t>{200, 201, 202, 203, 150, 151, 152}));
+  EXPECT_EQ(b.num_targets, 6 * 3);
+  // The epoch's last micro-batch (examples 3, 4), and a KL row cut at sequence_len.
+  ASSERT_TRUE(*dl.next(&b));
+  ASSERT_EQ(b.batch, 4);
+  EXPECT_EQ(b.seq, 8);
+  EXPECT_EQ(row(2).first, (std::vector<int32_t>{300, 301, 450, 451}));
+  EXPECT_EQ(row(3).first, (std::vector<int32_t>{400, 401, 402, 403, 404, 405, 350, 351}));  // 6 + 6 cut at 8
+  EXPECT_EQ(row(3).second, (std::vector<int32_t>{I, I, I, I, I, I, 350, 351}));
+  EXPECT_FALSE(*dl.next(&b));
+  // Refusals: an unlabelled sample, packing.
+  (*v)[3].kto = 0;
+  DataLoader bad(v, {.sequence_len = 8, .micro_batch_size = 2, .kto = true, .shuffle = false});
+  auto r = bad.next(&b);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("sample 3 is not an unpaired example"), std::string::npos) << r.status().to_string();
+  DataLoader packed(v, {.sequence_len = 8, .micro_batch_size = 2, .sample_packing = true, .kto = true});
+  EXPECT_NE(packed.next(&b).status().message().find("KTO takes one sequence a row"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace st

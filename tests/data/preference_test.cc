@@ -572,5 +572,91 @@ TEST(Preference, SingleSampleReaderRefusesPairs) {
   EXPECT_NE(s.status().message().find("preference pair"), std::string::npos) << s.status().to_string();
 }
 
+// Note [unpaired records] (rl: kto): TRL's unpaired format and axolotl's kto/chatml.py and
+// kto/llama3.py strategies give one sample each, rendered as the pair types render the chosen
+// side; label true / false; truncation and counts as for pairs.
+StatusOr<Sample> unpaired_of(const Tokenizer& tok, const std::string& type, const std::string& line,
+                             const char* tmpl = "chatml") {
+  DatasetOptions opt;
+  opt.chat_template = tmpl;
+  auto chat = detail::dataset_chat_template(type, tmpl, tok, opt);
+  if (!chat.ok()) return chat.status();
+  auto j = parse_ordered_json(line, "x.jsonl line 1");
+  if (!j.ok()) return j.status();
+  return tokenize_unpaired(type, *j, {}, tok, *chat, "x.jsonl line 1");
+}
+
+TEST(Preference, UnpairedRecords) {
+  Tokenizer tok = load_tok("qwen2");
+  const std::string sys_prompt = "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nQ<|im_end|>\n<|im_start|>assistant\n";
+  const char* recs[][2] = {
+      {"preference", R"({"prompt":[{"role":"system","content":"S"},{"role":"user","content":"Q"}],)"
+                     R"("completion":[{"role":"assistant","content":"good"}],"label":true})"},
+      {"preference", R"({"messages":[{"role":"system","content":"S"},{"role":"user","content":"Q"}],"completion":"good","label":true})"},
+      {"chatml.intel", R"({"system":"S","question":"Q","completion":"good","label":true})"},
+      {"chatml.prompt_pairs", R"({"system":"S","prompt":"Q","completion":"good","label":true})"},
+      {"chatml.argilla", R"({"system":"S","instruction":"Q","completion":"good","label":true})"},
+      {"chatml.ultra", R"({"system":"S","prompt":"Q","completion":"good","label":true})"},
+      {"chatml.argilla_chat", R"({"completion":[{"role":"system","content":"S"},{"role":"user","content":"Q"},)"
+                              R"({"role":"assistant","content":"good"}],"label":true})"},
+  };
+  for (const auto& [type, rec] : recs) {
+    auto s = unpaired_of(tok, type, rec);
+    ASSERT_TRUE(s.ok()) << type << ": " << s.status().to_string();
+    EXPECT_EQ(s->input_ids, tok.encode(sys_prompt + "good<|im_end|>\n")) << type << " " << rec;
+    EXPECT_EQ(trained_text(tok, *s), "good<|im_end|>") << type;
+    EXPECT_EQ(first_trained(*s), tok.encode(sys_prompt).size()) << type;
+    EXPECT_EQ(s->kto, 1);
+    EXPECT_EQ(s->pair, 0);
+  }
+  auto bad = unpaired_of(tok, "chatml.intel", R"({"question":"Q","completion":"meh","label":false})");
+  ASSERT_TRUE(bad.ok()) << bad.status().to_string();
+  EXPECT_EQ(bad->kto, -1);
+  EXPECT_EQ(tok.decode(bad->input_ids), "<|im_start|>user\nQ<|im_end|>\n<|im_start|>assistant\nmeh<|im_end|>\n");
+  Tokenizer l3 = load_tok("llama3");
+  auto ll = unpaired_of(l3, "llama3.argilla_chat", R"({"completion":[{"role":"user","content":"Q"},{"role":"assistant","content":"A"},)"
+                                                   R"({"role":"user","content":"R"},{"role":"assistant","content":"good"}],"label":true})");
+  ASSERT_TRUE(ll.ok()) << ll.status().to_string();
+  EXPECT_EQ(trained_text(l3, *ll), "good<|eot_id|>");  // the earlier assistant turn is prompt
+  const std::pair<const char*, const char*> errors[] = {
+      {R"({"prompt":"Q","completion":"a"})", "missing field 'label' (true: a desirable completion"},
+      {R"({"prompt":"Q","completion":"a","label":1})", "'label' is 1, not true (desirable) or false (undesirable)"},
+      {R"({"prompt":"Q","chosen":"a","rejected":"b"})", "missing field 'completion'"},
+      {R"({"prompt":"Q","completion":"","label":true})", "'completion' is an empty response"},
+      {R"({"prompt":"Q","completion":[{"role":"user","content":"a"}],"label":true})", "has a message of role 'user'"},
+  };
+  for (const auto& [rec, needle] : errors) {
+    auto e = unpaired_of(tok, "preference", rec);
+    ASSERT_FALSE(e.ok()) << rec;
+    EXPECT_NE(e.status().message().find(needle), std::string::npos) << e.status().to_string();
+    EXPECT_NE(e.status().message().find("x.jsonl line 1"), std::string::npos) << e.status().to_string();
+  }
+  auto icr = unpaired_of(tok, "chatml.icr", R"({"input":"Q","completion":"a","label":true})");
+  ASSERT_FALSE(icr.ok());
+  EXPECT_NE(icr.status().message().find("type chatml.icr has no unpaired (KTO) form"), std::string::npos);
+  auto ac = unpaired_of(tok, "chatml.argilla_chat", R"({"completion":[{"role":"assistant","content":"a"},{"role":"user","content":"b"}],"label":true})");
+  ASSERT_FALSE(ac.ok());
+  EXPECT_NE(ac.status().message().find("the last message of 'completion' has role 'user'"), std::string::npos);
+  // load_dataset with unpaired: one sample a record, counted by label; an over-long prompt keeps its end.
+  const std::string path = write_tmp("kto.jsonl", std::string(R"({"prompt":"Q","completion":"good","label":true})") + "\n" +
+                                                      R"({"prompt":"Q","completion":"bad","label":false})" + "\n" +
+                                                      R"({"prompt":"Q","completion":"bad again","label":false})" + "\n");
+  DatasetOptions opt;
+  opt.chat_template = "chatml";
+  opt.unpaired = true;
+  opt.max_prompt_len = 3;
+  std::vector<Sample> out;
+  DatasetStats st;
+  ASSERT_TRUE(load_dataset({path, "preference"}, tok, opt, &out, &st).ok());
+  ASSERT_EQ(out.size(), 3u);
+  EXPECT_EQ(st.desirable, 1);
+  EXPECT_EQ(st.undesirable, 2);
+  EXPECT_EQ(st.pairs, 0);
+  EXPECT_EQ(st.truncated, 3);
+  EXPECT_EQ(out[1].kto, -1);
+  EXPECT_EQ(first_trained(out[0]), 3u);  // the prompt's last 3 tokens
+  EXPECT_EQ(trained_text(tok, out[2]), "bad again<|im_end|>");
+}
+
 }  // namespace
 }  // namespace st

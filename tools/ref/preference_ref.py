@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Preference losses in PyTorch + PEFT, the reference for `streamtune train` with rl: dpo / ipo /
-orpo / simpo.
+orpo / simpo / kto.
 
 Trains the same LoRA adapter the same number of steps on the same pairs, in the same order, with
 the loss written here with autograd as TRL defines it -- DPO (sigmoid) and IPO against the same
@@ -17,7 +17,13 @@ usage: preference_ref.py MODEL_DIR INIT_ADAPTER PAIRS_JSONL STREAMTUNE_OUT --los
 PAIRS_JSONL records: {"messages": [{"role": "user", "content": q}], "chosen": {"content": a},
 "rejected": {"content": b}} rendered as ChatML (the config's chat_template: chatml); the reply's
 tokens and its <|im_end|> are trained, the template's newline after it is part of the sequence.
-One micro-batch a step (micro_batch_size = P, no accumulation). Prints one JSON line; exit 1 when an
+One micro-batch a step (micro_batch_size = P, no accumulation).
+--loss kto reads KTO records {"prompt": [{"role": "user", "content": q}], "completion": [{"role":
+"assistant", "content": a}], "label": bool} (P examples a step) and writes KTO as TRL's KTOTrainer
+does (loss_type kto): z0 = max(0, mean of the micro-batch's KL log-ratios) without gradient, the
+KL sequences being each example's prompt followed by the reply of the example before it in the
+micro-batch (mod P: streamtune's data/data_loader.h Note [KTO batches]), then the mean of
+w_d (1 - sigmoid(beta (r - z0))) / w_u (1 - sigmoid(beta (z0 - r))) over the examples. Prints one JSON line; exit 1 when an
 adapter tensor differs by more than --tol (max |d| / max |ref|).
 """
 import argparse, json, math, sys
@@ -30,7 +36,8 @@ from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast
 ap = argparse.ArgumentParser()
 ap.add_argument("model"); ap.add_argument("init_adapter"); ap.add_argument("pairs"); ap.add_argument("st_out")
 VARIANTS = ["hinge", "robust", "exo_pair", "nca_pair", "sppo_hard", "apo_zero", "apo_down", "discopop", "sigmoid_norm"]
-ap.add_argument("--loss", choices=["dpo", "ipo", "orpo", "simpo"] + VARIANTS, default="dpo")
+ap.add_argument("--loss", choices=["dpo", "ipo", "orpo", "simpo", "kto"] + VARIANTS, default="dpo")
+ap.add_argument("--desirable-weight", type=float, default=1.0); ap.add_argument("--undesirable-weight", type=float, default=1.0)
 ap.add_argument("--label-smoothing", type=float, default=0.0); ap.add_argument("--tau", type=float, default=0.05)
 ap.add_argument("--gamma", type=float, default=0.5); ap.add_argument("--cpo-alpha", type=float, default=1.0)
 ap.add_argument("--rpo-alpha", type=float, default=0.0)  # DPO / IPO + rpo_alpha x the chosen reply's NLL (TRL's RPO)
@@ -45,10 +52,14 @@ base = AutoModelForCausalLM.from_pretrained(a.model, torch_dtype=torch.float32, 
 model = PeftModel.from_pretrained(base, a.init_adapter, is_trainable=True)
 model.train()  # LoRA dropout is 0 in the configs this compares
 
+def content(x):  # a string, a message, or a list of one message
+    x = x[0] if isinstance(x, list) else x
+    return x["content"] if isinstance(x, dict) else x
+
 def encode(rec, key):  # the sequence's ids, the reply's first index and its end (after <|im_end|>)
-    q = rec["messages"][0]["content"]
+    q = content(rec["messages"] if "messages" in rec else rec["prompt"])
     prompt = f"<|im_start|>user\n{q}<|im_end|>\n<|im_start|>assistant\n"
-    reply = rec[key]["content"] if isinstance(rec[key], dict) else rec[key]
+    reply = content(rec[key])
     p = tok(prompt, add_special_tokens=False)["input_ids"]
     end = len(tok(prompt + reply + "<|im_end|>", add_special_tokens=False)["input_ids"])
     ids = tok(prompt + reply + "<|im_end|>\n", add_special_tokens=False)["input_ids"]
@@ -68,9 +79,42 @@ mean = a.loss in ("ipo", "orpo", "simpo")
 nll_w = {"orpo": 1.0, "simpo": a.cpo_alpha}.get(a.loss, a.rpo_alpha)
 losses = []
 k = 0
+def kto_step(batch):
+    """One KTO micro-batch: z0 from the KL sequences (no gradient), then each example's loss / P."""
+    enc = [encode(rec, "completion") for rec in batch]
+    P = len(enc)
+    def reply_sum(ids, s, e): return token_logps(ids)[s - 1 : e - 1].sum()
+    with torch.no_grad():
+        kl = []  # (ids, reply start, reply end): prompt j + the reply of example j - 1
+        for j, (ids, s, e) in enumerate(enc):
+            oids, os_, oe = enc[(j - 1) % P]
+            kl.append((ids[:s] + oids[os_:], s, s + (oe - os_)))
+        kl_pol = [reply_sum(*x) for x in kl]
+        with model.disable_adapter():
+            kl_ref = [reply_sum(*x) for x in kl]
+            refs = [reply_sum(*x) for x in enc]
+        z0 = max(0.0, sum((p - r).item() for p, r in zip(kl_pol, kl_ref)) / P)
+    total = 0.0
+    for rec, x, ref in zip(batch, enc, refs):
+        r = reply_sum(*x) - ref
+        if rec["label"]:
+            loss = a.desirable_weight * (1 - torch.sigmoid(a.beta * (r - z0)))
+        else:
+            loss = a.undesirable_weight * (1 - torch.sigmoid(a.beta * (z0 - r)))
+        (loss / P).backward()
+        total += loss.item() / P
+    return total
+
 for step in range(a.steps):
     batch = [recs[(k + i) % len(recs)] for i in range(a.pairs_per_step)]
     k += a.pairs_per_step
+    if a.loss == "kto":
+        opt.zero_grad()
+        losses.append(kto_step(batch))
+        if a.max_grad_norm > 0:
+            torch.nn.utils.clip_grad_norm_(params, a.max_grad_norm)
+        opt.step()
+        continue
     enc = [(encode(rec, "chosen"), encode(rec, "rejected")) for rec in batch]
     # The NLL's tokens over the micro-batch: the chosen sequences' (ORPO) or the chosen replies'.
     n_nll = sum((len(c) - 1) if a.loss == "orpo" else (ce - cs) for (c, cs, ce), _ in enc)
