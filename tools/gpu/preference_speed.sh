@@ -4,7 +4,9 @@
 # A random bf16 model of PRESET with the tiny fixture tokenizer; 256 synthetic pairs (prompt ~250
 # words, replies ~500) at sequence_len 2048: SFT on prompt + chosen with micro_batch_size 2 (2 rows)
 # against a preference loss (dpo, ipo, orpo, simpo; _stream: streamed within 4 GiB) with
-# micro_batch_size 1 (its 2 rows; DPO / IPO plus the reference forward); ms a step over steps 11-30.
+# micro_batch_size 1 (its 2 rows; DPO / IPO plus the reference forward), or KTO (kto, kto_stream)
+# with micro_batch_size 2 (2 examples trained, the reference forward over them and their 2 KL rows,
+# the policy's forward over the KL rows); ms a step over steps 11-30.
 set -uo pipefail
 [ -f .devbin/pack.tar.xz ] && [ ! -x .devbin/streamtune ] && tar xJf .devbin/pack.tar.xz -C .devbin
 export LD_LIBRARY_PATH=$PWD/.devbin/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
@@ -16,15 +18,17 @@ import json, random, sys
 w = sys.argv[1]; r = random.Random(3)
 words = "the of and to in is it that was for on are as with his they at be this from".split()
 def text(n): return " ".join(r.choice(words) for _ in range(n))
-with open(f"{w}/pairs.jsonl", "w") as f, open(f"{w}/sft.jsonl", "w") as g:
+with open(f"{w}/pairs.jsonl", "w") as f, open(f"{w}/sft.jsonl", "w") as g, open(f"{w}/kto.jsonl", "w") as k:
     for i in range(256):
         q, c, rj = text(250), text(500), text(500)
+        k.write(json.dumps({"prompt": [{"role": "user", "content": q}], "completion": [{"role": "assistant", "content": c if i % 2 else rj}], "label": i % 2 == 1}) + "\n")
         f.write(json.dumps({"messages": [{"role": "user", "content": q}], "chosen": {"role": "assistant", "content": c}, "rejected": {"role": "assistant", "content": rj}}) + "\n")
         g.write(json.dumps({"messages": [{"role": "user", "content": q}, {"role": "assistant", "content": c}]}) + "\n")
 PY
 for mode in ${MODES:-sft sft_rows dpo sft_stream dpo_stream}; do
   ds=sft.jsonl; rl=""; st=off; mbs=2
-  case $mode in dpo*|ipo*|orpo*|simpo*) ds=pairs.jsonl; rl="rl: ${mode%%_*}"; mbs=1 ;; esac
+  case $mode in dpo*|ipo*|orpo*|simpo*) ds=pairs.jsonl; rl="rl: ${mode%%_*}"; mbs=1 ;;
+                kto*) ds=kto.jsonl; rl="rl: kto"; mbs=2 ;; esac
   vb=""; [[ $mode == *stream ]] && { st=ram; vb=4GiB; }
   pf=auto; [[ $mode == sft_rows ]] && pf=false  # SFT's 2 rows as rows, as DPO's are (not padding-free)
   cat > $W/$mode.yaml <<Y
@@ -55,5 +59,5 @@ ms = (b["elapsed_s"] - a["elapsed_s"]) / (b["step"] - a["step"]) * 1e3
 print(f"{sys.argv[2]} rc={sys.argv[3]}: {ms:.1f} ms a step over steps {a['step']+1}-{b['step']}, tokens a step "
       f"{(b['tokens'] - a['tokens']) / (b['step'] - a['step']):.0f}, last loss {b['loss']:.4f}")
 PY
-  grep -E '^  (plan|data|pairs|dpo|ipo|orpo|simpo) ' $W/$mode.log | head -4
+  grep -E '^  (plan|data|pairs|examples|dpo|ipo|orpo|simpo|kto) ' $W/$mode.log | head -4
 done
