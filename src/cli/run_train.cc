@@ -127,9 +127,19 @@ void print_banner(const TrainConfig& cfg, const Backend& be, const BaseWeights& 
                 "pairs)\n",
                 static_cast<long long>(td.stats.pairs), static_cast<long long>(td.train->size() / 2),
                 static_cast<long long>(td.eval ? td.eval->size() / 2 : 0));
-  if (td.stats.desirable + td.stats.undesirable > 0)
+  if (td.stats.desirable + td.stats.undesirable > 0) {
     std::printf("  examples   %lld desirable, %lld undesirable (KTO; truncated and dropped count examples)\n",
                 static_cast<long long>(td.stats.desirable), static_cast<long long>(td.stats.undesirable));
+    // KTO's paper (and TRL's warning): w_d n_d / (w_u n_u) in [1, 4/3] works best.
+    const double nd = static_cast<double>(std::max<int64_t>(td.stats.desirable, 1));
+    const double nu = static_cast<double>(std::max<int64_t>(td.stats.undesirable, 1));
+    const double ratio = cfg.kto_desirable_weight * nd / (cfg.kto_undesirable_weight * nu);
+    if (ratio < 1.0 || ratio > 4.0 / 3.0)
+      std::printf("  note       kto weights x counts: desirable / undesirable = %.3g, outside the [1, 4/3] KTO recommends; "
+                  "try kto_desirable_weight in [%.3g, %.3g] or kto_undesirable_weight in [%.3g, %.3g] (not both)\n",
+                  ratio, cfg.kto_undesirable_weight * nu / nd, 4.0 / 3.0 * cfg.kto_undesirable_weight * nu / nd,
+                  0.75 * cfg.kto_desirable_weight * nd / nu, cfg.kto_desirable_weight * nd / nu);
+  }
   if (cfg.early_stopping_patience > 0 || cfg.load_best_model_at_end) {
     if (cfg.early_stopping_patience > 0)
       std::printf("  stopping   after %lld evals in a row that do not lower eval_loss by more than %g (early_stopping_patience)\n",

@@ -131,6 +131,7 @@ if [[ -n "$a" && "$a" == "$b" && "$a" == "$c" ]]; then echo "ok   string and cha
 else echo "FAIL record forms: '$a' / '$b' / '$c'"; fail=1; fi
 if grep -q "kto        KTO: beta 0.5, desirable weight 1, undesirable weight 1.5" "$T/base.log" &&
    grep -q "examples   24 desirable, 24 undesirable" "$T/base.log" && grep -qx -- "- kto" "$T/kto/README.md" &&
+   grep -q "desirable / undesirable = 0.667, outside the \[1, 4/3\] KTO recommends; try kto_desirable_weight in \[1.5, 2\] or kto_undesirable_weight in \[0.75, 1\]" "$T/base.log" &&
    grep -q "by KTO on examples labelled desirable or undesirable" "$T/kto/README.md"; then
   echo "ok   banner and model card"
 else echo "FAIL banner / model card: $(grep -iE 'kto|examples' "$T/base.log" "$T/kto/README.md" | head)"; fail=1; fi
