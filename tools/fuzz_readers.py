@@ -436,20 +436,25 @@ def main():
     shapes = [None, 1, [], {}, "", [{"role": "user", "content": "x"}], [[1]], {"role": "user", "content": "x"},
               {"content": None}, [{"role": "assistant"}]]
 
-    def preference_cmd():
-        d = os.path.join(work, "pp")
-        shutil.rmtree(d, ignore_errors=True)
-        shutil.copytree(pw, d)
-        path = os.path.join(d, rng.choice(["pairs.jsonl", "intel.jsonl", "argilla_chat.jsonl"]))
-        if rng.random() < 0.5:
-            damage(path)
-        else:
-            recs = [json.loads(l) for l in read(path).decode().splitlines() if l.strip()]
-            r = rng.choice(recs)
-            r[rng.choice(sorted(r))] = rng.choice(shapes)
-            with open(path, "w") as f:
-                f.write("".join(json.dumps(x) + "\n" for x in recs))
-        return [a.bin, "train", os.path.join(d, "pref.yaml"), "--preview-data=2"]
+    def record_mutant_cmd(yaml_name, files, values):
+        """Damages one of `files` (bytes) or sets one field of one record to one of `values`."""
+        def cmd():
+            d = os.path.join(work, "pp")
+            shutil.rmtree(d, ignore_errors=True)
+            shutil.copytree(pw, d)
+            path = os.path.join(d, rng.choice(files))
+            if rng.random() < 0.5:
+                damage(path)
+            else:
+                recs = [json.loads(l) for l in read(path).decode().splitlines() if l.strip()]
+                r = rng.choice(recs)
+                r[rng.choice(sorted(r))] = rng.choice(values)
+                with open(path, "w") as f:
+                    f.write("".join(json.dumps(x) + "\n" for x in recs))
+            return [a.bin, "train", os.path.join(d, yaml_name), "--preview-data=2"]
+        return cmd
+
+    preference_cmd = record_mutant_cmd("pref.yaml", ["pairs.jsonl", "intel.jsonl", "argilla_chat.jsonl"], shapes)
 
     targets["data_preference"] = preference_cmd
 
@@ -469,20 +474,8 @@ def main():
                 "  - path: kto_intel.jsonl\n    type: chatml.intel\n  - path: kto_argilla_chat.jsonl\n"
                 "    type: chatml.argilla_chat\nchat_template: chatml\ndevice: cpu\nsequence_len: 512\noutput_dir: out\n")
 
-    def unpaired_cmd():
-        d = os.path.join(work, "pp")
-        shutil.rmtree(d, ignore_errors=True)
-        shutil.copytree(pw, d)
-        path = os.path.join(d, rng.choice(["kto.jsonl", "kto_intel.jsonl", "kto_argilla_chat.jsonl"]))
-        if rng.random() < 0.5:
-            damage(path)
-        else:
-            recs = [json.loads(l) for l in read(path).decode().splitlines() if l.strip()]
-            r = rng.choice(recs)
-            r[rng.choice(sorted(r))] = rng.choice(shapes + ["yes", 0])
-            with open(path, "w") as f:
-                f.write("".join(json.dumps(x) + "\n" for x in recs))
-        return [a.bin, "train", os.path.join(d, "kto.yaml"), "--preview-data=2"]
+    unpaired_cmd = record_mutant_cmd("kto.yaml", ["kto.jsonl", "kto_intel.jsonl", "kto_argilla_chat.jsonl"],
+                                     shapes + ["yes", 0])
 
     targets["data_unpaired"] = unpaired_cmd
     targets.update({"data_alpaca": preview_cmd("alpaca.json"), "data_sharegpt": preview_cmd("sg.jsonl"),
