@@ -4,11 +4,11 @@
 #include <cmath>
 
 #include "core/file.h"
+#include "data/packing.h"
 #include "io/safetensors.h"
 #include "model/resident_source.h"
-#include "train/loader_source.h"
-#include "data/packing.h"
 #include "train/kto_loss.h"
+#include "train/loader_source.h"
 #include "train/pair_batch.h"
 #include "train/preference_loss.h"
 
