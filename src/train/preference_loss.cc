@@ -5,6 +5,7 @@
 #include <iomanip>
 #include <sstream>
 
+#include "core/check.h"
 #include "train/dpo_variants.h"
 #include "train/train_config.h"
 
@@ -283,6 +284,27 @@ void PreferenceStats::merge(const PreferenceStats& o) {
   nll_ += o.nll_;
   log_odds_ += o.log_odds_;
   log_odds_ratio_ += o.log_odds_ratio_;
+}
+
+std::vector<double> PreferenceStats::sums() const {
+  return {static_cast<double>(n_), static_cast<double>(nll_n_), loss_, chosen_, rejected_, correct_, logp_chosen_,
+          logp_rejected_, nll_, log_odds_, log_odds_ratio_, static_cast<double>(kto_n_[0]),
+          static_cast<double>(kto_n_[1]), static_cast<double>(kl_n_), kto_reward_[0], kto_reward_[1], kto_logp_[0],
+          kto_logp_[1], kl_};
+}
+
+void PreferenceStats::add_sums(const std::vector<double>& s) {
+  CHECK(s.size() == sums().size(), "PreferenceStats::add_sums: " << s.size() << " numbers");
+  PreferenceStats o(c_);
+  size_t i = 0;
+  o.n_ = static_cast<int64_t>(s[i++]);
+  o.nll_n_ = static_cast<int64_t>(s[i++]);
+  for (double* d : {&o.loss_, &o.chosen_, &o.rejected_, &o.correct_, &o.logp_chosen_, &o.logp_rejected_, &o.nll_,
+                    &o.log_odds_, &o.log_odds_ratio_})
+    *d = s[i++];
+  for (int64_t* n : {&o.kto_n_[0], &o.kto_n_[1], &o.kl_n_}) *n = static_cast<int64_t>(s[i++]);
+  for (double* d : {&o.kto_reward_[0], &o.kto_reward_[1], &o.kto_logp_[0], &o.kto_logp_[1], &o.kl_}) *d = s[i++];
+  merge(o);
 }
 
 double PreferenceStats::mean_loss() const {

@@ -114,6 +114,10 @@ class PreferenceStats {
   void add_kto(bool desirable, double policy, double loss, double reward);
   void add_kl(double z0);
   void merge(const PreferenceStats& o);
+  // Every running sum and count as a number (counts are exact in a double), for reductions across
+  // devices: add_sums(o.sums()) is merge(o).
+  std::vector<double> sums() const;
+  void add_sums(const std::vector<double>& s);
   int64_t pairs() const { return n_; }  // pairs, or KTO's examples
   // Mean pair loss + nll_weight x mean NLL: the window's (or eval set's) loss.
   double mean_loss() const;

@@ -4,13 +4,11 @@
 #include <cmath>
 
 #include "core/file.h"
-#include "data/packing.h"
 #include "io/safetensors.h"
 #include "model/resident_source.h"
-#include "train/kto_loss.h"
 #include "train/loader_source.h"
-#include "train/pair_batch.h"
 #include "train/preference_loss.h"
+#include "train/preference_step.h"
 
 namespace st {
 
@@ -199,146 +197,23 @@ StatusOr<bool> Trainer::fill_window(BatchSource& data, std::vector<Batch>* windo
   return true;
 }
 
-// The reference's summed log p of every segment of `b`: the adapter disabled (model/lora.h Note
-// [adapter disabled]), no dropout; then the adapter back, bit for bit.
-StatusOr<std::vector<double>> Trainer::reference_logps(const Batch& b) {
-  model_->lora().disable_adapter();
-  StatusOr<std::vector<double>> ref = model_->eval_sequence_logps(b, *layers_);
-  model_->lora().enable_adapter();
-  RETURN_IF_ERROR(ref.status(), "the reference forward (the adapter disabled)");
-  RETURN_IF_ERROR(layers_->status(), "loading base weights for the reference forward");
-  return ref;
-}
-
-namespace {
-
-// Pair j of a micro-batch: its segments' log p sums (Note [pair segments]) and the reference's.
-PreferencePair pair_of(const PairBatch& pb, const std::vector<double>& logp, const std::vector<double>* ref, int64_t j) {
-  const size_t c = static_cast<size_t>(2 * j), r = c + 1;
-  PreferencePair p{.policy_chosen = logp[c], .policy_rejected = logp[r], .chosen_tokens = pb.reply_tokens[c],
-                   .rejected_tokens = pb.reply_tokens[r]};
-  if (ref) {
-    p.ref_chosen = (*ref)[c];
-    p.ref_rejected = (*ref)[r];
-  }
-  return p;
-}
-
-// A micro-batch's mean NLL over its nll_tokens: the chosen replies, with ORPO their prompt segments too.
-double mean_nll(const PairBatch& pb, const std::vector<double>& logp, PreferenceLoss loss) {
-  double sum = 0;
-  for (int64_t j = 0; j < pb.pairs(); ++j) {
-    sum += logp[static_cast<size_t>(2 * j)];
-    if (nll_covers_prompt(loss)) sum += logp[static_cast<size_t>(prompt_segment(pb.batch.batch, j))];
-  }
-  return -sum / static_cast<double>(std::max<int64_t>(pb.nll_tokens, 1));
-}
-
-}  // namespace
-
-// train/preference_loss.h over one window: the references first where the loss has one (each
-// micro-batch's forward with the adapter disabled), then one forward_backward whose head weighs
-// every segment by its factor: the pair terms' over the window's pairs (their mean is the loss)
-// plus the NLL's over each micro-batch's NLL tokens (the mean over micro-batches of theirs). Grads
-// are zeroed here (the reference forwards borrow the gradient section).
+// train/preference_step.h Note [preference window] over the whole window: its references, then
+// one forward_backward; each micro-batch's terms merged into `stats` in window order.
 StatusOr<std::vector<double>> Trainer::preference_forward_backward(const std::vector<Batch>& window,
                                                                    PreferenceStats* stats) {
-  if (pref_.loss == PreferenceLoss::kKto) return kto_forward_backward(window, stats);
-  std::vector<PairBatch> pbs;
-  std::vector<std::vector<double>> ref;
-  int64_t pairs = 0;
-  for (const Batch& b : window) {
-    ASSIGN_OR_RETURN(PairBatch pb, pair_batch(b, pref_.loss));
-    if (uses_reference(pref_.loss)) {
-      ASSIGN_OR_RETURN(std::vector<double> r, reference_logps(pb.batch));
-      ref.push_back(std::move(r));
-    }
-    pairs += pb.pairs();
-    pbs.push_back(std::move(pb));
-  }
-  model_->lora().zero_grads();
-  const double per_pair = 1.0 / static_cast<double>(std::max<int64_t>(pairs, 1));
-  const double alpha = nll_weight(pref_);
-  Model::SequenceWeights weigh = [&](int mb, const std::vector<double>& logp) {
-    const PairBatch& pb = pbs[static_cast<size_t>(mb)];
-    const std::vector<double>* r = ref.empty() ? nullptr : &ref[static_cast<size_t>(mb)];
-    // The head's gradient is that of sum_segments w * (-log p): w = -d loss / d log p.
-    std::vector<float> w(logp.size(), 0.0f);
-    const double nll = alpha != 0 ? alpha / (static_cast<double>(std::max<int64_t>(pb.nll_tokens, 1)) *
-                                             static_cast<double>(window.size()))
-                                  : 0.0;
-    for (int64_t j = 0; j < pb.pairs(); ++j) {
-      const PreferenceTerms t = preference_terms(pair_of(pb, logp, r, j), pref_);
-      stats->add(t);
-      w[static_cast<size_t>(2 * j)] = static_cast<float>(-t.dloss_dchosen * per_pair + nll);
-      w[static_cast<size_t>(2 * j + 1)] = static_cast<float>(-t.dloss_drejected * per_pair);
-      if (nll_covers_prompt(pref_.loss)) w[static_cast<size_t>(prompt_segment(pb.batch.batch, j))] = static_cast<float>(nll);
-    }
-    if (alpha != 0) stats->add_nll(mean_nll(pb, logp, pref_.loss));
-    return w;
-  };
   std::vector<const Batch*> ptrs;
-  for (const PairBatch& pb : pbs) ptrs.push_back(&pb.batch);
-  return model_->forward_backward(ptrs, *layers_, std::vector<float>(window.size(), 1.0f), &weigh);
-}
-
-namespace {
-
-// A KTO micro-batch (data/data_loader.h Note [KTO batches]): k examples, then their k KL rows.
-StatusOr<int64_t> kto_examples(const Batch& b) {
-  const int64_t k = b.batch / 2;
-  if (b.batch % 2 != 0 || static_cast<int64_t>(b.kto.size()) != k || k == 0)
-    return InvalidArgument(Str() << "a KTO micro-batch holds examples and their KL rows (" << b.batch << " rows, "
-                                 << b.kto.size() << " labels)");
-  return k;
-}
-
-// Example j's terms (train/kto_loss.h) from the policy's and the reference's log p sums by row.
-KtoTerms kto_example(const Batch& b, const std::vector<double>& policy, const std::vector<double>& ref, int64_t j,
-                     double z0, const PreferenceConfig& c, PreferenceStats* stats) {
-  const auto i = static_cast<size_t>(j);
-  const KtoExample e{.policy = policy[i], .ref = ref[i], .desirable = b.kto[i] > 0};
-  const KtoTerms t = kto_terms(e, z0, c);
-  stats->add_kto(e.desirable, e.policy, t.loss, t.reward);
-  return t;
-}
-
-}  // namespace
-
-// train/kto_loss.h Note [KTO] over one window: per micro-batch the reference forward (adapter
-// disabled) over its examples and KL rows, the policy's forward over the KL rows (no gradient),
-// hence z0; then one forward_backward over the examples alone, each weighted by -d loss / d p
-// over the window's examples (their mean is the loss).
-StatusOr<std::vector<double>> Trainer::kto_forward_backward(const std::vector<Batch>& window, PreferenceStats* stats) {
-  std::vector<Batch> examples;
-  std::vector<std::vector<double>> ref;
-  std::vector<double> z0;
-  int64_t n = 0;
+  int64_t units = 0;
   for (const Batch& b : window) {
-    ASSIGN_OR_RETURN(int64_t k, kto_examples(b));
-    ASSIGN_OR_RETURN(std::vector<double> r, reference_logps(b));
-    ASSIGN_OR_RETURN(std::vector<double> kl, model_->eval_sequence_logps(batch_rows(b, k, k), *layers_));
-    RETURN_IF_ERROR(layers_->status(), "loading base weights for the KL forward");
-    z0.push_back(kto_reference_point(kl.data(), r.data() + k, k));
-    stats->add_kl(z0.back());
-    examples.push_back(batch_rows(b, 0, k));
-    ref.push_back(std::move(r));
-    n += k;
+    ptrs.push_back(&b);
+    units += preference_units(b);
   }
-  model_->lora().zero_grads();
-  const double per_example = 1.0 / static_cast<double>(std::max<int64_t>(n, 1));
-  Model::SequenceWeights weigh = [&](int mb, const std::vector<double>& logp) {
-    const auto m = static_cast<size_t>(mb);
-    std::vector<float> w(logp.size(), 0.0f);
-    for (int64_t j = 0; j < examples[m].batch; ++j) {
-      const KtoTerms t = kto_example(window[m], logp, ref[m], j, z0[m], pref_, stats);
-      w[static_cast<size_t>(j)] = static_cast<float>(-t.dloss_dpolicy * per_example);
-    }
-    return w;
-  };
-  std::vector<const Batch*> ptrs;
-  for (const Batch& b : examples) ptrs.push_back(&b);
-  return model_->forward_backward(ptrs, *layers_, std::vector<float>(window.size(), 1.0f), &weigh);
+  std::vector<PreferenceStats> per_mb;
+  ASSIGN_OR_RETURN(PreferenceWindow w, PreferenceWindow::prepare(*model_, *layers_, pref_, ptrs, units,
+                                                                 static_cast<int64_t>(window.size()), &per_mb));
+  model_->lora().zero_grads();  // the references borrowed the gradient section
+  ASSIGN_OR_RETURN(std::vector<double> sums, w.forward_backward(*model_, *layers_, 0, w.size(), &per_mb));
+  for (const PreferenceStats& s : per_mb) stats->merge(s);
+  return sums;
 }
 
 StatusOr<StepMetrics> Trainer::train_step(const std::vector<Batch>& window) {
@@ -669,26 +544,7 @@ StatusOr<PreferenceStats> Trainer::evaluate_preference(BatchSource& data) {
     Batch b;
     ASSIGN_OR_RETURN(bool got, data.next(&b));
     if (!got) break;
-    if (pref_.loss == PreferenceLoss::kKto) {  // every row's log p at once: the KL rows' give z0
-      ASSIGN_OR_RETURN(int64_t k, kto_examples(b));
-      ASSIGN_OR_RETURN(std::vector<double> ref, reference_logps(b));
-      ASSIGN_OR_RETURN(std::vector<double> pol, model_->eval_sequence_logps(b, *layers_));
-      RETURN_IF_ERROR(layers_->status(), "loading base weights");
-      const double z0 = kto_reference_point(pol.data() + k, ref.data() + k, k);
-      stats.add_kl(z0);
-      for (int64_t j = 0; j < k; ++j) kto_example(b, pol, ref, j, z0, pref_, &stats);
-      continue;
-    }
-    ASSIGN_OR_RETURN(PairBatch pb, pair_batch(b, pref_.loss));
-    std::vector<double> ref;
-    if (uses_reference(pref_.loss)) {
-      ASSIGN_OR_RETURN(ref, reference_logps(pb.batch));
-    }
-    ASSIGN_OR_RETURN(std::vector<double> pol, model_->eval_sequence_logps(pb.batch, *layers_));
-    RETURN_IF_ERROR(layers_->status(), "loading base weights");
-    for (int64_t j = 0; j < pb.pairs(); ++j)
-      stats.add(preference_terms(pair_of(pb, pol, ref.empty() ? nullptr : &ref, j), pref_));
-    if (nll_weight(pref_) != 0) stats.add_nll(mean_nll(pb, pol, pref_.loss));
+    RETURN_IF_ERROR(preference_eval_batch(*model_, *layers_, pref_, b, &stats));
   }
   if (stats.pairs() == 0) return InvalidArgument("the eval dataset has no preference pairs");
   return stats;

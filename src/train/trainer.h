@@ -117,9 +117,7 @@ class Trainer {
   Status start_epoch(BatchSource& data, int64_t epoch);
   Status log_step(const StepMetrics& m);
   // rl (train/preference_loss.h).
-  StatusOr<std::vector<double>> reference_logps(const Batch& b);
   StatusOr<std::vector<double>> preference_forward_backward(const std::vector<Batch>& window, PreferenceStats* stats);
-  StatusOr<std::vector<double>> kto_forward_backward(const std::vector<Batch>& window, PreferenceStats* stats);
   StatusOr<BestEval::Verdict> run_eval(int64_t step);
   // load_best_model_at_end, or early stopping (which implies it): the final adapter is the best eval's.
   bool keep_best() const { return eval_data_ && (tc_.load_best_model_at_end || tc_.early_stopping_patience > 0); }
