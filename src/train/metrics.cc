@@ -1,5 +1,6 @@
 #include "train/metrics.h"
 
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <sstream>
@@ -8,6 +9,22 @@
 #include "core/json.h"
 
 namespace st {
+
+void ExtraMeans::add(const std::vector<std::pair<std::string, double>>& values) {
+  for (const auto& [name, v] : values) {
+    auto it = std::find_if(acc_.begin(), acc_.end(), [&](const Acc& a) { return a.name == name; });
+    if (it == acc_.end()) it = acc_.insert(acc_.end(), Acc{name});
+    it->sum += v;
+    ++it->n;
+  }
+}
+
+std::vector<std::pair<std::string, double>> ExtraMeans::take() {
+  std::vector<std::pair<std::string, double>> out;
+  for (const Acc& a : acc_) out.emplace_back(a.name, a.sum / static_cast<double>(std::max<int64_t>(a.n, 1)));
+  acc_.clear();
+  return out;
+}
 
 double EvalMetrics::ppl() const { return std::exp(loss); }
 

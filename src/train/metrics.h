@@ -36,6 +36,24 @@ struct EvalMetrics {
   double ppl() const;  // exp(loss), +inf when it overflows
 };
 
+// StepMetrics::extra averaged over the steps between two logs, as HF averages its stored metrics:
+// a name a step lacks (KTO's rewards/rejected in a step of desirable examples only) is the mean
+// over the steps that have it.
+class ExtraMeans {
+ public:
+  void add(const std::vector<std::pair<std::string, double>>& values);
+  // The means in first-seen order; then empty again.
+  std::vector<std::pair<std::string, double>> take();
+
+ private:
+  struct Acc {
+    std::string name;
+    double sum = 0;
+    int64_t n = 0;
+  };
+  std::vector<Acc> acc_;
+};
+
 std::string metrics_json_line(const StepMetrics& m);
 std::string metrics_json_line(const EvalMetrics& m);
 

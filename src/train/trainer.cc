@@ -279,16 +279,13 @@ StatusOr<StepMetrics> Trainer::train_step(const std::vector<Batch>& window) {
 Status Trainer::log_step(const StepMetrics& m) {
   loss_acc_ += m.loss;
   ++loss_count_;
-  if (extra_acc_.size() != m.extra.size()) extra_acc_.assign(m.extra.size(), 0.0);
-  for (size_t i = 0; i < m.extra.size(); ++i) extra_acc_[i] += m.extra[i].second;
-  if (!m.extra.empty()) ++extra_count_;
+  extra_means_.add(m.extra);
   const bool last = m.step == sched_.total_steps;
   if (m.step % std::max<int64_t>(tc_.logging_steps, 1) != 0 && !last) return Status::OK();
   StepMetrics logged = m;
   logged.loss = loss_acc_ / static_cast<double>(loss_count_);  // mean over the logged steps, as HF
   // The extras (DPO's rewards) too; a resumed run's first log averages its own steps only.
-  for (size_t i = 0; i < logged.extra.size(); ++i)
-    logged.extra[i].second = extra_acc_[i] / static_cast<double>(std::max<int64_t>(extra_count_, 1));
+  logged.extra = extra_means_.take();
   const double dt = elapsed_s_ - elapsed_at_log_;
   logged.tok_s = dt > 0 ? static_cast<double>(tokens_ - tokens_at_log_) / dt : 0;
   RETURN_IF_ERROR(metrics_->write(logged));
@@ -296,8 +293,6 @@ Status Trainer::log_step(const StepMetrics& m) {
                           {"grad_norm", logged.grad_norm}});
   loss_acc_ = 0;
   loss_count_ = 0;
-  extra_acc_.assign(extra_acc_.size(), 0.0);
-  extra_count_ = 0;
   tokens_at_log_ = tokens_;
   elapsed_at_log_ = elapsed_s_;
   return Status::OK();

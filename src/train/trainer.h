@@ -148,8 +148,7 @@ class Trainer {
   int64_t loss_count_ = 0;
   int64_t tokens_at_log_ = 0;
   double elapsed_at_log_ = 0;
-  std::vector<double> extra_acc_;  // StepMetrics::extra sums since the last log (not in checkpoints)
-  int64_t extra_count_ = 0;
+  ExtraMeans extra_means_;  // StepMetrics::extra since the last log (not in checkpoints)
   int64_t last_eval_step_ = -1;
   Json log_history_ = Json::array();
   BestEval best_;
