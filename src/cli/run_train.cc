@@ -295,8 +295,6 @@ Status run_train(const TrainConfig& cfg) {
   RETURN_IF_ERROR(check_output_dir(cfg));  // before anything is loaded or written
   const bool on_cpu = cfg.device == "cpu" || (cfg.device == "auto" && !cuda_available());
   ASSIGN_OR_RETURN(int replicas, resolve_devices(cfg.devices, on_cpu ? DeviceKind::kCpu : DeviceKind::kCuda));
-  if (replicas > 1 && !cfg.rl.empty())
-    return Unimplemented(Str() << "rl: " << cfg.rl << " on " << replicas << " devices is not supported (devices: 1)");
   if (replicas > 1) return run_train_data_parallel(cfg, replicas);
   bool interrupted = false;
   Status s = train_and_report(cfg, &interrupted);

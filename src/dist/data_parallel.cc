@@ -10,6 +10,7 @@
 #include "core/check.h"
 #include "core/file.h"
 #include "train/checkpoint.h"
+#include "train/preference_step.h"
 
 namespace st {
 
@@ -121,6 +122,9 @@ StatusOr<std::unique_ptr<DataParallelTrainer>> DataParallelTrainer::create(
   t->opts_ = o;
   t->world_ = comms[0]->world_size();
   t->window_size_ = tc.gradient_accumulation_steps * t->world_;
+  if (!tc.rl.empty()) {
+    ASSIGN_OR_RETURN(t->pref_, preference_config_from(tc));
+  }
   ASSIGN_OR_RETURN(LoraConfig lc, lora_config_from(tc));
   ASSIGN_OR_RETURN(BaseQuant quant, base_quant_from(tc));
   const AdamWConfig ac = adamw_config_from(tc);
@@ -133,13 +137,13 @@ StatusOr<std::unique_ptr<DataParallelTrainer>> DataParallelTrainer::create(
     ASSIGN_OR_RETURN(DType act, training_act_dtype(tc, *r->be));
     ModelOptions mo{.act_dtype = act,
                     .base_quant = quant,
-                    .max_tokens = tc.micro_batch_size * tc.sequence_len,
+                    .max_tokens = micro_batch_rows(tc) * tc.sequence_len,
                     .seed = tc.seed,
                     .vocab_chunk = tc.vocab_chunk,
                     .host_extras = r->parts.host_extras,
                     .recompute = r->parts.recompute,
                     .fused_attention_allowance = r->parts.fused_attention_allowance,
-                    .fused_attention_batch = tc.micro_batch_size,
+                    .fused_attention_batch = micro_batch_rows(tc),
                     .fused_attention_seq = tc.sequence_len,
                     .launch_plan_bytes = r->parts.launch_plan_bytes,
                     .micro_batch_slots = r->parts.micro_batch_slots,
@@ -222,16 +226,13 @@ Status DataParallelTrainer::reduce_exact(Replica& r, const std::vector<int>& min
   return Status::OK();
 }
 
-Status DataParallelTrainer::replica_step(Replica& r, const std::vector<Batch>& window, std::vector<double>* losses) {
-  const int rank = r.comm->rank();
+// Supervised: each of `mine`'s loss sums into (*losses)[g], its gradients into the replica's.
+Status DataParallelTrainer::replica_grads(Replica& r, const std::vector<Batch>& window, const std::vector<int>& mine,
+                                          std::vector<double>* losses) {
   const auto k = static_cast<int64_t>(window.size());
   const bool per_micro = tc_.loss_normalization == "micro_batch";
-  std::vector<int> mine;
   int64_t total = 0;
-  for (int64_t g = rank; g < k; g += world_) {
-    mine.push_back(static_cast<int>(g));
-    total += count_targets(window[g]);
-  }
+  for (int g : mine) total += count_targets(window[g]);
   RETURN_IF_ERROR(r.comm->all_reduce_sum_host(&total, 1), "all-reducing the window's target count");
   auto scale_of = [&](int g) {
     const double n = static_cast<double>(std::max<int64_t>(count_targets(window[g]), 1));
@@ -253,19 +254,73 @@ Status DataParallelTrainer::replica_step(Replica& r, const std::vector<Batch>& w
     }
     ASSIGN_OR_RETURN(std::vector<double> sums, r.model->forward_backward(ptrs, *r.layers, scales));
     for (size_t j = 0; j < mine.size(); ++j) (*losses)[mine[j]] = sums[j];
+    return Status::OK();
+  }
+  for (size_t j = 0; j < mine.size(); ++j) {
+    const int g = mine[j];
+    if (opts_.reduction == DpReduction::kExact) lora.zero_grads();
+    r.model->set_micro_batches_run(micro_seen_ + static_cast<uint64_t>(g));
+    ASSIGN_OR_RETURN(std::vector<double> sums, r.model->forward_backward({&window[g]}, *r.layers, {scale_of(g)}));
+    (*losses)[g] = sums[0];
+    if (opts_.reduction == DpReduction::kExact)
+      r.be->copy_d2d(r.micro_grads + static_cast<int64_t>(j) * lora.numel(), lora.grads().data, lora.grads().bytes(),
+                     StreamId::kCompute);
+  }
+  return Status::OK();
+}
+
+// Preference training (train/preference_step.h Note [preference window]) on `mine`, normalized over
+// the global window; (*losses) gets each micro-batch's PreferenceStats::sums() at its global index
+// (zeros elsewhere: the all-reduce in replica_step sums them exactly), so every rank merges the
+// window's statistics in window order, as one device does.
+Status DataParallelTrainer::replica_preference_grads(Replica& r, const std::vector<Batch>& window,
+                                                     const std::vector<int>& mine, std::vector<double>* losses) {
+  const auto k = static_cast<int64_t>(window.size());
+  int64_t units = 0;
+  std::vector<const Batch*> ptrs;
+  for (int g : mine) {
+    units += preference_units(window[g]);
+    ptrs.push_back(&window[g]);
+  }
+  RETURN_IF_ERROR(r.comm->all_reduce_sum_host(&units, 1), "all-reducing the window's pairs");
+  std::vector<PreferenceStats> stats;
+  ASSIGN_OR_RETURN(PreferenceWindow w, PreferenceWindow::prepare(*r.model, *r.layers, pref_, ptrs, units, k, &stats));
+  Lora& lora = r.model->lora();
+  lora.zero_grads();  // the references borrowed the gradient section
+  const bool one_call = opts_.reduction == DpReduction::kFast && tc_.lora_dropout == 0.0;
+  if (one_call && !mine.empty()) {
+    RETURN_IF_ERROR(w.forward_backward(*r.model, *r.layers, 0, w.size(), &stats).status());
   } else {
     for (size_t j = 0; j < mine.size(); ++j) {
-      const int g = mine[j];
       if (opts_.reduction == DpReduction::kExact) lora.zero_grads();
-      r.model->set_micro_batches_run(micro_seen_ + static_cast<uint64_t>(g));
-      ASSIGN_OR_RETURN(std::vector<double> sums, r.model->forward_backward({&window[g]}, *r.layers, {scale_of(g)}));
-      (*losses)[g] = sums[0];
+      r.model->set_micro_batches_run(micro_seen_ + static_cast<uint64_t>(mine[j]));
+      RETURN_IF_ERROR(w.forward_backward(*r.model, *r.layers, j, 1, &stats).status());
       if (opts_.reduction == DpReduction::kExact)
-        r.be->copy_d2d(r.micro_grads + static_cast<int64_t>(j) * lora.numel(), lora.grads().data,
-                       lora.grads().bytes(), StreamId::kCompute);
+        r.be->copy_d2d(r.micro_grads + static_cast<int64_t>(j) * lora.numel(), lora.grads().data, lora.grads().bytes(),
+                       StreamId::kCompute);
     }
   }
+  const size_t fields = PreferenceStats(pref_).sums().size();
+  losses->assign(static_cast<size_t>(k) * fields, 0.0);
+  for (size_t j = 0; j < mine.size(); ++j) {
+    const std::vector<double> v = stats[j].sums();
+    std::copy(v.begin(), v.end(), losses->begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(mine[j]) * fields));
+  }
+  return Status::OK();
+}
+
+Status DataParallelTrainer::replica_step(Replica& r, const std::vector<Batch>& window, std::vector<double>* losses) {
+  const int rank = r.comm->rank();
+  const auto k = static_cast<int64_t>(window.size());
+  std::vector<int> mine;
+  for (int64_t g = rank; g < k; g += world_) mine.push_back(static_cast<int>(g));
+  if (tc_.rl.empty()) {
+    RETURN_IF_ERROR(replica_grads(r, window, mine, losses));
+  } else {
+    RETURN_IF_ERROR(replica_preference_grads(r, window, mine, losses));
+  }
   RETURN_IF_ERROR(r.layers->status(), "base weights of replica " << rank);
+  Lora& lora = r.model->lora();
   if (opts_.reduction == DpReduction::kExact) {
     RETURN_IF_ERROR(reduce_exact(r, mine, k), "exact gradient reduction");
   } else {
@@ -304,18 +359,31 @@ StatusOr<StepMetrics> DataParallelTrainer::train_step(const std::vector<Batch>& 
   micro_seen_ += window.size();
   // Loss exactly as Trainer::train_step computes it, in global micro-batch order.
   const std::vector<double>& sums = losses[0];
-  const bool per_micro = tc_.loss_normalization == "micro_batch";
   double loss = 0;
-  int64_t total = 0, tokens = 0;
-  for (size_t g = 0; g < window.size(); ++g) {
-    const int64_t n = count_targets(window[g]);
-    total += n;
-    tokens += window[g].batch * window[g].seq;
-    loss += per_micro ? sums[g] / static_cast<double>(std::max<int64_t>(n, 1)) : sums[g];
+  int64_t tokens = 0;
+  std::vector<std::pair<std::string, double>> extra;
+  for (const Batch& b : window) tokens += b.real_tokens > 0 ? b.real_tokens : b.batch * b.seq;  // as Trainer: padding is not throughput
+  if (!tc_.rl.empty()) {  // each micro-batch's statistics, merged in window order (replica_preference_grads)
+    PreferenceStats stats(pref_);
+    const size_t fields = stats.sums().size();
+    for (size_t g = 0; g < window.size(); ++g)
+      stats.add_sums(std::vector<double>(sums.begin() + static_cast<std::ptrdiff_t>(g * fields),
+                                         sums.begin() + static_cast<std::ptrdiff_t>((g + 1) * fields)));
+    loss = stats.mean_loss();
+    extra = stats.metrics();
+  } else {
+    const bool per_micro = tc_.loss_normalization == "micro_batch";
+    int64_t total = 0;
+    for (size_t g = 0; g < window.size(); ++g) {
+      const int64_t n = count_targets(window[g]);
+      total += n;
+      loss += per_micro ? sums[g] / static_cast<double>(std::max<int64_t>(n, 1)) : sums[g];
+    }
+    loss /= per_micro ? static_cast<double>(window.size()) : static_cast<double>(std::max<int64_t>(total, 1));
   }
-  loss /= per_micro ? static_cast<double>(window.size()) : static_cast<double>(std::max<int64_t>(total, 1));
   StepMetrics m = reps_[0]->metrics;
   m.loss = loss;
+  m.extra = std::move(extra);
   const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   tokens_ += tokens;
   elapsed_s_ += dt;
@@ -379,6 +447,7 @@ Status DataParallelTrainer::train(BatchSource& data) {
   }
   const int64_t log_every = std::max<int64_t>(tc_.logging_steps, 1);
   double loss_acc = 0, t_at_log = elapsed_s_;
+  ExtraMeans extra;  // rl's rewards, ...: means over the logged steps, as Trainer
   int64_t n_acc = 0, tok_at_log = tokens_;
   std::vector<Batch> window;
   while (reps_[0]->opt->steps_taken() < sched_.total_steps) {
@@ -387,11 +456,13 @@ Status DataParallelTrainer::train(BatchSource& data) {
     ASSIGN_OR_RETURN(StepMetrics m, train_step(window));
     if (on_step) on_step(m);
     loss_acc += m.loss;
+    extra.add(m.extra);
     ++n_acc;
     const bool last = m.step == sched_.total_steps;
     if (writer && (m.step % log_every == 0 || last)) {
       StepMetrics logged = m;
       logged.loss = loss_acc / static_cast<double>(n_acc);
+      logged.extra = extra.take();
       const double dt = elapsed_s_ - t_at_log;
       logged.tok_s = dt > 0 ? static_cast<double>(tokens_ - tok_at_log) / dt : 0;
       RETURN_IF_ERROR(metrics->write(logged));
@@ -399,6 +470,7 @@ Status DataParallelTrainer::train(BatchSource& data) {
     if (m.step % log_every == 0 || last) {
       loss_acc = 0;
       n_acc = 0;
+      extra.take();  // (taken already where this process writes)
       tok_at_log = tokens_;
       t_at_log = elapsed_s_;
     }
@@ -423,6 +495,20 @@ StatusOr<double> DataParallelTrainer::evaluate(BatchSource& data) {
   }
   if (n == 0) return InvalidArgument("the eval dataset has no target tokens");
   return sum / static_cast<double>(n);
+}
+
+StatusOr<PreferenceStats> DataParallelTrainer::evaluate_preference(BatchSource& data) {
+  Replica& r = *reps_[0];
+  RETURN_IF_ERROR(data.start_epoch(0));
+  PreferenceStats stats(pref_);
+  for (;;) {
+    Batch b;
+    ASSIGN_OR_RETURN(bool got, data.next(&b));
+    if (!got) break;
+    RETURN_IF_ERROR(preference_eval_batch(*r.model, *r.layers, pref_, b, &stats));
+  }
+  if (stats.pairs() == 0) return InvalidArgument("the eval dataset has no preference pairs");
+  return stats;
 }
 
 Status DataParallelTrainer::save_adapter(const std::string& dir) const {

@@ -86,6 +86,8 @@ class DataParallelTrainer {
   StatusOr<StepMetrics> train_step(const std::vector<Batch>& window);
   // Mean loss per target token over `data`, on local replica 0 (no dropout, no gradient).
   StatusOr<double> evaluate(BatchSource& data);
+  // rl: the preference loss and its logged values over `data`, on local replica 0.
+  StatusOr<PreferenceStats> evaluate_preference(BatchSource& data);
   Status save_adapter(const std::string& dir) const;
 
   std::function<void(const StepMetrics&)> on_step;
@@ -103,11 +105,16 @@ class DataParallelTrainer {
   Status plan_steps(BatchSource& data);
   StatusOr<bool> fill_window(BatchSource& data, std::vector<Batch>* window);
   Status replica_step(Replica& r, const std::vector<Batch>& window, std::vector<double>* losses);
+  Status replica_grads(Replica& r, const std::vector<Batch>& window, const std::vector<int>& mine,
+                       std::vector<double>* losses);
+  Status replica_preference_grads(Replica& r, const std::vector<Batch>& window, const std::vector<int>& mine,
+                                  std::vector<double>* losses);
   Status reduce_exact(Replica& r, const std::vector<int>& mine, int64_t window_size);
   Status verify_identical(Replica& r);
   Status run_on_replicas(const std::function<Status(int, Replica&)>& fn);
 
   TrainConfig tc_;
+  PreferenceConfig pref_;  // rl (train/preference_loss.h)
   DataParallelOptions opts_;
   int world_ = 1;
   std::vector<std::unique_ptr<Replica>> reps_;

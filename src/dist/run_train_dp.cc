@@ -173,7 +173,14 @@ Status run_train_data_parallel(const TrainConfig& cfg, int n) {
     std::printf("tokenizer  %s\n", save_train_tokenizer(cfg, data.tokenizer ? &*data.tokenizer : nullptr).c_str());
   }
   RETURN_IF_ERROR(trainer.train(train));
-  if (data.eval && talk) {
+  if (data.eval && talk && !cfg.rl.empty()) {  // train/preference_loss.h: the eval pairs' (or examples') loss
+    DataLoaderSource eval(data.eval, loader_options(cfg, data.pad_id, /*train=*/false, *run->owned[0]));
+    ASSIGN_OR_RETURN(PreferenceStats s, trainer.evaluate_preference(eval));
+    std::printf("eval loss %.6f (%s, %lld %s)", s.mean_loss(), preference_loss_kind(cfg).c_str(),
+                static_cast<long long>(s.pairs()), cfg.rl == "kto" ? "examples" : "pairs");
+    for (const auto& [k, v] : s.metrics()) std::printf("  %s %.4f", k.c_str(), v);
+    std::printf("\n");
+  } else if (data.eval && talk) {
     DataLoaderSource eval(data.eval, loader_options(cfg, data.pad_id, /*train=*/false, *run->owned[0]));
     ASSIGN_OR_RETURN(double loss, trainer.evaluate(eval));
     std::printf("eval loss %.6f\n", loss);

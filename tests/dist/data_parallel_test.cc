@@ -18,6 +18,7 @@
 #include "core/file.h"
 #include "dist/data_parallel.h"
 #include "store/sharder.h"
+#include "train/loader_source.h"
 
 namespace st {
 namespace {
@@ -73,7 +74,42 @@ class DataParallel : public ::testing::Test {
     tc.output_dir = *tmp_ + "/" + out;
     return tc;
   }
-  std::unique_ptr<TokenizedJsonlSource> data() {
+  // Preference data (train/preference_step.h): 6 pairs, or 12 KTO examples (every third undesirable),
+  // prompts of 3-5 tokens and replies of 2-4, ids inside the fixture's vocabulary.
+  std::unique_ptr<BatchSource> preference_data(bool kto, int64_t micro_batch_size) {
+    auto v = std::make_shared<std::vector<Sample>>();
+    auto seq = [](int32_t first, int n) {
+      std::vector<int32_t> ids;
+      for (int k = 0; k < n; ++k) ids.push_back(first + 7 * k);
+      return ids;
+    };
+    auto sample = [&](int i, int32_t reply_first, int reply_len) {
+      Sample s;
+      s.input_ids = seq(3 + 11 * i, 3 + i % 3);
+      s.labels.assign(s.input_ids.size(), kIgnoreIndex);
+      for (int32_t id : seq(reply_first, reply_len)) {
+        s.input_ids.push_back(id);
+        s.labels.push_back(id);
+      }
+      return s;
+    };
+    for (int i = 0; i < (kto ? 12 : 6); ++i) {
+      if (kto) {
+        v->push_back(sample(i, 100 + i, 2 + i % 3));
+        v->back().kto = i % 3 == 2 ? -1 : 1;
+      } else {
+        v->push_back(sample(i, 100 + i, 2 + i % 3));
+        v->back().pair = 1;
+        v->push_back(sample(i, 180 + i, 2 + (i + 1) % 3));
+        v->back().pair = 2;
+      }
+    }
+    return std::make_unique<DataLoaderSource>(
+        v, LoaderOptions{.sequence_len = 64, .micro_batch_size = micro_batch_size, .pairs = !kto, .kto = kto,
+                         .shuffle = false});
+  }
+  std::unique_ptr<BatchSource> data() {
+    if (preference_) return preference_data(kto_, micro_batch_);
     return TokenizedJsonlSource::open({.paths = {kFixture + "/data.jsonl"}, .micro_batch_size = 1,
                                        .sequence_len = 64, .shuffle = false})
         .value();
@@ -146,6 +182,8 @@ class DataParallel : public ::testing::Test {
   static std::string* tmp_;
   static Backend* host_be_;
   static RamStore* store_;
+  bool preference_ = false, kto_ = false;  // data(): preference pairs or KTO examples
+  int64_t micro_batch_ = 1;
 };
 std::string* DataParallel::tmp_ = nullptr;
 Backend* DataParallel::host_be_ = nullptr;
@@ -199,6 +237,35 @@ TEST_F(DataParallel, FastModeEqualsOneDeviceUpToSummationOrder) {
   // N = 1 takes the one-device code path: bit-identical.
   TrainConfig tc = config(2, "fast1");
   expect_bit_equal(parallel(tc, 1, DpReduction::kFast), single(tc, 1), "fast N=1");
+}
+
+// Preference training over replicas (train/preference_step.h Note [preference window]): each rank
+// runs its own micro-batches' references (and KTO's KL forwards) and weighs its rows by the GLOBAL
+// window's units; the statistics travel per micro-batch and merge in window order. Exact mode gives
+// the one-device run's bits -- losses, the logged rewards, grad norms, parameters -- for DPO with
+// rpo_alpha's NLL term (normalized over the window's micro-batches) and for KTO.
+TEST_F(DataParallel, PreferenceExactModeIsBitIdenticalToOneDevice) {
+  preference_ = true;
+  for (bool kto : {false, true}) {
+    kto_ = kto;
+    micro_batch_ = kto ? 2 : 1;
+    for (int n : {2, 3}) {
+      TrainConfig tc = config(1, Str() << (kto ? "kto" : "dpo") << n);
+      tc.rl = kto ? "kto" : "dpo";
+      tc.rl_beta = 0.5;
+      if (!kto) tc.rpo_alpha = 0.5;
+      tc.micro_batch_size = micro_batch_;
+      const std::string what = Str() << tc.rl << " exact N=" << n;
+      RunResult one = single(tc, n), dp = parallel(tc, n, DpReduction::kExact);
+      expect_bit_equal(dp, one, what);
+      ASSERT_EQ(dp.steps.size(), 4u) << what;
+      for (size_t i = 0; i < dp.steps.size(); ++i) {
+        EXPECT_EQ(dp.steps[i].extra, one.steps[i].extra) << what << " step " << i + 1;
+        EXPECT_FALSE(one.steps[i].extra.empty()) << what;
+      }
+      EXPECT_NE(one.steps[0].loss, one.steps[3].loss) << what;  // it trains
+    }
+  }
 }
 
 TEST_F(DataParallel, RankZeroWritesMetricsAndAdapter) {
