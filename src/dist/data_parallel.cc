@@ -226,6 +226,22 @@ Status DataParallelTrainer::reduce_exact(Replica& r, const std::vector<int>& min
   return Status::OK();
 }
 
+// One run(j) per micro-batch mine[j], with the dropout counter a single device would use (its
+// global index); kExact: each from zeroed gradients, then copied aside for reduce_exact.
+Status DataParallelTrainer::each_micro_batch(Replica& r, const std::vector<int>& mine,
+                                             const std::function<Status(size_t)>& run) {
+  Lora& lora = r.model->lora();
+  for (size_t j = 0; j < mine.size(); ++j) {
+    if (opts_.reduction == DpReduction::kExact) lora.zero_grads();
+    r.model->set_micro_batches_run(micro_seen_ + static_cast<uint64_t>(mine[j]));
+    RETURN_IF_ERROR(run(j));
+    if (opts_.reduction == DpReduction::kExact)
+      r.be->copy_d2d(r.micro_grads + static_cast<int64_t>(j) * lora.numel(), lora.grads().data, lora.grads().bytes(),
+                     StreamId::kCompute);
+  }
+  return Status::OK();
+}
+
 // Supervised: each of `mine`'s loss sums into (*losses)[g], its gradients into the replica's.
 Status DataParallelTrainer::replica_grads(Replica& r, const std::vector<Batch>& window, const std::vector<int>& mine,
                                           std::vector<double>* losses) {
@@ -242,10 +258,7 @@ Status DataParallelTrainer::replica_grads(Replica& r, const std::vector<Batch>& 
   Lora& lora = r.model->lora();
   losses->assign(static_cast<size_t>(k), 0.0);
   lora.zero_grads();
-  // One call for all local micro-batches when nothing depends on the dropout counter; otherwise
-  // one per micro-batch with the counter a single device would use (its global index).
-  const bool one_call = opts_.reduction == DpReduction::kFast && tc_.lora_dropout == 0.0;
-  if (one_call && !mine.empty()) {
+  if (one_call() && !mine.empty()) {
     std::vector<const Batch*> ptrs;
     std::vector<float> scales;
     for (int g : mine) {
@@ -256,17 +269,12 @@ Status DataParallelTrainer::replica_grads(Replica& r, const std::vector<Batch>& 
     for (size_t j = 0; j < mine.size(); ++j) (*losses)[mine[j]] = sums[j];
     return Status::OK();
   }
-  for (size_t j = 0; j < mine.size(); ++j) {
+  return each_micro_batch(r, mine, [&](size_t j) -> Status {
     const int g = mine[j];
-    if (opts_.reduction == DpReduction::kExact) lora.zero_grads();
-    r.model->set_micro_batches_run(micro_seen_ + static_cast<uint64_t>(g));
     ASSIGN_OR_RETURN(std::vector<double> sums, r.model->forward_backward({&window[g]}, *r.layers, {scale_of(g)}));
     (*losses)[g] = sums[0];
-    if (opts_.reduction == DpReduction::kExact)
-      r.be->copy_d2d(r.micro_grads + static_cast<int64_t>(j) * lora.numel(), lora.grads().data, lora.grads().bytes(),
-                     StreamId::kCompute);
-  }
-  return Status::OK();
+    return Status::OK();
+  });
 }
 
 // Preference training (train/preference_step.h Note [preference window]) on `mine`, normalized over
@@ -287,18 +295,12 @@ Status DataParallelTrainer::replica_preference_grads(Replica& r, const std::vect
   ASSIGN_OR_RETURN(PreferenceWindow w, PreferenceWindow::prepare(*r.model, *r.layers, pref_, ptrs, units, k, &stats));
   Lora& lora = r.model->lora();
   lora.zero_grads();  // the references borrowed the gradient section
-  const bool one_call = opts_.reduction == DpReduction::kFast && tc_.lora_dropout == 0.0;
-  if (one_call && !mine.empty()) {
+  if (one_call() && !mine.empty()) {
     RETURN_IF_ERROR(w.forward_backward(*r.model, *r.layers, 0, w.size(), &stats).status());
   } else {
-    for (size_t j = 0; j < mine.size(); ++j) {
-      if (opts_.reduction == DpReduction::kExact) lora.zero_grads();
-      r.model->set_micro_batches_run(micro_seen_ + static_cast<uint64_t>(mine[j]));
-      RETURN_IF_ERROR(w.forward_backward(*r.model, *r.layers, j, 1, &stats).status());
-      if (opts_.reduction == DpReduction::kExact)
-        r.be->copy_d2d(r.micro_grads + static_cast<int64_t>(j) * lora.numel(), lora.grads().data, lora.grads().bytes(),
-                       StreamId::kCompute);
-    }
+    RETURN_IF_ERROR(each_micro_batch(r, mine, [&](size_t j) {
+      return w.forward_backward(*r.model, *r.layers, j, 1, &stats).status();
+    }));
   }
   const size_t fields = PreferenceStats(pref_).sums().size();
   losses->assign(static_cast<size_t>(k) * fields, 0.0);

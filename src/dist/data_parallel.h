@@ -105,6 +105,10 @@ class DataParallelTrainer {
   Status plan_steps(BatchSource& data);
   StatusOr<bool> fill_window(BatchSource& data, std::vector<Batch>* window);
   Status replica_step(Replica& r, const std::vector<Batch>& window, std::vector<double>* losses);
+  // One forward_backward for all local micro-batches when nothing depends on the dropout counter
+  // and no per-micro-batch gradient is kept; otherwise each_micro_batch.
+  bool one_call() const { return opts_.reduction == DpReduction::kFast && tc_.lora_dropout == 0.0; }
+  Status each_micro_batch(Replica& r, const std::vector<int>& mine, const std::function<Status(size_t)>& run);
   Status replica_grads(Replica& r, const std::vector<Batch>& window, const std::vector<int>& mine,
                        std::vector<double>* losses);
   Status replica_preference_grads(Replica& r, const std::vector<Batch>& window, const std::vector<int>& mine,
