@@ -500,17 +500,7 @@ StatusOr<double> DataParallelTrainer::evaluate(BatchSource& data) {
 }
 
 StatusOr<PreferenceStats> DataParallelTrainer::evaluate_preference(BatchSource& data) {
-  Replica& r = *reps_[0];
-  RETURN_IF_ERROR(data.start_epoch(0));
-  PreferenceStats stats(pref_);
-  for (;;) {
-    Batch b;
-    ASSIGN_OR_RETURN(bool got, data.next(&b));
-    if (!got) break;
-    RETURN_IF_ERROR(preference_eval_batch(*r.model, *r.layers, pref_, b, &stats));
-  }
-  if (stats.pairs() == 0) return InvalidArgument("the eval dataset has no preference pairs");
-  return stats;
+  return st::evaluate_preference(*reps_[0]->model, *reps_[0]->layers, pref_, data);
 }
 
 Status DataParallelTrainer::save_adapter(const std::string& dir) const {

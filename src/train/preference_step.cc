@@ -158,4 +158,18 @@ Status preference_eval_batch(Model& m, LayerSource& layers, const PreferenceConf
   return Status::OK();
 }
 
+StatusOr<PreferenceStats> evaluate_preference(Model& m, LayerSource& layers, const PreferenceConfig& c,
+                                              BatchSource& data) {
+  RETURN_IF_ERROR(data.start_epoch(0));
+  PreferenceStats stats(c);
+  for (;;) {
+    Batch b;
+    ASSIGN_OR_RETURN(bool got, data.next(&b));
+    if (!got) break;
+    RETURN_IF_ERROR(preference_eval_batch(m, layers, c, b, &stats));
+  }
+  if (stats.pairs() == 0) return InvalidArgument("the eval dataset has no preference pairs");
+  return stats;
+}
+
 }  // namespace st

@@ -20,6 +20,7 @@
 #include "data/batch.h"
 #include "model/model.h"
 #include "model/weights.h"
+#include "train/batch_source.h"
 #include "train/pair_batch.h"
 #include "train/preference_loss.h"
 
@@ -57,5 +58,8 @@ class PreferenceWindow {
 // One eval micro-batch's preference terms into `stats` (the reference, the policy's forward).
 Status preference_eval_batch(Model& m, LayerSource& layers, const PreferenceConfig& c, const Batch& b,
                              PreferenceStats* stats);
+// The preference loss and its logged values over one pass of `data` (from its epoch 0).
+StatusOr<PreferenceStats> evaluate_preference(Model& m, LayerSource& layers, const PreferenceConfig& c,
+                                              BatchSource& data);
 
 }  // namespace st

@@ -533,16 +533,7 @@ StatusOr<double> Trainer::evaluate(BatchSource& data) {
 }
 
 StatusOr<PreferenceStats> Trainer::evaluate_preference(BatchSource& data) {
-  RETURN_IF_ERROR(data.start_epoch(0));
-  PreferenceStats stats(pref_);
-  for (;;) {
-    Batch b;
-    ASSIGN_OR_RETURN(bool got, data.next(&b));
-    if (!got) break;
-    RETURN_IF_ERROR(preference_eval_batch(*model_, *layers_, pref_, b, &stats));
-  }
-  if (stats.pairs() == 0) return InvalidArgument("the eval dataset has no preference pairs");
-  return stats;
+  return st::evaluate_preference(*model_, *layers_, pref_, data);
 }
 
 Status Trainer::save_adapter(const std::string& dir) const {
