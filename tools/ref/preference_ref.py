@@ -10,9 +10,9 @@ included, TRL's ORPOTrainer), SimPO's over the chosen reply (TRL's CPOTrainer, t
 the NLL a mean over the step's tokens -- and AdamW (torch's) with global grad-norm clipping, then
 compares its adapter with streamtune's.
 
-usage: preference_ref.py MODEL_DIR INIT_ADAPTER PAIRS_JSONL STREAMTUNE_OUT --loss dpo|ipo|orpo|simpo
+usage: preference_ref.py MODEL_DIR INIT_ADAPTER PAIRS_JSONL STREAMTUNE_OUT --loss dpo|ipo|orpo|simpo|kto|...
                          --beta B --lr LR --steps N --pairs-per-step P [--gamma 0.5] [--cpo-alpha 1]
-                         [--rpo-alpha 0]
+                         [--rpo-alpha 0] [--desirable-weight 1] [--undesirable-weight 1]
                          [--max-grad-norm 1.0] [--tol 2e-3]
 PAIRS_JSONL records: {"messages": [{"role": "user", "content": q}], "chosen": {"content": a},
 "rejected": {"content": b}} rendered as ChatML (the config's chat_template: chatml); the reply's
