@@ -84,6 +84,8 @@ def mutate_json(text: str, rng: random.Random) -> str:
     if obj is None or rng.random() < 0.25:  # textual damage
         b = bytearray(text.encode())
         for _ in range(rng.randint(1, 3)):
+            if not b:  # cut to nothing by an earlier damage
+                break
             i = rng.randrange(len(b))
             op = rng.randrange(3)
             if op == 0:
