@@ -1,5 +1,6 @@
 // `streamtune evaluate` (axolotl's `evaluate`): the eval loss of the base and of a trained adapter
 // on a config's data, with the run's own tokenization, masking, batching and memory plan.
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <memory>
@@ -23,8 +24,11 @@ std::string adapter_of(const TrainConfig& cfg, const EvaluateOptions& o) {
   return "";
 }
 
-void print_row(const std::string& what, double loss) {
-  std::printf("  %-40s eval_loss %.6f  perplexity %.4f\n", what.c_str(), loss, std::exp(loss));
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+void print_row(const std::string& what, double loss, double seconds) {
+  std::printf("  %-40s eval_loss %.6f  perplexity %.4f  (%.1f s)\n", what.c_str(), loss, std::exp(loss), seconds);
   std::fflush(stdout);
 }
 
@@ -64,11 +68,13 @@ Status run_evaluate(const TrainConfig& given, const EvaluateOptions& o) {
   if (!cfg.rl.empty()) {  // train/preference_loss.h: the pairs' loss (DPO / IPO against the base)
     const std::string kind = preference_loss_kind(cfg);
     auto row = [&](const std::string& label) -> Status {
+      const Clock::time_point t0 = Clock::now();
       ASSIGN_OR_RETURN(PreferenceStats s, trainer->evaluate_preference(data), "evaluating " << label);
       std::printf("  %-40s eval_loss %.6f (%s, %lld %s)", label.c_str(), s.mean_loss(), kind.c_str(),
                   static_cast<long long>(s.pairs()), cfg.rl == "kto" ? "examples" : "pairs");
       for (const auto& [k, v] : s.metrics()) std::printf("  %s %.4f", k.c_str(), v);
-      std::printf("\n");
+      std::printf("  (%.1f s)\n", seconds_since(t0));
+      std::fflush(stdout);
       return Status::OK();
     };
     if (o.base) RETURN_IF_ERROR(row(uses_reference(trainer->preference().loss) ? "base (the reference itself)" : "base"));
@@ -77,13 +83,15 @@ Status run_evaluate(const TrainConfig& given, const EvaluateOptions& o) {
     return row("adapter " + adapter);
   }
   if (o.base) {  // a fresh LoRA adds nothing (B = 0): the base model's loss
+    const Clock::time_point t0 = Clock::now();
     ASSIGN_OR_RETURN(double loss, trainer->evaluate(data), "evaluating the base");
-    print_row("base", loss);
+    print_row("base", loss, seconds_since(t0));
   }
   if (!adapter.empty()) {
     RETURN_IF_ERROR(trainer->model().lora().load_peft(adapter), "adapter " << adapter);
+    const Clock::time_point t0 = Clock::now();
     ASSIGN_OR_RETURN(double loss, trainer->evaluate(data), "evaluating the adapter");
-    print_row("adapter " + adapter, loss);
+    print_row("adapter " + adapter, loss, seconds_since(t0));
   }
   return Status::OK();
 }

@@ -10,6 +10,7 @@
 #include "core/check.h"
 #include "core/file.h"
 #include "train/checkpoint.h"
+#include "train/evaluation.h"
 #include "train/preference_step.h"
 
 namespace st {
@@ -483,20 +484,7 @@ Status DataParallelTrainer::train(BatchSource& data) {
 }
 
 StatusOr<double> DataParallelTrainer::evaluate(BatchSource& data) {
-  Replica& r = *reps_[0];
-  RETURN_IF_ERROR(data.start_epoch(0));
-  double sum = 0;
-  int64_t n = 0;
-  for (;;) {
-    Batch b;
-    ASSIGN_OR_RETURN(bool got, data.next(&b));
-    if (!got) break;
-    ASSIGN_OR_RETURN(double s, r.model->eval_loss_sum(b, *r.layers));
-    sum += s;
-    n += count_targets(b);
-  }
-  if (n == 0) return InvalidArgument("the eval dataset has no target tokens");
-  return sum / static_cast<double>(n);
+  return mean_eval_loss(*reps_[0]->model, *reps_[0]->layers, data);
 }
 
 StatusOr<PreferenceStats> DataParallelTrainer::evaluate_preference(BatchSource& data) {

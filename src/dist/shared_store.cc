@@ -53,6 +53,7 @@ class ViewSource final : public LayerSource {
   void release(int layer) override { src_->release(layer); }
   void end_step() override { src_->end_step(); }
   Status status() const override { return src_->status(); }
+  bool loads_layers() const override { return src_->loads_layers(); }
 
  private:
   std::unique_ptr<RamStoreView> view_;

@@ -69,19 +69,36 @@ struct Model::Slot {
   int64_t n = 0, batch = 0, seq = 0;
   bool has_docs = false;
   uint64_t micro = 0;              // its dropout counter (Model::micro_batches_run numbering)
+
+  // The per-batch vectors from carve_slot_vectors (below), in its order.
+  template <class Vectors>
+  void set_vectors(const Vectors& v) {
+    loss = v.loss;
+    seeds = v.seeds;
+    Tensor* ints[8] = {&ids, &pos, &docs, &labels, &safe_labels, &head_labels, &head_gather, &head_scatter};
+    for (int i = 0; i < 8; ++i) *ints[i] = v.ints[i];
+    doc_starts = v.doc_starts;
+    doc_lens = v.doc_lens;
+  }
 };
 
 // Views carved once for max_tokens (Note [layer scratch]).
 struct Model::Arena {
   Tensor inv_freq;                     // f32 [D/2]
   std::vector<Slot> slots;             // ModelOptions::micro_batch_slots
+  std::vector<Slot> eval_slots;        // Note [layer-major evaluation]: vectors only, in slot 0's memory
   Tensor layer_scratch, head_scratch;  // raw bytes (u8), shared by every slot's visits
 };
 
 namespace {
 
+// A slot's per-batch vectors (what an eval slot holds), then the rest of a training slot.
+struct SlotVectors {
+  Tensor loss, seeds, ints[8], doc_starts, doc_lens;
+};
 struct SlotViews {
-  Tensor loss, ints[8], doc_starts, doc_lens, grad[2], w_label, seeds;
+  SlotVectors vec;
+  Tensor grad[2], w_label;
   std::vector<Tensor> ckpt, saved;
 };
 
@@ -90,15 +107,22 @@ struct ArenaViews {
   std::vector<SlotViews> slots;
 };
 
-// One slot's views, in the order a single-slot arena always had them.
-SlotViews carve_slot(Carver& cv, const ModelConfig& c, const LoraConfig& lc, const ModelOptions& o) {
-  const int64_t N = o.max_tokens, H = c.hidden_size;
-  SlotViews v;
+SlotVectors carve_slot_vectors(Carver& cv, const ModelConfig& c, const ModelOptions& o) {
+  const int64_t N = o.max_tokens;
+  SlotVectors v;
   v.loss = cv.take(DType::kF32, {1});
   v.seeds = cv.take(DType::kU8, {8 * c.num_layers});
   for (Tensor& t : v.ints) t = cv.take(DType::kI32, {N});
   v.doc_starts = cv.take(DType::kI32, {2 * N + 2});  // document_slots(N) + 1 <= 2N + 1 entries
   v.doc_lens = cv.take(DType::kI32, {2 * N});
+  return v;
+}
+
+// One slot's views, in the order a single-slot arena always had them.
+SlotViews carve_slot(Carver& cv, const ModelConfig& c, const LoraConfig& lc, const ModelOptions& o) {
+  const int64_t N = o.max_tokens, H = c.hidden_size;
+  SlotViews v;
+  v.vec = carve_slot_vectors(cv, c, o);
   for (int64_t l = 0; l <= c.num_layers; ++l) v.ckpt.push_back(cv.take(o.act_dtype, {N, H}));
   const size_t saved = layer_saved_bytes(c, N, lc, o.act_dtype, o.recompute);
   for (int64_t l = 0; saved > 0 && l < c.num_layers; ++l)
@@ -186,18 +210,7 @@ StatusOr<std::unique_ptr<Model>> Model::create(const ModelConfig& c, Backend* be
   a.inv_freq = v.inv_freq;
   for (const SlotViews& sv : v.slots) {
     Slot s;
-    s.loss = sv.loss;
-    s.seeds = sv.seeds;
-    s.ids = sv.ints[0];
-    s.pos = sv.ints[1];
-    s.docs = sv.ints[2];
-    s.labels = sv.ints[3];
-    s.safe_labels = sv.ints[4];
-    s.head_labels = sv.ints[5];
-    s.head_gather = sv.ints[6];
-    s.head_scatter = sv.ints[7];
-    s.doc_starts = sv.doc_starts;
-    s.doc_lens = sv.doc_lens;
+    s.set_vectors(sv.vec);
     s.ckpt = sv.ckpt;
     s.saved = sv.saved;
     s.grad[0] = sv.grad[0];
@@ -207,6 +220,7 @@ StatusOr<std::unique_ptr<Model>> Model::create(const ModelConfig& c, Backend* be
   }
   a.layer_scratch = v.layer_scratch;
   a.head_scratch = v.head_scratch;
+  m->carve_eval_slots();
   std::vector<float> inv = rope_inv_freq(c);
   CHECK(static_cast<int64_t>(inv.size()) == c.head_dim / 2);
   be->copy_h2d(a.inv_freq.data, inv.data(), inv.size() * sizeof(float), StreamId::kCompute);
@@ -215,6 +229,37 @@ StatusOr<std::unique_ptr<Model>> Model::create(const ModelConfig& c, Backend* be
 }
 
 Model::Model(const ModelConfig& c, Backend* be, const ModelOptions& o) : cfg_(c), be_(be), opts_(o) {}
+
+Model::Slot& Model::slot() {
+  const int n = static_cast<int>(a_->slots.size());
+  return cur_ < n ? a_->slots[static_cast<size_t>(cur_)] : a_->eval_slots[static_cast<size_t>(cur_ - n)];
+}
+const Model::Slot& Model::slot() const { return const_cast<Model*>(this)->slot(); }
+
+// Note [layer-major evaluation]: as many eval slots as slot 0's gradient and label-row buffers
+// hold (three [Nmax, H] views, adjacent), at most one per layer and 64; none below two.
+// STREAMTUNE_EVAL_GROUP=<n> in the environment caps them (A/B timing; 1: one batch at a time).
+void Model::carve_eval_slots() {
+  size_t max_group = 64;
+  if (const char* e = std::getenv("STREAMTUNE_EVAL_GROUP"); e != nullptr && std::atoll(e) >= 1)
+    max_group = std::min<size_t>(max_group, static_cast<size_t>(std::atoll(e)));
+  const Slot& s0 = a_->slots[0];
+  char* begin = static_cast<char*>(s0.grad[0].data);
+  char* end = static_cast<char*>(s0.w_label.data) + s0.w_label.bytes();
+  CHECK(s0.grad[1].data > s0.grad[0].data && s0.w_label.data > s0.grad[1].data);
+  Carver measure;
+  carve_slot_vectors(measure, cfg_, opts_);
+  const size_t n = std::min({static_cast<size_t>(end - begin) / measure.used(), static_cast<size_t>(cfg_.num_layers),
+                             max_group});
+  if (n < 2) return;
+  Carver cv(begin, static_cast<size_t>(end - begin));
+  for (size_t j = 0; j < n; ++j) {
+    Slot e;
+    e.set_vectors(carve_slot_vectors(cv, cfg_, opts_));
+    e.ckpt = {s0.ckpt[j]};  // where embed() leaves batch j: its input to layer 0
+    a_->eval_slots.push_back(std::move(e));
+  }
+}
 
 Model::~Model() {
   be_->sync_all();
@@ -333,7 +378,7 @@ static uint64_t layer_dropout_seed(uint64_t seed, uint64_t micro, int layer) {
 // Copies ids/positions/doc ids/shifted labels to the current slot (positions default to 0..T-1);
 // `micro` numbers the micro-batch for its dropout seeds.
 void Model::upload(const Batch& b, uint64_t micro) {
-  Slot& a = a_->slots[cur_];
+  Slot& a = slot();
   a.micro = micro;
   a.n = b.batch * b.seq;
   a.batch = b.batch;
@@ -397,7 +442,7 @@ DocumentSpans document_spans(const std::vector<int32_t>& doc_ids, int64_t seq) {
 }
 
 void Model::upload_document_spans(const Batch& b) {
-  Slot& a = a_->slots[cur_];
+  Slot& a = slot();
   host_spans_ = document_spans(b.doc_ids, b.seq);
   a.doc_spans = host_spans_.spans;
   a.doc_slots = host_spans_.slots;
@@ -433,7 +478,7 @@ static uint64_t neftune_seed(uint64_t seed, uint64_t micro) {
 
 void Model::embed(const Batch& b, uint64_t micro, bool train) {
   upload(b, micro);
-  Slot& a = a_->slots[cur_];
+  Slot& a = slot();
   auto noise = [&] {
     if (!train || opts_.neftune_alpha <= 0) return;
     const double mag = opts_.neftune_alpha / std::sqrt(static_cast<double>(a.seq) * static_cast<double>(cfg_.hidden_size));
@@ -458,7 +503,7 @@ void Model::embed(const Batch& b, uint64_t micro, bool train) {
 // The lm_head row of each head row's (shifted) label, for the head's gradient; ignored labels
 // read row 0.
 void Model::gather_label_rows() {
-  Slot& a = a_->slots[cur_];
+  Slot& a = slot();
   const int64_t n = static_cast<int64_t>(host_safe_labels_.size());
   if (n == 0) return;
   if (!opts_.host_extras) {
@@ -499,7 +544,7 @@ static LayerCtx make_ctx(const ModelConfig& c, Backend* be, const ModelOptions& 
 // training forward (Note [recompute], model/layer.h); every visit reads its dropout seed from the
 // slot upload() filled (Note [layer launch plans]).
 LayerCtx Model::layer_ctx(int l, bool train) const {
-  const Slot& a = a_->slots[cur_];
+  const Slot& a = slot();
   LayerCtx ctx = make_ctx(cfg_, be_, opts_, a_->inv_freq, a.pos, a.docs, a.has_docs, a.n, a.batch, a.seq,
                           a_->layer_scratch, train, a.micro, l);
   ctx.dropout_seed_slot = static_cast<const uint64_t*>(a.seeds.data) + l;
@@ -525,7 +570,7 @@ LayerCtx Model::layer_ctx(int l, bool train) const {
 // micro-batch inputs (tokens, positions, dropout seeds) are read from the arena when the ops run.
 LaunchPlanCache::Key Model::visit_key(Phase phase, int l, bool train, const LayerWeights& w,
                                       bool forward_current) const {
-  const Slot& a = a_->slots[cur_];
+  const Slot& a = slot();
   LaunchPlanCache::Key k = {static_cast<uint64_t>(phase), static_cast<uint64_t>(l), train,
                             static_cast<uint64_t>(a.n), static_cast<uint64_t>(a.batch), static_cast<uint64_t>(a.seq),
                             a.has_docs, static_cast<uint64_t>(opts_.recompute), forward_current,
@@ -541,7 +586,7 @@ LaunchPlanCache::Key Model::visit_key(Phase phase, int l, bool train, const Laye
 }
 
 void Model::forward_layer(int l, LayerSource& src, bool train) {
-  Slot& a = a_->slots[cur_];
+  Slot& a = slot();
   const LayerCtx ctx = layer_ctx(l, train);
   LayerWeights w = src.acquire(l);
   const LoraLayer& lora = lora_->layer(l);
@@ -555,7 +600,7 @@ void Model::forward_layer(int l, LayerSource& src, bool train) {
 // forward_current: the visit before was this layer's training forward of the same micro-batch
 // (LayerCtx::forward_current).
 void Model::backward_layer(int l, LayerSource& src, bool forward_current) {
-  Slot& a = a_->slots[cur_];
+  Slot& a = slot();
   LayerCtx ctx = layer_ctx(l, /*train=*/true);
   ctx.forward_current = forward_current;
   LayerWeights w = src.acquire(l);
@@ -656,7 +701,7 @@ StatusOr<std::vector<double>> Model::forward_backward(const std::vector<const Ba
                                    prev->micro_batch == v.micro_batch;
     prev = &v;
     cur_ = v.micro_batch % slots;  // a group of `slots` micro-batches takes slots 0..slots-1
-    Slot& a = a_->slots[cur_];
+    Slot& a = slot();
     if (v.phase == Phase::kForward) {
       if (v.layer == 0) {
         embed(b, first_micro + static_cast<uint64_t>(v.micro_batch), /*train=*/true);
@@ -716,7 +761,7 @@ void Model::run_forward(LayerSource& src, bool train) {
 Status Model::eval_forward(const Batch& b, LayerSource& src, std::vector<double>* row_logp) {
   RETURN_IF_ERROR(validate(b));
   cur_ = 0;
-  Slot& a = a_->slots[cur_];
+  Slot& a = slot();
   embed(b, micro_counter_);
   run_forward(src, false);
   CHECK(head_ != nullptr, "Model: extras were never loaded");
@@ -730,7 +775,7 @@ Status Model::eval_forward(const Batch& b, LayerSource& src, std::vector<double>
 StatusOr<double> Model::eval_loss_sum(const Batch& b, LayerSource& src) {
   RETURN_IF_ERROR(eval_forward(b, src, nullptr));
   float loss = 0;
-  be_->copy_d2h(&loss, a_->slots[cur_].loss.data, sizeof(float), StreamId::kCompute);
+  be_->copy_d2h(&loss, slot().loss.data, sizeof(float), StreamId::kCompute);
   be_->sync_stream(StreamId::kCompute);
   return static_cast<double>(loss);
 }
@@ -742,6 +787,98 @@ StatusOr<std::vector<double>> Model::eval_sequence_logps(const Batch& b, LayerSo
   RETURN_IF_ERROR(src.status(), "evaluation forward");
   if (row_logp.empty()) return std::vector<double>(static_cast<size_t>(segment_count(b)), 0.0);
   return sequence_sums(head_row_sequences(b, opts_.head_trained_rows), row_logp, segment_count(b));
+}
+
+int Model::eval_group_size(const LayerSource& src) const {
+  return src.loads_layers() ? std::max<int>(1, static_cast<int>(a_->eval_slots.size())) : 1;
+}
+
+// Note [layer-major evaluation]: batch j of the n in eval slot j, its hidden state rotating
+// through slot 0's checkpoint buffers 0..n.
+Status Model::eval_group(const std::vector<const Batch*>& bs, LayerSource& src, std::vector<float>* losses,
+                         std::vector<std::vector<double>>* rows) {
+  const int n = static_cast<int>(bs.size()), L = static_cast<int>(cfg_.num_layers);
+  const int first = static_cast<int>(a_->slots.size());
+  CHECK(n >= 2 && n <= static_cast<int>(a_->eval_slots.size()) && n <= L);
+  CHECK(head_ != nullptr, "Model: extras were never loaded");
+  const std::vector<Tensor>& bufs = a_->slots[0].ckpt;
+  auto hidden = [&](int j, int l) {  // batch j's input to layer l (its output of layer l - 1)
+    return rows_of(bufs[static_cast<size_t>(((j - l) % (n + 1) + (n + 1)) % (n + 1))], a_->eval_slots[j].n);
+  };
+  for (int j = 0; j < n; ++j) {
+    cur_ = first + j;
+    embed(*bs[static_cast<size_t>(j)], micro_counter_);
+  }
+  src.begin_step(StepSchedule::forward_only(L).layers());
+  for (int l = 0; l < L; ++l) {
+    LayerWeights w = src.acquire(l);
+    const LoraLayer& lora = lora_->layer(l);
+    for (int j = 0; j < n; ++j) {
+      cur_ = first + j;
+      const LayerCtx ctx = layer_ctx(l, /*train=*/false);
+      plans_->run({}, /*recordable=*/false, [&] { layer_forward(ctx, w, lora, hidden(j, l), hidden(j, l + 1)); });
+    }
+    src.release(l);
+  }
+  src.end_step();
+  for (int j = 0; j < n; ++j) {
+    cur_ = first + j;
+    Slot& a = slot();
+    be_->memset_zero(a.loss.data, sizeof(float), StreamId::kCompute);
+    head_loss(make_head_ctx(cfg_, be_, opts_, a.n, a_->head_scratch, a.head_rows), final_norm(), *head_, hidden(j, L),
+              head_labels(a.labels, a.head_labels, a.head_rows), a.loss, rows ? &(*rows)[static_cast<size_t>(j)] : nullptr);
+    be_->copy_d2h(&(*losses)[static_cast<size_t>(j)], a.loss.data, sizeof(float), StreamId::kCompute);
+  }
+  be_->sync_stream(StreamId::kCompute);
+  cur_ = 0;
+  return Status::OK();
+}
+
+Status Model::eval_batches(const std::vector<const Batch*>& bs, LayerSource& src, std::vector<float>* losses,
+                           std::vector<std::vector<double>>* rows) {
+  for (const Batch* b : bs) RETURN_IF_ERROR(validate(*b));
+  losses->assign(bs.size(), 0.0f);
+  if (rows) rows->assign(bs.size(), {});
+  const size_t g = static_cast<size_t>(eval_group_size(src));
+  for (size_t i = 0; i < bs.size(); i += g) {
+    const size_t n = std::min(g, bs.size() - i);
+    if (n == 1) {  // one at a time: slot 0, its visits recorded as launch plans
+      RETURN_IF_ERROR(eval_forward(*bs[i], src, rows ? &(*rows)[i] : nullptr));
+      be_->copy_d2h(&(*losses)[i], slot().loss.data, sizeof(float), StreamId::kCompute);
+      be_->sync_stream(StreamId::kCompute);
+    } else {
+      std::vector<float> l(n);
+      std::vector<std::vector<double>> r(rows ? n : 0);
+      RETURN_IF_ERROR(eval_group({bs.begin() + static_cast<std::ptrdiff_t>(i), bs.begin() + static_cast<std::ptrdiff_t>(i + n)},
+                                 src, &l, rows ? &r : nullptr));
+      std::copy(l.begin(), l.end(), losses->begin() + static_cast<std::ptrdiff_t>(i));
+      if (rows) std::move(r.begin(), r.end(), rows->begin() + static_cast<std::ptrdiff_t>(i));
+    }
+    RETURN_IF_ERROR(src.status(), "evaluation forward");
+  }
+  return Status::OK();
+}
+
+StatusOr<std::vector<double>> Model::eval_loss_sums(const std::vector<const Batch*>& bs, LayerSource& src) {
+  std::vector<float> losses;
+  RETURN_IF_ERROR(eval_batches(bs, src, &losses, nullptr));
+  return std::vector<double>(losses.begin(), losses.end());
+}
+
+// Per batch, its segments' sums of the head rows' log p (as the one-batch eval_sequence_logps).
+StatusOr<std::vector<std::vector<double>>> Model::eval_sequence_logps(const std::vector<const Batch*>& bs,
+                                                                      LayerSource& src) {
+  std::vector<float> losses;
+  std::vector<std::vector<double>> rows;
+  RETURN_IF_ERROR(eval_batches(bs, src, &losses, &rows));
+  std::vector<std::vector<double>> out;
+  for (size_t i = 0; i < bs.size(); ++i) {
+    const Batch& b = *bs[i];
+    out.push_back(rows[i].empty() ? std::vector<double>(static_cast<size_t>(segment_count(b)), 0.0)
+                                  : sequence_sums(head_row_sequences(b, opts_.head_trained_rows), rows[i],
+                                                  segment_count(b)));
+  }
+  return out;
 }
 
 Status Model::init_dora_magnitudes(LayerSource& src) {
@@ -764,7 +901,7 @@ Status Model::init_dora_magnitudes(LayerSource& src) {
 StatusOr<std::vector<float>> Model::forward_logits(const Batch& b, LayerSource& src) {
   RETURN_IF_ERROR(validate(b));
   cur_ = 0;
-  Slot& a = a_->slots[cur_];
+  Slot& a = slot();
   embed(b, micro_counter_);
   run_forward(src, false);
   CHECK(head_ != nullptr, "Model: extras were never loaded");

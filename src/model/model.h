@@ -45,6 +45,20 @@ namespace st {
 // bytes, so the losses and gradients are bit-identical to micro-batch-major order; only memory (s
 // x the per-micro-batch activations) and the bytes streamed change. (The last layer's backward
 // reuses its forward's intermediates only when nothing ran in between: with s = 1.)
+//
+// Note [layer-major evaluation]: an eval forward needs, per batch, only its hidden state and its
+// small vectors (tokens, positions, documents, labels, head rows). Where the source loads layers
+// (LayerSource::loads_layers), the multi-batch evals take up to eval_group_size() batches through
+// the layers together: each layer is acquired once and run on every batch of the group in turn,
+// so a streamed layer is loaded once per group instead of once per batch (an eval set, a
+// preference window's reference forwards). The memory is the training slot's, idle between
+// steps: the group's n hidden states rotate through slot 0's first n+1 checkpoint buffers (batch
+// j's input to layer l is buffer (j - l) mod (n+1); it writes the one batch j-1 has just left, or
+// for j = 0 the one no batch holds), and each batch's vectors live in an eval slot carved from slot
+// 0's gradient and label-row buffers. Each batch runs the same kernels on the same bytes as alone,
+// so the results are the bits of one batch at a time. A group's visits run op by op (recording
+// them would fill the launch-plan memory the training visits use; a streamed eval waits on its
+// loads anyway), and a source that loads nothing evaluates one batch at a time, as before.
 enum class Phase { kForward, kBackward };
 struct Visit {
   int layer;
@@ -162,6 +176,13 @@ class Model {
   // Eval: per segment (a batch row unless Batch::segments says otherwise), the sum of log p over
   // its targets (f64; 0 for a segment without targets).
   StatusOr<std::vector<double>> eval_sequence_logps(const Batch& b, LayerSource& src);
+  // The same for several batches, in batch order, layer-major where the source loads layers (Note
+  // [layer-major evaluation]): each result has the bits of its batch evaluated alone.
+  StatusOr<std::vector<double>> eval_loss_sums(const std::vector<const Batch*>& bs, LayerSource& src);
+  StatusOr<std::vector<std::vector<double>>> eval_sequence_logps(const std::vector<const Batch*>& bs,
+                                                                 LayerSource& src);
+  // Batches an eval pass over `src` takes through the layers together (1: one at a time).
+  int eval_group_size(const LayerSource& src) const;
   // Logits [B*T, V] f32 of one batch (no dropout). Blocks.
   StatusOr<std::vector<float>> forward_logits(const Batch& b, LayerSource& src);
   // DoRA, freshly initialised adapter (Lora::magnitudes_pending): sets every magnitude vector to
@@ -190,6 +211,15 @@ class Model {
   void backward_layer(int l, LayerSource& src, bool forward_current);
   void run_forward(LayerSource& src, bool train);
   Status eval_forward(const Batch& b, LayerSource& src, std::vector<double>* row_logp);
+  // Note [layer-major evaluation]: the eval slots, and the evals of several batches (losses[i] and,
+  // with rows, rows[i]: batch i's loss sum and head-row log p).
+  Slot& slot();
+  const Slot& slot() const;
+  void carve_eval_slots();
+  Status eval_group(const std::vector<const Batch*>& bs, LayerSource& src, std::vector<float>* losses,
+                    std::vector<std::vector<double>>* rows);
+  Status eval_batches(const std::vector<const Batch*>& bs, LayerSource& src, std::vector<float>* losses,
+                      std::vector<std::vector<double>>* rows);
   LaunchPlanCache::Key visit_key(Phase phase, int l, bool train, const LayerWeights& w,
                                  bool forward_current = false) const;
 
@@ -208,7 +238,7 @@ class Model {
   std::unique_ptr<Arena> a_;
   std::unique_ptr<LaunchPlanCache> plans_;  // Note [layer launch plans]
   uint64_t micro_counter_ = 0;
-  int cur_ = 0;  // the arena slot the visit being enqueued works on
+  int cur_ = 0;  // the arena slot the visit being enqueued works on; past the slots: an eval slot
   // Host copies kept alive while their async uploads are in flight.
   std::vector<int32_t> host_labels_, host_pos_, host_safe_labels_;
   HeadRowPlan host_head_rows_;

@@ -142,6 +142,9 @@ class LayerSource {
   // A load that failed (disk read error, corrupt store) is sticky: acquire() cannot return a
   // Status, so the trainer checks this after each step and discards the step on error.
   virtual Status status() const { return Status::OK(); }
+  // Whether a step's visits may copy weights in (some layer streams): evaluation then takes
+  // batches through the layers together (model/model.h Note [layer-major evaluation]).
+  virtual bool loads_layers() const { return false; }
 };
 
 }  // namespace st

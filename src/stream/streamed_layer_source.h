@@ -54,6 +54,7 @@ class StreamedLayerSource : public LayerSource {
   void end_step() override;
 
   Status status() const;
+  bool loads_layers() const override { return pool_ != nullptr; }  // a layer streams
   PrefetchStats stats() const;
   const LayerLayout& layout() const { return layout_; }
   int num_slots() const { return pool_ ? pool_->num_slots() : 0; }

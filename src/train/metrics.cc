@@ -55,9 +55,11 @@ std::string metrics_json_line(const StepMetrics& m) {
 
 std::string metrics_json_line(const EvalMetrics& m) {
   char buf[256];
+  std::vector<std::pair<std::string, double>> extra = m.extra;
+  if (m.runtime_s >= 0) extra.emplace_back("eval_runtime", m.runtime_s);
   if (!m.extra.empty()) {
     std::snprintf(buf, sizeof buf, "{\"step\":%lld,\"eval_loss\":%.9g}", static_cast<long long>(m.step), m.loss);
-    return with_extra(buf, m.extra);
+    return with_extra(buf, extra);
   }
   const double ppl = m.ppl();
   // JSON has no infinity: a perplexity that overflows a double is written as null.
@@ -68,7 +70,7 @@ std::string metrics_json_line(const EvalMetrics& m) {
     std::snprintf(buf, sizeof buf, "{\"step\":%lld,\"eval_loss\":%.9g,\"eval_ppl\":null}",
                   static_cast<long long>(m.step), m.loss);
   }
-  return buf;
+  return with_extra(buf, extra);
 }
 
 StatusOr<std::unique_ptr<MetricsWriter>> MetricsWriter::open(const std::string& path, bool append) {

@@ -33,6 +33,7 @@ struct EvalMetrics {
   // More figures (DPO's eval_rewards/chosen, ...). With any, eval_loss is not a token cross-entropy:
   // no eval_ppl is written.
   std::vector<std::pair<std::string, double>> extra = {};
+  double runtime_s = -1;  // seconds the evaluation took (HF's eval_runtime); < 0: not written
   double ppl() const;  // exp(loss), +inf when it overflows
 };
 

@@ -3,13 +3,15 @@
 #include <algorithm>
 
 #include "data/packing.h"
+#include "train/evaluation.h"
 #include "train/kto_loss.h"
 
 namespace st {
 
-StatusOr<std::vector<double>> reference_logps(Model& m, LayerSource& layers, const Batch& b) {
+StatusOr<std::vector<std::vector<double>>> reference_logps(Model& m, LayerSource& layers,
+                                                           const std::vector<const Batch*>& bs) {
   m.lora().disable_adapter();
-  StatusOr<std::vector<double>> ref = m.eval_sequence_logps(b, layers);
+  StatusOr<std::vector<std::vector<double>>> ref = m.eval_sequence_logps(bs, layers);
   m.lora().enable_adapter();
   RETURN_IF_ERROR(ref.status(), "the reference forward (the adapter disabled)");
   RETURN_IF_ERROR(layers.status(), "loading base weights for the reference forward");
@@ -70,28 +72,40 @@ StatusOr<PreferenceWindow> PreferenceWindow::prepare(Model& m, LayerSource& laye
   w.per_unit_ = 1.0 / static_cast<double>(std::max<int64_t>(window_units, 1));
   w.window_micro_batches_ = std::max<int64_t>(window_micro_batches, 1);
   stats->assign(batches.size(), PreferenceStats(c));
-  for (size_t i = 0; i < batches.size(); ++i) {
-    const Batch& b = *batches[i];
-    if (c.loss == PreferenceLoss::kKto) {  // train/kto_loss.h Note [KTO]: z0 from the KL rows
-      ASSIGN_OR_RETURN(int64_t k, kto_examples(b));
-      ASSIGN_OR_RETURN(std::vector<double> r, reference_logps(m, layers, b));
-      ASSIGN_OR_RETURN(std::vector<double> kl, m.eval_sequence_logps(batch_rows(b, k, k), layers));
-      RETURN_IF_ERROR(layers.status(), "loading base weights for the KL forward");
-      w.z0_.push_back(kto_reference_point(kl.data(), r.data() + k, k));
-      (*stats)[i].add_kl(w.z0_.back());
+  const bool kto = c.loss == PreferenceLoss::kKto;
+  std::vector<int64_t> examples;  // KTO: per micro-batch
+  std::vector<Batch> kl_rows;     // KTO: per micro-batch, its KL rows
+  for (const Batch* b : batches) {
+    if (kto) {  // train/kto_loss.h Note [KTO]: the examples train, the KL rows give z0
+      ASSIGN_OR_RETURN(int64_t k, kto_examples(*b));
+      examples.push_back(k);
+      kl_rows.push_back(batch_rows(*b, k, k));
       PairBatch pb;
-      pb.batch = batch_rows(b, 0, k);
-      pb.batch.kto = b.kto;
+      pb.batch = batch_rows(*b, 0, k);
+      pb.batch.kto = b->kto;
       w.pbs_.push_back(std::move(pb));
-      w.ref_.push_back(std::move(r));
       continue;
     }
-    ASSIGN_OR_RETURN(PairBatch pb, pair_batch(b, c.loss));
-    if (uses_reference(c.loss)) {
-      ASSIGN_OR_RETURN(std::vector<double> r, reference_logps(m, layers, pb.batch));
-      w.ref_.push_back(std::move(r));
-    }
+    ASSIGN_OR_RETURN(PairBatch pb, pair_batch(*b, c.loss));
     w.pbs_.push_back(std::move(pb));
+  }
+  // Every micro-batch's reference forward in one pass (model/model.h Note [layer-major evaluation]):
+  // KTO's over all its rows, the pair losses' over the pairs' rows.
+  if (kto || uses_reference(c.loss)) {
+    std::vector<const Batch*> ref_in = batches;
+    if (!kto)
+      for (size_t i = 0; i < batches.size(); ++i) ref_in[i] = &w.pbs_[i].batch;
+    ASSIGN_OR_RETURN(w.ref_, reference_logps(m, layers, ref_in));
+  }
+  if (kto) {
+    std::vector<const Batch*> kl_in;
+    for (const Batch& b : kl_rows) kl_in.push_back(&b);
+    ASSIGN_OR_RETURN(std::vector<std::vector<double>> kl, m.eval_sequence_logps(kl_in, layers));
+    RETURN_IF_ERROR(layers.status(), "loading base weights for the KL forward");
+    for (size_t i = 0; i < batches.size(); ++i) {
+      w.z0_.push_back(kto_reference_point(kl[i].data(), w.ref_[i].data() + examples[i], examples[i]));
+      (*stats)[i].add_kl(w.z0_.back());
+    }
   }
   return w;
 }
@@ -134,27 +148,44 @@ StatusOr<std::vector<double>> PreferenceWindow::forward_backward(Model& m, Layer
   return m.forward_backward(ptrs, layers, std::vector<float>(n, 1.0f), &weigh);
 }
 
-Status preference_eval_batch(Model& m, LayerSource& layers, const PreferenceConfig& c, const Batch& b,
-                             PreferenceStats* stats) {
+Status preference_eval_batches(Model& m, LayerSource& layers, const PreferenceConfig& c, const std::vector<Batch>& bs,
+                               PreferenceStats* stats) {
   if (c.loss == PreferenceLoss::kKto) {  // every row's log p at once: the KL rows' give z0
-    ASSIGN_OR_RETURN(int64_t k, kto_examples(b));
-    ASSIGN_OR_RETURN(std::vector<double> ref, reference_logps(m, layers, b));
-    ASSIGN_OR_RETURN(std::vector<double> pol, m.eval_sequence_logps(b, layers));
+    std::vector<int64_t> examples;
+    for (const Batch& b : bs) {
+      ASSIGN_OR_RETURN(int64_t k, kto_examples(b));
+      examples.push_back(k);
+    }
+    const std::vector<const Batch*> in = batch_pointers(bs);
+    ASSIGN_OR_RETURN(std::vector<std::vector<double>> ref, reference_logps(m, layers, in));
+    ASSIGN_OR_RETURN(std::vector<std::vector<double>> pol, m.eval_sequence_logps(in, layers));
     RETURN_IF_ERROR(layers.status(), "loading base weights");
-    const double z0 = kto_reference_point(pol.data() + k, ref.data() + k, k);
-    stats->add_kl(z0);
-    for (int64_t j = 0; j < k; ++j) kto_example(b.kto, pol, ref, j, z0, c, stats);
+    for (size_t i = 0; i < bs.size(); ++i) {
+      const int64_t k = examples[i];
+      const double z0 = kto_reference_point(pol[i].data() + k, ref[i].data() + k, k);
+      stats->add_kl(z0);
+      for (int64_t j = 0; j < k; ++j) kto_example(bs[i].kto, pol[i], ref[i], j, z0, c, stats);
+    }
     return Status::OK();
   }
-  ASSIGN_OR_RETURN(PairBatch pb, pair_batch(b, c.loss));
-  std::vector<double> ref;
-  if (uses_reference(c.loss)) {
-    ASSIGN_OR_RETURN(ref, reference_logps(m, layers, pb.batch));
+  std::vector<PairBatch> pbs;
+  std::vector<const Batch*> in;
+  for (const Batch& b : bs) {
+    ASSIGN_OR_RETURN(PairBatch pb, pair_batch(b, c.loss));
+    pbs.push_back(std::move(pb));
   }
-  ASSIGN_OR_RETURN(std::vector<double> pol, m.eval_sequence_logps(pb.batch, layers));
+  for (const PairBatch& pb : pbs) in.push_back(&pb.batch);
+  std::vector<std::vector<double>> ref;
+  if (uses_reference(c.loss)) {
+    ASSIGN_OR_RETURN(ref, reference_logps(m, layers, in));
+  }
+  ASSIGN_OR_RETURN(std::vector<std::vector<double>> pol, m.eval_sequence_logps(in, layers));
   RETURN_IF_ERROR(layers.status(), "loading base weights");
-  for (int64_t j = 0; j < pb.pairs(); ++j) stats->add(preference_terms(pair_of(pb, pol, ref.empty() ? nullptr : &ref, j), c));
-  if (nll_weight(c) != 0) stats->add_nll(mean_nll(pb, pol, c.loss));
+  for (size_t i = 0; i < pbs.size(); ++i) {
+    for (int64_t j = 0; j < pbs[i].pairs(); ++j)
+      stats->add(preference_terms(pair_of(pbs[i], pol[i], ref.empty() ? nullptr : &ref[i], j), c));
+    if (nll_weight(c) != 0) stats->add_nll(mean_nll(pbs[i], pol[i], c.loss));
+  }
   return Status::OK();
 }
 
@@ -163,10 +194,9 @@ StatusOr<PreferenceStats> evaluate_preference(Model& m, LayerSource& layers, con
   RETURN_IF_ERROR(data.start_epoch(0));
   PreferenceStats stats(c);
   for (;;) {
-    Batch b;
-    ASSIGN_OR_RETURN(bool got, data.next(&b));
-    if (!got) break;
-    RETURN_IF_ERROR(preference_eval_batch(m, layers, c, b, &stats));
+    ASSIGN_OR_RETURN(std::vector<Batch> bs, next_batches(data, m.eval_group_size(layers)));
+    if (bs.empty()) break;
+    RETURN_IF_ERROR(preference_eval_batches(m, layers, c, bs, &stats));
   }
   if (stats.pairs() == 0) return InvalidArgument("the eval dataset has no preference pairs");
   return stats;

@@ -2,7 +2,8 @@
 // by Trainer (the whole window) and DataParallelTrainer (a replica's share of a global window).
 //
 // Note [preference window]: two phases. prepare() runs what the loss compares against before any
-// gradient exists -- each micro-batch's reference forward (the adapter disabled: its B parameters
+// gradient exists -- the micro-batches' reference forwards, together where the layers stream
+// (model/model.h Note [layer-major evaluation]; the adapter disabled: its B parameters
 // wait in the gradient section, model/lora.h Note [adapter disabled]) and, for KTO, the policy's
 // forward over the KL rows, hence z0 -- and builds the rows the model trains (train/pair_batch.h;
 // KTO's example rows). forward_backward() then runs the weighted forward-backward of some of the
@@ -26,9 +27,11 @@
 
 namespace st {
 
-// The reference's summed log p of every segment of `b`: the adapter disabled, no dropout; then the
-// adapter back, bit for bit.
-StatusOr<std::vector<double>> reference_logps(Model& m, LayerSource& layers, const Batch& b);
+// Per batch, the reference's summed log p of every segment: the adapter disabled, no dropout, the
+// batches together where the layers stream (model/model.h Note [layer-major evaluation]); then
+// the adapter back, bit for bit.
+StatusOr<std::vector<std::vector<double>>> reference_logps(Model& m, LayerSource& layers,
+                                                           const std::vector<const Batch*>& bs);
 
 // A preference micro-batch's units: its pairs (rows 2j, 2j+1) or KTO examples (rows j, their KL rows
 // after them) -- half its rows either way.
@@ -55,9 +58,10 @@ class PreferenceWindow {
   int64_t window_micro_batches_ = 1;
 };
 
-// One eval micro-batch's preference terms into `stats` (the reference, the policy's forward).
-Status preference_eval_batch(Model& m, LayerSource& layers, const PreferenceConfig& c, const Batch& b,
-                             PreferenceStats* stats);
+// Eval micro-batches' preference terms into `stats`, in batch order (the references, then the
+// policy's forwards).
+Status preference_eval_batches(Model& m, LayerSource& layers, const PreferenceConfig& c, const std::vector<Batch>& bs,
+                               PreferenceStats* stats);
 // The preference loss and its logged values over one pass of `data` (from its epoch 0).
 StatusOr<PreferenceStats> evaluate_preference(Model& m, LayerSource& layers, const PreferenceConfig& c,
                                               BatchSource& data);

@@ -104,6 +104,10 @@ void ProgressDisplay::on_eval(const EvalMetrics& e) {
       line += buf;
     }
   }
+  if (e.runtime_s >= 0) {
+    std::snprintf(buf, sizeof buf, "  (%.1f s)", e.runtime_s);
+    line += buf;
+  }
   message(line);
 }
 

@@ -6,6 +6,7 @@
 #include "core/file.h"
 #include "io/safetensors.h"
 #include "model/resident_source.h"
+#include "train/evaluation.h"
 #include "train/loader_source.h"
 #include "train/preference_loss.h"
 #include "train/preference_step.h"
@@ -300,6 +301,7 @@ Status Trainer::log_step(const StepMetrics& m) {
 
 StatusOr<BestEval::Verdict> Trainer::run_eval(int64_t step) {
   EvalMetrics e{.step = step};
+  const auto t0 = std::chrono::steady_clock::now();
   if (!tc_.rl.empty()) {
     ASSIGN_OR_RETURN(PreferenceStats s, evaluate_preference(*eval_data_), "evaluation at step " << step);
     e.loss = s.mean_loss();
@@ -307,6 +309,7 @@ StatusOr<BestEval::Verdict> Trainer::run_eval(int64_t step) {
   } else {
     ASSIGN_OR_RETURN(e.loss, evaluate(*eval_data_), "evaluation at step " << step);
   }
+  e.runtime_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const double loss = e.loss;
   RETURN_IF_ERROR(metrics_->write(e));
   log_history_.push_back({{"step", step}, {"eval_loss", loss}});
@@ -517,19 +520,7 @@ StatusOr<double> Trainer::evaluate(BatchSource& data) {
     ASSIGN_OR_RETURN(PreferenceStats s, evaluate_preference(data));
     return s.mean_loss();
   }
-  RETURN_IF_ERROR(data.start_epoch(0));
-  double sum = 0;
-  int64_t n = 0;
-  for (;;) {
-    Batch b;
-    ASSIGN_OR_RETURN(bool got, data.next(&b));
-    if (!got) break;
-    ASSIGN_OR_RETURN(double s, model_->eval_loss_sum(b, *layers_));
-    sum += s;
-    n += count_targets(b);
-  }
-  if (n == 0) return InvalidArgument("the eval dataset has no target tokens");
-  return sum / static_cast<double>(n);
+  return mean_eval_loss(*model_, *layers_, data);
 }
 
 StatusOr<PreferenceStats> Trainer::evaluate_preference(BatchSource& data) {

@@ -28,6 +28,7 @@ constexpr int64_t kSeq = 12;
 
 struct RunResult {
   std::vector<double> losses;
+  std::vector<double> evals;  // run_steps(eval_between): three eval batches' loss sums between the steps
   std::vector<float> params;
   std::vector<float> grads;
 };
@@ -69,7 +70,7 @@ class Equivalence : public ::testing::Test {
   }
 
   RunResult run_steps(Backend* be, LayerSource& src, DType act = DType::kF32, Recompute rc = Recompute::kFull,
-                      int64_t max_tokens = kSeq) {
+                      int64_t max_tokens = kSeq, bool eval_between = false) {
     const LoraConfig lc = lora();
     ModelOptions mo;
     mo.act_dtype = act;
@@ -90,6 +91,18 @@ class Equivalence : public ::testing::Test {
       Tensor g = model->lora().grads();
       be->adamw(model->lora().params(), g, model->lora().adam_m(), model->lora().adam_v(),
                 {1e-2f, 0.9f, 0.999f, 1e-8f, 0.0f, step + 1});
+      if (eval_between && step == 0) {  // model/model.h Note [layer-major evaluation] where src streams
+        Batch e0 = make_batch(10, cfg_.vocab_size), e1 = make_batch(11, cfg_.vocab_size), e2 = make_batch(12, cfg_.vocab_size);
+        e1.seq = kSeq - 3;  // a shorter batch among them
+        e1.input_ids.resize(static_cast<size_t>(e1.seq));
+        e1.labels.resize(static_cast<size_t>(e1.seq));
+        e1.positions.resize(static_cast<size_t>(e1.seq));
+        e1.doc_ids.resize(static_cast<size_t>(e1.seq));
+        e1.num_targets = e1.seq - 1;
+        StatusOr<std::vector<double>> ev = model->eval_loss_sums({&e0, &e1, &e2}, src);
+        CHECK_OK(ev.status());
+        r.evals = *ev;
+      }
     }
     be->sync_all();
     Tensor g = model->lora().grads();
@@ -103,6 +116,7 @@ class Equivalence : public ::testing::Test {
     for (size_t i = 0; i < a.losses.size(); ++i)
       EXPECT_EQ(0, std::memcmp(&a.losses[i], &b.losses[i], sizeof(double)))
           << what << " loss " << i << ": " << a.losses[i] << " vs " << b.losses[i];
+    EXPECT_EQ(a.evals, b.evals) << what << " eval loss sums";
     ASSERT_EQ(a.grads.size(), b.grads.size());
     EXPECT_EQ(0, std::memcmp(a.grads.data(), b.grads.data(), a.grads.size() * 4)) << what << " grads";
     EXPECT_EQ(0, std::memcmp(a.params.data(), b.params.data(), a.params.size() * 4)) << what << " params";
@@ -204,6 +218,36 @@ TEST_F(Equivalence, LentActivationMemoryKeepsTheBits) {
           }
           EXPECT_EQ(s.loads + s.reuse_hits, 8 * streamed) << what;
         }
+  }
+}
+
+// model/model.h Note [layer-major evaluation]: an eval of three batches between two training steps
+// goes through the streamed layers as one group (each streamed layer loaded once for the three),
+// gives the loss sums of the resident run (one batch at a time), and leaves the training after it
+// -- lent regions included -- the bits of the resident run.
+TEST_F(Equivalence, LayerMajorEvalBetweenStepsKeepsTheBits) {
+  auto be = make_backend(DeviceKind::kCpu, {.device_index = 0, .num_threads = 1}).value();
+  Checkpoint ck = Checkpoint::open(dir_->sub("model")).value();
+  auto resident = ResidentLayerSource::from_checkpoint(be.get(), cfg_, make_layer_layout(cfg_, DType::kF32), ck).value();
+  auto ram = RamStore::open(dir_->sub("store"), be.get()).value();
+  auto disk = DiskStore::open(dir_->sub("store"), be.get()).value();
+  for (Recompute rc : {Recompute::kFull, Recompute::kNone}) {
+    const int64_t tokens = rc == Recompute::kNone ? 256 : kSeq;  // none at 256: every region lent
+    const RunResult ref = run_steps(be.get(), *resident, DType::kF32, rc, tokens, /*eval_between=*/true);
+    ASSERT_EQ(ref.evals.size(), 3u);
+    EXPECT_NE(ref.evals[0], ref.evals[1]);
+    for (LayerStore* store : {static_cast<LayerStore*>(ram.get()), static_cast<LayerStore*>(disk.get())}) {
+      StreamedSourceOptions o;
+      o.num_slots = 2;
+      o.resident_layers = store == disk.get() ? std::vector<int>{2} : std::vector<int>{};
+      auto src = StreamedLayerSource::create(be.get(), store, o).value();
+      const std::string what = Str() << store->tier() << " " << recompute_name(rc);
+      const RunResult r = run_steps(be.get(), *src, DType::kF32, rc, tokens, /*eval_between=*/true);
+      ASSERT_TRUE(src->status().ok()) << what << ": " << src->status().to_string();
+      expect_identical(ref, r, what);
+      const int streamed = kLayers - static_cast<int>(o.resident_layers.size());
+      EXPECT_EQ(src->stats().visits, 9 * streamed) << what << ": 8 training visits a layer, 1 for the three evals";
+    }
   }
 }
 
