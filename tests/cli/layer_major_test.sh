@@ -2,9 +2,11 @@
 # Layer-major gradient accumulation through the CLI (stream/planner.h Note [layer-major plan];
 # model/model.h Note [layer-major accumulation]): a 6-layer Llama, 4 micro-batches a step, LoRA
 # dropout. Over budgets that stream some or all layers, layer_major auto/true/false, RAM and disk,
-# every run gives the losses (all digits) and adapter bytes of the resident run; at least one
-# budget plans layer-major order, and there it loads fewer layers than the same budget with
-# layer_major: false. Also: layer_major: true beyond the budget is refused naming the key.
+# every run gives the losses (all digits) and adapter bytes of the resident run, and the eval
+# losses too (model/model.h Note [layer-major evaluation]: where layers stream, the eval set's 4
+# micro-batches go through the layers as one group); at least one budget plans layer-major order,
+# and there it loads fewer layers than the same budget with layer_major: false. Also: layer_major:
+# true beyond the budget is refused naming the key.
 set -euo pipefail
 bin=$(realpath "$1")
 . "$(dirname "$0")/six_layer_fixture.sh"
@@ -17,10 +19,15 @@ micro_batch_size: 2
 gradient_accumulation_steps: 4
 max_steps: 4
 sequence_len: 48
+val_set_size: 0.2
+eval_steps: 2
 Y
 loads_of() { sed -nE 's/^streamed .* in ([0-9]+) layer loads.*/\1/p' "$1"; }
+evals_of() { grep -o '"eval_loss":[^,}]*' "$1/metrics.jsonl" | tr '\n' ' '; }
 "$bin" train "$w/c.yaml" --stream=off --output_dir="$w/ref" >"$w/ref.log" 2>&1 || { cat "$w/ref.log"; exit 1; }
 ref=$(sig_of "$w/ref")
+ref_evals=$(evals_of "$w/ref")
+[ "$(echo "$ref_evals" | wc -w)" = 2 ] || { echo "expected 2 evals, got: $ref_evals"; exit 1; }
 fewer=0
 for tier in ram disk; do
   for b in 2300KiB 2400KiB 2600KiB 3000KiB; do
@@ -30,6 +37,7 @@ for tier in ram disk; do
         cat "$out.log"; exit 1
       fi
       [ "$(sig_of "$out")" = "$ref" ] || { echo "$tier $b $lm: $(sig_of "$out") differs from the resident run $ref"; exit 1; }
+      [ "$(evals_of "$out")" = "$ref_evals" ] || { echo "$tier $b $lm: evals $(evals_of "$out") differ from $ref_evals"; exit 1; }
       echo "$tier $b $lm: $(grep -m1 '^plan:' "$out.log" | cut -c1-120) | $(grep -m1 '^streamed' "$out.log")"
     done
     a=$(loads_of "$w/o_${tier}_${b}_auto.log"); f=$(loads_of "$w/o_${tier}_${b}_false.log")
@@ -52,4 +60,4 @@ if "$bin" train "$w/c.yaml" --stream=ram --vram_budget=2100KiB --layer_major=tru
   echo "layer_major: true beyond the budget was accepted"; exit 1
 fi
 grep -q "layer_major: true needs 4 micro-batches" "$w/bad.log" || { cat "$w/bad.log"; exit 1; }
-echo "layer-major: all runs identical ($ref); fewer loads at $fewer budgets"
+echo "layer-major: all runs identical ($ref; evals $ref_evals); fewer loads at $fewer budgets"
