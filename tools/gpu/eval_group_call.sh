@@ -60,7 +60,7 @@ for run in "ev_res:" "ev_str:1" "ev_str:" "ev_res:1"; do
   name=${run%%:*}; g=${run#*:}
   STREAMTUNE_EVAL_GROUP=$g $B evaluate $W/$name.yaml > $W/$name.g$g.log 2>&1; rc=$?
   echo "evaluate $name group=${g:-default} rc=$rc: $(grep -E '^  base ' $W/$name.g$g.log)"
-  grep -E '^  plan ' $W/$name.g$g.log | head -1
+  grep -m1 -E '^plan:' $W/$name.g$g.log | cut -c1-160; grep -m1 -E '^streamed' $W/$name.g$g.log
   [ $rc = 0 ] || tail -5 $W/$name.g$g.log
 done
 P=${PREF_PRESET:-qwen2.5-1.5b}
@@ -77,5 +77,5 @@ a, b = L[0], L[-1]  # steps 5 and 15: the first 5 (plans recorded) left out
 ms = (b["elapsed_s"] - a["elapsed_s"]) / (b["step"] - a["step"]) * 1e3
 print(f"{sys.argv[2]} rc={sys.argv[3]}: {ms:.1f} ms a step over steps {a['step']+1}-{b['step']}, loss {b['loss']!r}")
 PY
-  grep -E '^  plan ' $W/$name.g$g.log | head -1
+  grep -m1 -E '^plan:' $W/$name.g$g.log | cut -c1-160; grep -m1 -E '^streamed' $W/$name.g$g.log
 done
