@@ -64,8 +64,8 @@ for run in "ev_res:" "ev_str:1" "ev_str:" "ev_res:1"; do
   [ $rc = 0 ] || tail -5 $W/$name.g$g.log
 done
 P=${PREF_PRESET:-qwen2.5-1.5b}
-config dpo $P pairs.jsonl ram $BUDGET "rl: dpo" "micro_batch_size: 1" "gradient_accumulation_steps: 4" "max_steps: 15"
-config kto $P kto.jsonl ram $BUDGET "rl: kto" "micro_batch_size: 2" "gradient_accumulation_steps: 4" "max_steps: 15"
+config dpo $P pairs.jsonl ram $BUDGET "rl: dpo" "micro_batch_size: 1" "gradient_accumulation_steps: 4" "max_steps: ${MAX_STEPS:-15}"
+config kto $P kto.jsonl ram $BUDGET "rl: kto" "micro_batch_size: 2" "gradient_accumulation_steps: 4" "max_steps: ${MAX_STEPS:-15}"
 for run in dpo:1 dpo: kto:1 kto:; do
   name=${run%%:*}; g=${run#*:}
   rm -rf $W/out_$name
