@@ -7,7 +7,8 @@
 #      with groups 1 and default -> the seconds `evaluate` prints for the pass.
 #   2. DPO and KTO streamed in BUDGET with gradient_accumulation_steps 4 (the window's reference
 #      forwards, and KTO's KL forwards, as one group) -> ms a step over steps 6-15.
-#   PRESET=qwen2.5-3b BUDGET=4GiB EVAL_N=48 PREF_PRESET=qwen2.5-1.5b bash tools/gpu/eval_group_call.sh
+#   PRESET=qwen2.5-3b BUDGET=4GiB EVAL_N=48 PREF_PRESET=qwen2.5-1.5b [KTO_BUDGET=..] [MAX_STEPS=15]
+#   [EVALS=0: no evaluate runs] [PREF_RUNS="dpo:1 dpo: kto:1 kto:"] bash tools/gpu/eval_group_call.sh
 set -uo pipefail
 [ -f .devbin/pack.tar.xz ] && [ ! -x .devbin/streamtune ] && tar xJf .devbin/pack.tar.xz -C .devbin
 export LD_LIBRARY_PATH=$PWD/.devbin/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
@@ -56,7 +57,7 @@ M=${PRESET:-qwen2.5-3b}
 EV="eval_datasets: [{path: $W/eval.jsonl, type: chat_template}]"
 config ev_res $M sft.jsonl off "" "micro_batch_size: 1" "$EV"
 config ev_str $M sft.jsonl ram $BUDGET "micro_batch_size: 1" "$EV"
-for run in "ev_res:" "ev_str:1" "ev_str:" "ev_res:1"; do
+for run in $([ "${EVALS:-1}" = 0 ] || echo "ev_res: ev_str:1 ev_str: ev_res:1"); do
   name=${run%%:*}; g=${run#*:}
   STREAMTUNE_EVAL_GROUP=$g $B evaluate $W/$name.yaml > $W/$name.g$g.log 2>&1; rc=$?
   echo "evaluate $name group=${g:-default} rc=$rc: $(grep -E '^  base ' $W/$name.g$g.log)"
@@ -65,11 +66,12 @@ for run in "ev_res:" "ev_str:1" "ev_str:" "ev_res:1"; do
 done
 P=${PREF_PRESET:-qwen2.5-1.5b}
 config dpo $P pairs.jsonl ram $BUDGET "rl: dpo" "micro_batch_size: 1" "gradient_accumulation_steps: 4" "max_steps: ${MAX_STEPS:-15}"
-config kto $P kto.jsonl ram $BUDGET "rl: kto" "micro_batch_size: 2" "gradient_accumulation_steps: 4" "max_steps: ${MAX_STEPS:-15}"
-for run in dpo:1 dpo: kto:1 kto:; do
+config kto $P kto.jsonl ram ${KTO_BUDGET:-$BUDGET} "rl: kto" "micro_batch_size: 2" "gradient_accumulation_steps: 4" "max_steps: ${MAX_STEPS:-15}"
+for run in ${PREF_RUNS:-dpo:1 dpo: kto:1 kto:}; do
   name=${run%%:*}; g=${run#*:}
   rm -rf $W/out_$name
   STREAMTUNE_EVAL_GROUP=$g $B train $W/$name.yaml > $W/$name.g$g.log 2>&1; rc=$?
+  [ $rc = 0 ] || { tail -4 $W/$name.g$g.log; continue; }
   python3 - $W/out_$name/metrics.jsonl "$name group=${g:-default}" $rc <<'PY'
 import json, sys
 L = [json.loads(l) for l in open(sys.argv[1]) if '"loss"' in l]
