@@ -142,13 +142,13 @@ class StreamedLmHead final : public LmHeadSource {
 
 // log p(target) of each of the n head rows after the vocabulary pass: target - (m + log s), from
 // the online softmax state copied to the host (blocks).
-std::vector<double> host_row_logp(const HeadCtx& ctx, const HeadScratch& s, int64_t n) {
+std::vector<double> host_row_logp(Backend& be, Tensor m_state, Tensor s_state, Tensor tgt_state, int64_t n) {
   std::vector<float> m(static_cast<size_t>(n)), sum(static_cast<size_t>(n)), tgt(static_cast<size_t>(n));
   const size_t bytes = static_cast<size_t>(n) * sizeof(float);
-  ctx.be->copy_d2h(m.data(), s.m.data, bytes, StreamId::kCompute);
-  ctx.be->copy_d2h(sum.data(), s.s.data, bytes, StreamId::kCompute);
-  ctx.be->copy_d2h(tgt.data(), s.tgt.data, bytes, StreamId::kCompute);
-  ctx.be->sync_stream(StreamId::kCompute);
+  be.copy_d2h(m.data(), m_state.data, bytes, StreamId::kCompute);
+  be.copy_d2h(sum.data(), s_state.data, bytes, StreamId::kCompute);
+  be.copy_d2h(tgt.data(), tgt_state.data, bytes, StreamId::kCompute);
+  be.sync_stream(StreamId::kCompute);
   std::vector<double> logp(static_cast<size_t>(n));
   for (size_t r = 0; r < logp.size(); ++r)
     logp[r] = static_cast<double>(tgt[r]) - (static_cast<double>(m[r]) + std::log(static_cast<double>(sum[r])));
@@ -228,7 +228,7 @@ void head_forward_backward(const HeadCtx& ctx, Tensor final_norm, LmHeadSource& 
   Tensor row_scale;
   if (row_weights) {  // Note [row-weighted head]
     const int64_t n = head_rows(ctx);
-    const std::vector<float> w = (*row_weights)(host_row_logp(ctx, s, n));
+    const std::vector<float> w = (*row_weights)(host_row_logp(*ctx.be, s.m, s.s, s.tgt, n));
     CHECK(static_cast<int64_t>(w.size()) == n, "head: " << w.size() << " row weights for " << n << " rows");
     row_scale = span(s.row_scale, 0, n);
     be.copy_h2d(row_scale.data, w.data(), w.size() * sizeof(float), StreamId::kCompute);
@@ -259,7 +259,62 @@ void head_loss(const HeadCtx& ctx, Tensor final_norm, LmHeadSource& head, Tensor
   ctx.be->rmsnorm(s.xn, s.rstd, xin, final_norm, static_cast<float>(ctx.cfg->rms_norm_eps));
   chunked_ce(ctx, head, s, labels, false);
   ctx.be->ce_finish(Tensor(), loss_sum, Tensor(), s.m, s.s, s.tgt, Tensor(), labels, 0.0f, Tensor());
-  if (row_logp) *row_logp = host_row_logp(ctx, s, head_rows(ctx));
+  if (row_logp) *row_logp = host_row_logp(*ctx.be, s.m, s.s, s.tgt, head_rows(ctx));
+}
+
+void head_losses(const std::vector<HeadLossBatch>& bs, Tensor spare, Tensor final_norm, LmHeadSource& head) {
+  struct Ready {
+    const HeadLossBatch* b;
+    Tensor xn;
+    int64_t rows, chunk_rows;
+  };
+  std::vector<Ready> ready;
+  Tensor logits_block;
+  Tensor free = spare;
+  for (const HeadLossBatch& b : bs) {
+    const HeadCtx& ctx = b.ctx;
+    if (ctx.rows.gather && ctx.rows.rows == 0) {  // nothing counted, as head_loss
+      if (b.row_logp) b.row_logp->clear();
+      continue;
+    }
+    const int64_t rows = head_rows(ctx);
+    const HeadScratch s = carve_ctx(ctx);  // for the row chunking head_loss takes; the largest block serves all
+    if (s.logits.dim(0) > logits_block.dim(0) || logits_block.empty()) logits_block = s.logits;
+    // The normalized rows: compact rows gathered into the free buffer and normalized into x (dead
+    // by then); every position normalized into the free buffer, x becoming the next batch's.
+    const Tensor x(b.x.data, b.x.dtype, {ctx.tokens, b.x.cols()});
+    Tensor xin = head_input(ctx, x, free), xn;
+    if (ctx.rows.gather) {
+      xn = b.x.row_slice(0, rows);
+    } else {
+      xn = free.row_slice(0, rows);
+      free = b.x;
+    }
+    ctx.be->rmsnorm(xn, span(b.rstd, 0, rows), xin, final_norm, static_cast<float>(ctx.cfg->rms_norm_eps));
+    ready.push_back({&b, xn, rows, s.logits.dim(0)});
+  }
+  if (ready.empty()) return;
+  Backend& be = *bs[0].ctx.be;
+  head.begin_pass();  // Note [vocab-chunked head]: vocabulary chunks outer; batches, then token chunks, inner
+  for (int64_t c = 0; c < head.num_chunks(); ++c) {
+    Tensor w = head.acquire(c);
+    const int64_t col0 = c * logits_block.cols(), vc = w.rows();
+    for (const Ready& r : ready)
+      for (int64_t r0 = 0; r0 < r.rows; r0 += r.chunk_rows) {
+        const int64_t n = std::min(r.chunk_rows, r.rows - r0);
+        Tensor logits(logits_block.data, logits_block.dtype, {n, vc});
+        be.gemm(logits, r.xn.row_slice(r0, n), w, {.trans_b = Trans::kYes});
+        be.ce_chunk(logits, Tensor(), span(r.b->m, r0, n), span(r.b->s, r0, n), span(r.b->tgt, r0, n),
+                    r.b->labels + r0, col0);
+      }
+    head.release(c);
+  }
+  for (const Ready& r : ready) {
+    const HeadLossBatch& b = *r.b;
+    be.ce_finish(Tensor(), b.loss_sum, Tensor(), span(b.m, 0, r.rows), span(b.s, 0, r.rows), span(b.tgt, 0, r.rows),
+                 Tensor(), b.labels, 0.0f, Tensor());
+    if (b.row_logp) *b.row_logp = host_row_logp(be, b.m, b.s, b.tgt, r.rows);
+  }
 }
 
 void head_logits(const HeadCtx& ctx, Tensor final_norm, LmHeadSource& head, Tensor x, float* host_logits) {

@@ -136,6 +136,23 @@ void head_forward_backward(const HeadCtx& ctx, Tensor final_norm, LmHeadSource& 
 void head_loss(const HeadCtx& ctx, Tensor final_norm, LmHeadSource& head, Tensor x, const int32_t* labels,
                Tensor loss_sum, std::vector<double>* row_logp = nullptr);
 
+// Note [grouped head]: the losses of several batches in one pass over the vocabulary: each lm_head
+// chunk is acquired once and used by every batch in turn, so a streamed lm_head is copied once for
+// the group (model/model.h Note [layer-major evaluation]). Each batch keeps its own normalized rows
+// (in its x, or in the buffer another batch left) and online-softmax state, and runs the kernels of
+// head_loss on the same shapes -- its token chunks are those head_loss takes for its rows -- so
+// each gets head_loss's bits.
+struct HeadLossBatch {
+  HeadCtx ctx;                  // its tokens and rows; ctx.scratch: the head scratch (its logits block)
+  Tensor x;                     // [>= every batch's tokens, H]: the last layer's output in its first rows (overwritten)
+  const int32_t* labels = nullptr;
+  Tensor loss_sum;              // f32 [1], += as head_loss
+  Tensor rstd, m, s, tgt;       // f32, at least the head's rows each: this batch's state
+  std::vector<double>* row_logp = nullptr;  // as head_loss's (blocks)
+};
+// `spare`: one free act buffer of at least every batch's [tokens, H].
+void head_losses(const std::vector<HeadLossBatch>& bs, Tensor spare, Tensor final_norm, LmHeadSource& head);
+
 // Logits of every position copied to host_logits ([N, V] f32, host memory). Blocks the host.
 void head_logits(const HeadCtx& ctx, Tensor final_norm, LmHeadSource& head, Tensor x, float* host_logits);
 

@@ -65,6 +65,7 @@ struct Model::Slot {
   std::vector<Tensor> saved;       // L x layer_saved_bytes (u8); kFull: the LoRA t only
   Tensor grad[2];                  // act [Nmax, H]
   Tensor w_label;                  // act [Nmax, H]: the lm_head row of each head row's label (head.h)
+  Tensor rstd, m, s, tgt;          // eval slots: f32 [Nmax] each, the head's state (head.h Note [grouped head])
   // the micro-batch it holds
   int64_t n = 0, batch = 0, seq = 0;
   bool has_docs = false;
@@ -247,17 +248,21 @@ void Model::carve_eval_slots() {
   char* begin = static_cast<char*>(s0.grad[0].data);
   char* end = static_cast<char*>(s0.w_label.data) + s0.w_label.bytes();
   CHECK(s0.grad[1].data > s0.grad[0].data && s0.w_label.data > s0.grad[1].data);
+  auto carve_eval_slot = [&](Carver& cv) {
+    Slot e;
+    e.set_vectors(carve_slot_vectors(cv, cfg_, opts_));
+    for (Tensor* t : {&e.rstd, &e.m, &e.s, &e.tgt}) *t = cv.take(DType::kF32, {opts_.max_tokens});
+    return e;
+  };
   Carver measure;
-  carve_slot_vectors(measure, cfg_, opts_);
+  carve_eval_slot(measure);
   const size_t n = std::min({static_cast<size_t>(end - begin) / measure.used(), static_cast<size_t>(cfg_.num_layers),
                              max_group});
   if (n < 2) return;
   Carver cv(begin, static_cast<size_t>(end - begin));
   for (size_t j = 0; j < n; ++j) {
-    Slot e;
-    e.set_vectors(carve_slot_vectors(cv, cfg_, opts_));
-    e.ckpt = {s0.ckpt[j]};  // where embed() leaves batch j: its input to layer 0
-    a_->eval_slots.push_back(std::move(e));
+    a_->eval_slots.push_back(carve_eval_slot(cv));
+    a_->eval_slots.back().ckpt = {s0.ckpt[j]};  // where embed() leaves batch j: its input to layer 0
   }
 }
 
@@ -801,10 +806,10 @@ Status Model::eval_group(const std::vector<const Batch*>& bs, LayerSource& src, 
   const int first = static_cast<int>(a_->slots.size());
   CHECK(n >= 2 && n <= static_cast<int>(a_->eval_slots.size()) && n <= L);
   CHECK(head_ != nullptr, "Model: extras were never loaded");
-  const std::vector<Tensor>& bufs = a_->slots[0].ckpt;
-  auto hidden = [&](int j, int l) {  // batch j's input to layer l (its output of layer l - 1)
-    return rows_of(bufs[static_cast<size_t>(((j - l) % (n + 1) + (n + 1)) % (n + 1))], a_->eval_slots[j].n);
+  auto buffer = [&](int j, int l) {  // holds batch j's input to layer l (its output of layer l - 1)
+    return a_->slots[0].ckpt[static_cast<size_t>(((j - l) % (n + 1) + (n + 1)) % (n + 1))];
   };
+  auto hidden = [&](int j, int l) { return rows_of(buffer(j, l), a_->eval_slots[static_cast<size_t>(j)].n); };
   for (int j = 0; j < n; ++j) {
     cur_ = first + j;
     embed(*bs[static_cast<size_t>(j)], micro_counter_);
@@ -821,14 +826,21 @@ Status Model::eval_group(const std::vector<const Batch*>& bs, LayerSource& src, 
     src.release(l);
   }
   src.end_step();
+  std::vector<HeadLossBatch> heads;  // head.h Note [grouped head]: one pass over the lm_head
   for (int j = 0; j < n; ++j) {
-    cur_ = first + j;
-    Slot& a = slot();
+    Slot& a = a_->eval_slots[static_cast<size_t>(j)];
     be_->memset_zero(a.loss.data, sizeof(float), StreamId::kCompute);
-    head_loss(make_head_ctx(cfg_, be_, opts_, a.n, a_->head_scratch, a.head_rows), final_norm(), *head_, hidden(j, L),
-              head_labels(a.labels, a.head_labels, a.head_rows), a.loss, rows ? &(*rows)[static_cast<size_t>(j)] : nullptr);
-    be_->copy_d2h(&(*losses)[static_cast<size_t>(j)], a.loss.data, sizeof(float), StreamId::kCompute);
+    heads.push_back({.ctx = make_head_ctx(cfg_, be_, opts_, a.n, a_->head_scratch, a.head_rows),
+                     .x = buffer(j, L),
+                     .labels = head_labels(a.labels, a.head_labels, a.head_rows),
+                     .loss_sum = a.loss,
+                     .rstd = a.rstd, .m = a.m, .s = a.s, .tgt = a.tgt,
+                     .row_logp = rows ? &(*rows)[static_cast<size_t>(j)] : nullptr});
   }
+  head_losses(heads, /*spare=*/buffer(n, L), final_norm(), *head_);  // the buffer no batch holds
+  for (int j = 0; j < n; ++j)
+    be_->copy_d2h(&(*losses)[static_cast<size_t>(j)], a_->eval_slots[static_cast<size_t>(j)].loss.data, sizeof(float),
+                  StreamId::kCompute);
   be_->sync_stream(StreamId::kCompute);
   cur_ = 0;
   return Status::OK();

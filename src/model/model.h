@@ -55,8 +55,9 @@ namespace st {
 // steps: the group's n hidden states rotate through slot 0's first n+1 checkpoint buffers (batch
 // j's input to layer l is buffer (j - l) mod (n+1); it writes the one batch j-1 has just left, or
 // for j = 0 the one no batch holds), and each batch's vectors live in an eval slot carved from slot
-// 0's gradient and label-row buffers. Each batch runs the same kernels on the same bytes as alone,
-// so the results are the bits of one batch at a time. A group's visits run op by op (recording
+// 0's gradient and label-row buffers; their heads share one pass over the lm_head (model/head.h
+// Note [grouped head]), so a streamed lm_head is copied once a group too. Each batch runs the same
+// kernels on the same bytes as alone, so the results are the bits of one batch at a time. A group's visits run op by op (recording
 // them would fill the launch-plan memory the training visits use; a streamed eval waits on its
 // loads anyway), and a source that loads nothing evaluates one batch at a time, as before.
 enum class Phase { kForward, kBackward };

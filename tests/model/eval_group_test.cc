@@ -1,8 +1,9 @@
 // Layer-major evaluation (model/model.h Note [layer-major evaluation]): where the source loads
 // layers, several batches go through the layers together -- each layer acquired once per group --
 // and every batch's loss sum and segment log-probs keep the bits of the batch evaluated alone:
-// batches of different shapes, packed documents, ignored labels, segments; a source that loads
-// nothing still evaluates one batch at a time; a training step after a group eval is unchanged.
+// batches of different shapes, packed documents, ignored labels, segments, compact head rows; a
+// source that loads nothing still evaluates one batch at a time; a training step after a group
+// eval is unchanged.
 #include <cstring>
 #include <vector>
 
@@ -97,6 +98,38 @@ TEST(EvalGroup, KeepsTheBitsOfOneBatchAtATime) {
     ASSERT_TRUE(resident.ok());
     EXPECT_EQ(*resident, want_logps);
   }
+}
+
+// The grouped head (model/head.h Note [grouped head]) with compact head rows (Note [trained
+// rows]: a long prompt not trained on) beside batches whose every position is trained, so each
+// batch's normalized rows land in its own buffer or in the one another left.
+TEST(EvalGroup, CompactHeadRowsKeepTheirBits) {
+  test::FixtureModel f = test::open_fixture_model("llama_layers", 2, {.act_dtype = DType::kF32, .max_tokens = 160, .seed = 9});
+  Model& m = *f.model;
+  std::vector<Batch> bs(4);
+  for (size_t j = 0; j < bs.size(); ++j) {
+    Batch& b = bs[j];
+    b.batch = 1;
+    b.seq = j % 2 == 0 ? 160 : 40 + 8 * static_cast<int64_t>(j);
+    b.input_ids = test::fixture_tokens(b.seq, f.config.vocab_size, 29 + static_cast<int64_t>(j), 3 + 7 * static_cast<int64_t>(j));
+    b.labels = b.input_ids;
+    if (j % 2 == 0)  // a 120-token prompt: 39 trained positions -> 64 compact head rows of 160
+      for (int t = 0; t < 120; ++t) b.labels[static_cast<size_t>(t)] = kIgnoreIndex;
+  }
+  std::vector<double> want_loss;
+  std::vector<std::vector<double>> want_logps;
+  for (const Batch& b : bs) {
+    want_loss.push_back(*m.eval_loss_sum(b, *f.src));
+    want_logps.push_back(*m.eval_sequence_logps(b, *f.src));
+  }
+  LoadingSource loading(f.src.get());
+  ASSERT_EQ(m.eval_group_size(loading), 3);
+  auto losses = m.eval_loss_sums(pointers(bs), loading);
+  ASSERT_TRUE(losses.ok());
+  EXPECT_EQ(*losses, want_loss);
+  auto logps = m.eval_sequence_logps(pointers(bs), loading);
+  ASSERT_TRUE(logps.ok());
+  EXPECT_EQ(*logps, want_logps);
 }
 
 TEST(EvalGroup, LeavesTrainingAsItWas) {
