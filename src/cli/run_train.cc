@@ -214,6 +214,10 @@ Status train_and_report(const TrainConfig& given, bool* interrupted) {
   std::printf("tokenizer  %s\n", save_train_tokenizer(cfg, td.tokenizer ? &*td.tokenizer : nullptr).c_str());  // axolotl saves it before training too
   ASSIGN_OR_RETURN(auto trainer, Trainer::create(cfg, be.get(), std::move(bw.parts)));
   trainer->set_eval_data(eval.get());
+  if (const int g = trainer->model().eval_group_size(trainer->layers()); eval && g > 1)  // model.h Note [layer-major evaluation]
+    std::printf("eval       %lld micro-batches a pass, up to %d through the layers together (each streamed layer "
+                "loaded once for them)\n",
+                static_cast<long long>(eval->micro_batches_per_epoch()), g);
   RETURN_IF_ERROR(trainer->plan_steps(data));  // the progress line's total (num_epochs runs)
   ProgressDisplay progress(stdout, {.total_steps = trainer->total_steps(), .logging_steps = cfg.logging_steps,
                                     .mode = progress_mode_for(stdout), .backend = be.get()});

@@ -89,7 +89,7 @@ StatusOr<PreferenceWindow> PreferenceWindow::prepare(Model& m, LayerSource& laye
     ASSIGN_OR_RETURN(PairBatch pb, pair_batch(*b, c.loss));
     w.pbs_.push_back(std::move(pb));
   }
-  // Every micro-batch's reference forward in one pass (model/model.h Note [layer-major evaluation]):
+  // The micro-batches' reference forwards together (model/model.h Note [layer-major evaluation]):
   // KTO's over all its rows, the pair losses' over the pairs' rows.
   if (kto || uses_reference(c.loss)) {
     std::vector<const Batch*> ref_in = batches;
@@ -98,9 +98,7 @@ StatusOr<PreferenceWindow> PreferenceWindow::prepare(Model& m, LayerSource& laye
     ASSIGN_OR_RETURN(w.ref_, reference_logps(m, layers, ref_in));
   }
   if (kto) {
-    std::vector<const Batch*> kl_in;
-    for (const Batch& b : kl_rows) kl_in.push_back(&b);
-    ASSIGN_OR_RETURN(std::vector<std::vector<double>> kl, m.eval_sequence_logps(kl_in, layers));
+    ASSIGN_OR_RETURN(std::vector<std::vector<double>> kl, m.eval_sequence_logps(batch_pointers(kl_rows), layers));
     RETURN_IF_ERROR(layers.status(), "loading base weights for the KL forward");
     for (size_t i = 0; i < batches.size(); ++i) {
       w.z0_.push_back(kto_reference_point(kl[i].data(), w.ref_[i].data() + examples[i], examples[i]));

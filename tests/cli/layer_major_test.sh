@@ -48,6 +48,9 @@ for tier in ram disk; do
   done
 done
 [ "$fewer" -ge 2 ] || { echo "layer-major order was planned for fewer than 2 budgets"; exit 1; }
+grep -q '^eval .* micro-batches a pass, up to [0-9]* through the layers together' "$w/o_ram_2300KiB_auto.log" ||
+  { echo "the streamed run's banner does not say its evals are grouped"; grep '^eval' "$w/o_ram_2300KiB_auto.log"; exit 1; }
+! grep -q 'through the layers together' "$w/ref.log" || { echo "the resident run claims grouped evals"; exit 1; }
 # layer_major: true holds every micro-batch of the step (3 here) even where auto would not.
 for lm in true false; do
   out="$w/o3_$lm"
