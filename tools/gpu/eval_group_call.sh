@@ -67,7 +67,7 @@ done
 P=${PREF_PRESET:-qwen2.5-1.5b}
 config dpo $P pairs.jsonl ram $BUDGET "rl: dpo" "micro_batch_size: 1" "gradient_accumulation_steps: 4" "max_steps: ${MAX_STEPS:-15}"
 config kto $P kto.jsonl ram ${KTO_BUDGET:-$BUDGET} "rl: kto" "micro_batch_size: 2" "gradient_accumulation_steps: 4" "max_steps: ${MAX_STEPS:-15}"
-for run in ${PREF_RUNS:-dpo:1 dpo: kto:1 kto:}; do
+for run in ${PREF_RUNS-dpo:1 dpo: kto:1 kto:}; do
   name=${run%%:*}; g=${run#*:}
   rm -rf $W/out_$name
   STREAMTUNE_EVAL_GROUP=$g $B train $W/$name.yaml > $W/$name.g$g.log 2>&1; rc=$?
@@ -81,3 +81,22 @@ print(f"{sys.argv[2]} rc={sys.argv[3]}: {ms:.1f} ms a step over steps {a['step']
 PY
   grep -m1 -E '^plan:' $W/$name.g$g.log | cut -c1-160; grep -m1 -E '^streamed' $W/$name.g$g.log
 done
+# 3. TRAIN_BITS=1: `train` with the eval set every 3 steps, resident and streamed in BUDGET (grouped
+#    evals) and streamed one at a time: metrics.jsonl's losses and eval losses (9 digits) identical.
+if [ "${TRAIN_BITS:-0}" = 1 ]; then
+  for run in res:off::"" str:ram:$BUDGET:"" str1:ram:$BUDGET:1; do
+    IFS=: read -r name st vb g <<<"$run"
+    config tb_$name $M sft.jsonl $st "$vb" "micro_batch_size: 1" "gradient_accumulation_steps: 2" "max_steps: 6" \
+      "eval_steps: 3" "$EV"
+    STREAMTUNE_EVAL_GROUP=$g $B train $W/tb_$name.yaml > $W/tb_$name.log 2>&1 || { echo "train $name failed"; tail -4 $W/tb_$name.log; }
+    grep -m1 -E '^eval ' $W/tb_$name.log
+  done
+  python3 - $W <<'PY'
+import json, sys
+w = sys.argv[1]
+def rows(n): return [{k: v for k, v in json.loads(l).items() if k in ("step", "loss", "eval_loss")} for l in open(f"{w}/out_tb_{n}/metrics.jsonl")]
+a = rows("res")
+for n in ("str", "str1"):
+    print(f"train bits {n} vs resident: {'IDENTICAL' if rows(n) == a else 'DIFFERENT'} ({sum('eval_loss' in r for r in a)} evals, {a[-1]})")
+PY
+fi
