@@ -228,6 +228,7 @@ Status train_and_report(const TrainConfig& given, bool* interrupted) {
     progress.on_step(m);
   };
   trainer->on_eval = [&](const EvalMetrics& e) { progress.on_eval(e); };
+  trainer->on_eval_progress = [&](int64_t done, int64_t total) { progress.on_eval_progress(done, total); };
   trainer->on_message = [&](const std::string& m) { progress.message(m); };
   trainer->stop_requested = [] { return g_sigints.load() > 0; };
   Status s;

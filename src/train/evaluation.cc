@@ -1,5 +1,7 @@
 #include "train/evaluation.h"
 
+#include <algorithm>
+
 namespace st {
 
 StatusOr<std::vector<Batch>> next_batches(BatchSource& data, int n) {
@@ -19,10 +21,11 @@ std::vector<const Batch*> batch_pointers(const std::vector<Batch>& bs) {
   return out;
 }
 
-StatusOr<double> mean_eval_loss(Model& m, LayerSource& layers, BatchSource& data) {
+StatusOr<double> mean_eval_loss(Model& m, LayerSource& layers, BatchSource& data, const EvalProgress* progress) {
   RETURN_IF_ERROR(data.start_epoch(0));
+  const int64_t total = data.micro_batches_per_epoch();
   double sum = 0;
-  int64_t n = 0;
+  int64_t n = 0, done = 0;
   for (;;) {
     ASSIGN_OR_RETURN(std::vector<Batch> bs, next_batches(data, m.eval_group_size(layers)));
     if (bs.empty()) break;
@@ -31,6 +34,8 @@ StatusOr<double> mean_eval_loss(Model& m, LayerSource& layers, BatchSource& data
       sum += sums[i];
       n += count_targets(bs[i]);
     }
+    done += static_cast<int64_t>(bs.size());
+    if (progress && *progress) (*progress)(done, std::max(total, done));
   }
   if (n == 0) return InvalidArgument("the eval dataset has no target tokens");
   return sum / static_cast<double>(n);

@@ -3,6 +3,7 @@
 // (model/model.h Note [layer-major evaluation]) -- the same bits as one batch at a time.
 #pragma once
 
+#include <functional>
 #include <vector>
 
 #include "core/status.h"
@@ -19,7 +20,10 @@ StatusOr<std::vector<Batch>> next_batches(BatchSource& data, int n);
 // Pointers to the batches, in order.
 std::vector<const Batch*> batch_pointers(const std::vector<Batch>& bs);
 
+// Called as an eval pass goes: micro-batches done, of the pass's total.
+using EvalProgress = std::function<void(int64_t done, int64_t total)>;
+
 // The mean loss over the targets of one pass of `data` (from its epoch 0).
-StatusOr<double> mean_eval_loss(Model& m, LayerSource& layers, BatchSource& data);
+StatusOr<double> mean_eval_loss(Model& m, LayerSource& layers, BatchSource& data, const EvalProgress* progress = nullptr);
 
 }  // namespace st

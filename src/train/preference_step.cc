@@ -3,7 +3,6 @@
 #include <algorithm>
 
 #include "data/packing.h"
-#include "train/evaluation.h"
 #include "train/kto_loss.h"
 
 namespace st {
@@ -188,13 +187,17 @@ Status preference_eval_batches(Model& m, LayerSource& layers, const PreferenceCo
 }
 
 StatusOr<PreferenceStats> evaluate_preference(Model& m, LayerSource& layers, const PreferenceConfig& c,
-                                              BatchSource& data) {
+                                              BatchSource& data, const EvalProgress* progress) {
   RETURN_IF_ERROR(data.start_epoch(0));
+  const int64_t total = data.micro_batches_per_epoch();
   PreferenceStats stats(c);
+  int64_t done = 0;
   for (;;) {
     ASSIGN_OR_RETURN(std::vector<Batch> bs, next_batches(data, m.eval_group_size(layers)));
     if (bs.empty()) break;
     RETURN_IF_ERROR(preference_eval_batches(m, layers, c, bs, &stats));
+    done += static_cast<int64_t>(bs.size());
+    if (progress && *progress) (*progress)(done, std::max(total, done));
   }
   if (stats.pairs() == 0) return InvalidArgument("the eval dataset has no preference pairs");
   return stats;

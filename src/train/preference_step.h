@@ -22,6 +22,7 @@
 #include "model/model.h"
 #include "model/weights.h"
 #include "train/batch_source.h"
+#include "train/evaluation.h"
 #include "train/pair_batch.h"
 #include "train/preference_loss.h"
 
@@ -64,6 +65,6 @@ Status preference_eval_batches(Model& m, LayerSource& layers, const PreferenceCo
                                PreferenceStats* stats);
 // The preference loss and its logged values over one pass of `data` (from its epoch 0).
 StatusOr<PreferenceStats> evaluate_preference(Model& m, LayerSource& layers, const PreferenceConfig& c,
-                                              BatchSource& data);
+                                              BatchSource& data, const EvalProgress* progress = nullptr);
 
 }  // namespace st

@@ -83,12 +83,23 @@ void ProgressDisplay::on_step(const StepMetrics& m) {
   line.append(static_cast<size_t>(kWidth - filled), '.');
   line += "]  ";
   line += status_text(m);
+  draw_bar(line);
+}
+
+void ProgressDisplay::draw_bar(const std::string& line) {
   // Pad over a longer previous line instead of clearing first: no flicker.
   std::fprintf(out_, "\r%s%*s", line.c_str(), static_cast<int>(bar_len_ > line.size() ? bar_len_ - line.size() : 0),
                "");
   std::fflush(out_);
   bar_len_ = std::max(bar_len_, line.size());
   bar_shown_ = true;
+}
+
+void ProgressDisplay::on_eval_progress(int64_t done, int64_t total) {
+  if (o_.mode != ProgressMode::kTty) return;
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "eval %lld/%lld micro-batches", static_cast<long long>(done), static_cast<long long>(total));
+  draw_bar(buf);
 }
 
 void ProgressDisplay::on_eval(const EvalMetrics& e) {

@@ -31,6 +31,8 @@ class ProgressDisplay {
   void set_first_step(int64_t s) { o_.first_step = s; }
   void on_step(const StepMetrics& m);
   void on_eval(const EvalMetrics& e);
+  // Inside an eval pass (a terminal only): "eval done/total micro-batches" in place of the bar.
+  void on_eval_progress(int64_t done, int64_t total);
   void message(const std::string& text);
   // Ends the in-place line (a newline on a TTY when a bar is shown).
   void finish();
@@ -38,6 +40,7 @@ class ProgressDisplay {
  private:
   std::string status_text(const StepMetrics& m) const;
   void clear_bar();
+  void draw_bar(const std::string& line);  // redraws the in-place line
 
   std::FILE* out_;
   ProgressOptions o_;

@@ -6,7 +6,6 @@
 #include "core/file.h"
 #include "io/safetensors.h"
 #include "model/resident_source.h"
-#include "train/evaluation.h"
 #include "train/loader_source.h"
 #include "train/preference_loss.h"
 #include "train/preference_step.h"
@@ -520,11 +519,11 @@ StatusOr<double> Trainer::evaluate(BatchSource& data) {
     ASSIGN_OR_RETURN(PreferenceStats s, evaluate_preference(data));
     return s.mean_loss();
   }
-  return mean_eval_loss(*model_, *layers_, data);
+  return mean_eval_loss(*model_, *layers_, data, &on_eval_progress);
 }
 
 StatusOr<PreferenceStats> Trainer::evaluate_preference(BatchSource& data) {
-  return st::evaluate_preference(*model_, *layers_, pref_, data);
+  return st::evaluate_preference(*model_, *layers_, pref_, data, &on_eval_progress);
 }
 
 Status Trainer::save_adapter(const std::string& dir) const {

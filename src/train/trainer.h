@@ -23,6 +23,7 @@
 #include "model/weights.h"
 #include "train/batch_source.h"
 #include "train/checkpoint.h"
+#include "train/evaluation.h"
 #include "train/lr_schedule.h"
 #include "train/metrics.h"
 #include "train/optimizer.h"
@@ -95,6 +96,8 @@ class Trainer {
   // Called after every optimizer step (progress bars, tests).
   std::function<void(const StepMetrics&)> on_step;
   std::function<void(const EvalMetrics&)> on_eval;
+  // Inside each eval pass (evaluate, evaluate_preference): micro-batches done of the pass's total.
+  EvalProgress on_eval_progress;
   // Notices for the user (checkpoint written, resumed from ...).
   std::function<void(const std::string&)> on_message;
   // Polled after every step (SIGINT); true = checkpoint and stop.

@@ -149,8 +149,8 @@ done
 # evaluates to the same numbers as its prompt / reply form: the same tokens, the same labels.
 printf '%s\n' '{"chosen": [{"role": "user", "content": "what is 1?"}, {"role": "assistant", "content": "it is 1"}], "rejected": [{"role": "user", "content": "what is 1?"}, {"role": "assistant", "content": "it is not 1"}]}' >"$T/implicit.jsonl"
 sed 's/one.jsonl/implicit.jsonl/; s/type: chat_template$/type: chat_template.argilla_chat/' "$T/orpo.one.yaml" >"$T/implicit.yaml"
-a=$(cd "$T" && "$BIN" evaluate orpo.one.yaml --no-base --adapter orpo 2>/dev/null | grep -o 'eval_loss.*')
-b=$(cd "$T" && "$BIN" evaluate implicit.yaml --no-base --adapter orpo 2>/dev/null | grep -o 'eval_loss.*')
+a=$(cd "$T" && "$BIN" evaluate orpo.one.yaml --no-base --adapter orpo 2>/dev/null | grep -o 'eval_loss.*' | sed -E 's/  \([0-9.]+ s\)$//')  # the seconds vary
+b=$(cd "$T" && "$BIN" evaluate implicit.yaml --no-base --adapter orpo 2>/dev/null | grep -o 'eval_loss.*' | sed -E 's/  \([0-9.]+ s\)$//')  # the seconds vary
 if [[ -n "$a" && "$a" == "$b" ]]; then echo "ok   implicit prompt: the same eval as the prompt / reply form"
 else echo "FAIL implicit prompt: '$a' vs '$b'"; fail=1; fi
 # Model cards: the trainer's tag (TRL's: dpo for every DPOTrainer loss type) and the loss by name.

@@ -15,27 +15,6 @@
 namespace st {
 namespace {
 
-// Serves the resident layers but says it loads them, and counts what a step asks of it.
-class LoadingSource : public LayerSource {
- public:
-  explicit LoadingSource(LayerSource* inner) : inner_(inner) {}
-  void begin_step(const std::vector<int>& visits) override {
-    ++steps;
-    inner_->begin_step(visits);
-  }
-  LayerWeights acquire(int layer) override {
-    ++acquires;
-    return inner_->acquire(layer);
-  }
-  void release(int layer) override { inner_->release(layer); }
-  void end_step() override { inner_->end_step(); }
-  bool loads_layers() const override { return true; }
-  int steps = 0, acquires = 0;
-
- private:
-  LayerSource* inner_;
-};
-
 // Five batches: different shapes, an ignored label, two packed documents, explicit segments.
 std::vector<Batch> eval_batches(int64_t vocab) {
   std::vector<Batch> bs(5);
@@ -81,7 +60,7 @@ TEST(EvalGroup, KeepsTheBitsOfOneBatchAtATime) {
     ASSERT_EQ(want_logps[4].size(), 3u) << "segments 0..2";
 
     EXPECT_EQ(m.eval_group_size(*f.src), 1) << "resident layers: one batch at a time";
-    LoadingSource loading(f.src.get());
+    test::LoadingSource loading(f.src.get());
     const int g = m.eval_group_size(loading);
     EXPECT_EQ(g, L) << fixture << ": one batch per layer (the slot's buffers hold L + 1 hidden states)";
     auto losses = m.eval_loss_sums(pointers(bs), loading);
@@ -122,7 +101,7 @@ TEST(EvalGroup, CompactHeadRowsKeepTheirBits) {
     want_loss.push_back(*m.eval_loss_sum(b, *f.src));
     want_logps.push_back(*m.eval_sequence_logps(b, *f.src));
   }
-  LoadingSource loading(f.src.get());
+  test::LoadingSource loading(f.src.get());
   ASSERT_EQ(m.eval_group_size(loading), 3);
   auto losses = m.eval_loss_sums(pointers(bs), loading);
   ASSERT_TRUE(losses.ok());
@@ -137,7 +116,7 @@ TEST(EvalGroup, LeavesTrainingAsItWas) {
   auto step = [&](bool eval_first) {
     test::FixtureModel f = test::open_fixture_model("llama_layers", 2, {.act_dtype = DType::kF32, .max_tokens = 16, .seed = 9});
     if (eval_first) {
-      LoadingSource loading(f.src.get());
+      test::LoadingSource loading(f.src.get());
       const std::vector<Batch> bs = eval_batches(f.config.vocab_size);
       CHECK_OK(f.model->eval_loss_sums(pointers(bs), loading).status());
     }

@@ -1,6 +1,6 @@
 // Shared by the model tests that train one step of a fixture model on the CPU and compare its
 // bits across variants (recompute modes, an NF4 base, layer-major order): the adapter every one of
-// them uses and the step itself.
+// them uses and the step itself; and a source that says it loads its layers (layer-major evaluation).
 #pragma once
 
 #include <string>
@@ -105,5 +105,26 @@ inline StepResult run_step(Backend& be, Model& model, LayerSource& src, const st
   be.sync_all();
   return r;
 }
+
+// Serves the resident layers but says it loads them, and counts what a step asks of it.
+class LoadingSource : public LayerSource {
+ public:
+  explicit LoadingSource(LayerSource* inner) : inner_(inner) {}
+  void begin_step(const std::vector<int>& visits) override {
+    ++steps;
+    inner_->begin_step(visits);
+  }
+  LayerWeights acquire(int layer) override {
+    ++acquires;
+    return inner_->acquire(layer);
+  }
+  void release(int layer) override { inner_->release(layer); }
+  void end_step() override { inner_->end_step(); }
+  bool loads_layers() const override { return true; }
+  int steps = 0, acquires = 0;
+
+ private:
+  LayerSource* inner_;
+};
 
 }  // namespace st::test

@@ -69,5 +69,29 @@ TEST(Progress, Formatting) {
   EXPECT_GT(host_rss_bytes(), 1u << 20);
 }
 
+// Inside an eval pass a terminal shows the pass's progress in place of the bar; a log gets nothing
+// until the eval line.
+TEST(Progress, EvalPassProgressOnATerminalOnly) {
+  for (ProgressMode mode : {ProgressMode::kTty, ProgressMode::kLines}) {
+    std::FILE* f = std::tmpfile();
+    ASSERT_NE(f, nullptr);
+    ProgressDisplay p(f, {.total_steps = 10, .logging_steps = 10, .mode = mode});
+    p.on_step(step(5));
+    p.on_eval_progress(28, 48);
+    p.on_eval_progress(48, 48);
+    p.on_eval({.step = 5, .loss = 2.0});
+    p.finish();
+    const std::string out = contents(f);
+    std::fclose(f);
+    if (mode == ProgressMode::kTty) {
+      EXPECT_NE(out.find("\reval 28/48 micro-batches"), std::string::npos) << out;
+      EXPECT_NE(out.find("\reval 48/48 micro-batches"), std::string::npos) << out;
+      EXPECT_LT(out.find("eval 48/48"), out.find("eval step 5")) << out;
+    } else {
+      EXPECT_EQ(out.find("micro-batches"), std::string::npos) << out;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace st
