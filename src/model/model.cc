@@ -10,9 +10,16 @@
 #include "model/carver.h"
 #include "model/head.h"
 #include "model/layer.h"
+#include "model/model_internals.h"
 #include "model/pack.h"
 
 namespace st {
+
+using model_internal::head_labels;
+using model_internal::head_row_sequences;
+using model_internal::make_head_ctx;
+using model_internal::rows_of;
+using model_internal::sequence_sums;
 
 // ---- schedule ------------------------------------------------------------------------------
 
@@ -47,49 +54,6 @@ std::vector<int> StepSchedule::layers() const {
 }
 
 // ---- arena ---------------------------------------------------------------------------------
-
-// One micro-batch's device state (Note [layer-major accumulation]); per-batch views are prefixes
-// of views carved for max_tokens.
-struct Model::Slot {
-  Tensor loss;                     // f32 [1]
-  Tensor seeds;                    // u8 [8 L]: this micro-batch's dropout seed per layer (u64)
-  Tensor ids, pos, docs, labels;   // i32 [Nmax]
-  Tensor safe_labels;              // i32 [Nmax]: the head rows' labels, ignored ones mapped to row 0
-  // The head's rows (head.h Note [trained rows]): i32 [Nmax] each; rows.gather null = every position
-  Tensor head_labels, head_gather, head_scatter;
-  HeadRows head_rows;
-  // The documents as spans (backend.h Note [document spans]): i32 [2 Nmax + 2] and [2 Nmax]
-  Tensor doc_starts, doc_lens;
-  int64_t doc_spans = 0, doc_slots = 0, max_doc_len = 0;
-  std::vector<Tensor> ckpt;        // L+1 x act [Nmax, H]
-  std::vector<Tensor> saved;       // L x layer_saved_bytes (u8); kFull: the LoRA t only
-  Tensor grad[2];                  // act [Nmax, H]
-  Tensor w_label;                  // act [Nmax, H]: the lm_head row of each head row's label (head.h)
-  Tensor rstd, m, s, tgt;          // eval slots: f32 [Nmax] each, the head's state (head.h Note [grouped head])
-  // the micro-batch it holds
-  int64_t n = 0, batch = 0, seq = 0;
-  bool has_docs = false;
-  uint64_t micro = 0;              // its dropout counter (Model::micro_batches_run numbering)
-
-  // The per-batch vectors from carve_slot_vectors (below), in its order.
-  template <class Vectors>
-  void set_vectors(const Vectors& v) {
-    loss = v.loss;
-    seeds = v.seeds;
-    Tensor* ints[8] = {&ids, &pos, &docs, &labels, &safe_labels, &head_labels, &head_gather, &head_scatter};
-    for (int i = 0; i < 8; ++i) *ints[i] = v.ints[i];
-    doc_starts = v.doc_starts;
-    doc_lens = v.doc_lens;
-  }
-};
-
-// Views carved once for max_tokens (Note [layer scratch]).
-struct Model::Arena {
-  Tensor inv_freq;                     // f32 [D/2]
-  std::vector<Slot> slots;             // ModelOptions::micro_batch_slots
-  std::vector<Slot> eval_slots;        // Note [layer-major evaluation]: vectors only, in slot 0's memory
-  Tensor layer_scratch, head_scratch;  // raw bytes (u8), shared by every slot's visits
-};
 
 namespace {
 
@@ -459,10 +423,6 @@ void Model::upload_document_spans(const Batch& b) {
 }
 
 namespace {
-Tensor rows_of(Tensor t, int64_t n) { return Tensor(t.data, t.dtype, {n, t.cols()}); }
-}  // namespace
-
-namespace {
 // out[i,:] = table[ids[i],:] on the host (row bytes each).
 void gather_rows(char* out, const char* table, const int32_t* ids, int64_t n, size_t row_bytes) {
   for (int64_t i = 0; i < n; ++i)
@@ -617,60 +577,10 @@ void Model::backward_layer(int l, LayerSource& src, bool forward_current) {
   src.release(l);
 }
 
-static HeadCtx make_head_ctx(const ModelConfig& c, Backend* be, const ModelOptions& o, int64_t n,
-                             const Tensor& scratch, HeadRows rows = {}) {
-  HeadCtx h;
-  h.vocab_chunk = o.vocab_chunk;
-  h.be = be;
-  h.cfg = &c;
-  h.act = o.act_dtype;
-  h.tokens = n;
-  h.scratch = scratch.data;
-  h.scratch_bytes = scratch.bytes();
-  h.chunk_budget_bytes = o.logits_chunk_bytes;
-  h.rows = rows;
-  return h;
-}
-
-// The head's labels: per position, or per compact row (head.h Note [trained rows]).
-static const int32_t* head_labels(const Tensor& labels, const Tensor& head_labels, const HeadRows& rows) {
-  return rows.gather ? head_labels.ptr<int32_t>() : labels.ptr<int32_t>();
-}
-
 int64_t segment_count(const Batch& b) {
   int64_t n = b.batch;
   for (int32_t s : b.segments) n = std::max<int64_t>(n, int64_t{s} + 1);
   return n;
-}
-
-// The segment of each head row (-1: an ignored target or a target in no segment), for the head's
-// rows as upload() plans them (head.h Note [trained rows]): compact rows, or every position. Head
-// row i (a shifted position) holds the target labels[i + 1] of the same batch row.
-static std::vector<int32_t> head_row_sequences(const Batch& b, bool trained_rows) {
-  const std::vector<int32_t> shifted = shift_labels(b.labels, b.batch, b.seq);
-  const HeadRowPlan plan = trained_rows ? plan_head_rows(shifted) : HeadRowPlan{};
-  auto segment = [&](int64_t i) {
-    return b.segments.empty() ? static_cast<int32_t>(i / b.seq) : b.segments[static_cast<size_t>(i + 1)];
-  };
-  std::vector<int32_t> seq;
-  if (plan.compact) {
-    seq.assign(static_cast<size_t>(plan.rows), -1);
-    for (int64_t r = 0; r < plan.trained; ++r) seq[static_cast<size_t>(r)] = segment(plan.gather[r]);
-  } else {
-    seq.assign(shifted.size(), -1);
-    for (size_t i = 0; i < shifted.size(); ++i)
-      if (shifted[i] != kIgnoreIndex) seq[i] = segment(static_cast<int64_t>(i));
-  }
-  return seq;
-}
-
-// Per segment, the sum of the head rows' log p in row order (Note [sequence weights]).
-static std::vector<double> sequence_sums(const std::vector<int32_t>& seq_of_row, const std::vector<double>& row_logp,
-                                         int64_t segments) {
-  std::vector<double> out(static_cast<size_t>(segments), 0.0);
-  for (size_t r = 0; r < seq_of_row.size() && r < row_logp.size(); ++r)
-    if (seq_of_row[r] >= 0) out[static_cast<size_t>(seq_of_row[r])] += row_logp[r];
-  return out;
 }
 
 StatusOr<std::vector<double>> Model::forward_backward(const std::vector<const Batch*>& batches, LayerSource& src,
@@ -759,138 +669,6 @@ void Model::run_forward(LayerSource& src, bool train) {
   src.begin_step(sched.layers());
   for (const Visit& v : sched.visits()) forward_layer(v.layer, src, train);
   src.end_step();
-}
-
-// The eval forward and head of one batch (no dropout, no gradient): its loss sum left in slot 0's
-// loss; with row_logp, each head row's log p too (head_loss).
-Status Model::eval_forward(const Batch& b, LayerSource& src, std::vector<double>* row_logp) {
-  RETURN_IF_ERROR(validate(b));
-  cur_ = 0;
-  Slot& a = slot();
-  embed(b, micro_counter_);
-  run_forward(src, false);
-  CHECK(head_ != nullptr, "Model: extras were never loaded");
-  be_->memset_zero(a.loss.data, sizeof(float), StreamId::kCompute);
-  head_loss(make_head_ctx(cfg_, be_, opts_, a.n, a_->head_scratch, a.head_rows), final_norm(), *head_,
-            rows_of(a.ckpt[cfg_.num_layers], a.n), head_labels(a.labels, a.head_labels, a.head_rows), a.loss,
-            row_logp);
-  return Status::OK();
-}
-
-StatusOr<double> Model::eval_loss_sum(const Batch& b, LayerSource& src) {
-  RETURN_IF_ERROR(eval_forward(b, src, nullptr));
-  float loss = 0;
-  be_->copy_d2h(&loss, slot().loss.data, sizeof(float), StreamId::kCompute);
-  be_->sync_stream(StreamId::kCompute);
-  return static_cast<double>(loss);
-}
-
-StatusOr<std::vector<double>> Model::eval_sequence_logps(const Batch& b, LayerSource& src) {
-  std::vector<double> row_logp;
-  RETURN_IF_ERROR(eval_forward(b, src, &row_logp));
-  be_->sync_stream(StreamId::kCompute);
-  RETURN_IF_ERROR(src.status(), "evaluation forward");
-  if (row_logp.empty()) return std::vector<double>(static_cast<size_t>(segment_count(b)), 0.0);
-  return sequence_sums(head_row_sequences(b, opts_.head_trained_rows), row_logp, segment_count(b));
-}
-
-int Model::eval_group_size(const LayerSource& src) const {
-  return src.loads_layers() ? std::max<int>(1, static_cast<int>(a_->eval_slots.size())) : 1;
-}
-
-// Note [layer-major evaluation]: batch j of the n in eval slot j, its hidden state rotating
-// through slot 0's checkpoint buffers 0..n.
-Status Model::eval_group(const std::vector<const Batch*>& bs, LayerSource& src, std::vector<float>* losses,
-                         std::vector<std::vector<double>>* rows) {
-  const int n = static_cast<int>(bs.size()), L = static_cast<int>(cfg_.num_layers);
-  const int first = static_cast<int>(a_->slots.size());
-  CHECK(n >= 2 && n <= static_cast<int>(a_->eval_slots.size()) && n <= L);
-  CHECK(head_ != nullptr, "Model: extras were never loaded");
-  auto buffer = [&](int j, int l) {  // holds batch j's input to layer l (its output of layer l - 1)
-    return a_->slots[0].ckpt[static_cast<size_t>(((j - l) % (n + 1) + (n + 1)) % (n + 1))];
-  };
-  auto hidden = [&](int j, int l) { return rows_of(buffer(j, l), a_->eval_slots[static_cast<size_t>(j)].n); };
-  for (int j = 0; j < n; ++j) {
-    cur_ = first + j;
-    embed(*bs[static_cast<size_t>(j)], micro_counter_);
-  }
-  src.begin_step(StepSchedule::forward_only(L).layers());
-  for (int l = 0; l < L; ++l) {
-    LayerWeights w = src.acquire(l);
-    const LoraLayer& lora = lora_->layer(l);
-    for (int j = 0; j < n; ++j) {
-      cur_ = first + j;
-      const LayerCtx ctx = layer_ctx(l, /*train=*/false);
-      plans_->run({}, /*recordable=*/false, [&] { layer_forward(ctx, w, lora, hidden(j, l), hidden(j, l + 1)); });
-    }
-    src.release(l);
-  }
-  src.end_step();
-  std::vector<HeadLossBatch> heads;  // head.h Note [grouped head]: one pass over the lm_head
-  for (int j = 0; j < n; ++j) {
-    Slot& a = a_->eval_slots[static_cast<size_t>(j)];
-    be_->memset_zero(a.loss.data, sizeof(float), StreamId::kCompute);
-    heads.push_back({.ctx = make_head_ctx(cfg_, be_, opts_, a.n, a_->head_scratch, a.head_rows),
-                     .x = buffer(j, L),
-                     .labels = head_labels(a.labels, a.head_labels, a.head_rows),
-                     .loss_sum = a.loss,
-                     .rstd = a.rstd, .m = a.m, .s = a.s, .tgt = a.tgt,
-                     .row_logp = rows ? &(*rows)[static_cast<size_t>(j)] : nullptr});
-  }
-  head_losses(heads, /*spare=*/buffer(n, L), final_norm(), *head_);  // the buffer no batch holds
-  for (int j = 0; j < n; ++j)
-    be_->copy_d2h(&(*losses)[static_cast<size_t>(j)], a_->eval_slots[static_cast<size_t>(j)].loss.data, sizeof(float),
-                  StreamId::kCompute);
-  be_->sync_stream(StreamId::kCompute);
-  cur_ = 0;
-  return Status::OK();
-}
-
-Status Model::eval_batches(const std::vector<const Batch*>& bs, LayerSource& src, std::vector<float>* losses,
-                           std::vector<std::vector<double>>* rows) {
-  for (const Batch* b : bs) RETURN_IF_ERROR(validate(*b));
-  losses->assign(bs.size(), 0.0f);
-  if (rows) rows->assign(bs.size(), {});
-  const size_t g = static_cast<size_t>(eval_group_size(src));
-  for (size_t i = 0; i < bs.size(); i += g) {
-    const size_t n = std::min(g, bs.size() - i);
-    if (n == 1) {  // one at a time: slot 0, its visits recorded as launch plans
-      RETURN_IF_ERROR(eval_forward(*bs[i], src, rows ? &(*rows)[i] : nullptr));
-      be_->copy_d2h(&(*losses)[i], slot().loss.data, sizeof(float), StreamId::kCompute);
-      be_->sync_stream(StreamId::kCompute);
-    } else {
-      std::vector<float> l(n);
-      std::vector<std::vector<double>> r(rows ? n : 0);
-      RETURN_IF_ERROR(eval_group({bs.begin() + static_cast<std::ptrdiff_t>(i), bs.begin() + static_cast<std::ptrdiff_t>(i + n)},
-                                 src, &l, rows ? &r : nullptr));
-      std::copy(l.begin(), l.end(), losses->begin() + static_cast<std::ptrdiff_t>(i));
-      if (rows) std::move(r.begin(), r.end(), rows->begin() + static_cast<std::ptrdiff_t>(i));
-    }
-    RETURN_IF_ERROR(src.status(), "evaluation forward");
-  }
-  return Status::OK();
-}
-
-StatusOr<std::vector<double>> Model::eval_loss_sums(const std::vector<const Batch*>& bs, LayerSource& src) {
-  std::vector<float> losses;
-  RETURN_IF_ERROR(eval_batches(bs, src, &losses, nullptr));
-  return std::vector<double>(losses.begin(), losses.end());
-}
-
-// Per batch, its segments' sums of the head rows' log p (as the one-batch eval_sequence_logps).
-StatusOr<std::vector<std::vector<double>>> Model::eval_sequence_logps(const std::vector<const Batch*>& bs,
-                                                                      LayerSource& src) {
-  std::vector<float> losses;
-  std::vector<std::vector<double>> rows;
-  RETURN_IF_ERROR(eval_batches(bs, src, &losses, &rows));
-  std::vector<std::vector<double>> out;
-  for (size_t i = 0; i < bs.size(); ++i) {
-    const Batch& b = *bs[i];
-    out.push_back(rows[i].empty() ? std::vector<double>(static_cast<size_t>(segment_count(b)), 0.0)
-                                  : sequence_sums(head_row_sequences(b, opts_.head_trained_rows), rows[i],
-                                                  segment_count(b)));
-  }
-  return out;
 }
 
 Status Model::init_dora_magnitudes(LayerSource& src) {
