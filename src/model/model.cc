@@ -15,12 +15,6 @@
 
 namespace st {
 
-using model_internal::head_labels;
-using model_internal::head_row_sequences;
-using model_internal::make_head_ctx;
-using model_internal::rows_of;
-using model_internal::sequence_sums;
-
 // ---- schedule ------------------------------------------------------------------------------
 
 StepSchedule StepSchedule::micro_batch_major(int L, int k) { return layer_major(L, k, 1); }

@@ -10,12 +10,6 @@
 
 namespace st {
 
-using model_internal::head_labels;
-using model_internal::head_row_sequences;
-using model_internal::make_head_ctx;
-using model_internal::rows_of;
-using model_internal::sequence_sums;
-
 // The eval forward and head of one batch (no dropout, no gradient): its loss sum left in slot 0's
 // loss; with row_logp, each head row's log p too (head_loss).
 Status Model::eval_forward(const Batch& b, LayerSource& src, std::vector<double>* row_logp) {

@@ -110,4 +110,12 @@ inline std::vector<double> sequence_sums(const std::vector<int32_t>& seq_of_row,
 }
 
 }  // namespace model_internal
+
+// The two files that include this use the helpers unqualified.
+using model_internal::head_labels;
+using model_internal::head_row_sequences;
+using model_internal::make_head_ctx;
+using model_internal::rows_of;
+using model_internal::sequence_sums;
+
 }  // namespace st
