@@ -682,13 +682,19 @@ Status Model::init_dora_magnitudes(LayerSource& src) {
   return Status::OK();
 }
 
-StatusOr<std::vector<float>> Model::forward_logits(const Batch& b, LayerSource& src) {
+// One batch through embed and every layer (no dropout) in slot 0, ready for a head.
+Status Model::forward_one(const Batch& b, LayerSource& src) {
   RETURN_IF_ERROR(validate(b));
   cur_ = 0;
-  Slot& a = slot();
   embed(b, micro_counter_);
   run_forward(src, false);
   CHECK(head_ != nullptr, "Model: extras were never loaded");
+  return Status::OK();
+}
+
+StatusOr<std::vector<float>> Model::forward_logits(const Batch& b, LayerSource& src) {
+  RETURN_IF_ERROR(forward_one(b, src));
+  Slot& a = slot();
   std::vector<float> out(static_cast<size_t>(a.n * cfg_.vocab_size));
   head_logits(make_head_ctx(cfg_, be_, opts_, a.n, a_->head_scratch), final_norm(), *head_,
               rows_of(a.ckpt[cfg_.num_layers], a.n), out.data());

@@ -211,6 +211,7 @@ class Model {
   void forward_layer(int l, LayerSource& src, bool train);
   void backward_layer(int l, LayerSource& src, bool forward_current);
   void run_forward(LayerSource& src, bool train);
+  Status forward_one(const Batch& b, LayerSource& src);  // eval: slot 0 through every layer
   Status eval_forward(const Batch& b, LayerSource& src, std::vector<double>* row_logp);
   // Note [layer-major evaluation]: the eval slots, and the evals of several batches (losses[i] and,
   // with rows, rows[i]: batch i's loss sum and head-row log p).

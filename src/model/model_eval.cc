@@ -13,12 +13,8 @@ namespace st {
 // The eval forward and head of one batch (no dropout, no gradient): its loss sum left in slot 0's
 // loss; with row_logp, each head row's log p too (head_loss).
 Status Model::eval_forward(const Batch& b, LayerSource& src, std::vector<double>* row_logp) {
-  RETURN_IF_ERROR(validate(b));
-  cur_ = 0;
+  RETURN_IF_ERROR(forward_one(b, src));
   Slot& a = slot();
-  embed(b, micro_counter_);
-  run_forward(src, false);
-  CHECK(head_ != nullptr, "Model: extras were never loaded");
   be_->memset_zero(a.loss.data, sizeof(float), StreamId::kCompute);
   head_loss(make_head_ctx(cfg_, be_, opts_, a.n, a_->head_scratch, a.head_rows), final_norm(), *head_,
             rows_of(a.ckpt[cfg_.num_layers], a.n), head_labels(a.labels, a.head_labels, a.head_rows), a.loss,
