@@ -95,10 +95,6 @@ Status validate(const TrainConfig& tc) {
   const bool fresh = tc.resume_from_checkpoint == "auto" && list_checkpoints(tc.output_dir).empty();
   if (!tc.resume_from_checkpoint.empty() && !fresh)
     return Unimplemented("resume_from_checkpoint is not supported with devices > 1 yet");
-  // A data-parallel run evaluates once, at the end: nothing to stop on or choose from.
-  if (tc.early_stopping_patience > 0 || tc.load_best_model_at_end)
-    return Unimplemented(Str() << (tc.early_stopping_patience > 0 ? "early_stopping_patience" : "load_best_model_at_end")
-                               << " is not supported with devices > 1 (a data-parallel run evaluates only at the end)");
   return Status::OK();
 }
 
@@ -442,6 +438,7 @@ StatusOr<bool> DataParallelTrainer::fill_window(BatchSource& data, std::vector<B
 
 Status DataParallelTrainer::train(BatchSource& data) {
   RETURN_IF_ERROR(plan_steps(data));
+  RETURN_IF_ERROR(check_eval_plan(tc_, eval_data_ != nullptr));
   const bool writer = holds_rank0();
   std::unique_ptr<MetricsWriter> metrics;
   if (writer) {
@@ -453,7 +450,8 @@ Status DataParallelTrainer::train(BatchSource& data) {
   ExtraMeans extra;  // rl's rewards, ...: means over the logged steps, as Trainer
   int64_t n_acc = 0, tok_at_log = tokens_;
   std::vector<Batch> window;
-  while (reps_[0]->opt->steps_taken() < sched_.total_steps) {
+  bool stopped_early = false;
+  while (reps_[0]->opt->steps_taken() < sched_.total_steps && !stopped_early) {
     ASSIGN_OR_RETURN(bool more, fill_window(data, &window));
     if (!more) break;
     ASSIGN_OR_RETURN(StepMetrics m, train_step(window));
@@ -477,18 +475,126 @@ Status DataParallelTrainer::train(BatchSource& data) {
       tok_at_log = tokens_;
       t_at_log = elapsed_s_;
     }
-    if (writer && tc_.save_steps > 0 && m.step % tc_.save_steps == 0 && !last)
-      RETURN_IF_ERROR(save_adapter(path_join(tc_.output_dir, Str() << "checkpoint-" << m.step)));
+    // Every process evaluates (each rank its share) and so reaches the same verdicts: the ranks
+    // stop together and agree on the best step.
+    BestEval::Verdict ev;
+    if (eval_data_ && (last || (tc_.eval_steps > 0 && m.step % tc_.eval_steps == 0))) {
+      ASSIGN_OR_RETURN(ev, run_eval(m.step, metrics.get()));
+    }
+    stopped_early = ev.stop && !last;
+    // A new best is checkpointed so that it can be the final adapter (the last step's is the model itself).
+    const bool keep = keep_best() && ev.new_best && !last && !stopped_early;
+    if (writer && (keep || (tc_.save_steps > 0 && m.step % tc_.save_steps == 0 && !last)))
+      RETURN_IF_ERROR(save_adapter(checkpoint_dir(tc_.output_dir, m.step)));
+    if (stopped_early && on_message)
+      on_message(Str() << "early stopping at step " << m.step << " of " << sched_.total_steps << ": "
+                       << best_.evals_not_improved << " evals in a row did not lower eval_loss by more than "
+                       << tc_.early_stopping_threshold << " (best " << *best_.loss << " at step " << best_.step
+                       << "; early_stopping_patience " << tc_.early_stopping_patience << ")");
   }
-  return writer ? save_adapter(tc_.output_dir) : Status::OK();
+  // The data ran out before total_steps: evaluate what we have.
+  const int64_t now = reps_[0]->opt->steps_taken();
+  if (eval_data_ && last_eval_step_ != now && now > 0) RETURN_IF_ERROR(run_eval(now, metrics.get()).status());
+  return save_final_adapter();
+}
+
+// ---- evaluation (train/evaluation.h Note [eval figures]) --------------------------------------
+
+StatusOr<std::vector<EvalFigures>> DataParallelTrainer::eval_figures(BatchSource& data) {
+  const bool pref = !tc_.rl.empty();
+  const size_t width = pref ? PreferenceStats(pref_).sums().size() : 2;
+  // A round is `group` batches for every rank, `group` the smallest of the ranks' eval groups (one
+  // plan gives one size everywhere; the round's collective needs every rank to agree on it).
+  std::vector<int64_t> groups(reps_.size());
+  RETURN_IF_ERROR(run_on_replicas([&](int i, Replica& r) -> Status {
+    std::vector<int64_t> g(static_cast<size_t>(world_), 0);
+    g[static_cast<size_t>(r.comm->rank())] = r.model->eval_group_size(*r.layers);
+    RETURN_IF_ERROR(r.comm->all_reduce_sum_host(g.data(), g.size()), "agreeing on the eval group");
+    groups[static_cast<size_t>(i)] = *std::min_element(g.begin(), g.end());
+    return Status::OK();
+  }));
+  const int group = static_cast<int>(std::max<int64_t>(groups[0], 1));
+  auto round = [&](const std::vector<Batch>& bs) -> StatusOr<std::vector<EvalFigures>> {
+    std::vector<std::vector<double>> gathered(reps_.size());
+    RETURN_IF_ERROR(run_on_replicas([&](int i, Replica& r) -> Status {
+      std::vector<Batch> mine;
+      std::vector<size_t> at;
+      for (size_t k = static_cast<size_t>(r.comm->rank()); k < bs.size(); k += static_cast<size_t>(world_)) {
+        mine.push_back(bs[k]);
+        at.push_back(k);
+      }
+      std::vector<double> v(bs.size() * width, 0.0);
+      if (!mine.empty()) {
+        ASSIGN_OR_RETURN(std::vector<EvalFigures> f, pref ? preference_eval_figures(*r.model, *r.layers, pref_, mine)
+                                                          : eval_loss_figures(*r.model, *r.layers, mine));
+        for (size_t j = 0; j < at.size(); ++j) {
+          CHECK(f[j].size() == width, "eval figures of an unexpected width");
+          std::copy(f[j].begin(), f[j].end(), v.begin() + static_cast<std::ptrdiff_t>(at[j] * width));
+        }
+      }
+      // Each element is non-zero on one rank only: the sum is exact (Note [eval figures]).
+      RETURN_IF_ERROR(r.comm->all_reduce_sum_host(v.data(), v.size()), "gathering the eval figures");
+      gathered[static_cast<size_t>(i)] = std::move(v);
+      return Status::OK();
+    }));
+    std::vector<EvalFigures> out;
+    const std::vector<double>& v = gathered[0];
+    for (size_t k = 0; k < bs.size(); ++k)
+      out.emplace_back(v.begin() + static_cast<std::ptrdiff_t>(k * width),
+                       v.begin() + static_cast<std::ptrdiff_t>((k + 1) * width));
+    return out;
+  };
+  return eval_pass(data, group * world_, round);
 }
 
 StatusOr<double> DataParallelTrainer::evaluate(BatchSource& data) {
-  return mean_eval_loss(*reps_[0]->model, *reps_[0]->layers, data);
+  ASSIGN_OR_RETURN(std::vector<EvalFigures> f, eval_figures(data));
+  return mean_loss_of(f);
 }
 
 StatusOr<PreferenceStats> DataParallelTrainer::evaluate_preference(BatchSource& data) {
-  return st::evaluate_preference(*reps_[0]->model, *reps_[0]->layers, pref_, data);
+  ASSIGN_OR_RETURN(std::vector<EvalFigures> f, eval_figures(data));
+  return preference_stats_of(pref_, f);
+}
+
+// As Trainer::run_eval: the line in metrics.jsonl (where this process writes), then the verdict.
+StatusOr<BestEval::Verdict> DataParallelTrainer::run_eval(int64_t step, MetricsWriter* metrics) {
+  EvalMetrics e{.step = step};
+  const auto t0 = std::chrono::steady_clock::now();
+  if (!tc_.rl.empty()) {
+    ASSIGN_OR_RETURN(PreferenceStats s, evaluate_preference(*eval_data_), "evaluation at step " << step);
+    e.loss = s.mean_loss();
+    e.extra = s.metrics("eval_");
+  } else {
+    ASSIGN_OR_RETURN(e.loss, evaluate(*eval_data_), "evaluation at step " << step);
+  }
+  e.runtime_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (metrics) RETURN_IF_ERROR(metrics->write(e));
+  last_eval_step_ = step;
+  if (on_eval) on_eval(e);
+  return best_.observe(e.loss, step, tc_.early_stopping_patience, tc_.early_stopping_threshold);
+}
+
+// The trained state, or with keep_best() the best eval's, read back from the checkpoint rank 0
+// wrote at that step (as Trainer::save_final_adapter).
+Status DataParallelTrainer::save_final_adapter() {
+  if (!holds_rank0()) return Status::OK();  // another process writes it
+  const int64_t now = reps_[0]->opt->steps_taken();
+  if (keep_best() && best_.loss && best_.step != now) {
+    const std::string dir = checkpoint_dir(tc_.output_dir, best_.step);
+    Status ls;  // every local replica takes it, so that they stay one model
+    for (auto& r : reps_)
+      if (ls.ok()) ls = r->model->lora().load_peft(dir);
+    if (ls.ok()) {
+      if (on_message)
+        on_message(Str() << "final adapter: the best eval's, step " << best_.step << " (eval_loss " << *best_.loss
+                         << "; from " << dir << "), not step " << now << "'s");
+    } else if (on_message) {
+      on_message(Str() << "warning: the best eval's checkpoint (step " << best_.step << ") could not be read ("
+                       << ls.message() << "); the final adapter is step " << now << "'s");
+    }
+  }
+  return save_adapter(tc_.output_dir);
 }
 
 Status DataParallelTrainer::save_adapter(const std::string& dir) const {

@@ -79,18 +79,28 @@ class DataParallelTrainer {
 
   // Runs max_steps (or num_epochs of `data`). Every process must pass the same data stream: it
   // reads whole global windows and keeps its ranks' shares. Writes output_dir/metrics.jsonl,
-  // checkpoint-N/ (save_steps) and the final adapter when this process holds rank 0.
+  // checkpoint-N/ (save_steps) and the final adapter when this process holds rank 0. With eval
+  // data, evaluates every eval_steps and at the end as Trainer does (eval lines in metrics.jsonl,
+  // early_stopping_patience, load_best_model_at_end), every rank taking its share of the batches.
   Status train(BatchSource& data);
+  // Evaluated during train(); every process passes the same eval stream. Not owned.
+  void set_eval_data(BatchSource* eval) { eval_data_ = eval; }
   // One optimizer step over a global window (its size need not be a multiple of the world size:
   // ranks without a micro-batch contribute zero). Returns rank 0's view (identical everywhere).
   StatusOr<StepMetrics> train_step(const std::vector<Batch>& window);
-  // Mean loss per target token over `data`, on local replica 0 (no dropout, no gradient).
+  // Mean loss per target token over `data` (no dropout, no gradient). Rank r evaluates the batches
+  // i with i % world == r, each rank's in groups through the layers (model/model.h Note
+  // [layer-major evaluation]); the result has the bits of one device (train/evaluation.h Note
+  // [eval figures]). A collective: every rank's process calls it with the same data.
   StatusOr<double> evaluate(BatchSource& data);
-  // rl: the preference loss and its logged values over `data`, on local replica 0.
+  // rl: the preference loss and its logged values over `data`, split over the ranks as evaluate().
   StatusOr<PreferenceStats> evaluate_preference(BatchSource& data);
   Status save_adapter(const std::string& dir) const;
 
   std::function<void(const StepMetrics&)> on_step;
+  std::function<void(const EvalMetrics&)> on_eval;
+  // Notices for the user (early stopping, the final adapter being the best eval's).
+  std::function<void(const std::string&)> on_message;
 
   int world_size() const { return world_; }
   int local_replicas() const { return static_cast<int>(reps_.size()); }
@@ -116,6 +126,11 @@ class DataParallelTrainer {
   Status reduce_exact(Replica& r, const std::vector<int>& mine, int64_t window_size);
   Status verify_identical(Replica& r);
   Status run_on_replicas(const std::function<Status(int, Replica&)>& fn);
+  // One eval pass split over the ranks: every batch's figures, gathered on every rank.
+  StatusOr<std::vector<EvalFigures>> eval_figures(BatchSource& data);
+  StatusOr<BestEval::Verdict> run_eval(int64_t step, MetricsWriter* metrics);
+  bool keep_best() const { return eval_data_ && (tc_.load_best_model_at_end || tc_.early_stopping_patience > 0); }
+  Status save_final_adapter();
 
   TrainConfig tc_;
   PreferenceConfig pref_;  // rl (train/preference_loss.h)
@@ -131,6 +146,9 @@ class DataParallelTrainer {
   bool epoch_started_ = false;
   int64_t tokens_ = 0;
   double elapsed_s_ = 0;
+  BatchSource* eval_data_ = nullptr;
+  int64_t last_eval_step_ = -1;
+  BestEval best_;
 };
 
 }  // namespace st

@@ -16,6 +16,7 @@
 #include "store/sharder.h"
 #include "train/base_weights.h"
 #include "train/loader_source.h"
+#include "train/progress.h"
 #include "train/train_data.h"
 
 #ifdef STREAMTUNE_HAVE_CUDA
@@ -172,19 +173,22 @@ Status run_train_data_parallel(const TrainConfig& cfg, int n) {
     RETURN_IF_ERROR(make_dirs(cfg.output_dir), "output_dir");
     std::printf("tokenizer  %s\n", save_train_tokenizer(cfg, data.tokenizer ? &*data.tokenizer : nullptr).c_str());
   }
-  RETURN_IF_ERROR(trainer.train(train));
-  if (data.eval && talk && !cfg.rl.empty()) {  // train/preference_loss.h: the eval pairs' (or examples') loss
-    DataLoaderSource eval(data.eval, loader_options(cfg, data.pad_id, /*train=*/false, *run->owned[0]));
-    ASSIGN_OR_RETURN(PreferenceStats s, trainer.evaluate_preference(eval));
-    std::printf("eval loss %.6f (%s, %lld %s)", s.mean_loss(), preference_loss_kind(cfg).c_str(),
-                static_cast<long long>(s.pairs()), cfg.rl == "kto" ? "examples" : "pairs");
-    for (const auto& [k, v] : s.metrics()) std::printf("  %s %.4f", k.c_str(), v);
-    std::printf("\n");
-  } else if (data.eval && talk) {
-    DataLoaderSource eval(data.eval, loader_options(cfg, data.pad_id, /*train=*/false, *run->owned[0]));
-    ASSIGN_OR_RETURN(double loss, trainer.evaluate(eval));
-    std::printf("eval loss %.6f\n", loss);
+  // Every process evaluates its ranks' share of the eval set (DataParallelTrainer::evaluate).
+  std::unique_ptr<DataLoaderSource> eval;
+  if (data.eval) {
+    eval = std::make_unique<DataLoaderSource>(data.eval,
+                                              loader_options(cfg, data.pad_id, /*train=*/false, *run->owned[0]));
+    trainer.set_eval_data(eval.get());
   }
+  trainer.on_eval = [talk](const EvalMetrics& e) {
+    if (!talk) return;
+    std::printf("%s\n", eval_line(e).c_str());
+    std::fflush(stdout);
+  };
+  trainer.on_message = [talk](const std::string& text) {
+    if (talk) std::printf("%s\n", text.c_str());
+  };
+  RETURN_IF_ERROR(trainer.train(train));
   if (talk) std::printf("adapter written to %s\n", cfg.output_dir.c_str());
   return Status::OK();
 }

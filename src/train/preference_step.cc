@@ -145,8 +145,9 @@ StatusOr<std::vector<double>> PreferenceWindow::forward_backward(Model& m, Layer
   return m.forward_backward(ptrs, layers, std::vector<float>(n, 1.0f), &weigh);
 }
 
-Status preference_eval_batches(Model& m, LayerSource& layers, const PreferenceConfig& c, const std::vector<Batch>& bs,
-                               PreferenceStats* stats) {
+StatusOr<std::vector<PreferenceStats>> preference_eval_batches(Model& m, LayerSource& layers, const PreferenceConfig& c,
+                                                               const std::vector<Batch>& bs) {
+  std::vector<PreferenceStats> stats(bs.size(), PreferenceStats(c));
   if (c.loss == PreferenceLoss::kKto) {  // every row's log p at once: the KL rows' give z0
     std::vector<int64_t> examples;
     for (const Batch& b : bs) {
@@ -160,10 +161,10 @@ Status preference_eval_batches(Model& m, LayerSource& layers, const PreferenceCo
     for (size_t i = 0; i < bs.size(); ++i) {
       const int64_t k = examples[i];
       const double z0 = kto_reference_point(pol[i].data() + k, ref[i].data() + k, k);
-      stats->add_kl(z0);
-      for (int64_t j = 0; j < k; ++j) kto_example(bs[i].kto, pol[i], ref[i], j, z0, c, stats);
+      stats[i].add_kl(z0);
+      for (int64_t j = 0; j < k; ++j) kto_example(bs[i].kto, pol[i], ref[i], j, z0, c, &stats[i]);
     }
-    return Status::OK();
+    return stats;
   }
   std::vector<PairBatch> pbs;
   std::vector<const Batch*> in;
@@ -180,27 +181,34 @@ Status preference_eval_batches(Model& m, LayerSource& layers, const PreferenceCo
   RETURN_IF_ERROR(layers.status(), "loading base weights");
   for (size_t i = 0; i < pbs.size(); ++i) {
     for (int64_t j = 0; j < pbs[i].pairs(); ++j)
-      stats->add(preference_terms(pair_of(pbs[i], pol[i], ref.empty() ? nullptr : &ref[i], j), c));
-    if (nll_weight(c) != 0) stats->add_nll(mean_nll(pbs[i], pol[i], c.loss));
+      stats[i].add(preference_terms(pair_of(pbs[i], pol[i], ref.empty() ? nullptr : &ref[i], j), c));
+    if (nll_weight(c) != 0) stats[i].add_nll(mean_nll(pbs[i], pol[i], c.loss));
   }
-  return Status::OK();
+  return stats;
+}
+
+StatusOr<std::vector<EvalFigures>> preference_eval_figures(Model& m, LayerSource& layers, const PreferenceConfig& c,
+                                                           const std::vector<Batch>& bs) {
+  ASSIGN_OR_RETURN(std::vector<PreferenceStats> stats, preference_eval_batches(m, layers, c, bs));
+  std::vector<EvalFigures> out;
+  for (const PreferenceStats& s : stats) out.push_back(s.sums());
+  return out;
+}
+
+StatusOr<PreferenceStats> preference_stats_of(const PreferenceConfig& c, const std::vector<EvalFigures>& figures) {
+  PreferenceStats stats(c);
+  for (const EvalFigures& f : figures) stats.add_sums(f);  // in batch order (Note [eval figures])
+  if (stats.pairs() == 0) return InvalidArgument("the eval dataset has no preference pairs");
+  return stats;
 }
 
 StatusOr<PreferenceStats> evaluate_preference(Model& m, LayerSource& layers, const PreferenceConfig& c,
                                               BatchSource& data, const EvalProgress* progress) {
-  RETURN_IF_ERROR(data.start_epoch(0));
-  const int64_t total = data.micro_batches_per_epoch();
-  PreferenceStats stats(c);
-  int64_t done = 0;
-  for (;;) {
-    ASSIGN_OR_RETURN(std::vector<Batch> bs, next_batches(data, m.eval_group_size(layers)));
-    if (bs.empty()) break;
-    RETURN_IF_ERROR(preference_eval_batches(m, layers, c, bs, &stats));
-    done += static_cast<int64_t>(bs.size());
-    if (progress && *progress) (*progress)(done, std::max(total, done));
-  }
-  if (stats.pairs() == 0) return InvalidArgument("the eval dataset has no preference pairs");
-  return stats;
+  ASSIGN_OR_RETURN(std::vector<EvalFigures> f,
+                   eval_pass(data, m.eval_group_size(layers),
+                             [&](const std::vector<Batch>& bs) { return preference_eval_figures(m, layers, c, bs); },
+                             progress));
+  return preference_stats_of(c, f);
 }
 
 }  // namespace st

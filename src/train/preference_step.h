@@ -59,10 +59,15 @@ class PreferenceWindow {
   int64_t window_micro_batches_ = 1;
 };
 
-// Eval micro-batches' preference terms into `stats`, in batch order (the references, then the
-// policy's forwards).
-Status preference_eval_batches(Model& m, LayerSource& layers, const PreferenceConfig& c, const std::vector<Batch>& bs,
-                               PreferenceStats* stats);
+// Eval micro-batches' preference terms, each batch's into its own PreferenceStats (the group's
+// references, then the policy's forwards, through the layers together).
+StatusOr<std::vector<PreferenceStats>> preference_eval_batches(Model& m, LayerSource& layers, const PreferenceConfig& c,
+                                                               const std::vector<Batch>& bs);
+// Their PreferenceStats::sums(), one per batch (train/evaluation.h Note [eval figures]).
+StatusOr<std::vector<EvalFigures>> preference_eval_figures(Model& m, LayerSource& layers, const PreferenceConfig& c,
+                                                           const std::vector<Batch>& bs);
+// A pass's figures merged in batch order; InvalidArgument when they hold no pair (or KTO example).
+StatusOr<PreferenceStats> preference_stats_of(const PreferenceConfig& c, const std::vector<EvalFigures>& figures);
 // The preference loss and its logged values over one pass of `data` (from its epoch 0).
 StatusOr<PreferenceStats> evaluate_preference(Model& m, LayerSource& layers, const PreferenceConfig& c,
                                               BatchSource& data, const EvalProgress* progress = nullptr);

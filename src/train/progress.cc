@@ -102,7 +102,7 @@ void ProgressDisplay::on_eval_progress(int64_t done, int64_t total) {
   draw_bar(buf);
 }
 
-void ProgressDisplay::on_eval(const EvalMetrics& e) {
+std::string eval_line(const EvalMetrics& e) {
   char buf[128];
   const double ppl = e.ppl();
   std::snprintf(buf, sizeof buf, "eval step %lld  eval_loss %.4f  eval_ppl %.4g", static_cast<long long>(e.step),
@@ -119,8 +119,10 @@ void ProgressDisplay::on_eval(const EvalMetrics& e) {
     std::snprintf(buf, sizeof buf, "  (%.1f s)", e.runtime_s);
     line += buf;
   }
-  message(line);
+  return line;
 }
+
+void ProgressDisplay::on_eval(const EvalMetrics& e) { message(eval_line(e)); }
 
 void ProgressDisplay::message(const std::string& text) {
   clear_bar();

@@ -51,6 +51,8 @@ class ProgressDisplay {
 
 // Resident set size of this process (/proc/self/statm); 0 when unknown.
 uint64_t host_rss_bytes();
+// "eval step N  eval_loss L  eval_ppl P  (x.x s)" (rl: its eval_ figures instead of the perplexity).
+std::string eval_line(const EvalMetrics& e);
 std::string format_duration(double secs);   // "45s", "3m05s", "2h07m"
 // ProgressMode::kTty when `f` is a terminal.
 ProgressMode progress_mode_for(std::FILE* f);

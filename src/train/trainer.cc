@@ -334,13 +334,13 @@ bool Trainer::watch_loss() {
 
 // Early stopping and load_best_model_at_end read evals: refused before any step when there are none
 // to read (HF asserts the same at on_train_begin; axolotl refuses the config).
-Status Trainer::check_eval_plan() const {
-  const bool want_best = tc_.load_best_model_at_end || tc_.early_stopping_patience > 0;
-  const char* key = tc_.early_stopping_patience > 0 ? "early_stopping_patience" : "load_best_model_at_end";
-  if (want_best && !eval_data_)
+Status check_eval_plan(const TrainConfig& tc, bool has_eval) {
+  const bool want_best = tc.load_best_model_at_end || tc.early_stopping_patience > 0;
+  const char* key = tc.early_stopping_patience > 0 ? "early_stopping_patience" : "load_best_model_at_end";
+  if (want_best && !has_eval)
     return InvalidArgument(Str() << key << " compares evaluations, and this run has no eval set (set val_set_size or "
                                     "eval_datasets)");
-  if (tc_.early_stopping_patience > 0 && tc_.eval_steps <= 0)
+  if (tc.early_stopping_patience > 0 && tc.eval_steps <= 0)
     return InvalidArgument("early_stopping_patience counts evaluations during training, and this run evaluates only at "
                            "the end (set eval_steps or evals_per_epoch)");
   return Status::OK();
@@ -368,7 +368,7 @@ Status Trainer::save_final_adapter() {
 
 Status Trainer::train(BatchSource& data) {
   RETURN_IF_ERROR(plan_steps(data));
-  RETURN_IF_ERROR(check_eval_plan());
+  RETURN_IF_ERROR(check_eval_plan(tc_, eval_data_ != nullptr));
   RETURN_IF_ERROR(make_dirs(tc_.output_dir));
   const std::string metrics_path = path_join(tc_.output_dir, "metrics.jsonl");
   bool append = false;

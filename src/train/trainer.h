@@ -56,6 +56,9 @@ StatusOr<DType> training_act_dtype(const TrainConfig& tc, const Backend& be);
 // The checks every trainer (single device or data parallel) applies to a TrainConfig before
 // building anything: batch and sequence sizes, loss_normalization, step counts.
 Status check_trainer_config(const TrainConfig& tc);
+// Early stopping and load_best_model_at_end read evaluations: InvalidArgument, naming the key, when a
+// run has no eval set (has_eval false) or early stopping has no evaluation during training.
+Status check_eval_plan(const TrainConfig& tc, bool has_eval);
 // LoRA config from the TrainConfig (targets parsed; adapter must be "lora" or "qlora").
 StatusOr<LoraConfig> lora_config_from(const TrainConfig& tc);
 // How the frozen base is stored: adapter "qlora" = NF4 linears (model/weights.h Note [NF4 base
@@ -124,7 +127,6 @@ class Trainer {
   StatusOr<BestEval::Verdict> run_eval(int64_t step);
   // load_best_model_at_end, or early stopping (which implies it): the final adapter is the best eval's.
   bool keep_best() const { return eval_data_ && (tc_.load_best_model_at_end || tc_.early_stopping_patience > 0); }
-  Status check_eval_plan() const;
   bool watch_loss();
   Status save_final_adapter();
   Status position_data(const TrainerState& st, BatchSource& data);

@@ -149,8 +149,8 @@ else echo "FAIL resume: the adapter differs from the uninterrupted run's"; fail=
 
 # Two CPU devices, whatever ST_TEST_DEVICE is (data parallel; exactness against one device: tests/dist/data_parallel_test.cc).
 out=$(cd "$T" && "$BIN" train base.yaml --devices=2 --device=cpu --stream=off --max_steps=4 --output_dir=dp 2>&1)
-if grep -qE "^eval loss [0-9.]+ \(kto, 12 examples\)  rewards/chosen" <<<"$out" && [[ -f "$T/dp/adapter_model.safetensors" ]] &&
-   grep -q '"kl"' "$T/dp/metrics.jsonl"; then echo "ok   devices: 2"
+if grep -qE "^eval step 4  eval_loss [0-9.]+  eval_rewards/chosen" <<<"$out" && [[ -f "$T/dp/adapter_model.safetensors" ]] &&
+   grep -q '"kl"' "$T/dp/metrics.jsonl" && grep -q '"eval_rewards/chosen"' "$T/dp/metrics.jsonl"; then echo "ok   devices: 2"
 else echo "FAIL devices: 2: $(tail -3 <<<"$out")"; fail=1; fi
 
 out=$(cd "$T" && "$BIN" train three.yaml --preview-data=3 2>&1)

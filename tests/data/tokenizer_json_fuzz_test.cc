@@ -15,6 +15,7 @@
 #include "core/json.h"
 #include "data/tokenizer.h"
 #include "../json_fuzz.h"
+#include "../fuzz_env.h"
 
 namespace st {
 namespace {
@@ -35,14 +36,14 @@ void exercise(const Tokenizer& t) {
 }
 
 TEST(TokenizerJsonFuzz, MutatedTokenizerJsonNeverThrows) {
-  std::mt19937 rng(getenv("FUZZ_SEED") ? std::atoi(getenv("FUZZ_SEED")) : 20261202);
+  std::mt19937 rng(static_cast<uint32_t>(testing_util::fuzz_seed(20261202)));
   int loaded = 0, refused = 0;
   for (const std::string& dir : fixture_dirs()) {
     StatusOr<std::string> text = read_file_to_string(dir + "/tokenizer.json");
     ASSERT_TRUE(text.ok());
     StatusOr<Json> good = parse_json(*text, dir);
     ASSERT_TRUE(good.ok());
-    for (int it = 0; it < 250; ++it) {
+    for (int it = 0; it < testing_util::fuzz_iters(250); ++it) {
       Json j = *good;
       const int edits = 1 + static_cast<int>(rng() % 2);
       for (int k = 0; k < edits; ++k) mutate(j, rng);
@@ -67,7 +68,7 @@ TEST(TokenizerJsonFuzz, MutatedTokenizerJsonNeverThrows) {
 }
 
 TEST(TokenizerJsonFuzz, MutatedTokenizerConfigNeverThrows) {
-  std::mt19937 rng(7);
+  std::mt19937 rng(static_cast<uint32_t>(testing_util::fuzz_seed(7)));
   const std::string tmp = ::testing::TempDir() + "/tokcfg_fuzz_" + std::to_string(::getpid());
   std::filesystem::create_directories(tmp);
   const std::string src = std::string(ST_SOURCE_DIR) + "/tests/fixtures/tokenizers/llama3/tokenizer.json";
@@ -78,7 +79,7 @@ TEST(TokenizerJsonFuzz, MutatedTokenizerConfigNeverThrows) {
                      {"chat_template", "{% for m in messages %}{{ m['content'] }}{% endfor %}"},
                      {"model_max_length", 131072},
                      {"added_tokens_decoder", {{"128000", {{"content", "<|begin_of_text|>"}, {"special", true}}}}}};
-  for (int it = 0; it < 300; ++it) {
+  for (int it = 0; it < testing_util::fuzz_iters(300); ++it) {
     Json j = good;
     mutate(j, rng);
     ASSERT_TRUE(write_file_atomic(tmp + "/tokenizer_config.json", j.dump()).ok());

@@ -27,6 +27,7 @@ const std::string kFixture = std::string(ST_SOURCE_DIR) + "/tests/fixtures/llama
 
 struct RunResult {
   std::vector<StepMetrics> steps;
+  std::vector<EvalMetrics> evals;
   std::vector<float> params;
 };
 
@@ -125,7 +126,10 @@ class DataParallel : public ::testing::Test {
     EXPECT_TRUE(t.ok()) << t.status().to_string();
     RunResult r;
     (*t)->on_step = [&](const StepMetrics& m) { r.steps.push_back(m); };
+    (*t)->on_eval = [&](const EvalMetrics& e) { r.evals.push_back(e); };
     auto d = data();
+    auto ev = data();  // the eval set: the same rows
+    if (eval_) (*t)->set_eval_data(ev.get());
     Status s = (*t)->train(*d);
     EXPECT_TRUE(s.ok()) << s.to_string();
     r.params = (*t)->model().lora().params_to_host();
@@ -152,7 +156,10 @@ class DataParallel : public ::testing::Test {
     if (!t.ok()) return r;
     EXPECT_EQ((*t)->world_size(), n);
     (*t)->on_step = [&](const StepMetrics& m) { r.steps.push_back(m); };
+    (*t)->on_eval = [&](const EvalMetrics& e) { r.evals.push_back(e); };
     auto d = data();
+    auto ev = data();
+    if (eval_) (*t)->set_eval_data(ev.get());
     Status s = (*t)->train(*d);
     if (status) {
       *status = s;
@@ -183,6 +190,7 @@ class DataParallel : public ::testing::Test {
   static Backend* host_be_;
   static RamStore* store_;
   bool preference_ = false, kto_ = false;  // data(): preference pairs or KTO examples
+  bool eval_ = false;                      // evaluate on data()'s rows too
   int64_t micro_batch_ = 1;
 };
 std::string* DataParallel::tmp_ = nullptr;
@@ -266,6 +274,90 @@ TEST_F(DataParallel, PreferenceExactModeIsBitIdenticalToOneDevice) {
       EXPECT_NE(one.steps[0].loss, one.steps[3].loss) << what;  // it trains
     }
   }
+}
+
+static void expect_same_evals(const RunResult& a, const RunResult& b, const std::string& what) {
+  ASSERT_EQ(a.evals.size(), b.evals.size()) << what;
+  for (size_t i = 0; i < a.evals.size(); ++i) {
+    EXPECT_EQ(a.evals[i].step, b.evals[i].step) << what;
+    EXPECT_EQ(a.evals[i].loss, b.evals[i].loss) << what << " eval at step " << a.evals[i].step;
+    EXPECT_EQ(a.evals[i].extra, b.evals[i].extra) << what << " eval at step " << a.evals[i].step;
+  }
+}
+
+// Evaluation during training (train/evaluation.h Note [eval figures]): rank r evaluates the eval
+// batches i with i % N == r, each rank's through the layers together (the replicas stream), and
+// the gathered figures add up in batch order: every eval has the one-device run's bits -- the
+// token cross-entropy, DPO's and KTO's losses and logged figures -- for N = 2..4 (N = 4 over 6
+// rows: a round leaves ranks without a batch).
+TEST_F(DataParallel, EvalsDuringTrainingHaveTheBitsOfOneDevice) {
+  eval_ = true;
+  for (int n : {2, 3, 4}) {
+    TrainConfig tc = config(1, Str() << "eval" << n);
+    tc.eval_steps = 2;
+    RunResult one = single(tc, n), dp = parallel(tc, n, DpReduction::kExact);
+    expect_bit_equal(dp, one, Str() << "eval N=" << n);
+    ASSERT_EQ(dp.evals.size(), 2u) << n;  // steps 2 and 4 (the last)
+    EXPECT_EQ(dp.evals[1].step, 4);
+    expect_same_evals(dp, one, Str() << "eval N=" << n);
+    EXPECT_NE(one.evals[0].loss, one.evals[1].loss);  // the adapter changed between them
+    auto metrics = read_file_to_string(tc.output_dir + "/metrics.jsonl");
+    ASSERT_TRUE(metrics.ok());
+    size_t lines = 0;
+    for (size_t at = metrics->find("\"eval_loss\""); at != std::string::npos; at = metrics->find("\"eval_loss\"", at + 1))
+      ++lines;
+    EXPECT_EQ(lines, 2u) << "eval lines written once, by rank 0";
+  }
+  preference_ = true;
+  for (bool kto : {false, true}) {
+    kto_ = kto;
+    micro_batch_ = kto ? 2 : 1;
+    TrainConfig tc = config(1, Str() << (kto ? "kto" : "dpo") << "_eval");
+    tc.rl = kto ? "kto" : "dpo";
+    tc.rl_beta = 0.5;
+    tc.micro_batch_size = micro_batch_;
+    tc.eval_steps = 2;
+    RunResult one = single(tc, 3), dp = parallel(tc, 3, DpReduction::kExact);
+    ASSERT_EQ(dp.evals.size(), 2u) << tc.rl;
+    EXPECT_FALSE(dp.evals[0].extra.empty()) << tc.rl;
+    expect_same_evals(dp, one, tc.rl + " eval N=3");
+  }
+}
+
+// early_stopping_patience and load_best_model_at_end over replicas: every rank evaluates, so all
+// stop at the one-device run's step, and the final adapter is the best eval's, as one device's.
+TEST_F(DataParallel, EarlyStoppingKeepsTheBestAdapterAsOneDevice) {
+  eval_ = true;
+  TrainConfig tc = config(1, "early");
+  tc.max_steps = 6;
+  tc.eval_steps = 1;
+  tc.early_stopping_patience = 1;
+  tc.early_stopping_threshold = 1e6;  // no eval improves on the first by that much: stop after 2
+  tc.learning_rate = 0.05;            // so large that the eval loss rises: the best is not the last
+  RunResult one = single(tc, 2);
+  TrainConfig dtc = tc;
+  dtc.output_dir += "_dp";
+  RunResult dp = parallel(dtc, 2, DpReduction::kExact);
+  ASSERT_EQ(one.steps.size(), 2u);
+  expect_bit_equal(dp, one, "early stopping N=2");
+  expect_same_evals(dp, one, "early stopping N=2");
+  auto be = make_backend(DeviceKind::kCpu).value();
+  LoraConfig lc = lora_config_from(tc).value();
+  auto want = Lora::create(be.get(), store_->manifest().config, lc).value();
+  auto got = Lora::create(be.get(), store_->manifest().config, lc).value();
+  ASSERT_TRUE(want->load_peft(tc.output_dir).ok());
+  ASSERT_TRUE(got->load_peft(dtc.output_dir).ok());
+  const std::vector<float> w = want->params_to_host(), g = got->params_to_host();
+  EXPECT_EQ(std::memcmp(w.data(), g.data(), w.size() * 4), 0) << "the final adapters differ";
+  int64_t best_step = 0;
+  double best_loss = 1e300;
+  for (const EvalMetrics& e : dp.evals)
+    if (e.loss < best_loss) best_loss = e.loss, best_step = e.step;
+  ASSERT_EQ(best_step, 1) << "the second eval is the best: the final adapter would be the trained state";
+  auto best = Lora::create(be.get(), store_->manifest().config, lc).value();
+  ASSERT_TRUE(best->load_peft(dtc.output_dir + "/checkpoint-" + std::to_string(best_step)).ok());
+  const std::vector<float> b1 = best->params_to_host();
+  EXPECT_EQ(std::memcmp(b1.data(), g.data(), g.size() * 4), 0) << "the final adapter is the best eval's";
 }
 
 TEST_F(DataParallel, RankZeroWritesMetricsAndAdapter) {

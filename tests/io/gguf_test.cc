@@ -11,6 +11,7 @@
 
 #include "io/gguf_checkpoint.h"
 #include "io/gguf_dequant.h"
+#include "../fuzz_env.h"
 
 namespace st {
 namespace {
@@ -221,11 +222,11 @@ TEST(GgufFile, TruncationsNeverCrash) {
 TEST(GgufFile, RandomBitFlipsNeverCrash) {
   const std::string orig = slurp(fixture("tiny_llama.gguf"));
   const std::string p = tmp_path("flip.gguf");
-  std::mt19937 rng(12345);
+  std::mt19937 rng(static_cast<uint32_t>(testing_util::fuzz_seed(12345)));
   // Most flips land in the first ~2 KB (header, kv, tensor infos), where they matter.
   std::uniform_int_distribution<size_t> head(0, 2047), any(0, orig.size() - 1);
   std::uniform_int_distribution<int> bit(0, 7);
-  for (int iter = 0; iter < 400; ++iter) {
+  for (int iter = 0; iter < testing_util::fuzz_iters(400); ++iter) {
     std::string m = orig;
     for (int k = 0; k < 1 + iter % 4; ++k) {
       size_t at = (k % 4 == 3) ? any(rng) : head(rng);

@@ -15,6 +15,7 @@
 #include <random>
 
 #include "core/file.h"
+#include "../fuzz_env.h"
 
 namespace st {
 namespace {
@@ -326,9 +327,9 @@ TEST(ParquetCodecs, Lz4Framings) {
 TEST(ParquetCodecs, DamagedBrotli) {
   const std::string good = slurp(kDir + "messages_brotli_v1.parquet");
   EXPECT_EQ(read_all(good, "b.parquet").rfind("ERROR", 0), std::string::npos);
-  std::mt19937 rng(77);
+  std::mt19937 rng(static_cast<uint32_t>(testing_util::fuzz_seed(77)));
   int errors = 0;
-  for (int it = 0; it < 200; ++it) {
+  for (int it = 0; it < testing_util::fuzz_iters(200); ++it) {
     std::string bad = good;
     const size_t at = 4 + rng() % (good.size() / 2);  // the first row group's pages
     bad[at] = static_cast<char>(bad[at] ^ (1 + rng() % 255));
@@ -448,14 +449,14 @@ TEST(ParquetHostile, MagicFooterAndTruncation) {
 
 // Random byte flips in the footer (corrupt Thrift) and anywhere: a Status or rows, never a crash.
 TEST(ParquetHostile, RandomFlips) {
-  std::mt19937 rng(1234);
+  std::mt19937 rng(static_cast<uint32_t>(testing_util::fuzz_seed(1234)));
   int errors = 0, runs = 0;
   for (const char* name : {"messages_snappy_v1.parquet", "messages_zstd_v2.parquet", "messages_gzip_plain.parquet",
                            "types_split_v2.parquet", "tokenized_delta_v2.parquet", "legacy_2level.parquet"}) {
     const std::string good = slurp(kDir + name);
     const uint32_t footer = static_cast<uint32_t>(static_cast<uint8_t>(good[good.size() - 8])) |
                             static_cast<uint32_t>(static_cast<uint8_t>(good[good.size() - 7])) << 8;
-    for (int it = 0; it < 300; ++it) {
+    for (int it = 0; it < testing_util::fuzz_iters(300); ++it) {
       std::string bad = good;
       const bool in_footer = it % 2 == 0;
       const size_t lo = in_footer ? good.size() - 8 - footer : 4, hi = in_footer ? good.size() - 8 : good.size() - 8;

@@ -9,6 +9,7 @@
 #include <random>
 
 #include "core/file.h"
+#include "../fuzz_env.h"
 
 namespace st {
 namespace {
@@ -204,9 +205,9 @@ void expect_consistent(const SafetensorsFile& f, size_t file_size) {
 TEST_F(SafetensorsTest, RandomBitFlipsNeverCrash) {
   const std::string good = valid_file_bytes(p("good.safetensors"));
   const uint64_t header_end = 8 + (static_cast<uint8_t>(good[0]) | static_cast<uint8_t>(good[1]) << 8);
-  std::mt19937_64 rng(1234);
+  std::mt19937_64 rng(testing_util::fuzz_seed(1234));
   int parsed = 0, rejected = 0;
-  for (int iter = 0; iter < 5000; ++iter) {
+  for (int iter = 0; iter < testing_util::fuzz_iters(5000); ++iter) {
     std::string s = good;
     const int flips = 1 + static_cast<int>(rng() % 4);
     for (int k = 0; k < flips; ++k) {

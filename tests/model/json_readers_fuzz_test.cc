@@ -17,6 +17,7 @@
 #include "io/hf_config.h"
 #include "model/lora.h"
 #include "../json_fuzz.h"
+#include "../fuzz_env.h"
 
 namespace st {
 namespace {
@@ -34,14 +35,14 @@ std::vector<std::string> fixture_models() {
 }
 
 TEST(JsonReadersFuzz, MutatedConfigJsonNeverThrows) {
-  std::mt19937 rng(11);
+  std::mt19937 rng(static_cast<uint32_t>(testing_util::fuzz_seed(11)));
   int refused = 0;
   const std::vector<std::string> fixtures = fixture_models();
   ASSERT_GE(fixtures.size(), 4u);
   for (const std::string& fx : fixtures) {
     StatusOr<Json> good = read_json_file(fx + "/model/config.json");
     ASSERT_TRUE(good.ok()) << fx;
-    for (int it = 0; it < 400; ++it) {
+    for (int it = 0; it < testing_util::fuzz_iters(400); ++it) {
       Json j = *good;
       mutate(j, rng);
       try {
@@ -60,7 +61,7 @@ TEST(JsonReadersFuzz, MutatedConfigJsonNeverThrows) {
 }
 
 TEST(JsonReadersFuzz, MutatedAdapterConfigNeverThrows) {
-  std::mt19937 rng(12);
+  std::mt19937 rng(static_cast<uint32_t>(testing_util::fuzz_seed(12)));
   auto cpu = make_backend(DeviceKind::kCpu);
   ASSERT_TRUE(cpu.ok());
   const std::string tmp = ::testing::TempDir() + "/adapter_fuzz_" + std::to_string(::getpid());
@@ -74,7 +75,7 @@ TEST(JsonReadersFuzz, MutatedAdapterConfigNeverThrows) {
     fs::copy(fx + "/adapter", tmp, fs::copy_options::recursive);
     StatusOr<Json> good = read_json_file(fx + "/adapter/adapter_config.json");
     ASSERT_TRUE(good.ok());
-    for (int it = 0; it < 150; ++it) {
+    for (int it = 0; it < testing_util::fuzz_iters(150); ++it) {
       Json j = *good;
       mutate(j, rng);
       ASSERT_TRUE(write_file_atomic(tmp + "/adapter_config.json", j.dump()).ok());
