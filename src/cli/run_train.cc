@@ -1,11 +1,7 @@
 // `streamtune train`: assembles backend, base weights (store + tier + plan), data and the Trainer.
 #include "cli/run_train.h"
 
-#include <signal.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -13,6 +9,7 @@
 
 #include "backend/backend.h"
 #include "core/file.h"
+#include "core/sigint.h"
 #include "dist/run_train_dp.h"
 #include "model/load.h"
 #include "store/manifest.h"
@@ -158,35 +155,6 @@ void print_banner(const TrainConfig& cfg, const Backend& be, const BaseWeights& 
   std::fflush(stdout);
 }
 
-// SIGINT: the first one asks the trainer to finish its step, checkpoint and stop; the second
-// one gets the default action (the process dies with status 130, the last checkpoint intact).
-std::atomic<int> g_sigints{0};
-
-extern "C" void on_sigint(int) {
-  if (g_sigints.fetch_add(1) >= 1) {
-    signal(SIGINT, SIG_DFL);
-    raise(SIGINT);
-    return;
-  }
-  const char msg[] = "\nSIGINT: finishing the current step, then saving a checkpoint (Ctrl-C again to abort)\n";
-  ssize_t n = write(STDERR_FILENO, msg, sizeof msg - 1);
-  (void)n;
-}
-
-class SigintScope {
- public:
-  SigintScope() {
-    struct sigaction sa {};
-    sa.sa_handler = on_sigint;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, &old_);
-  }
-  ~SigintScope() { sigaction(SIGINT, &old_, nullptr); }
-
- private:
-  struct sigaction old_ {};
-};
-
 void print_outputs(const TrainConfig& cfg, const std::string& curve) {
   std::printf("adapter    %s (adapter_config.json beside it)\n",
               path_join(cfg.output_dir, "adapter_model.safetensors").c_str());
@@ -230,11 +198,10 @@ Status train_and_report(const TrainConfig& given, bool* interrupted) {
   trainer->on_eval = [&](const EvalMetrics& e) { progress.on_eval(e); };
   trainer->on_eval_progress = [&](int64_t done, int64_t total) { progress.on_eval_progress(done, total); };
   trainer->on_message = [&](const std::string& m) { progress.message(m); };
-  trainer->stop_requested = [] { return g_sigints.load() > 0; };
+  trainer->stop_requested = [] { return SigintStop::requested(); };
   Status s;
   {
-    SigintScope sigint;
-    g_sigints = 0;
+    SigintStop sigint;
     s = trainer->train(data);
   }
   progress.finish();
@@ -300,9 +267,8 @@ Status run_train(const TrainConfig& cfg) {
   RETURN_IF_ERROR(check_output_dir(cfg));  // before anything is loaded or written
   const bool on_cpu = cfg.device == "cpu" || (cfg.device == "auto" && !cuda_available());
   ASSIGN_OR_RETURN(int replicas, resolve_devices(cfg.devices, on_cpu ? DeviceKind::kCpu : DeviceKind::kCuda));
-  if (replicas > 1) return run_train_data_parallel(cfg, replicas);
   bool interrupted = false;
-  Status s = train_and_report(cfg, &interrupted);
+  Status s = replicas > 1 ? run_train_data_parallel(cfg, replicas, &interrupted) : train_and_report(cfg, &interrupted);
   if (s.ok() && interrupted) {
     std::fflush(stdout);
     std::exit(130);

@@ -11,6 +11,7 @@
 #include "core/file.h"
 #include "train/checkpoint.h"
 #include "train/evaluation.h"
+#include "train/loader_source.h"
 #include "train/preference_step.h"
 
 namespace st {
@@ -90,12 +91,7 @@ struct DataParallelTrainer::Replica {
 namespace {
 
 Status validate(const TrainConfig& tc) {
-  RETURN_IF_ERROR(check_trainer_config(tc));
-  // "auto" (axolotl's auto_resume_from_checkpoints) is a fresh start while there is nothing to resume.
-  const bool fresh = tc.resume_from_checkpoint == "auto" && list_checkpoints(tc.output_dir).empty();
-  if (!tc.resume_from_checkpoint.empty() && !fresh)
-    return Unimplemented("resume_from_checkpoint is not supported with devices > 1 yet");
-  return Status::OK();
+  return check_trainer_config(tc);
 }
 
 // FNV-1a over the parameter bytes.
@@ -185,6 +181,7 @@ bool DataParallelTrainer::holds_rank0() const {
 }
 
 Model& DataParallelTrainer::model(int local_index) { return *reps_.at(local_index)->model; }
+int64_t DataParallelTrainer::steps_taken() const { return reps_[0]->opt->steps_taken(); }
 
 // Runs fn on every replica thread. A failing replica aborts its communicator so the others leave
 // their collectives; the first error that is not such a Cancelled echo is returned.
@@ -409,28 +406,32 @@ Status DataParallelTrainer::plan_steps(BatchSource& data) {
 
 StatusOr<bool> DataParallelTrainer::fill_window(BatchSource& data, std::vector<Batch>* window) {
   window->clear();
-  if (!epoch_started_) {
-    RETURN_IF_ERROR(data.start_epoch(epoch_));
+  auto start = [&](int64_t epoch) {
+    epoch_ = epoch;
     epoch_started_ = true;
-  }
+    batches_in_epoch_ = 0;
+    return data.start_epoch(epoch);
+  };
+  if (!epoch_started_) RETURN_IF_ERROR(start(epoch_));
   bool fresh_epoch = false;
   while (static_cast<int64_t>(window->size()) < window_size_) {
     Batch b;
     ASSIGN_OR_RETURN(bool got, data.next(&b));
     if (got) {
       window->push_back(std::move(b));
+      ++batches_in_epoch_;
       fresh_epoch = false;
       continue;
     }
     if (!window->empty()) {  // an epoch that ends mid-window ends the window (as Trainer)
       epoch_started_ = false;
       ++epoch_;
+      batches_in_epoch_ = 0;
       return true;
     }
     if (fresh_epoch) return InvalidArgument("the training dataset yields no batches");
     if (tc_.max_steps == 0 && epoch_ + 1 >= tc_.num_epochs) return false;
-    ++epoch_;
-    RETURN_IF_ERROR(data.start_epoch(epoch_));
+    RETURN_IF_ERROR(start(epoch_ + 1));
     fresh_epoch = true;
   }
   return true;
@@ -440,62 +441,176 @@ Status DataParallelTrainer::train(BatchSource& data) {
   RETURN_IF_ERROR(plan_steps(data));
   RETURN_IF_ERROR(check_eval_plan(tc_, eval_data_ != nullptr));
   const bool writer = holds_rank0();
+  const std::string metrics_path = path_join(tc_.output_dir, "metrics.jsonl");
+  bool append = false;
+  if (!tc_.resume_from_checkpoint.empty()) {
+    ASSIGN_OR_RETURN(std::string dir, resolve_resume_checkpoint(tc_.resume_from_checkpoint, tc_.output_dir));
+    if (!dir.empty()) {  // "auto" with no checkpoint yet: a fresh start
+      RETURN_IF_ERROR(resume(dir, data));
+      if (writer) RETURN_IF_ERROR(truncate_metrics(metrics_path, reps_[0]->opt->steps_taken()));
+      append = true;
+    }
+  }
   std::unique_ptr<MetricsWriter> metrics;
   if (writer) {
     RETURN_IF_ERROR(make_dirs(tc_.output_dir), "output_dir");
-    ASSIGN_OR_RETURN(metrics, MetricsWriter::open(path_join(tc_.output_dir, "metrics.jsonl"), false));
+    ASSIGN_OR_RETURN(metrics, MetricsWriter::open(metrics_path, append));
   }
-  const int64_t log_every = std::max<int64_t>(tc_.logging_steps, 1);
-  double loss_acc = 0, t_at_log = elapsed_s_;
-  ExtraMeans extra;  // rl's rewards, ...: means over the logged steps, as Trainer
-  int64_t n_acc = 0, tok_at_log = tokens_;
   std::vector<Batch> window;
-  bool stopped_early = false;
+  // A checkpoint written at the step its run stopped early at (a save step) resumes as stopped.
+  bool stopped_early = tc_.early_stopping_patience > 0 && best_.evals_not_improved >= tc_.early_stopping_patience;
   while (reps_[0]->opt->steps_taken() < sched_.total_steps && !stopped_early) {
     ASSIGN_OR_RETURN(bool more, fill_window(data, &window));
     if (!more) break;
-    ASSIGN_OR_RETURN(StepMetrics m, train_step(window));
+    ASSIGN_OR_RETURN(StepMetrics m, train_step(window),
+                     "step " << reps_[0]->opt->steps_taken() + 1
+                             << (last_checkpoint_.empty() ? std::string()
+                                                          : "; the last good checkpoint is " + last_checkpoint_));
     if (on_step) on_step(m);
-    loss_acc += m.loss;
-    extra.add(m.extra);
-    ++n_acc;
+    const bool watchdog = watch_loss(tc_, log_history_, &watchdog_violations_);  // before this step's log
+    RETURN_IF_ERROR(log_step(m, metrics.get()));
     const bool last = m.step == sched_.total_steps;
-    if (writer && (m.step % log_every == 0 || last)) {
-      StepMetrics logged = m;
-      logged.loss = loss_acc / static_cast<double>(n_acc);
-      logged.extra = extra.take();
-      const double dt = elapsed_s_ - t_at_log;
-      logged.tok_s = dt > 0 ? static_cast<double>(tokens_ - tok_at_log) / dt : 0;
-      RETURN_IF_ERROR(metrics->write(logged));
-    }
-    if (m.step % log_every == 0 || last) {
-      loss_acc = 0;
-      n_acc = 0;
-      extra.take();  // (taken already where this process writes)
-      tok_at_log = tokens_;
-      t_at_log = elapsed_s_;
-    }
     // Every process evaluates (each rank its share) and so reaches the same verdicts: the ranks
     // stop together and agree on the best step.
     BestEval::Verdict ev;
     if (eval_data_ && (last || (tc_.eval_steps > 0 && m.step % tc_.eval_steps == 0))) {
       ASSIGN_OR_RETURN(ev, run_eval(m.step, metrics.get()));
     }
-    stopped_early = ev.stop && !last;
+    stopped_early = (ev.stop || watchdog) && !last;
+    bool stop = false;
+    if (!last && !stopped_early && stop_requested) {
+      ASSIGN_OR_RETURN(stop, stop_agreed());
+    }
     // A new best is checkpointed so that it can be the final adapter (the last step's is the model itself).
     const bool keep = keep_best() && ev.new_best && !last && !stopped_early;
-    if (writer && (keep || (tc_.save_steps > 0 && m.step % tc_.save_steps == 0 && !last)))
-      RETURN_IF_ERROR(save_adapter(checkpoint_dir(tc_.output_dir, m.step)));
-    if (stopped_early && on_message)
+    const bool first = tc_.save_first_step && m.step == 1;
+    if (stop || keep || first || (tc_.save_steps > 0 && m.step % tc_.save_steps == 0)) RETURN_IF_ERROR(save_checkpoint(data));
+    if (stop) {
+      interrupted_ = true;
+      return Status::OK();
+    }
+    if (watchdog && !last && on_message)
+      on_message(Str() << "loss watchdog: the logged training loss was above loss_watchdog_threshold "
+                       << tc_.loss_watchdog_threshold << " at the end of " << watchdog_violations_
+                       << " steps in a row; stopping at step " << m.step << " of " << sched_.total_steps
+                       << " (the adapter is written; lower learning_rate or check the data)");
+    if (ev.stop && !last && on_message)
       on_message(Str() << "early stopping at step " << m.step << " of " << sched_.total_steps << ": "
                        << best_.evals_not_improved << " evals in a row did not lower eval_loss by more than "
                        << tc_.early_stopping_threshold << " (best " << *best_.loss << " at step " << best_.step
                        << "; early_stopping_patience " << tc_.early_stopping_patience << ")");
   }
-  // The data ran out before total_steps: evaluate what we have.
+  // The data ran out before total_steps (or a finished run was resumed): evaluate what we have.
   const int64_t now = reps_[0]->opt->steps_taken();
   if (eval_data_ && last_eval_step_ != now && now > 0) RETURN_IF_ERROR(run_eval(now, metrics.get()).status());
   return save_final_adapter();
+}
+
+// As Trainer::log_step: the mean over the logged steps, written where this process writes.
+Status DataParallelTrainer::log_step(const StepMetrics& m, MetricsWriter* metrics) {
+  loss_acc_ += m.loss;
+  ++loss_count_;
+  extra_means_.add(m.extra);
+  const bool last = m.step == sched_.total_steps;
+  if (m.step % std::max<int64_t>(tc_.logging_steps, 1) != 0 && !last) return Status::OK();
+  StepMetrics logged = m;
+  logged.loss = loss_acc_ / static_cast<double>(loss_count_);
+  logged.extra = extra_means_.take();
+  const double dt = elapsed_s_ - elapsed_at_log_;
+  logged.tok_s = dt > 0 ? static_cast<double>(tokens_ - tokens_at_log_) / dt : 0;
+  if (metrics) RETURN_IF_ERROR(metrics->write(logged));
+  log_history_.push_back({{"step", logged.step}, {"loss", logged.loss}, {"lr", logged.lr},
+                          {"grad_norm", logged.grad_norm}});
+  loss_acc_ = 0;
+  loss_count_ = 0;
+  tokens_at_log_ = tokens_;
+  elapsed_at_log_ = elapsed_s_;
+  return Status::OK();
+}
+
+StatusOr<bool> DataParallelTrainer::stop_agreed() {
+  const int64_t here = stop_requested() ? 1 : 0;
+  std::vector<int64_t> votes(reps_.size(), 0);
+  RETURN_IF_ERROR(run_on_replicas([&](int i, Replica& r) -> Status {
+    int64_t v = here;
+    RETURN_IF_ERROR(r.comm->all_reduce_sum_host(&v, 1), "agreeing to stop");
+    votes[static_cast<size_t>(i)] = v;
+    return Status::OK();
+  }));
+  return votes[0] > 0;
+}
+
+// ---- checkpoints (train/checkpoint.h) ---------------------------------------------------------
+
+Json DataParallelTrainer::fingerprint(BatchSource& data) const {
+  const StatusOr<DType> act = training_act_dtype(tc_, *reps_[0]->be);  // create() checked it
+  Json fp = config_fingerprint(tc_, reps_[0]->parts.model, act.ok() ? *act : DType::kF32, data.micro_batches_per_epoch());
+  fp["devices"] = world_;  // the global window is gradient_accumulation_steps x devices
+  return fp;
+}
+
+Status DataParallelTrainer::save_checkpoint(BatchSource& data) {
+  Replica* r0 = nullptr;
+  for (auto& r : reps_)
+    if (r->comm->rank() == 0) r0 = r.get();
+  if (r0 == nullptr) return Status::OK();  // another process writes it
+  TrainerState st;
+  st.global_step = r0->opt->steps_taken();
+  st.total_steps = sched_.total_steps;
+  st.epoch = epoch_;
+  st.epoch_started = epoch_started_;
+  st.batches_in_epoch = batches_in_epoch_;
+  if (auto* dl = dynamic_cast<DataLoaderSource*>(&data)) {
+    st.has_data_position = true;
+    st.data_position = dl->position();
+  }
+  st.micro_batches_run = micro_seen_;  // the global dropout counter: a single device's micro_batches_run
+  st.tokens = tokens_;
+  st.elapsed_s = elapsed_s_;
+  st.loss_acc = loss_acc_;
+  st.loss_count = loss_count_;
+  st.tokens_at_log = tokens_at_log_;
+  st.elapsed_at_log = elapsed_at_log_;
+  st.fingerprint = fingerprint(data);
+  st.log_history = log_history_;
+  st.best = best_;
+  r0->be->sync_all();
+  ASSIGN_OR_RETURN(last_checkpoint_, write_checkpoint(tc_.output_dir, r0->model->lora(), r0->be, base_model_name_, st),
+                   "writing checkpoint-" << st.global_step);
+  RETURN_IF_ERROR(prune_checkpoints(tc_.output_dir, tc_.save_total_limit, st.global_step, keep_best() ? best_.step : 0));
+  if (on_message) on_message("checkpoint saved: " + last_checkpoint_);
+  return Status::OK();
+}
+
+// Every replica reads the checkpoint (its parameters and AdamW moments), so they start identical.
+Status DataParallelTrainer::resume(const std::string& ckpt_dir, BatchSource& data) {
+  const Json expect = fingerprint(data);
+  TrainerState st;
+  for (auto& r : reps_) {
+    ASSIGN_OR_RETURN(st, read_checkpoint(ckpt_dir, expect, &r->model->lora(), r->be));
+    r->opt->set_steps_taken(st.global_step);
+  }
+  epoch_ = st.epoch;
+  epoch_started_ = st.epoch_started;
+  ASSIGN_OR_RETURN(batches_in_epoch_, seek_checkpoint_data(st, data), "resuming from " << ckpt_dir);
+  micro_seen_ = st.micro_batches_run;
+  if (st.total_steps != sched_.total_steps && on_message)
+    on_message(Str() << "note: the checkpoint planned " << st.total_steps << " steps, this run plans "
+                     << sched_.total_steps << " (the LR schedule follows this run)");
+  tokens_ = st.tokens;
+  elapsed_s_ = st.elapsed_s;
+  loss_acc_ = st.loss_acc;
+  loss_count_ = st.loss_count;
+  tokens_at_log_ = st.tokens_at_log;
+  elapsed_at_log_ = st.elapsed_at_log;
+  log_history_ = st.log_history;
+  best_ = st.best;
+  last_eval_step_ = -1;
+  for (const Json& e : log_history_)
+    if (e.contains("eval_loss")) last_eval_step_ = e.value("step", int64_t{-1});
+  last_checkpoint_ = ckpt_dir;
+  if (on_message) on_message(Str() << "resumed from " << ckpt_dir << " at step " << st.global_step);
+  return Status::OK();
 }
 
 // ---- evaluation (train/evaluation.h Note [eval figures]) --------------------------------------
@@ -570,6 +685,7 @@ StatusOr<BestEval::Verdict> DataParallelTrainer::run_eval(int64_t step, MetricsW
   }
   e.runtime_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (metrics) RETURN_IF_ERROR(metrics->write(e));
+  log_history_.push_back({{"step", step}, {"eval_loss", e.loss}});
   last_eval_step_ = step;
   if (on_eval) on_eval(e);
   return best_.observe(e.loss, step, tc_.early_stopping_patience, tc_.early_stopping_threshold);

@@ -16,6 +16,12 @@
 //
 // Dropout: each micro-batch runs with the dropout counter a single device would use for it (its
 // global index), so masks match too.
+//
+// Checkpoints (save_steps, a new best eval, SIGINT through stop_requested) are Trainer's
+// (train/checkpoint.h), written by the process holding rank 0 from its replica; its fingerprint
+// also names the world size. resume_from_checkpoint: every process reads the checkpoint (on
+// several nodes, output_dir must be a shared file system) into every replica and positions the
+// data stream; the rest of the run is the uninterrupted run's.
 #pragma once
 
 #include <functional>
@@ -85,6 +91,10 @@ class DataParallelTrainer {
   Status train(BatchSource& data);
   // Evaluated during train(); every process passes the same eval stream. Not owned.
   void set_eval_data(BatchSource* eval) { eval_data_ = eval; }
+  // Polled after every step by every process (SIGINT); true anywhere = checkpoint and stop.
+  std::function<bool()> stop_requested;
+  bool interrupted() const { return interrupted_; }
+  const std::string& last_checkpoint() const { return last_checkpoint_; }
   // One optimizer step over a global window (its size need not be a multiple of the world size:
   // ranks without a micro-batch contribute zero). Returns rank 0's view (identical everywhere).
   StatusOr<StepMetrics> train_step(const std::vector<Batch>& window);
@@ -107,6 +117,7 @@ class DataParallelTrainer {
   bool holds_rank0() const;
   Model& model(int local_index);
   int64_t total_steps() const { return sched_.total_steps; }
+  int64_t steps_taken() const;
 
  private:
   struct Replica;
@@ -129,6 +140,12 @@ class DataParallelTrainer {
   // One eval pass split over the ranks: every batch's figures, gathered on every rank.
   StatusOr<std::vector<EvalFigures>> eval_figures(BatchSource& data);
   StatusOr<BestEval::Verdict> run_eval(int64_t step, MetricsWriter* metrics);
+  Status log_step(const StepMetrics& m, MetricsWriter* metrics);
+  Json fingerprint(BatchSource& data) const;
+  Status save_checkpoint(BatchSource& data);
+  Status resume(const std::string& ckpt_dir, BatchSource& data);
+  // stop_requested() on any process: every rank learns it (a host sum), so all stop at one step.
+  StatusOr<bool> stop_agreed();
   bool keep_best() const { return eval_data_ && (tc_.load_best_model_at_end || tc_.early_stopping_patience > 0); }
   Status save_final_adapter();
 
@@ -144,8 +161,19 @@ class DataParallelTrainer {
   uint64_t micro_seen_ = 0;     // global micro-batches trained (the dropout counter base)
   int64_t epoch_ = 0;
   bool epoch_started_ = false;
+  int64_t batches_in_epoch_ = 0;
   int64_t tokens_ = 0;
   double elapsed_s_ = 0;
+  // The logging window in progress (saved in checkpoints, as Trainer's).
+  double loss_acc_ = 0;
+  int64_t loss_count_ = 0;
+  int64_t tokens_at_log_ = 0;
+  double elapsed_at_log_ = 0;
+  ExtraMeans extra_means_;
+  Json log_history_ = Json::array();
+  int64_t watchdog_violations_ = 0;
+  std::string last_checkpoint_;
+  bool interrupted_ = false;
   BatchSource* eval_data_ = nullptr;
   int64_t last_eval_step_ = -1;
   BestEval best_;

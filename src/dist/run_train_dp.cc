@@ -11,6 +11,7 @@
 #include <memory>
 #include <thread>
 
+#include "core/sigint.h"
 #include "dist/data_parallel.h"
 #include "store/disk_store.h"
 #include "store/sharder.h"
@@ -153,7 +154,7 @@ StatusOr<int> resolve_devices(const std::string& devices, DeviceKind kind) {
   return static_cast<int>(n);
 }
 
-Status run_train_data_parallel(const TrainConfig& cfg, int n) {
+Status run_train_data_parallel(const TrainConfig& cfg, int n, bool* interrupted) {
   ASSIGN_OR_RETURN(std::unique_ptr<DpRun> run, setup_data_parallel(cfg, n));
   DataParallelTrainer& trainer = *run->trainer;
   ASSIGN_OR_RETURN(TrainData data, load_train_data(cfg, run->model));
@@ -188,7 +189,20 @@ Status run_train_data_parallel(const TrainConfig& cfg, int n) {
   trainer.on_message = [talk](const std::string& text) {
     if (talk) std::printf("%s\n", text.c_str());
   };
-  RETURN_IF_ERROR(trainer.train(train));
+  trainer.stop_requested = [] { return SigintStop::requested(); };
+  {
+    SigintStop sigint;
+    RETURN_IF_ERROR(trainer.train(train));
+  }
+  if (trainer.interrupted()) {
+    *interrupted = true;
+    if (talk)
+      std::printf("interrupted at step %lld: checkpoint %s\nresume with: streamtune train CONFIG.yaml "
+                  "--resume_from_checkpoint=true\n",
+                  static_cast<long long>(trainer.steps_taken()),
+                  trainer.last_checkpoint().c_str());
+    return Status::OK();
+  }
   if (talk) std::printf("adapter written to %s\n", cfg.output_dir.c_str());
   return Status::OK();
 }

@@ -18,8 +18,9 @@ StatusOr<int> resolve_devices(const std::string& devices, DeviceKind kind);
 // when built with it, else the thread communicator; CPU: n CPU replicas sharing the cores).
 // Multi-node when the launcher variables say so (communicator.h, DistEnv): needs NCCL.
 // One RAM store per node is shared by every replica (stream: ram | off); stream: disk opens one
-// DiskStore per replica. Writes what `streamtune train` writes, from rank 0 only.
-Status run_train_data_parallel(const TrainConfig& cfg, int n);
+// DiskStore per replica. Writes what `streamtune train` writes, from rank 0 only. Ctrl-C during
+// training (core/sigint.h) checkpoints after the step and returns OK with *interrupted true.
+Status run_train_data_parallel(const TrainConfig& cfg, int n, bool* interrupted);
 
 // `streamtune bench --devices N`: the same assembly as run_train_data_parallel, then `warmup` +
 // `steps` optimizer steps on seeded synthetic windows (gradient_accumulation_steps x world

@@ -323,13 +323,13 @@ StatusOr<BestEval::Verdict> Trainer::run_eval(int64_t step) {
 // neither. At loss_watchdog_patience violations the training stops after this step (its log, eval
 // and checkpoint as scheduled) and the adapter is written, as HF's should_training_stop does. The
 // count restarts with a resumed run (the callback keeps no state in checkpoints).
-bool Trainer::watch_loss() {
-  if (tc_.loss_watchdog_threshold <= 0 || log_history_.empty()) return false;
-  const Json& last = log_history_.back();
+bool watch_loss(const TrainConfig& tc, const Json& log_history, int64_t* violations) {
+  if (tc.loss_watchdog_threshold <= 0 || log_history.empty()) return false;
+  const Json& last = log_history.back();
   if (!last.contains("loss")) return false;
-  if (last["loss"].get<double>() > tc_.loss_watchdog_threshold) ++watchdog_violations_;
-  else watchdog_violations_ = 0;
-  return watchdog_violations_ >= tc_.loss_watchdog_patience;
+  if (last["loss"].get<double>() > tc.loss_watchdog_threshold) ++*violations;
+  else *violations = 0;
+  return *violations >= tc.loss_watchdog_patience;
 }
 
 // Early stopping and load_best_model_at_end read evals: refused before any step when there are none
@@ -395,7 +395,7 @@ Status Trainer::train(BatchSource& data) {
                              << (last_checkpoint_.empty() ? std::string()
                                                           : "; the last good checkpoint is " + last_checkpoint_));
     if (on_step) on_step(m);
-    const bool watchdog = watch_loss();  // before this step's log: Note [loss watchdog]
+    const bool watchdog = watch_loss(tc_, log_history_, &watchdog_violations_);  // before this step's log: Note [loss watchdog]
     RETURN_IF_ERROR(log_step(m));
     const bool last = m.step == sched_.total_steps;
     BestEval::Verdict ev;
@@ -464,20 +464,16 @@ Status Trainer::save_checkpoint(BatchSource& data) {
 
 // Puts `data` where the checkpointed run left it: the same epoch, after the same micro-batches.
 // A DataLoaderSource seeks exactly; any other source replays the epoch's first batches.
-Status Trainer::position_data(const TrainerState& st, BatchSource& data) {
-  epoch_ = st.epoch;
-  epoch_started_ = false;
-  batches_in_epoch_ = 0;
-  if (!st.epoch_started) return Status::OK();
-  RETURN_IF_ERROR(start_epoch(data, st.epoch));
+StatusOr<int64_t> seek_checkpoint_data(const TrainerState& st, BatchSource& data) {
+  if (!st.epoch_started) return 0;
+  RETURN_IF_ERROR(data.start_epoch(st.epoch));
   auto* dl = dynamic_cast<DataLoaderSource*>(&data);
   if (dl && st.has_data_position) {
     if (st.batches_in_epoch > data.micro_batches_per_epoch())
       return Corruption(Str() << "the checkpoint is " << st.batches_in_epoch << " micro-batches into epoch " << st.epoch
                               << ", but an epoch of this dataset has " << data.micro_batches_per_epoch());
     RETURN_IF_ERROR(dl->seek(st.data_position), "data position of the checkpoint");
-    batches_in_epoch_ = st.batches_in_epoch;
-    return Status::OK();
+    return st.batches_in_epoch;
   }
   for (int64_t i = 0; i < st.batches_in_epoch; ++i) {
     Batch b;
@@ -485,8 +481,14 @@ Status Trainer::position_data(const TrainerState& st, BatchSource& data) {
     if (!got)
       return InvalidArgument(Str() << "the checkpoint is " << st.batches_in_epoch << " micro-batches into epoch "
                                    << st.epoch << ", but this dataset's epoch has only " << i);
-    ++batches_in_epoch_;
   }
+  return st.batches_in_epoch;
+}
+
+Status Trainer::position_data(const TrainerState& st, BatchSource& data) {
+  epoch_ = st.epoch;
+  epoch_started_ = st.epoch_started;
+  ASSIGN_OR_RETURN(batches_in_epoch_, seek_checkpoint_data(st, data));
   return Status::OK();
 }
 

@@ -59,6 +59,12 @@ Status check_trainer_config(const TrainConfig& tc);
 // Early stopping and load_best_model_at_end read evaluations: InvalidArgument, naming the key, when a
 // run has no eval set (has_eval false) or early stopping has no evaluation during training.
 Status check_eval_plan(const TrainConfig& tc, bool has_eval);
+// Note [loss watchdog] (trainer.cc): looks at the last entry of `log_history` at the end of a step;
+// true when loss_watchdog_patience logged losses in a row were above loss_watchdog_threshold.
+bool watch_loss(const TrainConfig& tc, const Json& log_history, int64_t* violations);
+// Puts `data` where a checkpointed run left it: epoch st.epoch started (when it was), then seeked
+// (a DataLoaderSource) or replayed past its first st.batches_in_epoch micro-batches. Returns that count.
+StatusOr<int64_t> seek_checkpoint_data(const TrainerState& st, BatchSource& data);
 // LoRA config from the TrainConfig (targets parsed; adapter must be "lora" or "qlora").
 StatusOr<LoraConfig> lora_config_from(const TrainConfig& tc);
 // How the frozen base is stored: adapter "qlora" = NF4 linears (model/weights.h Note [NF4 base
@@ -127,7 +133,6 @@ class Trainer {
   StatusOr<BestEval::Verdict> run_eval(int64_t step);
   // load_best_model_at_end, or early stopping (which implies it): the final adapter is the best eval's.
   bool keep_best() const { return eval_data_ && (tc_.load_best_model_at_end || tc_.early_stopping_patience > 0); }
-  bool watch_loss();
   Status save_final_adapter();
   Status position_data(const TrainerState& st, BatchSource& data);
   Json fingerprint(BatchSource& data) const;

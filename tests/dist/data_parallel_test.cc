@@ -29,6 +29,7 @@ struct RunResult {
   std::vector<StepMetrics> steps;
   std::vector<EvalMetrics> evals;
   std::vector<float> params;
+  bool interrupted = false;
 };
 
 class DataParallel : public ::testing::Test {
@@ -160,7 +161,9 @@ class DataParallel : public ::testing::Test {
     auto d = data();
     auto ev = data();
     if (eval_) (*t)->set_eval_data(ev.get());
+    (*t)->stop_requested = stop_;
     Status s = (*t)->train(*d);
+    r.interrupted = (*t)->interrupted();
     if (status) {
       *status = s;
     } else {
@@ -191,6 +194,7 @@ class DataParallel : public ::testing::Test {
   static RamStore* store_;
   bool preference_ = false, kto_ = false;  // data(): preference pairs or KTO examples
   bool eval_ = false;                      // evaluate on data()'s rows too
+  std::function<bool()> stop_;             // the data-parallel runs' stop_requested
   int64_t micro_batch_ = 1;
 };
 std::string* DataParallel::tmp_ = nullptr;
@@ -358,6 +362,61 @@ TEST_F(DataParallel, EarlyStoppingKeepsTheBestAdapterAsOneDevice) {
   ASSERT_TRUE(best->load_peft(dtc.output_dir + "/checkpoint-" + std::to_string(best_step)).ok());
   const std::vector<float> b1 = best->params_to_host();
   EXPECT_EQ(std::memcmp(b1.data(), g.data(), g.size() * 4), 0) << "the final adapter is the best eval's";
+}
+
+// Checkpoints are Trainer's (train/checkpoint.h): a run resumed from one takes the uninterrupted
+// run's steps -- the same losses, evals and final adapter, bit for bit -- and a different device
+// count is refused by name (the global window would change).
+TEST_F(DataParallel, ResumeFromACheckpointIsTheUninterruptedRun) {
+  eval_ = true;
+  TrainConfig tc = config(2, "whole");
+  tc.save_steps = 2;
+  tc.eval_steps = 2;
+  tc.lora_dropout = 0.25;  // the dropout counter resumes too
+  RunResult whole = parallel(tc, 2, DpReduction::kExact);
+  ASSERT_EQ(whole.steps.size(), 4u);
+  ASSERT_TRUE(file_exists(tc.output_dir + "/checkpoint-2/trainer_state.json"));
+  ASSERT_TRUE(file_exists(tc.output_dir + "/checkpoint-2/optimizer.safetensors"));
+  TrainConfig re = tc;
+  re.output_dir = *tmp_ + "/resumed";
+  std::filesystem::remove_all(re.output_dir);
+  std::filesystem::create_directories(re.output_dir);
+  std::filesystem::copy(tc.output_dir + "/checkpoint-2", re.output_dir + "/checkpoint-2", std::filesystem::copy_options::recursive);
+  re.resume_from_checkpoint = "true";  // the latest in output_dir
+  RunResult rest = parallel(re, 2, DpReduction::kExact);
+  ASSERT_EQ(rest.steps.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(rest.steps[i].step, whole.steps[i + 2].step);
+    EXPECT_EQ(rest.steps[i].loss, whole.steps[i + 2].loss) << "step " << i + 3;
+    EXPECT_EQ(rest.steps[i].grad_norm, whole.steps[i + 2].grad_norm) << "step " << i + 3;
+  }
+  ASSERT_EQ(rest.evals.size(), 1u);
+  EXPECT_EQ(rest.evals[0].loss, whole.evals[1].loss);
+  EXPECT_EQ(std::memcmp(rest.params.data(), whole.params.data(), whole.params.size() * 4), 0);
+  auto lines = read_file_to_string(re.output_dir + "/metrics.jsonl");
+  ASSERT_TRUE(lines.ok());
+  EXPECT_EQ(std::count(lines->begin(), lines->end(), '\n'), 3) << *lines;  // steps 3, 4 and the eval at 4
+  // Three devices make a window of 6, not 4: refused, naming the key.
+  Status s;
+  TrainConfig three = re;
+  three.output_dir = *tmp_ + "/resumed3";
+  std::filesystem::create_directories(three.output_dir);
+  std::filesystem::copy(tc.output_dir + "/checkpoint-2", three.output_dir + "/checkpoint-2", std::filesystem::copy_options::recursive);
+  parallel(three, 3, DpReduction::kExact, nullptr, &s);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.to_string();
+  EXPECT_NE(s.to_string().find("devices: checkpoint 2, this run 3"), std::string::npos) << s.to_string();
+}
+
+// stop_requested (Ctrl-C) after a step: a checkpoint of that step, then the run returns.
+TEST_F(DataParallel, AStopRequestCheckpointsAfterTheStep) {
+  TrainConfig tc = config(1, "stopped");
+  int polls = 0;
+  stop_ = [&] { return ++polls >= 2; };
+  RunResult r = parallel(tc, 2, DpReduction::kFast);
+  EXPECT_TRUE(r.interrupted);
+  EXPECT_EQ(r.steps.size(), 2u);
+  EXPECT_TRUE(file_exists(tc.output_dir + "/checkpoint-2/trainer_state.json"));
+  EXPECT_FALSE(file_exists(tc.output_dir + "/adapter_model.safetensors"));
 }
 
 TEST_F(DataParallel, RankZeroWritesMetricsAndAdapter) {

@@ -32,7 +32,9 @@ TrainConfig tiny_config(const std::string& tmp) {
 TEST(RunTrainDataParallel, TwoCpuReplicasWriteOneRun) {
   const std::string tmp = Str() << "/tmp/st_dist_run_" << getpid();
   TrainConfig tc = tiny_config(tmp);
-  Status s = run_train_data_parallel(tc, 2);
+  bool interrupted = false;
+  Status s = run_train_data_parallel(tc, 2, &interrupted);
+  EXPECT_FALSE(interrupted);
   ASSERT_TRUE(s.ok()) << s.to_string();
   auto metrics = read_file_to_string(tc.output_dir + "/metrics.jsonl");
   ASSERT_TRUE(metrics.ok());
@@ -79,9 +81,10 @@ TEST(RunTrainDataParallel, DiskStreamingMatchesRam) {
 
 TEST(RunTrainDataParallel, BadInputsAreNamed) {
   TrainConfig tc = tiny_config("/tmp/st_dist_unused");
+  bool interrupted = false;
   tc.stream = "tape";
-  EXPECT_NE(run_train_data_parallel(tc, 2).to_string().find("stream: 'tape'"), std::string::npos);
-  EXPECT_EQ(run_train_data_parallel(tc, 0).code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(run_train_data_parallel(tc, 2, &interrupted).to_string().find("stream: 'tape'"), std::string::npos);
+  EXPECT_EQ(run_train_data_parallel(tc, 0, &interrupted).code(), StatusCode::kInvalidArgument);
 }
 
 TEST(ResolveDevices, OneAllOrN) {
